@@ -1,0 +1,113 @@
+import pytest
+
+from tfbench import csv_out, stats
+
+
+def test_latency_summary_values_in_ms():
+    times = [i / 1000.0 for i in range(1, 101)]  # 1..100 ms
+    s = stats.latency_summary(times)
+    assert s["latency_ms_p50"] == pytest.approx(50.5)
+    assert s["latency_ms_p90"] == pytest.approx(90.1)
+    assert s["latency_ms_p99"] == pytest.approx(99.01)
+    assert s["latency_ms_mean"] == pytest.approx(50.5)
+    assert s["latency_ms_min"] == pytest.approx(1.0)
+    assert s["latency_ms_max"] == pytest.approx(100.0)
+
+
+def test_latency_summary_linear_interpolation_small_sample():
+    s = stats.latency_summary([0.010, 0.020])
+    assert s["latency_ms_p50"] == pytest.approx(15.0)
+    assert s["latency_ms_p90"] == pytest.approx(19.0)
+
+
+def test_latency_summary_empty_is_none():
+    s = stats.latency_summary([])
+    assert set(s) >= {"latency_ms_p50", "latency_ms_p99", "latency_ms_max"}
+    assert all(v is None for v in s.values())
+    assert stats.console_lines_latency(s) == []
+
+
+def test_summary_keys_are_csv_columns_where_they_exist():
+    columns = set(csv_out.COLUMN_NAMES)
+    lat = stats.latency_summary([0.01])
+    assert {"latency_ms_p50", "latency_ms_p90", "latency_ms_p99", "latency_ms_mean"} <= set(lat)
+    assert {"latency_ms_p50", "latency_ms_p90", "latency_ms_p99", "latency_ms_mean"} <= columns
+    rep = stats.repeat_summary([1.0, 2.0])
+    for key in ("images_per_sec_median", "images_per_sec_min", "images_per_sec_max",
+                "spread_pct", "unstable", "num_runs"):
+        assert key in rep and key in columns
+    cold = stats.cold_start_summary([1.0], [0.1])
+    assert {"first_step_sec", "warmup_sec"} <= set(cold) & columns
+
+
+def test_console_line_latency_format():
+    s = stats.latency_summary([0.01234, 0.01234, 0.02])
+    (line,) = stats.console_lines_latency(s)
+    assert line.startswith("Latency (ms/batch): p50 12.34  p90 18.47  p99 19.85  mean 14.89")
+    assert line.endswith("min 12.34  max 20.00")
+
+
+def test_cold_start_with_warmup():
+    s = stats.cold_start_summary([2.0, 0.5, 0.5], [0.1, 0.3])
+    assert s["first_step_sec"] == 2.0
+    assert s["warmup_sec"] == pytest.approx(3.0)
+    assert s["num_warmup_steps"] == 3
+    assert s["steady_step_sec_mean"] == pytest.approx(0.2)
+    assert s["first_step_vs_steady"] == pytest.approx(10.0)
+    assert stats.console_lines_cold_start(s) == [
+        "Cold start: first step 2.000 s, warm-up 3.000 s (3 steps), steady state 200.00 ms/step"]
+
+
+def test_cold_start_without_warmup_uses_first_timed_step():
+    s = stats.cold_start_summary([], [0.5, 0.1])
+    assert s["first_step_sec"] == 0.5
+    assert s["warmup_sec"] == 0.0
+    assert stats.console_lines_cold_start(s) == [
+        "Cold start: first step 0.500 s, steady state 300.00 ms/step"]
+
+
+def test_cold_start_no_steps():
+    s = stats.cold_start_summary([], [])
+    assert s["first_step_sec"] is None and s["steady_step_sec_mean"] is None
+    assert stats.console_lines_cold_start(s) == []
+
+
+def test_repeat_summary_stable():
+    s = stats.repeat_summary([100.0, 102.0, 98.0, 101.0, 99.0])
+    assert s["num_runs"] == 5
+    assert s["images_per_sec_median"] == 100.0
+    assert s["images_per_sec_min"] == 98.0
+    assert s["images_per_sec_max"] == 102.0
+    assert s["spread_pct"] == pytest.approx(4.0)
+    assert s["unstable"] is False
+    assert stats.console_lines_repeats(s) == [
+        "Repeats: 5 runs, median 100.00 images/sec, min 98.00, max 102.00, spread 4.0%"]
+
+
+def test_repeat_summary_unstable_and_threshold():
+    values = [50.0, 100.0, 104.0]
+    s = stats.repeat_summary(values)
+    assert s["spread_pct"] == pytest.approx(54.0)
+    assert s["unstable"] is True
+    (line,) = stats.console_lines_repeats(s)
+    assert line.endswith("spread 54.0% UNSTABLE (spread > 10%)")
+    relaxed = stats.repeat_summary(values, unstable_threshold_pct=60)
+    assert relaxed["unstable"] is False
+    assert "UNSTABLE" not in stats.console_lines_repeats(relaxed)[0]
+    assert stats.console_lines_repeats(stats.repeat_summary(values, 2.5))[0].endswith(
+        "UNSTABLE (spread > 2.5%)")
+
+
+def test_repeat_summary_exactly_at_threshold_is_stable():
+    s = stats.repeat_summary([95.0, 100.0, 105.0])
+    assert s["spread_pct"] == pytest.approx(10.0)
+    assert s["unstable"] is False
+
+
+def test_repeat_summary_single_and_empty():
+    one = stats.repeat_summary([123.0])
+    assert one["spread_pct"] == 0.0 and one["unstable"] is False and one["num_runs"] == 1
+    assert stats.console_lines_repeats(one) == []
+    none = stats.repeat_summary([])
+    assert none["num_runs"] == 0 and none["images_per_sec_median"] is None
+    assert stats.console_lines_repeats(none) == []

@@ -1,0 +1,130 @@
+"""Summary statistics of measured times and repeats. Pure Python and numpy, no TensorFlow.
+
+Percentiles use linear interpolation between closest ranks (numpy's default "linear" method,
+Hyndman & Fan type 7): for n sorted values x[0..n-1], the q-th percentile sits at rank
+(n - 1) * q / 100, interpolated between its two neighbours. With 100 steps p99 therefore lies
+between the 99th and the 100th value; with few steps the tail percentiles approach the max.
+
+Keys are the CSV column names of tfbench.csv_out where a column exists.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+LATENCY_PERCENTILES = (50, 90, 99)
+DEFAULT_UNSTABLE_THRESHOLD_PCT = 10.0
+
+
+def latency_summary(step_times_sec: Sequence[float]) -> dict[str, Optional[float]]:
+    """Per-batch latency in ms: p50, p90, p99, mean, min, max (all None without steps)."""
+    keys = ["latency_ms_p%d" % q for q in LATENCY_PERCENTILES] + [
+        "latency_ms_mean", "latency_ms_min", "latency_ms_max"]
+    if not step_times_sec:
+        return dict.fromkeys(keys)
+    ms = np.asarray(step_times_sec, dtype=np.float64) * 1000.0
+    values = list(np.percentile(ms, LATENCY_PERCENTILES, method="linear"))
+    values += [ms.mean(), ms.min(), ms.max()]
+    return {k: float(v) for k, v in zip(keys, values)}
+
+
+def cold_start_summary(warmup_times: Sequence[float],
+                       step_times: Sequence[float]) -> dict[str, Optional[float]]:
+    """Cold start versus steady state.
+
+    first_step_sec: the very first step (warm-up if there was one, else the first timed step);
+    it carries tracing, compilation and autotuning. warmup_sec: the time from the start of the
+    first step to the end of warm-up (sum of the warm-up step times; 0.0 without warm-up).
+    steady_step_sec_mean: mean timed step. first_step_vs_steady: how many steady steps the cold
+    step costs.
+    """
+    first = warmup_times[0] if warmup_times else (step_times[0] if step_times else None)
+    steady = float(np.mean(step_times)) if step_times else None
+    ratio = first / steady if first is not None and steady else None
+    return {
+        "first_step_sec": None if first is None else float(first),
+        "warmup_sec": float(sum(warmup_times)),
+        "num_warmup_steps": len(warmup_times),
+        "steady_step_sec_mean": steady,
+        "first_step_vs_steady": ratio,
+    }
+
+
+def repeat_summary(values: Sequence[float],
+                   unstable_threshold_pct: float = DEFAULT_UNSTABLE_THRESHOLD_PCT) -> dict[str, Any]:
+    """Median, min, max and spread of one figure (images/sec) over repeated runs.
+
+    spread_pct = (max - min) / median * 100; the result is unstable when spread_pct exceeds
+    the threshold. A single run has spread 0.
+    """
+    values = [float(v) for v in values]
+    result: dict[str, Any] = {
+        "num_runs": len(values),
+        "images_per_sec_median": None,
+        "images_per_sec_min": None,
+        "images_per_sec_max": None,
+        "spread_pct": None,
+        "unstable": None,
+        "unstable_threshold_pct": float(unstable_threshold_pct),
+        "images_per_sec_runs": values,
+    }
+    if not values:
+        return result
+    median = statistics.median(values)
+    low, high = min(values), max(values)
+    spread = (high - low) / median * 100.0 if median > 0 else None
+    result.update({
+        "images_per_sec_median": median,
+        "images_per_sec_min": low,
+        "images_per_sec_max": high,
+        "spread_pct": spread,
+        "unstable": spread is not None and spread > unstable_threshold_pct,
+    })
+    return result
+
+
+def _ms(value: Optional[float]) -> str:
+    return "n/a" if value is None else "%.2f" % value
+
+
+def console_lines_latency(summary: dict[str, Any]) -> list[str]:
+    """`Latency (ms/batch): p50 12.34  p90 ...  p99 ...  mean ...  min ...  max ...`"""
+    if summary.get("latency_ms_p50") is None:
+        return []
+    parts = ["%s %s" % (label, _ms(summary.get(key))) for label, key in (
+        ("p50", "latency_ms_p50"), ("p90", "latency_ms_p90"), ("p99", "latency_ms_p99"),
+        ("mean", "latency_ms_mean"), ("min", "latency_ms_min"), ("max", "latency_ms_max"))]
+    return ["Latency (ms/batch): " + "  ".join(parts)]
+
+
+def console_lines_cold_start(summary: dict[str, Any]) -> list[str]:
+    """`Cold start: first step 2.345 s, warm-up 3.456 s (10 steps), steady state 12.34 ms/step`"""
+    if summary.get("first_step_sec") is None:
+        return []
+    line = "Cold start: first step %.3f s" % summary["first_step_sec"]
+    if summary.get("num_warmup_steps"):
+        line += ", warm-up %.3f s (%d steps)" % (summary["warmup_sec"],
+                                                 summary["num_warmup_steps"])
+    if summary.get("steady_step_sec_mean") is not None:
+        line += ", steady state %.2f ms/step" % (summary["steady_step_sec_mean"] * 1000.0)
+    return [line]
+
+
+def console_lines_repeats(summary: dict[str, Any]) -> list[str]:
+    """`Repeats: 5 runs, median 123.45 images/sec, min 120.00, max 125.00, spread 3.2%`
+
+    followed by ` UNSTABLE (spread > 10%)` when the spread exceeds the threshold. Nothing for a
+    single run.
+    """
+    if summary.get("num_runs", 0) < 2 or summary.get("images_per_sec_median") is None:
+        return []
+    spread = summary.get("spread_pct")
+    line = "Repeats: %d runs, median %.2f images/sec, min %.2f, max %.2f, spread %s" % (
+        summary["num_runs"], summary["images_per_sec_median"], summary["images_per_sec_min"],
+        summary["images_per_sec_max"], "n/a" if spread is None else "%.1f%%" % spread)
+    if summary.get("unstable"):
+        line += " UNSTABLE (spread > %g%%)" % summary["unstable_threshold_pct"]
+    return [line]
