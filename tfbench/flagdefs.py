@@ -1,0 +1,235 @@
+"""Every command-line flag tfbench accepts, as one table.
+
+The legacy tf_cnn_benchmarks flags keep their name, type, default and meaning. Each spec carries a
+role:
+  K   - meaningful under TF2 and implemented;
+  G   - TF1/graph-only: accepted, and a non-default value prints one "no effect" warning;
+  T   - tfbench's own flags.
+The table is the single source for absl flag definitions (cli), Params fields (params) and the
+README flag reference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional, Sequence
+
+
+@dataclasses.dataclass(frozen=True)
+class FlagSpec:
+    name: str
+    kind: str  # bool | int | float | string | enum | list
+    default: Any
+    help: str
+    role: str = "K"
+    enum_values: Optional[Sequence[str]] = None
+    lower_bound: Optional[float] = None
+    upper_bound: Optional[float] = None
+
+
+def _k(kind, name, default, help, **kw):
+    return FlagSpec(name, kind, default, help, "K", **kw)
+
+
+def _g(kind, name, default, help, **kw):
+    return FlagSpec(name, kind, default, help, "G", **kw)
+
+
+def _t(kind, name, default, help, **kw):
+    return FlagSpec(name, kind, default, help, "T", **kw)
+
+
+DEVICE_VALUES = ("cpu", "gpu", "CPU", "GPU")
+
+LEGACY_FLAGS: tuple[FlagSpec, ...] = (
+    # --- core / run control -------------------------------------------------------------
+    _k("string", "model", "trivial", "Name of the model to run (see `tfbench models`)."),
+    _k("bool", "eval", False, "Evaluate the latest checkpoint in --train_dir instead of training."),
+    _k("int", "eval_interval_secs", 0, "Re-evaluate every N seconds; 0 evaluates once."),
+    _k("int", "eval_during_training_every_n_steps", None,
+       "Every n steps, pause training, run evaluation, then resume.", lower_bound=1),
+    _k("float", "eval_during_training_every_n_epochs", None,
+       "After every n epochs, pause training, run evaluation, then resume."),
+    _k("list", "eval_during_training_at_specified_steps", [],
+       "Training steps at which to pause and evaluate."),
+    _k("list", "eval_during_training_at_specified_epochs", [],
+       "Training epochs after which to pause and evaluate."),
+    _k("bool", "forward_only", False, "Inference benchmark: forward pass only."),
+    _g("bool", "freeze_when_forward_only", False, "Freeze the graph in forward-only mode (TF1)."),
+    _k("bool", "print_training_accuracy", False, "Print top-1/top-5 training accuracy columns."),
+    _k("int", "batch_size", 0, "Batch size per compute device; 0 = the model's default.",
+       lower_bound=0),
+    _k("int", "eval_batch_size", 0, "Eval batch size per device; 0 = --batch_size.", lower_bound=0),
+    _g("int", "batch_group_size", 1, "Batches per preprocessing group (TF1 staging)."),
+    _k("int", "num_batches", None, "Number of timed batches, excluding warm-up. Default 100."),
+    _k("int", "num_eval_batches", None, "Number of eval batches. Default: the --num_batches rule."),
+    _k("float", "num_epochs", None, "Epochs to run, excluding warm-up (excludes --num_batches)."),
+    _k("float", "num_eval_epochs", None, "Eval length in validation epochs."),
+    _k("float", "stop_at_top_1_accuracy", None,
+       "Stop training once eval top-1 reaches this (needs --eval_during_training_*)."),
+    _g("bool", "collect_eval_results_async", False, "Asynchronous eval post-processing (SSD)."),
+    _k("int", "num_warmup_batches", None, "Untimed warm-up batches. Default 10."),
+    _g("int", "autotune_threshold", None, "TF1 autotune threshold."),
+    _k("int", "num_gpus", 1, "Devices per worker (with --device=cpu: N logical CPU devices)."),
+    _k("string", "gpu_indices", "", "Comma-separated indices of the GPUs to use."),
+    _k("int", "display_every", 10, "Print a Step line every N steps.", lower_bound=1),
+    _k("float", "display_perf_ewma", None, "EWMA weight for the displayed images/sec mean.",
+       lower_bound=0, upper_bound=1),
+    # --- data ---------------------------------------------------------------------------
+    _k("string", "data_dir", None, "Dataset directory; unset = synthetic data."),
+    _k("string", "data_name", None,
+       "imagenet, cifar10, tfds:NAME or folder; default guessed from --data_dir."),
+    _k("string", "resize_method", "bilinear",
+       "nearest, bilinear, bicubic, area or round_robin."),
+    _k("bool", "distortions", False, "Colour distortions in training preprocessing."),
+    _g("bool", "use_datasets", True, "Use tf.data (always on in TF2)."),
+    _k("string", "input_preprocessor", "default", "default or official_models_imagenet."),
+    _k("string", "gpu_thread_mode", "gpu_private",
+       "GPU host thread mode (exported as TF_GPU_THREAD_MODE)."),
+    _k("int", "per_gpu_thread_count", 0, "Threads per GPU (TF_GPU_THREAD_COUNT); 0 = 2."),
+    _k("bool", "hierarchical_copy", False,
+       "Hierarchical-copy all-reduce (HierarchicalCopyAllReduce); needs --num_gpus > 1."),
+    _g("enum", "network_topology", "dgx1", "Topology for hierarchical copy.",
+       enum_values=("dgx1", "gcp_v100")),
+    _g("int", "gradient_repacking", 0, "Gradient repacking.", lower_bound=0),
+    _g("bool", "compact_gradient_transfer", True, "Compact gradients for transfer."),
+    _g("enum", "variable_consistency", "strong", "Variable consistency.",
+       enum_values=("strong", "relaxed")),
+    _k("bool", "datasets_repeat_cached_sample", False,
+       "Read one record into memory and repeat it (input-pipeline ceiling)."),
+    _k("enum", "local_parameter_device", "gpu", "Where parameter_server keeps variables.",
+       enum_values=DEVICE_VALUES),
+    _k("enum", "device", "gpu", "Compute device. Default: gpu when one is visible, else cpu.",
+       enum_values=DEVICE_VALUES),
+    _k("enum", "data_format", "NCHW",
+       "Image layout. Default: NCHW on GPU, NHWC on CPU.", enum_values=("NHWC", "NCHW")),
+    _k("int", "num_intra_threads", None, "Intra-op threads; None = TF default (1 on GPU)."),
+    _k("int", "num_inter_threads", 0, "Inter-op threads; 0 = TF default."),
+    _g("bool", "use_numa_affinity", False, "NUMA affinity for CPU devices."),
+    _k("string", "trace_file", "",
+       "Write a TensorFlow profiler trace of a few steps after warm-up to this path."),
+    _k("bool", "use_chrome_trace_format", True, "Also write the trace in Chrome JSON format."),
+    _g("string", "tfprof_file", None, "tfprof ProfileProto output (TF1)."),
+    _g("string", "graph_file", None, "Write the GraphDef (TF1)."),
+    _g("string", "partitioned_graph_file_prefix", None, "Write partitioned graphs (TF1)."),
+    # --- precision, XLA, optimizer, learning rate ---------------------------------------
+    _k("enum", "optimizer", "sgd", "momentum (Nesterov), sgd, rmsprop or adam.",
+       enum_values=("momentum", "sgd", "rmsprop", "adam")),
+    _k("float", "init_learning_rate", None, "Constant initial learning rate."),
+    _k("string", "piecewise_learning_rate_schedule", None, "LR0;E1;LR1;...;En;LRn (E in epochs)."),
+    _k("float", "num_epochs_per_decay", 0, "Staircase decay period in epochs."),
+    _k("float", "learning_rate_decay_factor", 0, "Decay factor per period."),
+    _k("float", "num_learning_rate_warmup_epochs", 0, "Linear warm-up epochs."),
+    _k("float", "minimum_learning_rate", 0, "Learning-rate floor (needs the decay flags)."),
+    _k("float", "resnet_base_lr", None, "ResNet base LR at batch 256 (default 0.128)."),
+    _k("float", "momentum", 0.9, "Momentum."),
+    _k("float", "rmsprop_decay", 0.9, "RMSProp decay."),
+    _k("float", "rmsprop_momentum", 0.9, "RMSProp momentum."),
+    _k("float", "rmsprop_epsilon", 1.0, "RMSProp epsilon."),
+    _k("float", "adam_beta1", 0.9, "Adam beta1."),
+    _k("float", "adam_beta2", 0.999, "Adam beta2."),
+    _k("float", "adam_epsilon", 1e-8, "Adam epsilon."),
+    _k("float", "gradient_clip", None, "Element-wise gradient clipping to +/- this value."),
+    _k("float", "weight_decay", 0.00004, "L2 weight decay factor."),
+    _g("float", "gpu_memory_frac_for_testing", 0, "GPU memory fraction.", lower_bound=0.0),
+    _g("bool", "use_unified_memory", None, "Unified memory."),
+    _g("bool", "timestamped_allocator", False, "Timestamped BFC allocator."),
+    _g("int", "gpu_kt_max_interval", 0, "GPU kernel tracker interval."),
+    _g("int", "gpu_kt_max_bytes", 0, "GPU kernel tracker bytes."),
+    _g("int", "gpu_kt_max_pending", 0, "GPU kernel tracker pending events."),
+    _g("bool", "use_tf_layers", True, "tf.layers vs own layers (TF1)."),
+    _k("int", "tf_random_seed", 1234, "Random seed."),
+    _g("string", "debugger", None, "TF1 debugger."),
+    _g("bool", "use_python32_barrier", False, "threading.Barrier."),
+    _k("bool", "ml_perf", False, "MLPerf-style ImageNet preprocessing (mean subtraction)."),
+    _g("bool", "datasets_use_prefetch", True, "MultiDeviceIterator prefetch (TF1)."),
+    _g("int", "datasets_prefetch_buffer_size", 1, "Prefetch buffer per device."),
+    _k("int", "datasets_num_private_threads", None, "Private thread pool size for tf.data."),
+    _k("bool", "datasets_use_caching", False, "Cache the input records in memory."),
+    _k("int", "datasets_parallel_interleave_cycle_length", None, "Interleave width (default 10)."),
+    _k("bool", "datasets_sloppy_parallel_interleave", False, "Non-deterministic interleave order."),
+    _k("int", "datasets_parallel_interleave_prefetch", None, "Interleave prefetch per input."),
+    _g("int", "multi_device_iterator_max_buffer_size", 1, "MultiDeviceIterator buffer."),
+    _g("bool", "winograd_nonfused", True, "Winograd non-fused convolutions."),
+    _k("bool", "batchnorm_persistent", True, "cuDNN persistent batch norm (env variable)."),
+    _g("bool", "sync_on_finish", False, "Sync devices after each step."),
+    _g("bool", "staged_vars", False, "Staged variables."),
+    _g("bool", "force_gpu_compatible", False, "force_gpu_compatible."),
+    _k("bool", "allow_growth", None, "GPU memory growth."),
+    _k("bool", "xla", False, "Compile the step with XLA."),
+    _k("bool", "xla_compile", False, "Compile the step with XLA (same as --xla in tfbench)."),
+    _k("bool", "fuse_decode_and_crop", True, "Fused JPEG decode and crop."),
+    _k("bool", "distort_color_in_yiq", True, "Colour distortion in YIQ space."),
+    _k("bool", "enable_optimizations", True, "Grappler optimizations."),
+    _g("string", "rewriter_config", None, "RewriterConfig proto text."),
+    _k("enum", "loss_type_to_report", "total_loss", "Loss shown in Step lines.",
+       enum_values=("base_loss", "total_loss")),
+    _g("bool", "single_l2_loss_op", False, "Single L2 loss op."),
+    _g("bool", "use_resource_vars", False, "Resource variables."),
+    _g("bool", "compute_lr_on_cpu", False, "Learning-rate ops on CPU."),
+    _g("bool", "sparse_to_dense_grads", False, "Sparse to dense gradients."),
+    _k("bool", "mkl", False, "Set the MKL/OpenMP environment variables."),
+    _k("int", "kmp_blocktime", 0, "KMP_BLOCKTIME with --mkl."),
+    _k("string", "kmp_affinity", "granularity=fine,verbose,compact,1,0", "KMP_AFFINITY with --mkl."),
+    _k("int", "kmp_settings", 1, "KMP_SETTINGS with --mkl."),
+    _k("bool", "use_fp16", False, "Mixed precision float16 (legacy spelling of --precision=fp16)."),
+    _k("float", "fp16_loss_scale", None, "Static loss scale for fp16 (default 128)."),
+    _g("bool", "fp16_vars", False, "fp16 variables."),
+    _k("bool", "fp16_enable_auto_loss_scale", False, "Dynamic loss scaling for fp16."),
+    _k("int", "fp16_inc_loss_scale_every_n", 1000, "Dynamic loss scale growth interval."),
+    # --- variable management / distributed ----------------------------------------------
+    _k("enum", "variable_update", "parameter_server", "How variables are shared between devices.",
+       enum_values=("parameter_server", "replicated", "distributed_replicated", "independent",
+                    "distributed_all_reduce", "collective_all_reduce", "horovod")),
+    _k("string", "all_reduce_spec", None, "Cross-device reduction: nccl, xring, pscpu, ..."),
+    _g("int", "agg_small_grads_max_bytes", 0, "Aggregate small gradients."),
+    _g("int", "agg_small_grads_max_group", 10, "Aggregate small gradients group."),
+    _g("int", "allreduce_merge_scope", 1, "All-reduce merge scope."),
+    _k("enum", "job_name", "", "ps, worker, controller or empty.",
+       enum_values=("ps", "worker", "controller", "")),
+    _k("string", "ps_hosts", "", "Comma-separated parameter-server hosts."),
+    _k("string", "worker_hosts", "", "Comma-separated worker hosts."),
+    _k("string", "controller_host", None, "Controller host."),
+    _k("int", "task_index", 0, "Index of this task within its job."),
+    _k("string", "server_protocol", "grpc", "Server protocol."),
+    _g("bool", "cross_replica_sync", True, "Synchronous cross-replica updates."),
+    _k("string", "horovod_device", "", "Device for Horovod all-reduce."),
+    # --- output, checkpoints ------------------------------------------------------------
+    _k("int", "summary_verbosity", 0, "0 off, 1 scalars, 2 +gradient histograms, 3 +images."),
+    _k("int", "save_summaries_steps", 0, "Summary period in steps; 0 = off."),
+    _k("int", "save_model_secs", 0, "Checkpoint every N seconds; 0 = off."),
+    _k("int", "save_model_steps", None, "Checkpoint every N steps."),
+    _k("int", "max_ckpts_to_keep", 5, "Checkpoints to keep."),
+    _k("string", "train_dir", None, "Checkpoint directory (the final checkpoint is always saved)."),
+    _k("string", "eval_dir", "/tmp/tf_cnn_benchmarks/eval", "Eval event directory."),
+    _g("string", "backbone_model_path", None, "Pretrained backbone (SSD)."),
+    _g("enum", "trt_mode", "", "TF-TRT mode.", enum_values=("", "FP32", "FP16", "INT8")),
+    _g("int", "trt_max_workspace_size_bytes", 4 << 30, "TF-TRT workspace."),
+    _k("string", "benchmark_log_dir", None, "Write benchmark_run.log and metric.log here."),
+    _k("string", "benchmark_test_id", None, "Test id recorded in benchmark_run.log."),
+    _g("bool", "ml_perf_compliance_logging", False, "MLPerf compliance logging."),
+)
+
+TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
+    _t("bool", "use_synthetic_data", False,
+       "Synthetic inputs even when --data_dir is set."),
+    _t("int", "accum_steps", 1, "Gradient accumulation: micro-batches per optimizer update.",
+       lower_bound=1),
+    _t("int", "image_size", 0, "Input height and width; 0 = the model's default.", lower_bound=0),
+    _t("string", "csv_file", "tfbench_results.csv",
+       "Append one result row per run to this CSV; empty disables."),
+    _t("string", "json_dir", "tfbench_runs",
+       "Write a JSON manifest per run (<run_id>.json) here; empty disables."),
+    _t("enum", "precision", "", "fp32, fp16 (mixed_float16) or bf16 (mixed_bfloat16).",
+       enum_values=("", "fp32", "fp16", "bf16")),
+)
+
+ALL_FLAGS: tuple[FlagSpec, ...] = LEGACY_FLAGS + TFBENCH_FLAGS
+
+BY_NAME: dict[str, FlagSpec] = {f.name: f for f in ALL_FLAGS}
+
+
+def graph_only_overrides(values: dict[str, Any]) -> list[str]:
+    """Names of TF1-only flags set to a non-default value."""
+    return [f.name for f in ALL_FLAGS
+            if f.role == "G" and f.name in values and values[f.name] != f.default]

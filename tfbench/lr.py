@@ -1,0 +1,118 @@
+"""Learning-rate schedules with the legacy precedence and step arithmetic.
+
+Precedence: --piecewise_learning_rate_schedule, then --init_learning_rate (with optional
+staircase decay and floor), then the model's default schedule. Linear warm-up applies to the first
+two. Boundaries use the legacy integer arithmetic so step-exact values match.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import keras
+import tensorflow as tf
+
+from tfbench.params import parse_piecewise
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A schedule as plain numbers: piecewise values, optional decay, floor and warm-up."""
+    boundaries: tuple[int, ...] = ()
+    values: tuple[float, ...] = (0.0,)
+    decay_steps: int = 0            # staircase exponential decay of values[0] when > 0
+    decay_factor: float = 1.0
+    minimum: float = 0.0
+    warmup_steps: int = 0
+    warmup_target: float = 0.0
+
+
+def plan_for(p, spec, global_batch: int, num_examples: int) -> tuple[Plan, list[str]]:
+    """The schedule for Params `p` and ModelSpec `spec`; also notices for ignored flags."""
+    batches_per_epoch = num_examples / global_batch
+    notices: list[str] = []
+    if p.piecewise_learning_rate_schedule:
+        rates, epochs = parse_piecewise(p.piecewise_learning_rate_schedule)
+        plan = Plan(tuple(int(e * batches_per_epoch) - 1 for e in epochs), tuple(rates))
+        warm_target = rates[0]
+    elif p.init_learning_rate is not None:
+        plan = Plan(values=(p.init_learning_rate,))
+        if p.num_epochs_per_decay > 0 and p.learning_rate_decay_factor > 0:
+            plan = dataclasses.replace(
+                plan, decay_steps=int(batches_per_epoch * p.num_epochs_per_decay),
+                decay_factor=p.learning_rate_decay_factor, minimum=p.minimum_learning_rate)
+        warm_target = p.init_learning_rate
+    else:
+        if p.num_learning_rate_warmup_epochs:
+            notices.append("--num_learning_rate_warmup_epochs has no effect without "
+                           "--init_learning_rate or --piecewise_learning_rate_schedule "
+                           "(as in tf_cnn_benchmarks)")
+        return model_default_plan(spec, global_batch, p.resnet_base_lr), notices
+    if p.num_learning_rate_warmup_epochs > 0:
+        plan = dataclasses.replace(
+            plan, warmup_steps=int(batches_per_epoch * p.num_learning_rate_warmup_epochs),
+            warmup_target=warm_target)
+    return plan, notices
+
+
+def model_default_plan(spec, global_batch: int, resnet_base_lr: Optional[float] = None) -> Plan:
+    kind = spec.lr_schedule
+    if kind == "resnet":
+        base = resnet_base_lr if resnet_base_lr is not None else 0.128
+        rescaled = base * global_batch / 256
+        per_epoch = 1281167 / global_batch
+        return Plan(boundaries=tuple(int(per_epoch * e) for e in (30, 60, 80, 90)),
+                    values=tuple(rescaled * v for v in (1, 0.1, 0.01, 0.001, 0.0001)),
+                    warmup_steps=int(per_epoch * 5), warmup_target=rescaled)
+    if kind == "official_resnet":
+        adjusted = spec.learning_rate / spec.batch_size * global_batch
+        per_epoch = 1281167 / global_batch
+        return Plan(boundaries=tuple(int(per_epoch * e) for e in (30, 60, 80, 90)),
+                    values=tuple(adjusted * v for v in (1, 0.1, 0.01, 0.001, 0.0001)))
+    if kind == "cifar_resnet":
+        per_epoch = 50000 // global_batch
+        return Plan(boundaries=tuple(per_epoch * e for e in (82, 123, 300)),
+                    values=(0.1, 0.01, 0.001, 0.0002))
+    if kind == "alexnet_cifar":
+        return Plan(values=(spec.learning_rate,), decay_steps=100 * 50000 // global_batch,
+                    decay_factor=0.1)
+    if kind == "constant":
+        return Plan(values=(spec.learning_rate,))
+    raise ValueError("unknown learning-rate schedule %r for model %s" % (kind, spec.name))
+
+
+@keras.saving.register_keras_serializable(package="tfbench")
+class Schedule(keras.optimizers.schedules.LearningRateSchedule):
+    """A Plan evaluated in TensorFlow on the optimizer's iteration count."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+
+    def __call__(self, step):
+        p = self.plan
+        step = tf.cast(step, tf.int64)
+        if p.decay_steps > 0:
+            exponent = tf.cast(step // p.decay_steps, tf.float32)
+            lr = p.values[0] * tf.pow(tf.constant(p.decay_factor, tf.float32), exponent)
+            if p.minimum:
+                lr = tf.maximum(lr, p.minimum)
+        elif p.boundaries:
+            lr = tf.constant(p.values[-1], tf.float32)
+            # piecewise_constant semantics: values[i] while step <= boundaries[i].
+            for boundary, value in reversed(list(zip(p.boundaries, p.values))):
+                lr = tf.where(step <= boundary, tf.constant(value, tf.float32), lr)
+        else:
+            lr = tf.constant(p.values[0], tf.float32)
+        if p.warmup_steps > 0:
+            warm = p.warmup_target * tf.cast(step, tf.float32) / float(p.warmup_steps)
+            lr = tf.where(step < p.warmup_steps, warm, lr)
+        return lr
+
+    def get_config(self):
+        return {"plan": dataclasses.asdict(self.plan)}
+
+    @classmethod
+    def from_config(cls, config):
+        plan = config["plan"]
+        return cls(Plan(**{k: tuple(v) if isinstance(v, list) else v for k, v in plan.items()}))

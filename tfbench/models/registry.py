@@ -1,0 +1,98 @@
+"""The model registry: a model is one ModelSpec entry.
+
+A builder takes (num_classes, image_size, data_format) and returns a Keras model whose input is a
+float batch of NHWC images [B, S, S, 3] and whose output is float32 logits [B, num_classes]. With
+data_format="NCHW" the model transposes its input itself (synthetic data is generated NHWC, as in
+the legacy script). Builders build under the global Keras dtype policy, so mixed precision works
+by setting the policy first; the logits layer is always float32.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional
+
+from tfbench.errors import UsageError
+
+IMAGENET = "imagenet"
+CIFAR10 = "cifar10"
+
+NUM_CLASSES = {IMAGENET: 1001, CIFAR10: 11}
+# Labels drawn for synthetic data: imagenet 0..999, cifar10 0..9 (legacy: [0, num_classes - 1)).
+NUM_TRAIN_EXAMPLES = {IMAGENET: 1281167, CIFAR10: 50000}
+NUM_EVAL_EXAMPLES = {IMAGENET: 50000, CIFAR10: 10000}
+
+Builder = Callable[[int, int, str], "object"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    name: str                 # the --model name
+    dataset: str              # imagenet | cifar10
+    builder: Builder
+    image_size: int           # default input size
+    batch_size: int           # default per-device batch
+    learning_rate: float      # default (base) learning rate
+    family: str               # e.g. resnet, vgg, efficientnet
+    lr_schedule: str = "constant"  # constant | resnet | cifar_resnet | alexnet_cifar | official_resnet
+    display_name: Optional[str] = None  # the legacy internal name shown in the header
+    description: str = ""
+    min_image_size: int = 1   # the smallest --image_size the architecture can take
+    # False: no channels_first implementation; the builder builds NHWC even for NCHW (the runner
+    # should say so in one line and record the layout actually used).
+    channels_first: bool = True
+
+    @property
+    def num_classes(self) -> int:
+        return NUM_CLASSES[self.dataset]
+
+    @property
+    def header_name(self) -> str:
+        return self.display_name or self.name
+
+    def build(self, image_size: Optional[int] = None, data_format: str = "NHWC"):
+        return self.builder(self.num_classes, image_size or self.image_size, data_format)
+
+
+_REGISTRY: dict[tuple[str, str], ModelSpec] = {}
+
+
+def register(spec: ModelSpec) -> ModelSpec:
+    key = (spec.name, spec.dataset)
+    if key in _REGISTRY:
+        raise ValueError("model %s for %s registered twice" % key)
+    _REGISTRY[key] = spec
+    return spec
+
+
+def _load_all() -> None:
+    # Importing the package registers every model module.
+    import tfbench.models  # noqa: F401
+
+
+def all_specs() -> list[ModelSpec]:
+    _load_all()
+    return sorted(_REGISTRY.values(), key=lambda s: (s.name, s.dataset))
+
+
+def names() -> list[str]:
+    return sorted({name for name, _ in (_load_all() or _REGISTRY)})
+
+
+def datasets_for(name: str) -> list[str]:
+    _load_all()
+    return sorted(d for n, d in _REGISTRY if n == name)
+
+
+def get(name: str, dataset: Optional[str] = None) -> ModelSpec:
+    """The spec for a model name; dataset None picks imagenet, or the only dataset it has."""
+    _load_all()
+    available = datasets_for(name)
+    if not available:
+        raise UsageError("Invalid model name '%s'. Valid names: %s" % (name, ", ".join(names())))
+    if dataset is None:
+        dataset = IMAGENET if IMAGENET in available else available[0]
+    if (name, dataset) not in _REGISTRY:
+        raise UsageError("Invalid model name '%s' for dataset '%s': it exists for %s"
+                         % (name, dataset, ", ".join(available)))
+    return _REGISTRY[(name, dataset)]

@@ -1,0 +1,55 @@
+"""Optimizers and precision policies with the legacy flag meanings."""
+
+from __future__ import annotations
+
+import keras
+
+from tfbench.errors import UsageError
+
+POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
+DEFAULT_STATIC_LOSS_SCALE = 128.0
+
+
+def resolve_precision(p) -> str:
+    """--precision wins when given; --use_fp16 is the legacy spelling of fp16."""
+    if p.precision:
+        return p.precision
+    return "fp16" if p.use_fp16 else "fp32"
+
+
+def set_policy(precision: str) -> None:
+    keras.mixed_precision.set_dtype_policy(POLICIES[precision])
+
+
+def compute_dtype(precision: str) -> str:
+    return {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[precision]
+
+
+def make_optimizer(p, learning_rate) -> keras.optimizers.Optimizer:
+    """The optimizer for --optimizer; `momentum` is Nesterov momentum, as in the legacy script."""
+    kwargs = {}
+    if p.gradient_clip is not None:
+        if p.gradient_clip <= 0:
+            raise UsageError("--gradient_clip must be positive, got %s" % p.gradient_clip)
+        kwargs["clipvalue"] = p.gradient_clip
+    if p.optimizer == "sgd":
+        return keras.optimizers.SGD(learning_rate, **kwargs)
+    if p.optimizer == "momentum":
+        return keras.optimizers.SGD(learning_rate, momentum=p.momentum, nesterov=True, **kwargs)
+    if p.optimizer == "rmsprop":
+        return keras.optimizers.RMSprop(learning_rate, rho=p.rmsprop_decay,
+                                        momentum=p.rmsprop_momentum,
+                                        epsilon=p.rmsprop_epsilon, **kwargs)
+    if p.optimizer == "adam":
+        return keras.optimizers.Adam(learning_rate, beta_1=p.adam_beta1, beta_2=p.adam_beta2,
+                                     epsilon=p.adam_epsilon, **kwargs)
+    raise UsageError("--optimizer=%s is not one of momentum, sgd, rmsprop, adam" % p.optimizer)
+
+
+def loss_scaling(p, precision: str) -> tuple[str, float]:
+    """('none' | 'static' | 'dynamic', initial scale)."""
+    if precision != "fp16":
+        return "none", 1.0
+    if p.fp16_enable_auto_loss_scale:
+        return "dynamic", p.fp16_loss_scale or 2.0 ** 15
+    return "static", p.fp16_loss_scale or DEFAULT_STATIC_LOSS_SCALE

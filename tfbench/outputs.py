@@ -1,0 +1,53 @@
+"""Everything a finished (or failed) run writes: CSV row, JSON manifest, benchmark logs.
+
+Formatters only: they read RunResult and Params, never TensorFlow state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from tfbench import classic_log, csv_out
+from tfbench.results import RunResult
+
+
+def manifest(p, result: RunResult) -> dict[str, Any]:
+    data = result.to_dict()
+    data["params"] = {k: v for k, v in dataclasses.asdict(p).items()
+                      if k not in ("explicit", "notices")}
+    data["params_explicit"] = sorted(p.explicit)
+    data["csv_row"] = csv_out.row_for(result)
+    return data
+
+
+def write_all(p, result: RunResult) -> list[str]:
+    """Writes every enabled output; returns the lines to print about them."""
+    lines: list[str] = []
+    if p.json_dir:
+        path = os.path.join(p.json_dir, "%s.json" % result.run_id)
+        result.extra["json_file"] = path
+        csv_out.write_json_atomic(path, manifest(p, result))
+    if p.benchmark_log_dir:
+        from tfbench import benchmark_logger
+        benchmark_logger.write(p.benchmark_log_dir, p, result)
+    if p.csv_file:
+        notice = csv_out.append_row(p.csv_file, result)
+        if notice:
+            lines.append(notice)
+        lines.append("Results: %s row appended to %s (run %s)"
+                     % (result.status, p.csv_file, result.run_id))
+    return lines
+
+
+def summary_lines(p, result: RunResult) -> list[str]:
+    """tfbench's own lines, printed before the legacy footer."""
+    lines = []
+    if result.params_count is not None:
+        lines.append("Model params: %s" % "{:,}".format(result.params_count))
+    return lines
+
+
+def footer(result: RunResult) -> list[str]:
+    return classic_log.footer_lines(result.images_per_sec)

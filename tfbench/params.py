@@ -1,0 +1,186 @@
+"""Params: one frozen, validated object holding every setting of a run.
+
+Fields are generated from the flag table (flagdefs), so a flag and its Params field can never
+drift apart. Only the CLI reads absl FLAGS; everything below takes Params.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable, Mapping
+
+from tfbench import flagdefs
+from tfbench.errors import UsageError
+
+_DEFAULT_NUM_BATCHES = 100
+_DEFAULT_NUM_WARMUP_BATCHES = 10
+
+
+def _field_default(spec: flagdefs.FlagSpec) -> Any:
+    return tuple(spec.default) if isinstance(spec.default, list) else spec.default
+
+
+def _replace(self, **changes: Any) -> "Params":
+    return dataclasses.replace(self, **changes)
+
+
+def _is_explicit(self, name: str) -> bool:
+    return name in self.explicit
+
+
+Params = dataclasses.make_dataclass(
+    "Params",
+    [(f.name, Any, dataclasses.field(default=_field_default(f))) for f in flagdefs.ALL_FLAGS]
+    + [
+        # Flags the user typed (absl `.present`): decides whether a default may be adapted.
+        ("explicit", frozenset, dataclasses.field(default=frozenset())),
+        # One-line notices about what tfbench changed from what was asked (no silent fallbacks).
+        ("notices", tuple, dataclasses.field(default=())),
+    ],
+    frozen=True,
+    namespace={"replace": _replace, "is_explicit": _is_explicit},
+)
+Params.__doc__ = "Every setting of one run (see flagdefs for the meaning of each field)."
+
+
+def make_params(values: Mapping[str, Any] | None = None,
+                explicit: Iterable[str] | None = None) -> "Params":
+    """Builds validated Params from flag values; names in `values` count as explicit."""
+    values = dict(values or {})
+    unknown = sorted(set(values) - set(flagdefs.BY_NAME))
+    if unknown:
+        raise UsageError("unknown parameter(s): %s" % ", ".join(unknown))
+    for name, value in list(values.items()):
+        if isinstance(value, list):
+            values[name] = tuple(value)
+    given = frozenset(explicit) if explicit is not None else frozenset(values)
+    params = Params(**values, explicit=given)
+    validate(params)
+    return params
+
+
+def _check_bounds(p: "Params") -> None:
+    for spec in flagdefs.ALL_FLAGS:
+        value = getattr(p, spec.name)
+        if value is None or spec.kind not in ("int", "float"):
+            continue
+        if spec.lower_bound is not None and value < spec.lower_bound:
+            raise UsageError("--%s=%s is out of range: must be >= %s"
+                             % (spec.name, value, spec.lower_bound))
+        if spec.upper_bound is not None and value > spec.upper_bound:
+            raise UsageError("--%s=%s is out of range: must be <= %s"
+                             % (spec.name, value, spec.upper_bound))
+        if spec.kind == "enum" and value not in spec.enum_values:
+            raise UsageError("--%s=%s is not one of %s" % (spec.name, value, spec.enum_values))
+
+
+def _lr_flags_given(p: "Params") -> list[str]:
+    return [n for n in ("init_learning_rate", "num_epochs_per_decay",
+                        "learning_rate_decay_factor", "minimum_learning_rate")
+            if getattr(p, n) not in (None, 0)]
+
+
+def validate(p: "Params") -> None:
+    """Raises UsageError for values and combinations the legacy script rejects (and a few more)."""
+    _check_bounds(p)
+    positive = ("batch_size", "eval_batch_size", "num_batches", "num_eval_batches", "num_gpus",
+                "display_every", "image_size")
+    for name in positive:
+        value = getattr(p, name)
+        if p.is_explicit(name) and value is not None and value <= 0:
+            raise UsageError("--%s must be a positive integer, got %s" % (name, value))
+    for name in ("num_epochs", "num_eval_epochs"):
+        value = getattr(p, name)
+        if value is not None and value <= 0:
+            raise UsageError("--%s must be positive, got %s" % (name, value))
+    if p.num_warmup_batches is not None and p.num_warmup_batches < 0:
+        raise UsageError("--num_warmup_batches must be >= 0, got %s" % p.num_warmup_batches)
+    if p.num_batches is not None and p.num_epochs is not None:
+        raise UsageError("At most one of --num_batches and --num_epochs may be specified")
+    if p.num_eval_batches is not None and p.num_eval_epochs is not None:
+        raise UsageError("At most one of --num_eval_batches and --num_eval_epochs may be specified")
+    if p.forward_only and p.eval:
+        raise UsageError("At most one of --forward_only and --eval may be specified")
+    if p.eval and not p.train_dir:
+        raise UsageError("Trained model directory not specified: --eval needs --train_dir")
+    if p.save_model_steps is not None and p.save_model_secs:
+        raise UsageError("At most one of --save_model_steps and --save_model_secs may be specified")
+
+    during = [n for n in ("eval_during_training_every_n_steps",
+                          "eval_during_training_every_n_epochs",
+                          "eval_during_training_at_specified_steps",
+                          "eval_during_training_at_specified_epochs")
+              if getattr(p, n)]
+    if len(during) > 1:
+        raise UsageError("At most one of --%s may be specified" % ", --".join(during))
+    if during and (p.eval or p.forward_only):
+        raise UsageError("--%s cannot be used with --eval or --forward_only" % during[0])
+    if p.stop_at_top_1_accuracy is not None and not during:
+        raise UsageError("--stop_at_top_1_accuracy needs one of the "
+                         "--eval_during_training_* flags")
+    for name in ("eval_during_training_at_specified_steps",
+                 "eval_during_training_at_specified_epochs"):
+        for item in getattr(p, name):
+            try:
+                (int if name.endswith("steps") else float)(item)
+            except ValueError:
+                raise UsageError("--%s: %r is not a number" % (name, item)) from None
+
+    if p.piecewise_learning_rate_schedule:
+        others = _lr_flags_given(p)
+        if others:
+            raise UsageError("--piecewise_learning_rate_schedule cannot be combined with --%s"
+                             % others[0])
+        parse_piecewise(p.piecewise_learning_rate_schedule)
+    decay = [p.num_epochs_per_decay, p.learning_rate_decay_factor]
+    if any(decay) or p.minimum_learning_rate:
+        if not (p.init_learning_rate is not None and all(decay)):
+            raise UsageError("If one of --num_epochs_per_decay, --learning_rate_decay_factor or "
+                             "--minimum_learning_rate is set, --init_learning_rate, "
+                             "--num_epochs_per_decay and --learning_rate_decay_factor must all "
+                             "be set")
+
+    if p.precision == "bf16" and p.use_fp16:
+        raise UsageError("--use_fp16 asks for fp16 but --precision=bf16: give only one")
+    if p.precision == "fp32" and p.use_fp16:
+        raise UsageError("--use_fp16 asks for fp16 but --precision=fp32: give only one")
+    if p.device.lower() == "cpu" and p.data_format == "NCHW" and p.is_explicit("data_format") \
+            and not p.mkl:
+        raise UsageError("--data_format=NCHW is not supported on CPU; use --data_format=NHWC")
+    if p.resize_method not in ("nearest", "bilinear", "bicubic", "area", "round_robin"):
+        raise UsageError("--resize_method=%s is not one of nearest, bilinear, bicubic, area, "
+                         "round_robin" % p.resize_method)
+    if p.input_preprocessor not in ("default", "official_models_imagenet"):
+        raise UsageError("--input_preprocessor=%s is not one of default, official_models_imagenet"
+                         % p.input_preprocessor)
+
+
+def parse_piecewise(text: str) -> tuple[list[float], list[int]]:
+    """`LR0;E1;LR1;...;En;LRn` -> (learning rates, epoch boundaries)."""
+    parts = text.split(";")
+    if len(parts) % 2 != 1:
+        raise UsageError("--piecewise_learning_rate_schedule must have an odd number of parts "
+                         "(LR0;E1;LR1;...;En;LRn), got %d" % len(parts))
+    try:
+        rates = [float(x) for x in parts[0::2]]
+        epochs = [int(x) for x in parts[1::2]]
+    except ValueError:
+        raise UsageError("--piecewise_learning_rate_schedule=%r: learning rates must be numbers "
+                         "and epochs whole numbers" % text) from None
+    if any(b <= a for a, b in zip(epochs, epochs[1:])):
+        raise UsageError("--piecewise_learning_rate_schedule: epochs must increase")
+    return rates, epochs
+
+
+def num_batches_and_epochs(p: "Params", global_batch: int, num_examples: int) -> tuple[int, float]:
+    """The legacy rule: (timed batches, epochs they make)."""
+    if p.num_epochs is not None:
+        batches = int(p.num_epochs * num_examples + global_batch - 1) // global_batch
+    else:
+        batches = p.num_batches if p.num_batches is not None else _DEFAULT_NUM_BATCHES
+    return batches, batches * global_batch / num_examples
+
+
+def num_warmup_batches(p: "Params") -> int:
+    return p.num_warmup_batches if p.num_warmup_batches is not None else \
+        _DEFAULT_NUM_WARMUP_BATCHES

@@ -1,0 +1,79 @@
+"""RunResult: the plain-data outcome of one run. No TensorFlow here.
+
+The runner fills it; formatters (classic log, CSV, JSON, benchmark logs) read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import socket
+import uuid
+from typing import Any, Optional
+
+
+def new_run_id() -> str:
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return "%s-%s" % (stamp, uuid.uuid4().hex[:6])
+
+
+@dataclasses.dataclass
+class RunResult:
+    run_id: str = dataclasses.field(default_factory=new_run_id)
+    timestamp: str = dataclasses.field(
+        default_factory=lambda: datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"))
+    hostname: str = dataclasses.field(default_factory=socket.gethostname)
+    status: str = "ok"            # ok | oom | nan | interrupted | error
+    error: str = ""
+    # What ran (resolved, not as typed).
+    model: str = ""
+    dataset: str = ""
+    mode: str = ""                # training | forward_only | eval
+    precision: str = "fp32"
+    xla: bool = False
+    batch_size: int = 0           # per device
+    global_batch_size: int = 0
+    num_devices: int = 1
+    device_kind: str = "cpu"
+    num_workers: int = 1
+    variable_update: str = ""
+    data_source: str = "synthetic"
+    data_format: str = "NHWC"
+    image_size: int = 0
+    num_batches: int = 0
+    num_warmup_batches: int = 0
+    accum_steps: int = 1
+    # Measurements.
+    step_times: list[float] = dataclasses.field(default_factory=list)  # seconds, timed steps
+    warmup_times: list[float] = dataclasses.field(default_factory=list)  # seconds, warm-up steps
+    losses: list[float] = dataclasses.field(default_factory=list)  # reported loss per timed step
+    wall_time: float = 0.0        # timed loop wall time (legacy `total images/sec` denominator)
+    images_per_sec: float = 0.0   # the `total images/sec` figure
+    step_images_per_sec: float = 0.0
+    step_images_per_sec_plusminus: float = 0.0
+    jitter: float = 0.0
+    first_step_sec: Optional[float] = None
+    warmup_sec: Optional[float] = None
+    final_loss: Optional[float] = None
+    top_1_accuracy: Optional[float] = None
+    top_5_accuracy: Optional[float] = None
+    eval_examples: Optional[int] = None
+    params_count: Optional[int] = None
+    gflops_per_image: Optional[float] = None
+    tflops_per_sec: Optional[float] = None
+    # Filled by monitors and the environment capture (later issues add to these).
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    notices: list[str] = dataclasses.field(default_factory=list)
+    tf_version: str = ""
+    keras_version: str = ""
+    command: str = ""
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    environment: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def steps_run(self) -> int:
+        return len(self.step_times)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
