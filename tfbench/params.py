@@ -62,6 +62,9 @@ def make_params(values: Mapping[str, Any] | None = None,
 def _check_bounds(p: "Params") -> None:
     for spec in flagdefs.ALL_FLAGS:
         value = getattr(p, spec.name)
+        if spec.kind == "enum" and value not in spec.enum_values:
+            raise UsageError("--%s=%s is not one of %s" % (spec.name, value,
+                                                           ", ".join(spec.enum_values)))
         if value is None or spec.kind not in ("int", "float"):
             continue
         if spec.lower_bound is not None and value < spec.lower_bound:
@@ -70,8 +73,6 @@ def _check_bounds(p: "Params") -> None:
         if spec.upper_bound is not None and value > spec.upper_bound:
             raise UsageError("--%s=%s is out of range: must be <= %s"
                              % (spec.name, value, spec.upper_bound))
-        if spec.kind == "enum" and value not in spec.enum_values:
-            raise UsageError("--%s=%s is not one of %s" % (spec.name, value, spec.enum_values))
 
 
 def _lr_flags_given(p: "Params") -> list[str]:
@@ -82,13 +83,13 @@ def _lr_flags_given(p: "Params") -> list[str]:
 
 def validate(p: "Params") -> None:
     """Raises UsageError for values and combinations the legacy script rejects (and a few more)."""
-    _check_bounds(p)
     positive = ("batch_size", "eval_batch_size", "num_batches", "num_eval_batches", "num_gpus",
                 "display_every", "image_size")
     for name in positive:
         value = getattr(p, name)
         if p.is_explicit(name) and value is not None and value <= 0:
             raise UsageError("--%s must be a positive integer, got %s" % (name, value))
+    _check_bounds(p)
     for name in ("num_epochs", "num_eval_epochs"):
         value = getattr(p, name)
         if value is not None and value <= 0:

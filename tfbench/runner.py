@@ -144,6 +144,9 @@ class Benchmark:
         res.tf_version = tf.__version__
         res.keras_version = keras.__version__
         res.extra["device_name"] = devices.device_name(r.device)
+        res.extra["devices"] = list(r.device.names)
+        res.extra["num_epochs"] = r.num_epochs
+        res.extra["tf_git_hash"] = tf.version.GIT_VERSION
 
     def _print_header(self, sp: strategy_lib.StrategyPlan) -> None:
         p, r = self.p, self.r

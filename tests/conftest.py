@@ -1,0 +1,7 @@
+"""Shared test settings: quiet TensorFlow, run from a temp dir so no result files leak."""
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,0 +1,100 @@
+"""Golden tests for the classic tf_cnn_benchmarks log format."""
+
+import numpy as np
+import pytest
+
+from tfbench import classic_log
+
+# The legacy header for `--model=trivial --batch_size=32 --num_batches=20 --device=cpu
+# --data_format=NHWC` (spec §2.1), byte for byte.
+LEGACY_HEADER = """TensorFlow:  2.21
+Model:       trivial
+Dataset:     imagenet (synthetic)
+Mode:        training
+SingleSess:  False
+Batch size:  32 global
+             32 per device
+Num batches: 20
+Num epochs:  0.00
+Devices:     ['/cpu:0']
+NUMA bind:   False
+Data format: NHWC
+Optimizer:   sgd
+Variables:   parameter_server
+=========="""
+
+
+def test_header_matches_legacy_bytes():
+    lines = classic_log.header_lines(
+        tf_version="2.21.0", model="trivial", dataset="imagenet (synthetic)", mode="training",
+        batch_size=32, global_batch_size=32, num_batches=20, num_epochs=20 * 32 / 1281167,
+        devices=["/cpu:0"], data_format="NHWC", optimizer="sgd",
+        variable_update="parameter_server")
+    assert "\n".join(lines) == LEGACY_HEADER
+
+
+def test_header_multi_device_and_allreduce_lines():
+    lines = classic_log.header_lines(
+        tf_version="2.21.0", model="trivial", dataset="imagenet (synthetic)", mode="training",
+        batch_size=16, global_batch_size=32, num_batches=10, num_epochs=0.0,
+        devices=["/cpu:0", "/cpu:1"], data_format="NHWC", optimizer="sgd",
+        variable_update="replicated", all_reduce_spec=None, show_all_reduce=True)
+    assert "Batch size:  32 global" in lines
+    assert "             16 per device" in lines
+    assert "Devices:     ['/cpu:0', '/cpu:1']" in lines
+    assert lines[-2] == "AllReduce:   None"
+    assert lines[-1] == "=========="
+
+
+def test_step_line_format_and_tokens():
+    line = classic_log.step_line(10, 1711.73, 8.14, 31.27, 9.7041)
+    assert line == "10\timages/sec: 1711.7 +/- 8.1 (jitter = 31.3)\t9.704"
+    # Legacy parsers split on whitespace: 9 tokens, loss at [8].
+    assert len(line.split()) == 9 and line.split()[8] == "9.704"
+    acc = classic_log.step_line(5, 2648.2, 60.4, 98.2, 9.704, 0.0, 0.03125)
+    assert acc.endswith("\t9.704\t0.000\t0.031")
+    assert len(acc.split()) == 11
+
+
+def test_step_header():
+    assert classic_log.step_header("total_loss", False) == "Step\tImg/sec\ttotal_loss"
+    assert classic_log.step_header("base_loss", True) == \
+        "Step\tImg/sec\tbase_loss\ttop_1_accuracy\ttop_5_accuracy"
+
+
+def test_perf_stats_formulas():
+    times = [0.02, 0.025, 0.021, 0.03]
+    mean, pm, jitter = classic_log.perf_stats(32, times)
+    speeds = 32 / np.array(times)
+    assert mean == pytest.approx(32 / np.mean(times))
+    assert pm == pytest.approx(np.std(speeds) / 2)
+    assert jitter == pytest.approx(1.4826 * np.median(np.abs(speeds - np.median(speeds))))
+    assert classic_log.perf_stats(32, [0.02])[1:] == (0.0, 0.0)
+
+
+def test_perf_stats_ewma_weights_recent_steps():
+    mean, _, _ = classic_log.perf_stats(10, [1.0, 0.5], ewma=0.5)
+    # weights (1-a)^(n-1-i): 0.5 for the older step, 1 for the newest.
+    assert mean == pytest.approx(10 / ((0.5 * 1.0 + 1.0 * 0.5) / 1.5))
+
+
+def test_display_rule():
+    shown = [i + 1 for i in range(25) if classic_log.should_display(i, 10)]
+    assert shown == [1, 10, 20]
+    assert [i + 1 for i in range(12) if classic_log.should_display(i, 5)] == [1, 5, 10]
+
+
+def test_eval_and_footer_lines():
+    assert classic_log.eval_progress_line(10, 1365.14) == "10\t1365.1 examples/sec"
+    acc = classic_log.accuracy_line(0.005, 0.0225, 400)
+    assert acc == "Accuracy @ 1 = 0.0050 Accuracy @ 5 = 0.0225 [400 examples]"
+    assert len(acc.split()) == 12 and acc.split()[4] == "0.0050" and acc.split()[9] == "0.0225"
+    footer = classic_log.footer_lines(1719.754)
+    assert footer == ["-" * 64, "total images/sec: 1719.75", "-" * 64]
+
+
+def test_mode_labels():
+    assert classic_log.mode_label(False, False) == "training"
+    assert classic_log.mode_label(True, False) == "forward only"
+    assert classic_log.mode_label(False, True) == "evaluation"
+    assert classic_log.mode_label(False, False, True) == "training + evaluation"
