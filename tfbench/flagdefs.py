@@ -222,6 +222,25 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
        "Write a JSON manifest per run (<run_id>.json) here; empty disables."),
     _t("enum", "precision", "", "fp32, fp16 (mixed_float16) or bf16 (mixed_bfloat16).",
        enum_values=("", "fp32", "fp16", "bf16")),
+    # --- measurement: monitors, repeats, training-time estimate (issue 6) ------------------
+    _t("int", "monitor_interval_ms", 250,
+       "Sample GPU power/temperature/clocks (NVML) and host CPU every N ms; 0 = no sampling.",
+       lower_bound=0),
+    _t("int", "num_runs", 1,
+       "Repeat the measurement N times in one invocation; report median, min, max, spread.",
+       lower_bound=1),
+    _t("float", "cooldown_secs", 0.0, "Seconds to wait between repeated runs.", lower_bound=0),
+    _t("float", "unstable_threshold_pct", 10.0,
+       "Mark a repeated result unstable when (max - min) / median exceeds this, %.",
+       lower_bound=0),
+    _t("int", "estimate_dataset_size", 0,
+       "Print and record the hours to train this many samples (x --estimate_epochs); 0 = off.",
+       lower_bound=0),
+    _t("float", "estimate_epochs", 1.0, "Epochs for the training-time estimate.",
+       lower_bound=0.01),
+    _t("float", "estimate_utilization", 0.7,
+       "Fraction of the benchmark's images/sec a real training run sustains (estimate).",
+       lower_bound=0.01, upper_bound=1.0),
 )
 
 ALL_FLAGS: tuple[FlagSpec, ...] = LEGACY_FLAGS + TFBENCH_FLAGS

@@ -1,0 +1,171 @@
+import json
+import os
+
+import pytest
+
+from tfbench import csv_out
+from tfbench.monitors import aggregate
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "nvml_samples.json")
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    with open(DATA) as handle:
+        return json.load(handle)
+
+
+def test_decode_throttle_names():
+    assert aggregate.decode_throttle(0) == []
+    assert aggregate.decode_throttle(None) == []
+    assert aggregate.decode_throttle(0x44) == ["sw_power_cap", "hw_thermal_slowdown"]
+    assert aggregate.decode_throttle(0x1 | 0x200) == ["gpu_idle", "board_limit"]
+    assert aggregate.decode_throttle(0x1000) == ["unknown_0x1000"]
+
+
+def test_only_load_reasons_count_as_throttling():
+    assert aggregate.throttling_reasons(0x1 | 0x2 | 0x10 | 0x100) == []
+    assert aggregate.throttling_reasons(0x1 | 0x8) == ["hw_slowdown"]
+
+
+def test_recorded_a100_summary(recorded):
+    samples = recorded["samples"]
+    s = aggregate.gpu_summary(samples, images=5000, images_per_sec=2400.0)
+    steady = [x for x in samples if x["phase"] in ("steady", "end")]
+    assert len(steady) == 21
+    assert s["power_w_mean"] == pytest.approx(355.8)
+    assert s["power_w_max"] == pytest.approx(401.2)
+    boundary = next(x for x in samples if x["phase"] == "steady_start")
+    assert s["energy_j"] == pytest.approx(samples[-1]["energy_j"] - boundary["energy_j"])
+    assert s["energy_j"] == pytest.approx(3607.714)
+    assert s["energy_source"] == "counter"
+    assert s["joules_per_image"] == pytest.approx(3607.714 / 5000)
+    assert s["images_per_sec_per_watt"] == pytest.approx(2400.0 / 355.8)
+    assert s["gpu_util_pct_mean"] == pytest.approx(99.762, abs=1e-3)
+    assert s["temp_c_max"] == 58
+    assert s["sm_clock_mhz_mean"] == pytest.approx((18 * 1410 + 1335 + 1290 + 1350) / 21)
+    assert s["throttled"] is True
+    assert s["throttle_reasons"] == "sw_power_cap"
+    assert s["nvml_mem_used_gb_max"] == pytest.approx((41_127_821_312 + 524_288_000) / 2**30)
+    (gpu0,) = s["per_gpu"]
+    assert gpu0["throttle_reasons"] == {"sw_power_cap": pytest.approx(3 / 21)}
+    assert gpu0["sm_clock_mhz_min"] == 1290
+
+
+def test_summary_keys_are_csv_columns(recorded):
+    s = aggregate.gpu_summary(recorded["samples"], images=1, images_per_sec=1.0)
+    for key in aggregate.GPU_COLUMNS + aggregate.HOST_COLUMNS:
+        assert key in csv_out.COLUMN_NAMES
+    assert set(aggregate.GPU_COLUMNS) <= set(s)
+
+
+def test_warmup_readings_are_excluded(recorded):
+    samples = recorded["samples"]
+    s = aggregate.gpu_summary(samples)
+    # The cool, idle start (36 C, gpu_idle) and the 71.5 W warm-up dip are not steady state.
+    assert s["temp_c_max"] == 58
+    assert min(x["power_w"] for x in aggregate.steady_samples(samples)) > 300
+    assert s["joules_per_image"] is None and s["images_per_sec_per_watt"] is None
+
+
+def test_throttle_warning_names_gpu_and_reason(recorded):
+    line = aggregate.throttle_warning(recorded["samples"], {0: "NVIDIA A100-SXM4-40GB"})
+    assert line == ("GPU throttled during the timed run (images/sec reflects the lowered "
+                    "clocks): GPU 0 [NVIDIA A100-SXM4-40GB] sw_power_cap in 14% of samples")
+
+
+def test_no_warning_when_not_throttled(recorded):
+    calm = [dict(x, throttle_mask=0x1 if x["phase"] == "start" else 0)
+            for x in recorded["samples"]]
+    assert aggregate.throttle_warning(calm) is None
+    assert aggregate.gpu_summary(calm)["throttled"] is False
+
+
+def test_without_energy_counter_power_is_integrated(recorded):
+    samples = [dict(x, energy_j=None) for x in recorded["samples"]]
+    s = aggregate.gpu_summary(samples, images=5000)
+    assert s["energy_source"] == "power_integral"
+    # The recorded counter was accumulated the same way (trapezoids), so both agree.
+    assert s["energy_j"] == pytest.approx(3607.714, abs=0.05)
+
+
+def _tick(t, phase, gpu, power, energy=None, util=50, temp=40, clock=1000, mask=0):
+    return {"t": t, "phase": phase, "gpu": gpu, "power_w": power, "energy_j": energy,
+            "gpu_util_pct": util, "temp_c": temp, "sm_clock_mhz": clock, "throttle_mask": mask}
+
+
+def test_two_gpus_power_totals_and_energy_sum():
+    samples = []
+    for gpu, base in ((0, 100.0), (1, 200.0)):
+        samples += [
+            _tick(0.0, "start", gpu, 10.0, 1000.0, util=0),
+            _tick(1.0, "warmup", gpu, base / 2, 1100.0),
+            _tick(2.0, "steady_start", gpu, base, 1200.0),
+            _tick(3.0, "steady", gpu, base, 1200.0 + base, util=90, temp=60 + gpu),
+            _tick(4.0, "end", gpu, base + 20, 1200.0 + 2 * base + 10, util=100, temp=50,
+                  mask=0x40 if gpu else 0),
+        ]
+    s = aggregate.gpu_summary(samples, images=300, images_per_sec=150.0)
+    assert s["num_gpus_monitored"] == 2
+    assert s["power_w_mean"] == pytest.approx((300.0 + 340.0) / 2)  # per-tick totals
+    assert s["power_w_max"] == pytest.approx(340.0)
+    assert s["energy_j"] == pytest.approx(210.0 + 410.0)
+    assert s["joules_per_image"] == pytest.approx(620.0 / 300)
+    assert s["images_per_sec_per_watt"] == pytest.approx(150.0 / 320.0)
+    assert s["gpu_util_pct_mean"] == pytest.approx(95.0)
+    assert s["temp_c_max"] == 61
+    assert s["throttled"] is True and s["throttle_reasons"] == "hw_thermal_slowdown"
+    line = aggregate.throttle_warning(samples)
+    assert line.endswith(": GPU 1 hw_thermal_slowdown in 50% of samples")
+
+
+def test_energy_counter_missing_on_one_gpu_falls_back_for_all():
+    samples = []
+    for gpu in (0, 1):
+        energy = (lambda e: e) if gpu == 0 else (lambda e: None)
+        samples += [_tick(0.0, "steady_start", gpu, 100.0, energy(0.0)),
+                    _tick(2.0, "end", gpu, 100.0, energy(200.0))]
+    total, source = aggregate.gpu_energy(samples)
+    assert source == "power_integral" and total == pytest.approx(400.0)
+
+
+def test_counter_reset_is_not_negative_energy():
+    samples = [_tick(0.0, "steady_start", 0, 100.0, 5000.0), _tick(1.0, "end", 0, 100.0, 3.0)]
+    total, source = aggregate.gpu_energy(samples)
+    assert source == "power_integral" and total == pytest.approx(100.0)
+
+
+def test_unmarked_run_counts_everything_after_start():
+    samples = [_tick(0.0, "start", 0, 10.0, util=0), _tick(1.0, "warmup", 0, 100.0, util=80),
+               _tick(2.0, "end", 0, 200.0, util=100)]
+    s = aggregate.gpu_summary(samples)
+    assert s["power_w_mean"] == pytest.approx(150.0)
+    assert s["gpu_util_pct_mean"] == pytest.approx(90.0)
+    assert s["energy_j"] == pytest.approx(55.0 + 150.0)  # integral from the start sample
+
+
+def test_unsupported_readings_give_none():
+    samples = [{"t": 0.0, "phase": "start", "gpu": 0},
+               {"t": 1.0, "phase": "end", "gpu": 0}]
+    s = aggregate.gpu_summary(samples, images=10, images_per_sec=5.0)
+    for key in aggregate.GPU_COLUMNS:
+        assert s[key] is None, key
+    assert aggregate.gpu_summary([])["power_w_mean"] is None
+
+
+def test_host_summary():
+    samples = [{"t": 0.0, "phase": "start", "cpu_util_pct": 0.0, "proc_cpu_pct": 0.0,
+                "rss_bytes": 1 << 30},
+               {"t": 1.0, "phase": "warmup", "cpu_util_pct": 20.0, "proc_cpu_pct": 30.0,
+                "rss_bytes": 2 << 30},
+               {"t": 1.5, "phase": "steady_start", "cpu_util_pct": 40.0, "proc_cpu_pct": 50.0,
+                "rss_bytes": 2 << 30},
+               {"t": 2.0, "phase": "steady", "cpu_util_pct": 80.0, "proc_cpu_pct": 150.0,
+                "rss_bytes": 3 << 30},
+               {"t": 3.0, "phase": "end", "cpu_util_pct": 60.0, "proc_cpu_pct": 130.0,
+                "rss_bytes": 3 << 30}]
+    s = aggregate.host_summary(samples)
+    assert s["cpu_util_pct_mean"] == pytest.approx(70.0)
+    assert s["cpu_util_pct_max"] == pytest.approx(80.0)
+    assert s["process_cpu_pct_mean"] == pytest.approx(140.0)
+    assert s["host_rss_gb_max"] == pytest.approx(3.0)

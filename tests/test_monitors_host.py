@@ -1,0 +1,82 @@
+import itertools
+import types
+
+import pytest
+
+from tfbench.monitors.host import HostMonitor
+
+
+class FakePsutil:
+    def __init__(self, system, process, rss):
+        self._system = iter(system)
+        self._process = iter(process)
+        self._rss = iter(rss)
+        outer = self
+
+        class Process:
+            def cpu_percent(self, interval=None):
+                return next(outer._process)
+
+            def memory_info(self):
+                return types.SimpleNamespace(rss=next(outer._rss))
+
+        self.Process = Process
+
+    def cpu_percent(self, interval=None):
+        assert interval is None  # never block the sampler
+        return next(self._system)
+
+    def cpu_count(self, logical=True):
+        return 8
+
+
+def test_host_monitor_with_fake_psutil():
+    counter = itertools.count()
+    fake = FakePsutil(system=[0.0, 5.0, 30.0, 90.0], process=[0.0, 10.0, 50.0, 170.0],
+                      rss=[1 << 30, 2 << 30, 3 << 30])
+    mon = HostMonitor(interval_sec=0, psutil_module=fake, clock=lambda: float(next(counter)))
+    mon.start()      # priming call (0.0), then the start sample
+    mon.mark_steady()
+    mon.stop()
+    samples = mon.samples()
+    assert [s["phase"] for s in samples] == ["start", "steady_start", "end"]
+    assert samples[-1] == {"t": 3.0, "phase": "end", "cpu_util_pct": 90.0,
+                           "proc_cpu_pct": 170.0, "rss_bytes": 3 << 30}
+    s = mon.summary()
+    assert s["host_monitor"] == "ok"
+    assert s["cpu_util_pct_mean"] == 90.0
+    assert s["process_cpu_pct_mean"] == 170.0
+    assert s["host_rss_gb_max"] == pytest.approx(3.0)
+    assert s["num_cpus"] == 8
+    assert mon.console_lines() == [
+        "Host CPU: 90% busy (system, 8 cores), process 170% (100% = one core), RSS max 3.00 GB"]
+    assert mon.warnings() == []
+
+
+def test_host_monitor_real_psutil():
+    mon = HostMonitor(interval_sec=0)
+    assert mon.available
+    mon.start()
+    sum(i * i for i in range(20000))
+    mon.mark_steady()
+    mon.stop()
+    s = mon.summary()
+    assert 0.0 <= s["cpu_util_pct_mean"] <= 100.0
+    assert s["host_rss_gb_max"] > 0
+
+
+def test_host_monitor_without_psutil_process():
+    class Broken:
+        def Process(self):
+            raise OSError("no /proc")
+
+        def cpu_count(self):
+            return 1
+
+    mon = HostMonitor(psutil_module=Broken())
+    assert not mon.available
+    mon.start()
+    mon.stop()
+    assert mon.summary() == {"cpu_util_pct_mean": None,
+                             "host_monitor": "not available (psutil: no /proc)"}
+    assert mon.console_lines() == ["Host CPU: not available (psutil: no /proc)"]

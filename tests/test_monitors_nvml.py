@@ -1,0 +1,335 @@
+import itertools
+import time
+import types
+
+import pytest
+
+from tfbench import monitors
+from tfbench.monitors import nvml as nvml_mod
+from tfbench.monitors.nvml import NvmlMonitor
+
+
+class FakeNvmlError(Exception):
+    def __init__(self, value):
+        super().__init__(value)
+        self.value = value
+
+    def __str__(self):
+        return {3: "Not Supported", 9: "Driver Not Loaded", 12: "NVML Shared Library Not Found",
+                13: "Function Not Found", 2: "Invalid Argument"}.get(self.value, "Unknown Error")
+
+
+class FakeNvml:
+    """The slice of pynvml tfbench calls, over scripted GPUs.
+
+    Each GPU is a dict; readings advance one step per call of nvmlDeviceGetPowerUsage.
+    """
+
+    NVMLError = FakeNvmlError
+    NVML_TEMPERATURE_GPU = 0
+    NVML_CLOCK_SM = 1
+    NVML_NVLINK_MAX_LINKS = 18
+
+    def __init__(self, gpus, init_error=None, old_driver=False):
+        self.gpus = gpus
+        self.init_error = init_error
+        self.old_driver = old_driver
+        self.inits = 0
+        self.shutdowns = 0
+        self.calls = []
+
+    def nvmlInit(self):
+        if self.init_error is not None:
+            raise FakeNvmlError(self.init_error)
+        self.inits += 1
+
+    def nvmlShutdown(self):
+        self.shutdowns += 1
+
+    def nvmlDeviceGetCount(self):
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return self.gpus[i]
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        for g in self.gpus:
+            if g["uuid"] == uuid:
+                return g
+        raise FakeNvmlError(2)
+
+    def nvmlSystemGetDriverVersion(self):
+        return "550.54.15"
+
+    def nvmlSystemGetCudaDriverVersion(self):
+        return 12040
+
+    def nvmlSystemGetNVMLVersion(self):
+        return b"12.550.54.15"
+
+    def nvmlDeviceGetName(self, h):
+        return h["name"]
+
+    def nvmlDeviceGetUUID(self, h):
+        return h["uuid"]
+
+    def nvmlDeviceGetCudaComputeCapability(self, h):
+        return (8, 0)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h):
+        return 400000
+
+    def nvmlDeviceGetMaxClockInfo(self, h, kind):
+        return 1410
+
+    def nvmlDeviceGetApplicationsClock(self, h, kind):
+        return 1095
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h):
+        return 4
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h):
+        return 16
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h):
+        return 4
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h):
+        return 16
+
+    def nvmlDeviceGetNvLinkState(self, h, link):
+        if not h.get("nvlinks"):
+            raise FakeNvmlError(3)
+        if link >= h["nvlinks"]:
+            raise FakeNvmlError(2)
+        return 1
+
+    def _step(self, h, key):
+        return h[key][min(h["i"], len(h[key]) - 1)]
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        self.calls.append(("power", h["uuid"]))
+        h["i"] += 1
+        return self._step(h, "power_mw")
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        self.calls.append(("energy", h["uuid"]))
+        if "energy_mj" not in h:
+            raise FakeNvmlError(3)
+        return self._step(h, "energy_mj")
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return types.SimpleNamespace(gpu=self._step(h, "util"), memory=40)
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return types.SimpleNamespace(used=30 << 30, total=40 << 30, free=10 << 30)
+
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        assert sensor == self.NVML_TEMPERATURE_GPU
+        return self._step(h, "temp")
+
+    def nvmlDeviceGetClockInfo(self, h, kind):
+        assert kind == self.NVML_CLOCK_SM
+        return self._step(h, "clock")
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        self.calls.append(("event_reasons", h["uuid"]))
+        if self.old_driver:
+            raise FakeNvmlError(13)
+        return self._step(h, "mask")
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+        self.calls.append(("throttle_reasons", h["uuid"]))
+        return self._step(h, "mask")
+
+
+def a100(uuid="GPU-aaaa", energy=True, nvlinks=12):
+    g = {"name": "NVIDIA A100-SXM4-40GB", "uuid": uuid, "i": -1, "nvlinks": nvlinks,
+         # start, steady_start, end (one reading per tick)
+         "power_mw": [60000, 300000, 400000], "util": [0, 100, 100], "temp": [35, 50, 60],
+         "clock": [1410, 1410, 1290], "mask": [0x1, 0x0, 0x4]}
+    if energy:
+        g["energy_mj"] = [5_000_000, 6_000_000, 9_500_000]
+    return g
+
+
+def ticking_clock(step=1.0):
+    counter = itertools.count()
+    return lambda: next(counter) * step
+
+
+def run_without_thread(mon):
+    mon.start()
+    mon.mark_steady()
+    mon.stop()
+
+
+def test_sampler_reads_through_injected_nvml():
+    fake = FakeNvml([a100()])
+    mon = NvmlMonitor([0], interval_sec=0, nvml=fake, clock=ticking_clock(), environ={})
+    assert mon.available
+    run_without_thread(mon)
+    samples = mon.samples()
+    assert [s["phase"] for s in samples] == ["start", "steady_start", "end"]
+    assert [s["t"] for s in samples] == [1.0, 2.0, 3.0]
+    first = samples[0]
+    assert first["power_w"] == 60.0 and first["energy_j"] == 5000.0
+    assert first["throttle_reasons"] == ["gpu_idle"] and first["throttle_mask"] == 1
+    assert first["mem_used_bytes"] == 30 << 30 and first["mem_util_pct"] == 40
+    s = mon.summary(images=1000, images_per_sec=250.0)
+    assert s["nvml_monitor"] == "ok"
+    assert s["power_w_mean"] == 400.0  # the end sample only: it describes the timed loop
+    assert s["energy_j"] == pytest.approx(3500.0)
+    assert s["joules_per_image"] == pytest.approx(3.5)
+    assert s["images_per_sec_per_watt"] == pytest.approx(0.625)
+    assert s["throttled"] is True
+    assert s["gpus"][0]["name"] == "NVIDIA A100-SXM4-40GB"
+    assert mon.warnings() == [
+        "GPU throttled during the timed run (images/sec reflects the lowered clocks): "
+        "GPU 0 [NVIDIA A100-SXM4-40GB] sw_power_cap in 100% of samples"]
+    assert fake.inits == 1 and fake.shutdowns == 1
+
+
+def test_static_info_pcie_nvlink():
+    fake = FakeNvml([a100(), a100("GPU-bbbb", nvlinks=0)])
+    mon = NvmlMonitor(None, interval_sec=0, nvml=fake, environ={})
+    d0, d1 = mon.devices
+    assert d0["gpu"] == 0 and d0["nvlink_active_links"] == 12
+    assert d1["gpu"] == 1 and d1["nvlink_active_links"] is None
+    assert d0["pcie_gen_max"] == 4 and d0["pcie_width_max"] == 16
+    assert d0["power_limit_w"] == 400.0 and d0["compute_capability"] == "8.0"
+    assert d0["memory_total_bytes"] == 40 << 30 and d0["energy_counter"] is True
+    assert nvml_mod.system_info(fake) == {"driver_version": "550.54.15",
+                                          "cuda_driver_version": "12.4",
+                                          "nvml_version": "12.550.54.15"}
+    mon.stop()
+
+
+def test_unsupported_field_is_not_asked_again():
+    fake = FakeNvml([a100(energy=False)])
+    mon = NvmlMonitor([0], interval_sec=0, nvml=fake, environ={})
+    run_without_thread(mon)
+    assert all(s["energy_j"] is None for s in mon.samples())
+    # static info asked once, then the reader once, then never again
+    assert fake.calls.count(("energy", "GPU-aaaa")) == 2
+    s = mon.summary(images=10)
+    assert s["energy_source"] == "power_integral"
+
+
+def test_old_driver_falls_back_to_throttle_reasons_call():
+    fake = FakeNvml([a100()], old_driver=True)
+    mon = NvmlMonitor([0], interval_sec=0, nvml=fake, environ={})
+    run_without_thread(mon)
+    assert [s["throttle_mask"] for s in mon.samples()] == [0x1, 0x0, 0x4]
+    assert fake.calls.count(("event_reasons", "GPU-aaaa")) == 1
+
+
+def test_cuda_visible_devices_maps_to_nvml_devices():
+    gpus = [a100("GPU-0"), a100("GPU-1"), a100("GPU-2")]
+    fake = FakeNvml(gpus)
+    handles = nvml_mod.resolve_handles(fake, [0, 1], {"CUDA_VISIBLE_DEVICES": "2,0"})
+    assert [(i, h["uuid"]) for i, h in handles] == [(0, "GPU-2"), (1, "GPU-0")]
+    handles = nvml_mod.resolve_handles(fake, None, {"CUDA_VISIBLE_DEVICES": "GPU-1"})
+    assert [(i, h["uuid"]) for i, h in handles] == [(0, "GPU-1")]
+    assert nvml_mod.resolve_handles(fake, None, {"CUDA_VISIBLE_DEVICES": "-1"}) == []
+    assert nvml_mod.resolve_handles(fake, None, {"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert len(nvml_mod.resolve_handles(fake, None, {})) == 3
+    assert nvml_mod.resolve_handles(fake, [5], {}) == []
+
+
+def test_background_thread_samples_between_marks():
+    fake = FakeNvml([a100()])
+    mon = NvmlMonitor([0], interval_sec=0.001, nvml=fake, environ={})
+    mon.start()
+    deadline = time.monotonic() + 10
+    while len(mon.samples()) < 4 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    mon.mark_steady()
+    count = len(mon.samples())
+    while len(mon.samples()) < count + 3 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    mon.stop()
+    phases = [s["phase"] for s in mon.samples()]
+    assert phases[0] == "start" and phases[-1] == "end"
+    assert phases.count("steady_start") == 1
+    i = phases.index("steady_start")
+    assert set(phases[1:i]) == {"warmup"}
+    assert set(phases[i + 1:-1]) == {"steady"}
+    times = [s["t"] for s in mon.samples()]
+    assert times == sorted(times)
+    n = len(mon.samples())
+    time.sleep(0.02)
+    assert len(mon.samples()) == n  # stopped for good
+
+
+def test_missing_driver_real_pynvml_is_quiet(capfd):
+    mon = NvmlMonitor([0], interval_sec=0.01)  # this machine has no NVIDIA driver
+    assert mon.available is False
+    run_without_thread(mon)
+    s = mon.summary(images=10, images_per_sec=5.0)
+    assert s["nvml_monitor"].startswith("not available (")
+    assert s["power_w_mean"] is None and s["throttled"] is None
+    assert mon.samples() == [] and mon.warnings() == []
+    assert mon.console_lines() == ["GPU power: %s" % s["nvml_monitor"]]
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
+@pytest.mark.parametrize("code,reason", [
+    (12, "no NVIDIA driver: NVML library not found"),
+    (9, "NVIDIA driver not loaded"),
+    (999, "NVML: Unknown Error"),
+])
+def test_init_errors_give_not_available(code, reason):
+    mon = NvmlMonitor(None, nvml=FakeNvml([a100()], init_error=code))
+    assert mon.available is False
+    assert mon.summary()["nvml_monitor"] == "not available (%s)" % reason
+
+
+def test_no_gpu_visible():
+    fake = FakeNvml([])
+    mon = NvmlMonitor(None, nvml=fake, environ={})
+    assert not mon.available and mon.unavailable_reason == "no NVIDIA GPU visible"
+    assert fake.shutdowns == 1
+
+
+def test_failing_read_never_raises():
+    fake = FakeNvml([a100()])
+    mon = NvmlMonitor([0], interval_sec=0, nvml=fake, environ={})
+
+    def broken(h):
+        raise RuntimeError("driver fell over")
+
+    fake.nvmlDeviceGetPowerUsage = broken
+    run_without_thread(mon)
+    assert mon.samples() == [] and mon.read_errors == 3
+    assert mon.summary()["power_w_mean"] is None
+
+
+def test_console_line_format():
+    fake = FakeNvml([a100()])
+    mon = NvmlMonitor([0], interval_sec=0, nvml=fake, environ={})
+    run_without_thread(mon)
+    assert mon.console_lines(images=1000, images_per_sec=250.0) == [
+        "GPU power: mean 400.0 W, max 400.0 W, energy 3500.0 J (3.5 J/image), "
+        "0.625 images/sec/W; util 100%, temp max 60 C, SM clock 1290 MHz"]
+
+
+def test_create_and_combined_helpers():
+    mons = monitors.create("cpu", None, interval_sec=0)
+    assert [m.name for m in mons] == ["host"]
+    gpu_mons = monitors.create("GPU", [0], interval_sec=0)
+    assert [m.name for m in gpu_mons] == ["nvml", "host"]
+    for m in gpu_mons:
+        m.start()
+        m.mark_steady()
+        m.stop()
+    combined = monitors.summary(gpu_mons, images=10, images_per_sec=5.0)
+    assert combined["nvml_monitor"].startswith("not available")
+    assert combined["host_monitor"] == "ok"
+    assert "cpu_util_pct_mean" in combined and "power_w_mean" in combined
+    series = monitors.samples(gpu_mons)
+    assert series["nvml"] == [] and len(series["host"]) == 3
+    assert monitors.warnings(gpu_mons) == []
+    lines = monitors.console_lines(gpu_mons)
+    assert lines[0].startswith("GPU power: not available")

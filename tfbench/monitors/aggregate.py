@@ -1,0 +1,258 @@
+"""Pure functions over monitor samples: steady-state means and maxima, energy, throttling.
+
+No NVML, psutil or threads here, so every figure is testable on recorded samples.
+
+A sample is a plain dict. Every sample carries
+  t      seconds since the monitor started (samples of one tick share t),
+  phase  "start" (taken by start()), "warmup", "steady_start" (taken by mark_steady()),
+         "steady", or "end" (taken by stop()).
+GPU samples add: gpu, power_w, energy_j (the driver's cumulative counter, J), gpu_util_pct,
+mem_util_pct, mem_used_bytes, temp_c, sm_clock_mhz, throttle_mask, throttle_reasons; host
+samples add cpu_util_pct, proc_cpu_pct, rss_bytes. A reading the device does not support is None.
+
+Utilisation and power readings describe the period before the reading, so the steady state is
+the samples after the steady_start boundary, up to and including "end". Energy runs from the
+steady_start boundary to "end". If mark_steady() was never called, the whole run (everything
+after "start") counts as steady.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable, Optional
+
+GB = float(1 << 30)
+
+# NVML clocks event (throttle) reason bits, nvml.h nvmlClocksEventReason* / ThrottleReason*.
+THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+    (0x200, "board_limit"),
+    (0x400, "reliability"),
+)
+# Reasons that lower clocks under load. Idle, user/application clock settings, sync boost and
+# display clocks are configuration or idleness, not throttling.
+THROTTLING_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80 | 0x200 | 0x400
+
+STEADY_PHASES = ("steady", "end")
+UNMARKED_PHASES = ("warmup", "end")
+
+
+def decode_throttle(mask: Optional[int]) -> list[str]:
+    """Bitmask -> reason names, e.g. 0x44 -> ["sw_power_cap", "hw_thermal_slowdown"]."""
+    if not mask:
+        return []
+    names = [name for bit, name in THROTTLE_REASONS if mask & bit]
+    unknown = mask & ~sum(bit for bit, _ in THROTTLE_REASONS)
+    if unknown:
+        names.append("unknown_0x%x" % unknown)
+    return names
+
+
+def throttling_reasons(mask: Optional[int]) -> list[str]:
+    """Only the reasons that mean the clocks were held down under load."""
+    return decode_throttle((mask or 0) & THROTTLING_MASK)
+
+
+def is_marked(samples: Iterable[dict]) -> bool:
+    return any(s.get("phase") == "steady_start" for s in samples)
+
+
+def steady_samples(samples: list[dict]) -> list[dict]:
+    """Samples whose readings describe the steady state (see the module docstring)."""
+    phases = STEADY_PHASES if is_marked(samples) else UNMARKED_PHASES
+    return [s for s in samples if s.get("phase") in phases]
+
+
+def _values(samples: Iterable[dict], key: str) -> list[float]:
+    return [s[key] for s in samples if s.get(key) is not None]
+
+
+def _mean(values: list[float]) -> Optional[float]:
+    return sum(values) / len(values) if values else None
+
+
+def _max(values: list[float]) -> Optional[float]:
+    return max(values) if values else None
+
+
+def _by_gpu(samples: Iterable[dict]) -> dict[Any, list[dict]]:
+    groups: dict[Any, list[dict]] = defaultdict(list)
+    for s in samples:
+        groups[s.get("gpu")].append(s)
+    return dict(sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0])))
+
+
+def _energy_window(samples: list[dict]) -> list[dict]:
+    """The samples from the energy start (steady_start, else the first) to the last."""
+    if not samples:
+        return []
+    starts = [i for i, s in enumerate(samples) if s.get("phase") == "steady_start"]
+    return samples[starts[-1] if starts else 0:]
+
+
+def _counter_energy(window: list[dict]) -> Optional[float]:
+    """Energy from the cumulative counter: last reading minus first, over one GPU's window."""
+    readings = [s for s in window if s.get("energy_j") is not None]
+    if len(readings) < 2 or readings[0] is not window[0] or readings[-1] is not window[-1]:
+        return None
+    delta = readings[-1]["energy_j"] - readings[0]["energy_j"]
+    return delta if delta >= 0 else None  # a counter reset (driver reload) mid-run
+
+
+def _integrated_energy(window: list[dict]) -> Optional[float]:
+    """Trapezoidal integral of power over one GPU's window, for GPUs without an energy counter."""
+    points = [(s["t"], s["power_w"]) for s in window if s.get("power_w") is not None]
+    if len(points) < 2:
+        return None
+    return sum((t1 - t0) * (p0 + p1) / 2.0 for (t0, p0), (t1, p1) in zip(points, points[1:]))
+
+
+def gpu_energy(samples: list[dict]) -> tuple[Optional[float], Optional[str]]:
+    """(joules over the steady state summed over GPUs, "counter" or "power_integral")."""
+    groups = _by_gpu(samples)
+    if not groups:
+        return None, None
+    windows = {g: _energy_window(rows) for g, rows in groups.items()}
+    counted = {g: _counter_energy(w) for g, w in windows.items()}
+    if all(v is not None for v in counted.values()):
+        return sum(counted.values()), "counter"
+    integrated = {g: _integrated_energy(w) for g, w in windows.items()}
+    if all(v is not None for v in integrated.values()):
+        return sum(integrated.values()), "power_integral"
+    return None, None
+
+
+def _tick_totals(samples: list[dict], key: str, num_gpus: int) -> list[float]:
+    """Per tick, the sum of `key` over GPUs; ticks missing a GPU's reading are skipped."""
+    ticks: dict[float, list[float]] = defaultdict(list)
+    for s in samples:
+        if s.get(key) is not None:
+            ticks[s["t"]].append(s[key])
+    return [sum(v) for _, v in sorted(ticks.items()) if len(v) == num_gpus]
+
+
+def _throttle_fractions(steady: list[dict]) -> dict[str, float]:
+    """reason -> fraction of steady samples (with a reading) that reported it."""
+    with_reading = [s for s in steady if s.get("throttle_mask") is not None]
+    counts: dict[str, int] = defaultdict(int)
+    for s in with_reading:
+        for name in throttling_reasons(s["throttle_mask"]):
+            counts[name] += 1
+    return {name: counts[name] / len(with_reading)
+            for name in sorted(counts, key=lambda n: -counts[n])}
+
+
+def gpu_per_device(samples: list[dict]) -> list[dict[str, Any]]:
+    """One summary per GPU (for the JSON manifest)."""
+    out = []
+    for gpu, rows in _by_gpu(samples).items():
+        steady = steady_samples(rows)
+        energy, source = gpu_energy(rows)
+        used = _max(_values(rows, "mem_used_bytes"))
+        out.append({
+            "gpu": gpu,
+            "power_w_mean": _mean(_values(steady, "power_w")),
+            "power_w_max": _max(_values(steady, "power_w")),
+            "energy_j": energy,
+            "energy_source": source,
+            "gpu_util_pct_mean": _mean(_values(steady, "gpu_util_pct")),
+            "mem_util_pct_mean": _mean(_values(steady, "mem_util_pct")),
+            "temp_c_max": _max(_values(steady, "temp_c")),
+            "sm_clock_mhz_mean": _mean(_values(steady, "sm_clock_mhz")),
+            "sm_clock_mhz_min": min(_values(steady, "sm_clock_mhz"), default=None),
+            "nvml_mem_used_gb_max": None if used is None else used / GB,
+            "throttle_reasons": _throttle_fractions(steady),
+        })
+    return out
+
+
+GPU_COLUMNS = ("power_w_mean", "power_w_max", "energy_j", "joules_per_image",
+               "images_per_sec_per_watt", "gpu_util_pct_mean", "temp_c_max",
+               "sm_clock_mhz_mean", "throttled")
+
+
+def gpu_summary(samples: list[dict], images: Optional[int] = None,
+                images_per_sec: Optional[float] = None) -> dict[str, Any]:
+    """The run's GPU figures, keyed by CSV column.
+
+    Power and energy are totals over the monitored GPUs (what the run drew), so
+    images_per_sec_per_watt compares across GPU counts; utilisation, temperature and clock are
+    over all GPUs' steady samples (mean or max). `images` is the number of images the timed
+    loop processed (joules_per_image); `images_per_sec` the run's figure (per watt).
+    """
+    summary: dict[str, Any] = dict.fromkeys(GPU_COLUMNS)
+    groups = _by_gpu(samples)
+    if not groups:
+        return summary
+    steady_by_gpu = {g: steady_samples(rows) for g, rows in groups.items()}
+    steady = [s for rows in steady_by_gpu.values() for s in rows]
+    power_ticks = _tick_totals(steady, "power_w", len(groups))
+    energy, source = gpu_energy(samples)
+    power_mean = _mean(power_ticks)
+    reasons: dict[str, int] = {}
+    for rows in steady_by_gpu.values():
+        for name in _throttle_fractions(rows):
+            reasons[name] = 1
+    used = _max(_values(samples, "mem_used_bytes"))
+    summary.update({
+        "power_w_mean": power_mean,
+        "power_w_max": _max(power_ticks),
+        "energy_j": energy,
+        "energy_source": source,
+        "joules_per_image": energy / images if energy is not None and images else None,
+        "images_per_sec_per_watt": (images_per_sec / power_mean
+                                    if images_per_sec and power_mean else None),
+        "gpu_util_pct_mean": _mean(_values(steady, "gpu_util_pct")),
+        "mem_util_pct_mean": _mean(_values(steady, "mem_util_pct")),
+        "temp_c_max": _max(_values(steady, "temp_c")),
+        "sm_clock_mhz_mean": _mean(_values(steady, "sm_clock_mhz")),
+        "throttled": (bool(reasons) if any(s.get("throttle_mask") is not None for s in steady)
+                      else None),
+        "throttle_reasons": ",".join(sorted(reasons)),
+        "nvml_mem_used_gb_max": None if used is None else used / GB,
+        "num_gpus_monitored": len(groups),
+        "per_gpu": gpu_per_device(samples),
+    })
+    return summary
+
+
+def throttle_warning(samples: list[dict], names: Optional[dict[Any, str]] = None) -> Optional[str]:
+    """One line naming each GPU that throttled in the steady state and why, or None."""
+    parts = []
+    for gpu, rows in _by_gpu(samples).items():
+        fractions = _throttle_fractions(steady_samples(rows))
+        if not fractions:
+            continue
+        label = "GPU %s" % gpu
+        if names and names.get(gpu):
+            label += " [%s]" % names[gpu]
+        parts.append("%s %s" % (label, ", ".join(
+            "%s in %d%% of samples" % (name, round(100 * f)) for name, f in fractions.items())))
+    if not parts:
+        return None
+    return ("GPU throttled during the timed run (images/sec reflects the lowered clocks): %s"
+            % "; ".join(parts))
+
+
+HOST_COLUMNS = ("cpu_util_pct_mean",)
+
+
+def host_summary(samples: list[dict]) -> dict[str, Any]:
+    """Host CPU utilisation (system-wide, 0-100 %) and this process's CPU and RSS."""
+    steady = steady_samples(samples)
+    rss = _max(_values(samples, "rss_bytes"))
+    return {
+        "cpu_util_pct_mean": _mean(_values(steady, "cpu_util_pct")),
+        "cpu_util_pct_max": _max(_values(steady, "cpu_util_pct")),
+        # Per process, 100 = one core busy.
+        "process_cpu_pct_mean": _mean(_values(steady, "proc_cpu_pct")),
+        "host_rss_gb_max": None if rss is None else rss / GB,
+    }

@@ -1,0 +1,74 @@
+"""Host CPU utilisation and resident memory through psutil."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Optional
+
+from tfbench.monitors import aggregate
+from tfbench.monitors.base import Monitor
+
+
+class HostMonitor(Monitor):
+    """System-wide CPU utilisation (0-100 %), this process's CPU (100 = one core) and RSS."""
+
+    name = "host"
+
+    def __init__(self, interval_sec: float = 0.25, psutil_module: Any = None,
+                 clock: Callable[[], float] = time.monotonic):
+        super().__init__(interval_sec, clock)
+        self._psutil = psutil_module
+        self._process = None
+        if self._psutil is None:
+            try:
+                import psutil
+                self._psutil = psutil
+            except ImportError:
+                self.available, self.unavailable_reason = False, "psutil is not installed"
+                return
+        try:
+            self._process = self._psutil.Process()
+        except Exception as exc:  # noqa: BLE001 - a platform psutil cannot read
+            self.available, self.unavailable_reason = False, "psutil: %s" % exc
+        self.num_cpus = self._psutil.cpu_count() if self.available else None
+
+    def start(self) -> None:
+        if self.available and self._process is not None:
+            # psutil's percentages are since the previous call: the first call sets the origin.
+            try:
+                self._psutil.cpu_percent(interval=None)
+                self._process.cpu_percent(interval=None)
+            except Exception:  # noqa: BLE001
+                pass
+        super().start()
+
+    def _read(self) -> list[dict]:
+        return [{
+            "cpu_util_pct": self._psutil.cpu_percent(interval=None),
+            "proc_cpu_pct": self._process.cpu_percent(interval=None),
+            "rss_bytes": int(self._process.memory_info().rss),
+        }]
+
+    def _empty_summary(self) -> dict[str, Any]:
+        return dict.fromkeys(aggregate.HOST_COLUMNS)
+
+    def _summarize(self, samples, images, images_per_sec):
+        out = aggregate.host_summary(samples)
+        out["num_cpus"] = self.num_cpus
+        return out
+
+    def console_lines(self, images: Optional[int] = None,
+                      images_per_sec: Optional[float] = None) -> list[str]:
+        """`Host CPU: 85% busy (system), process 170% (100% = one core), RSS max 3.21 GB`"""
+        if not self.available:
+            return ["Host CPU: not available (%s)" % self.unavailable_reason]
+        s = self.summary()
+        if s.get("cpu_util_pct_mean") is None:
+            return []
+        line = "Host CPU: %.0f%% busy (system, %s cores)" % (s["cpu_util_pct_mean"],
+                                                            s.get("num_cpus") or "?")
+        if s.get("process_cpu_pct_mean") is not None:
+            line += ", process %.0f%% (100%% = one core)" % s["process_cpu_pct_mean"]
+        if s.get("host_rss_gb_max") is not None:
+            line += ", RSS max %.2f GB" % s["host_rss_gb_max"]
+        return [line]

@@ -1,0 +1,312 @@
+"""NVIDIA GPUs through NVML (the `pynvml` module of NVIDIA's nvidia-ml-py package).
+
+open_nvml() loads and initialises NVML, or says why it cannot ("not available": no driver, no
+GPU); nothing is printed. read_gpu() takes one sample of a GPU; gpu_static_info() and
+system_info() describe the GPUs for the environment manifest. The NVML module is a parameter
+everywhere, so tests inject a fake.
+
+GPU numbering: tfbench's GPU indices are CUDA's, i.e. positions in CUDA_VISIBLE_DEVICES when it
+is set. They are mapped to NVML devices through CUDA_VISIBLE_DEVICES (indices or UUIDs). NVML
+orders GPUs by PCI bus id; CUDA does too with CUDA_DEVICE_ORDER=PCI_BUS_ID, and on machines with
+identical GPUs its default order agrees.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from tfbench.monitors import aggregate
+from tfbench.monitors.base import Monitor
+
+_ERROR_NOT_SUPPORTED = 3
+_ERROR_LIBRARY_NOT_FOUND = 12
+_ERROR_FUNCTION_NOT_FOUND = 13
+_ERROR_DRIVER_NOT_LOADED = 9
+_NEVER_AGAIN = (_ERROR_NOT_SUPPORTED, _ERROR_FUNCTION_NOT_FOUND)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _reason(exc: BaseException) -> str:
+    code = getattr(exc, "value", None)
+    if code == _ERROR_LIBRARY_NOT_FOUND:
+        return "no NVIDIA driver: NVML library not found"
+    if code == _ERROR_DRIVER_NOT_LOADED:
+        return "NVIDIA driver not loaded"
+    return "NVML: %s" % (_text(exc) or type(exc).__name__)
+
+
+def open_nvml(nvml: Any = None) -> tuple[Any, Optional[str]]:
+    """(initialised NVML module, None) or (None, why not). Never raises, never prints."""
+    if nvml is None:
+        try:
+            import pynvml as nvml  # nvidia-ml-py
+        except ImportError:
+            return None, "nvidia-ml-py is not installed"
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # noqa: BLE001 - NVMLError, OSError from a broken driver install
+        return None, _reason(exc)
+    return nvml, None
+
+
+def close_nvml(nvml: Any) -> None:
+    try:
+        nvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - shutting down a half-broken driver is not our problem
+        pass
+
+
+def _parse_visible(value: Optional[str]) -> Optional[list[str]]:
+    """CUDA_VISIBLE_DEVICES -> its entries (CUDA stops at the first invalid one); None if unset."""
+    if value is None:
+        return None
+    entries = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item or (item.lstrip("-").isdigit() and int(item) < 0):
+            break
+        entries.append(item)
+    return entries
+
+
+def resolve_handles(nvml: Any, gpu_indices: Optional[Sequence[int]] = None,
+                    environ: Optional[Mapping[str, str]] = None) -> list[tuple[int, Any]]:
+    """[(CUDA index, NVML handle)] for the GPUs to watch; None = every visible GPU."""
+    environ = os.environ if environ is None else environ
+    count = nvml.nvmlDeviceGetCount()
+    visible = _parse_visible(environ.get("CUDA_VISIBLE_DEVICES"))
+    if visible is None:
+        visible = [str(i) for i in range(count)]
+    wanted = range(len(visible)) if gpu_indices is None else gpu_indices
+    handles = []
+    for index in wanted:
+        if not 0 <= index < len(visible):
+            continue
+        entry = visible[index]
+        try:
+            if entry.isdigit():
+                if int(entry) >= count:
+                    continue
+                handle = nvml.nvmlDeviceGetHandleByIndex(int(entry))
+            else:
+                handle = nvml.nvmlDeviceGetHandleByUUID(entry)
+        except nvml.NVMLError:
+            continue
+        handles.append((index, handle))
+    return handles
+
+
+class GpuReader:
+    """Reads one sample of one GPU; a field the GPU does not support is None and not asked again."""
+
+    def __init__(self, nvml: Any, handle: Any):
+        self.nvml = nvml
+        self.handle = handle
+        self._unsupported: set[str] = set()
+
+    def _get(self, field: str, call: Callable[[], Any]) -> Any:
+        if field in self._unsupported:
+            return None
+        try:
+            return call()
+        except self.nvml.NVMLError as exc:
+            if getattr(exc, "value", None) in _NEVER_AGAIN:
+                self._unsupported.add(field)
+            return None
+        except AttributeError:  # an older nvidia-ml-py without this call
+            self._unsupported.add(field)
+            return None
+
+    def _throttle_mask(self) -> Optional[int]:
+        mask = self._get("clocks_event_reasons",
+                         lambda: self.nvml.nvmlDeviceGetCurrentClocksEventReasons(self.handle))
+        if mask is None and "clocks_event_reasons" in self._unsupported:
+            mask = self._get(
+                "throttle_reasons",
+                lambda: self.nvml.nvmlDeviceGetCurrentClocksThrottleReasons(self.handle))
+        return None if mask is None else int(mask)
+
+    def read(self) -> dict[str, Any]:
+        n, h = self.nvml, self.handle
+        power_mw = self._get("power", lambda: n.nvmlDeviceGetPowerUsage(h))
+        energy_mj = self._get("energy", lambda: n.nvmlDeviceGetTotalEnergyConsumption(h))
+        util = self._get("utilization", lambda: n.nvmlDeviceGetUtilizationRates(h))
+        mem = self._get("memory", lambda: n.nvmlDeviceGetMemoryInfo(h))
+        mask = self._throttle_mask()
+        return {
+            "power_w": None if power_mw is None else power_mw / 1000.0,
+            "energy_j": None if energy_mj is None else energy_mj / 1000.0,
+            "gpu_util_pct": None if util is None else util.gpu,
+            "mem_util_pct": None if util is None else util.memory,
+            "mem_used_bytes": None if mem is None else int(mem.used),
+            "temp_c": self._get("temperature",
+                                lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)),
+            "sm_clock_mhz": self._get("sm_clock", lambda: n.nvmlDeviceGetClockInfo(
+                h, n.NVML_CLOCK_SM)),
+            "throttle_mask": mask,
+            "throttle_reasons": aggregate.decode_throttle(mask),
+        }
+
+
+def gpu_static_info(nvml: Any, handle: Any) -> dict[str, Any]:
+    """Name, memory, PCIe link, NVLink links, power limit and clocks of one GPU (None if unknown)."""
+    reader = GpuReader(nvml, handle)
+    n, h = nvml, handle
+    mem = reader._get("memory", lambda: n.nvmlDeviceGetMemoryInfo(h))
+    cc = reader._get("cc", lambda: n.nvmlDeviceGetCudaComputeCapability(h))
+    limit_mw = reader._get("power_limit", lambda: n.nvmlDeviceGetEnforcedPowerLimit(h))
+    name = reader._get("name", lambda: n.nvmlDeviceGetName(h))
+    uuid = reader._get("uuid", lambda: n.nvmlDeviceGetUUID(h))
+    info = {
+        "name": None if name is None else _text(name),
+        "uuid": None if uuid is None else _text(uuid),
+        "memory_total_bytes": None if mem is None else int(mem.total),
+        "compute_capability": None if cc is None else "%d.%d" % tuple(cc),
+        "power_limit_w": None if limit_mw is None else limit_mw / 1000.0,
+        "sm_clock_max_mhz": reader._get("max_sm", lambda: n.nvmlDeviceGetMaxClockInfo(
+            h, n.NVML_CLOCK_SM)),
+        "applications_sm_clock_mhz": reader._get("app_sm", lambda: n.nvmlDeviceGetApplicationsClock(
+            h, n.NVML_CLOCK_SM)),
+        "pcie_gen_max": reader._get("pcie_gen_max", lambda: n.nvmlDeviceGetMaxPcieLinkGeneration(h)),
+        "pcie_width_max": reader._get("pcie_width_max", lambda: n.nvmlDeviceGetMaxPcieLinkWidth(h)),
+        # The current link drops to a lower generation when the GPU idles.
+        "pcie_gen_current": reader._get("pcie_gen", lambda: n.nvmlDeviceGetCurrPcieLinkGeneration(h)),
+        "pcie_width_current": reader._get("pcie_width",
+                                          lambda: n.nvmlDeviceGetCurrPcieLinkWidth(h)),
+        "nvlink_active_links": _nvlink_active_links(nvml, handle),
+        "energy_counter": reader._get(
+            "energy", lambda: n.nvmlDeviceGetTotalEnergyConsumption(h)) is not None,
+    }
+    return info
+
+
+def _nvlink_active_links(nvml: Any, handle: Any) -> Optional[int]:
+    """Active NVLink links, or None when the GPU has no NVLink (PCIe-only boards)."""
+    active = 0
+    for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            state = nvml.nvmlDeviceGetNvLinkState(handle, link)
+        except nvml.NVMLError as exc:
+            if link == 0 and getattr(exc, "value", None) in _NEVER_AGAIN:
+                return None
+            break  # past the last link of this GPU
+        except AttributeError:
+            return None
+        active += 1 if state else 0
+    return active
+
+
+def system_info(nvml: Any) -> dict[str, Any]:
+    """Driver, the CUDA version the driver supports, NVML version."""
+    def get(call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except (nvml.NVMLError, AttributeError):
+            return None
+    cuda = get(nvml.nvmlSystemGetCudaDriverVersion)
+    driver = get(nvml.nvmlSystemGetDriverVersion)
+    version = get(nvml.nvmlSystemGetNVMLVersion)
+    return {
+        "driver_version": None if driver is None else _text(driver),
+        "cuda_driver_version": None if not cuda else "%d.%d" % (cuda // 1000, cuda % 1000 // 10),
+        "nvml_version": None if version is None else _text(version),
+    }
+
+
+class NvmlMonitor(Monitor):
+    """Power, energy, utilisation, memory, temperature, SM clock and throttling of NVIDIA GPUs.
+
+    gpu_indices: CUDA indices to watch (None = all visible). Without a driver or GPU,
+    `available` is False, summary() says "not available" and nothing is raised or printed.
+    """
+
+    name = "nvml"
+
+    def __init__(self, gpu_indices: Optional[Sequence[int]] = None, interval_sec: float = 0.25,
+                 nvml: Any = None, clock: Callable[[], float] = time.monotonic,
+                 environ: Optional[Mapping[str, str]] = None):
+        super().__init__(interval_sec, clock)
+        self.devices: list[dict[str, Any]] = []
+        self._readers: list[tuple[int, GpuReader]] = []
+        self._nvml, reason = open_nvml(nvml)
+        if self._nvml is None:
+            self.available, self.unavailable_reason = False, reason
+            return
+        try:
+            handles = resolve_handles(self._nvml, gpu_indices, environ)
+            for index, handle in handles:
+                info = gpu_static_info(self._nvml, handle)
+                self.devices.append({"gpu": index, **info})
+                self._readers.append((index, GpuReader(self._nvml, handle)))
+        except Exception as exc:  # noqa: BLE001 - e.g. NVMLError from nvmlDeviceGetCount
+            self._readers = []
+            reason = _reason(exc)
+        if not self._readers:
+            self.available = False
+            self.unavailable_reason = reason or "no NVIDIA GPU visible"
+            close_nvml(self._nvml)
+            self._nvml = None
+
+    def _read(self) -> list[dict]:
+        return [{"gpu": index, **reader.read()} for index, reader in self._readers]
+
+    def _close(self) -> None:
+        if self._nvml is not None:
+            close_nvml(self._nvml)
+            self._nvml = None
+
+    def _empty_summary(self) -> dict[str, Any]:
+        return dict.fromkeys(aggregate.GPU_COLUMNS)
+
+    def _summarize(self, samples, images, images_per_sec):
+        out = aggregate.gpu_summary(samples, images, images_per_sec)
+        out["gpus"] = self.devices
+        return out
+
+    def _names(self) -> dict[Any, str]:
+        return {d["gpu"]: d.get("name") for d in self.devices}
+
+    def warnings(self) -> list[str]:
+        if not self.available:
+            return []
+        line = aggregate.throttle_warning(self.samples(), self._names())
+        return [line] if line else []
+
+    def console_lines(self, images: Optional[int] = None,
+                      images_per_sec: Optional[float] = None) -> list[str]:
+        """`GPU power: mean 312.4 W, max 398.2 W, energy 3123.5 J (0.0305 J/image), ...`"""
+        if not self.available:
+            return ["GPU power: not available (%s)" % self.unavailable_reason]
+        s = self.summary(images, images_per_sec)
+        if s.get("power_w_mean") is None and s.get("gpu_util_pct_mean") is None:
+            return ["GPU power: no readings"]
+        parts = []
+        if s.get("power_w_mean") is not None:
+            parts.append("mean %.1f W, max %.1f W" % (s["power_w_mean"], s["power_w_max"]))
+        else:
+            parts.append("power n/a")
+        if s.get("energy_j") is not None:
+            energy = "energy %.1f J" % s["energy_j"]
+            if s.get("joules_per_image") is not None:
+                energy += " (%.4g J/image)" % s["joules_per_image"]
+            parts.append(energy)
+        if s.get("images_per_sec_per_watt") is not None:
+            parts.append("%.3g images/sec/W" % s["images_per_sec_per_watt"])
+        detail = []
+        if s.get("gpu_util_pct_mean") is not None:
+            detail.append("util %.0f%%" % s["gpu_util_pct_mean"])
+        if s.get("temp_c_max") is not None:
+            detail.append("temp max %.0f C" % s["temp_c_max"])
+        if s.get("sm_clock_mhz_mean") is not None:
+            detail.append("SM clock %.0f MHz" % s["sm_clock_mhz_mean"])
+        line = "GPU power: " + ", ".join(parts)
+        if detail:
+            line += "; " + ", ".join(detail)
+        if s.get("num_gpus_monitored", 1) > 1:
+            line += " (%d GPUs; power and energy are totals)" % s["num_gpus_monitored"]
+        return [line]
