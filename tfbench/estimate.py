@@ -1,0 +1,65 @@
+"""Training-time estimate: hours to train = samples x epochs / (images/sec x utilisation).
+
+Utilisation is the fraction of the benchmark's images/sec a real training run sustains once
+data loading, evaluation, checkpointing and logging take their share (--estimate_utilization,
+default 0.7). Pass the run's images/sec (the median when --num_runs > 1).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from tfbench.errors import UsageError
+
+
+def estimate_hours(images_per_sec: float, dataset_size: int, epochs: float,
+                   utilization: float = 0.7) -> float:
+    """Hours to process dataset_size x epochs samples at images_per_sec x utilization."""
+    if dataset_size <= 0:
+        raise UsageError("--estimate_dataset_size must be positive, got %s" % dataset_size)
+    if epochs <= 0:
+        raise UsageError("--estimate_epochs must be positive, got %s" % epochs)
+    if not 0 < utilization <= 1:
+        raise UsageError("--estimate_utilization must be in (0, 1], got %s" % utilization)
+    if images_per_sec <= 0:
+        raise ValueError("images_per_sec must be positive to estimate a training time")
+    return dataset_size * epochs / (images_per_sec * utilization) / 3600.0
+
+
+def estimate_summary(images_per_sec: Optional[float], dataset_size: int, epochs: float,
+                     utilization: float = 0.7) -> dict[str, Any]:
+    """The estimate for the CSV/JSON; empty when no dataset size was given (the flag is off).
+
+    estimated_train_hours is None when the run measured no throughput (a failed run).
+    """
+    if not dataset_size:
+        return {}
+    hours = (estimate_hours(images_per_sec, dataset_size, epochs, utilization)
+             if images_per_sec and images_per_sec > 0 else None)
+    return {
+        "estimated_train_hours": hours,
+        "estimate_dataset_size": int(dataset_size),
+        "estimate_epochs": float(epochs),
+        "estimate_utilization": float(utilization),
+        "estimate_images_per_sec": images_per_sec,
+    }
+
+
+def _duration(hours: float) -> str:
+    if hours < 1.0:
+        return "%.1f minutes" % (hours * 60.0)
+    if hours < 48.0:
+        return "%.2f hours" % hours
+    return "%.1f hours (%.1f days)" % (hours, hours / 24.0)
+
+
+def console_lines(summary: dict[str, Any]) -> list[str]:
+    """`Training-time estimate: 1281167 samples x 90 epochs at 2345.60 images/sec x 0.70
+    utilization = 19.53 hours` (one line; nothing when the estimate is off)."""
+    if not summary or summary.get("estimated_train_hours") is None:
+        return []
+    return ["Training-time estimate: %d samples x %g epochs at %.2f images/sec x %.2f "
+            "utilization = %s" % (summary["estimate_dataset_size"], summary["estimate_epochs"],
+                                  summary["estimate_images_per_sec"],
+                                  summary["estimate_utilization"],
+                                  _duration(summary["estimated_train_hours"]))]
