@@ -8,3 +8,5 @@ from tfbench.models import vgg  # noqa: F401
 from tfbench.models import googlenet  # noqa: F401
 from tfbench.models import inception  # noqa: F401
 from tfbench.models import resnet  # noqa: F401
+from tfbench.models import official_resnet  # noqa: F401
+from tfbench.models import densenet_cifar  # noqa: F401
