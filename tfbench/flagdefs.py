@@ -241,6 +241,12 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
     _t("float", "estimate_utilization", 0.7,
        "Fraction of the benchmark's images/sec a real training run sustains (estimate).",
        lower_bound=0.01, upper_bound=1.0),
+    # --- input pipeline (issue 7) -----------------------------------------------------------
+    _t("bool", "data_only", False,
+       "Benchmark the input pipeline alone (needs --data_dir): images/sec delivered, no model."),
+    _t("bool", "diagnose_input", False,
+       "Run synthetic, real-data and input-only, and say whether the real-data run is "
+       "input-bound (needs --data_dir)."),
 )
 
 ALL_FLAGS: tuple[FlagSpec, ...] = LEGACY_FLAGS + TFBENCH_FLAGS
