@@ -247,6 +247,11 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
     _t("bool", "diagnose_input", False,
        "Run synthetic, real-data and input-only, and say whether the real-data run is "
        "input-bound (needs --data_dir)."),
+    # --- studies (issue 8) ------------------------------------------------------------------
+    _t("int", "gpu_memory_limit_mb", 0,
+       "Cap each GPU's usable memory at N MB (a logical device with memory_limit) to emulate "
+       "a smaller card, e.g. for `tfbench sweep --find_max_batch_size`; 0 = no cap.",
+       lower_bound=0),
 )
 
 ALL_FLAGS: tuple[FlagSpec, ...] = LEGACY_FLAGS + TFBENCH_FLAGS
