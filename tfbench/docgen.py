@@ -47,9 +47,8 @@ SECTIONS = {"flags": flags_markdown, "csv": csv_markdown}
 
 def render(readme: str) -> str:
     for name, make in SECTIONS.items():
-        pattern = re.compile(r"(<!-- %s:start -->\n).*?(\n<!-- %s:end -->)" % (name, name),
-                             re.S)
-        readme = pattern.sub(lambda m: m.group(1) + make() + m.group(2), readme)
+        pattern = re.compile(r"(<!-- %s:start -->\n).*?(<!-- %s:end -->)" % (name, name), re.S)
+        readme = pattern.sub(lambda m: m.group(1) + make() + "\n" + m.group(2), readme)
     return readme
 
 
