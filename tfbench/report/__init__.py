@@ -1,0 +1,5 @@
+"""Reports over results CSV files: study tables, plots, comparisons and the expected range.
+
+Submodules import pandas/matplotlib themselves; this package import stays light so the runner can
+use `tfbench.report.expected_range` without them.
+"""

@@ -1,0 +1,281 @@
+"""Study tables computed from result rows: scaling, batch size (knee), precision matrix, resolution.
+
+Each function takes a typed frame (report.load.normalize) and uses only rows with status ok.
+Repeated rows of one configuration are reduced to their median images/sec (and min/max kept), so
+`--repeats` and re-runs appended to one CSV need no special handling. Groups are formed from the
+configuration columns, minus the one(s) a study varies, so a sweep over models x GPU counts gives
+one scaling table per model.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+# Columns that identify a configuration (what ran, where).
+CONFIG_COLUMNS = ("model", "dataset", "mode", "precision", "xla", "batch_size",
+                  "global_batch_size", "num_devices", "num_workers", "device_kind", "device_name",
+                  "variable_update", "data_source", "data_format", "image_size", "accum_steps")
+
+_METRICS = {
+    "images_per_sec": "median",
+    "latency_ms_p50": "median",
+    "latency_ms_p99": "median",
+    "peak_mem_gb": "median",
+    "power_w_mean": "median",
+    "images_per_sec_per_gb": "median",
+    "images_per_sec_per_watt": "median",
+    "temp_c_max": "max",
+    "step_images_per_sec_plusminus": "median",
+}
+
+
+def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
+    return df[(df["status"] == "ok") & df["images_per_sec"].notna()]
+
+
+def aggregate(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One row per distinct `keys`: median metrics, images/sec min/max and the row count `runs`."""
+    ok = ok_rows(df)
+    if ok.empty:
+        return pd.DataFrame(columns=keys + list(_METRICS) + ["images_per_sec_lo",
+                                                             "images_per_sec_hi", "runs", "order"])
+    ok = ok.assign(order=np.arange(len(ok)))
+    grouped = ok.groupby(keys, dropna=False, sort=False)
+    out = grouped.agg({**_METRICS, "order": "min"})
+    out["images_per_sec_lo"] = grouped["images_per_sec"].min()
+    out["images_per_sec_hi"] = grouped["images_per_sec"].max()
+    out["runs"] = grouped.size()
+    return out.reset_index().sort_values("order", kind="stable").reset_index(drop=True)
+
+
+def _group_keys(vary: tuple[str, ...], extra: Sequence[str] = ()) -> list[str]:
+    """Configuration columns minus the varied ones, plus `extra` (swept flags that have no CSV
+    column, e.g. optimizer, so their points are not merged)."""
+    return [c for c in CONFIG_COLUMNS if c not in vary] + [c for c in extra if c not in vary]
+
+
+def total_devices(df: pd.DataFrame) -> pd.Series:
+    return df["num_devices"].clip(lower=1) * df["num_workers"].clip(lower=1)
+
+
+def scaling_table(df: pd.DataFrame, scaling: str = "weak",
+                  extra: Sequence[str] = ()) -> pd.DataFrame:
+    """Throughput, speed-up and efficiency against the fewest devices in each group.
+
+    weak: per-device batch fixed (global grows with N); strong: global batch fixed.
+    efficiency = (throughput on N / throughput on N0) / (N / N0) x 100, N0 = 1 when measured.
+    Only groups with two or more device counts are returned.
+    """
+    if scaling not in ("weak", "strong"):
+        raise ValueError("scaling must be weak or strong, got %r" % scaling)
+    df = df.assign(devices=total_devices(df))
+    fixed = "batch_size" if scaling == "weak" else "global_batch_size"
+    keys = _group_keys(("num_devices", "num_workers", "batch_size", "global_batch_size",
+                        "variable_update"), extra) + [fixed]
+    other = "global_batch_size" if scaling == "weak" else "batch_size"
+    agg = aggregate(df, keys + ["devices", other])
+    frames = []
+    for _, group in agg.groupby(keys, dropna=False, sort=False):
+        group = group.sort_values("devices")
+        if group["devices"].nunique() < 2:
+            continue
+        base = group.iloc[0]
+        group = group.assign(
+            scaling=scaling,
+            speedup=group["images_per_sec"] / base["images_per_sec"],
+            images_per_sec_per_device=group["images_per_sec"] / group["devices"])
+        group["efficiency_pct"] = group["speedup"] / (group["devices"] / base["devices"]) * 100.0
+        frames.append(group.assign(group="%s%d" % (scaling, len(frames))))
+    return _concat(frames, keys + ["devices", other, "scaling", "images_per_sec",
+                                   "images_per_sec_per_device", "speedup", "efficiency_pct",
+                                   "peak_mem_gb", "group"])
+
+
+def scaling_tables(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
+    """Weak and strong scaling groups found in the rows (a CSV does not say which was meant)."""
+    return _concat([scaling_table(df, "weak", extra), scaling_table(df, "strong", extra)], None)
+
+
+def batch_size_study(df: pd.DataFrame, knee_pct: float = 90.0,
+                     extra: Sequence[str] = ()) -> pd.DataFrame:
+    """Throughput and memory per batch size; `knee` marks the smallest batch reaching knee_pct%
+    of the group's best throughput."""
+    keys = _group_keys(("batch_size", "global_batch_size"), extra)
+    agg = aggregate(df, keys + ["batch_size", "global_batch_size"])
+    frames = []
+    for _, group in agg.groupby(keys, dropna=False, sort=False):
+        if group["batch_size"].nunique() < 2:
+            continue
+        group = group.sort_values("batch_size")
+        best = group["images_per_sec"].max()
+        pct = group["images_per_sec"] / best * 100.0
+        reaching = group.loc[pct >= knee_pct, "batch_size"]
+        knee = reaching.min()
+        frames.append(group.assign(pct_of_best=pct, knee=group["batch_size"] == knee,
+                                   knee_pct=knee_pct, group="batch%d" % len(frames)))
+    return _concat(frames, keys + ["batch_size", "global_batch_size", "images_per_sec",
+                                   "peak_mem_gb", "pct_of_best", "knee", "knee_pct", "group"])
+
+
+def knees(study: pd.DataFrame) -> pd.DataFrame:
+    """The knee row of each batch-size group."""
+    return study[study["knee"].astype(bool)] if not study.empty else study
+
+
+def execution_label(precision: str, xla: int) -> str:
+    label = "fp32" if precision in ("", "fp32") else "%s mixed" % precision
+    return label + " + XLA" if int(xla) else label
+
+
+def precision_matrix(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
+    """Each precision/XLA combination with its speed-up over plain fp32 in the same group."""
+    keys = _group_keys(("precision", "xla"), extra)
+    agg = aggregate(df, keys + ["precision", "xla"])
+    frames = []
+    for _, group in agg.groupby(keys, dropna=False, sort=False):
+        if len(group) < 2:
+            continue
+        base = group[(group["precision"] == "fp32") & (group["xla"] == 0)]
+        ref = base["images_per_sec"].iloc[0] if len(base) else np.nan
+        frames.append(group.assign(
+            execution=[execution_label(p, x) for p, x in zip(group["precision"], group["xla"])],
+            speedup_vs_fp32=group["images_per_sec"] / ref, group="precision%d" % len(frames)))
+    return _concat(frames, keys + ["precision", "xla", "execution", "images_per_sec",
+                                   "peak_mem_gb", "speedup_vs_fp32", "group"])
+
+
+def resolution_study(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
+    """Throughput and memory per image size, relative to the first size (order of appearance)."""
+    keys = _group_keys(("image_size",), extra)
+    agg = aggregate(df, keys + ["image_size"])
+    frames = []
+    for _, group in agg.groupby(keys, dropna=False, sort=False):
+        if group["image_size"].nunique() < 2:
+            continue
+        first = group.iloc[0]
+        frames.append(group.assign(
+            pixels_rel=(group["image_size"] / first["image_size"]) ** 2,
+            images_per_sec_rel=group["images_per_sec"] / first["images_per_sec"],
+            peak_mem_rel=group["peak_mem_gb"] / first["peak_mem_gb"],
+            group="resolution%d" % len(frames)))
+    return _concat(frames, keys + ["image_size", "images_per_sec", "peak_mem_gb", "pixels_rel",
+                                   "images_per_sec_rel", "peak_mem_rel", "group"])
+
+
+def summary_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration, the shape people publish (model x device and its metrics)."""
+    keys = list(CONFIG_COLUMNS)
+    agg = aggregate(df, keys)
+    if agg.empty:
+        return agg
+    agg["devices"] = total_devices(agg)
+    eff = scaling_tables(df)
+    agg["efficiency_pct"] = np.nan
+    if not eff.empty:
+        for _, row in eff.iterrows():
+            match = np.ones(len(agg), dtype=bool)
+            for col in ("model", "mode", "precision", "xla", "batch_size", "global_batch_size",
+                        "device_name", "image_size", "data_source"):
+                if col in eff.columns:
+                    match &= (agg[col] == row[col]).to_numpy()
+            match &= (agg["devices"] == row["devices"]).to_numpy()
+            agg.loc[match & agg["efficiency_pct"].isna().to_numpy(), "efficiency_pct"] = \
+                row["efficiency_pct"]
+    return agg
+
+
+def failed_rows(df: pd.DataFrame) -> pd.DataFrame:
+    cols = ["run_id", "status", "model", "mode", "precision", "batch_size", "num_devices",
+            "image_size", "device_name", "error"]
+    failed = df.loc[df["status"] != "ok", cols].reset_index(drop=True)
+    for col in ("batch_size", "image_size"):  # 0 = not known for a run that never started
+        failed[col] = failed[col].where(failed[col] > 0)
+    return failed
+
+
+def varying(df: pd.DataFrame, columns, always=("model",)) -> list[str]:
+    """The columns among `columns` that take more than one value (plus `always`): what a reader
+    needs to tell rows apart, without constant noise columns."""
+    return [c for c in columns if c in df.columns and (c in always or df[c].nunique() > 1)]
+
+
+@dataclasses.dataclass
+class Section:
+    """One study table: its file stem, a title, the frame and the columns worth showing."""
+
+    slug: str
+    title: str
+    frame: pd.DataFrame
+    columns: list[str]
+    note: str = ""
+
+
+STUDY_KINDS = ("scaling", "batch_size", "precision", "resolution")
+
+
+def study_sections(df: pd.DataFrame, kinds: Sequence[str] = STUDY_KINDS,
+                   scaling: Optional[str] = None, knee_pct: float = 90.0,
+                   extra: Sequence[str] = ()) -> list[Section]:
+    """The non-empty study tables among `kinds`; scaling None looks for weak and strong groups."""
+    out = []
+    shown = ["model", "device_name"]
+    if "scaling" in kinds:
+        table = scaling_tables(df, extra) if scaling is None else \
+            scaling_table(df, scaling, extra)
+        if not table.empty:
+            keys = varying(table, list(CONFIG_COLUMNS) + list(extra), shown)
+            keys = [k for k in keys if k not in ("batch_size", "global_batch_size")]
+            out.append(Section(
+                "scaling", "Scaling efficiency", table,
+                keys + ["scaling", "devices", "batch_size", "global_batch_size",
+                        "images_per_sec", "images_per_sec_per_device", "speedup",
+                        "efficiency_pct"],
+                "efficiency = (images/sec on N / images/sec on the fewest devices) / N x 100%; "
+                "weak scaling keeps the per-device batch, strong scaling the global batch"))
+    if "batch_size" in kinds:
+        table = batch_size_study(df, knee_pct, extra)
+        if not table.empty:
+            keys = [k for k in varying(table, list(CONFIG_COLUMNS) + list(extra), shown)
+                    if k not in ("batch_size", "global_batch_size")]
+            knee_text = "; ".join(
+                "%s: batch %d" % (" ".join(str(r[k]) for k in keys if r[k] != ""),
+                                  r["batch_size"]) for _, r in knees(table).iterrows())
+            out.append(Section(
+                "batch_size", "Batch-size study", table,
+                keys + ["batch_size", "global_batch_size", "images_per_sec", "peak_mem_gb",
+                        "pct_of_best", "knee"],
+                "knee = smallest batch reaching %g%% of the best throughput: %s"
+                % (knee_pct, knee_text)))
+    if "precision" in kinds:
+        table = precision_matrix(df, extra)
+        if not table.empty:
+            keys = [k for k in varying(table, list(CONFIG_COLUMNS) + list(extra), shown)
+                    if k not in ("precision", "xla")]
+            out.append(Section(
+                "precision", "Precision / execution matrix", table,
+                keys + ["execution", "images_per_sec", "speedup_vs_fp32", "peak_mem_gb"],
+                "speed-up over fp32 without XLA in the same configuration"))
+    if "resolution" in kinds:
+        table = resolution_study(df, extra)
+        if not table.empty:
+            keys = [k for k in varying(table, list(CONFIG_COLUMNS) + list(extra), shown)
+                    if k != "image_size"]
+            out.append(Section(
+                "resolution", "Resolution study", table,
+                keys + ["image_size", "pixels_rel", "images_per_sec", "images_per_sec_rel",
+                        "peak_mem_gb", "peak_mem_rel"],
+                "relative to the first image size"))
+    return out
+
+
+def _concat(frames: list[pd.DataFrame], columns: Optional[list[str]]) -> pd.DataFrame:
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=columns or [])
+    out = pd.concat(frames, ignore_index=True)
+    return out[columns] if columns else out

@@ -1,0 +1,170 @@
+"""Rendering study frames as readable tables: Markdown, HTML, CSV and aligned text.
+
+Own Markdown writer (pandas' needs the `tabulate` package, which we do not depend on). Column
+titles carry units; NaN renders as an empty cell.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Callable, Optional
+
+import pandas as pd
+
+# Column -> (title, formatter). Columns not listed keep their name and str().
+_INT = "{:.0f}".format
+
+
+def _num(fmt: str) -> Callable[[object], str]:
+    return lambda v: fmt.format(v)
+
+
+def _bool(v: object) -> str:
+    return "yes" if bool(v) else ""
+
+
+COLUMN_STYLE: dict[str, tuple[str, Callable[[object], str]]] = {
+    "model": ("Model", str),
+    "dataset": ("Dataset", str),
+    "mode": ("Mode", str),
+    "precision": ("Precision", str),
+    "xla": ("XLA", lambda v: "on" if int(v) else "off"),
+    "execution": ("Execution", str),
+    "batch_size": ("Batch/device", _INT),
+    "global_batch_size": ("Global batch", _INT),
+    "num_devices": ("Devices/worker", _INT),
+    "num_workers": ("Workers", _INT),
+    "devices": ("Devices", _INT),
+    "device_kind": ("Device kind", str),
+    "device_name": ("Device", str),
+    "variable_update": ("Variables", str),
+    "data_source": ("Data", str),
+    "data_format": ("Layout", str),
+    "image_size": ("Image size (px)", _INT),
+    "accum_steps": ("Accum. steps", _INT),
+    "scaling": ("Scaling", str),
+    "runs": ("Runs", _INT),
+    "images_per_sec": ("Images/sec", _num("{:,.1f}")),
+    "images_per_sec_per_device": ("Images/sec per device", _num("{:,.1f}")),
+    "speedup": ("Speed-up (x)", _num("{:.2f}")),
+    "efficiency_pct": ("Scaling efficiency (%)", _num("{:.1f}")),
+    "latency_ms_p50": ("p50 latency (ms)", _num("{:.2f}")),
+    "latency_ms_p99": ("p99 latency (ms)", _num("{:.2f}")),
+    "peak_mem_gb": ("Peak memory (GB)", _num("{:.3f}")),
+    "power_w_mean": ("Power (W)", _num("{:.0f}")),
+    "images_per_sec_per_gb": ("Images/sec per GB", _num("{:,.1f}")),
+    "images_per_sec_per_watt": ("Images/sec per W", _num("{:.2f}")),
+    "pct_of_best": ("% of best", _num("{:.1f}")),
+    "knee": ("Knee", _bool),
+    "knee_pct": ("Knee at (% of best)", _num("{:g}")),
+    "speedup_vs_fp32": ("Speed-up vs fp32 (x)", _num("{:.2f}")),
+    "pixels_rel": ("Pixels (rel.)", _num("{:.2f}")),
+    "images_per_sec_rel": ("Images/sec (rel.)", _num("{:.3f}")),
+    "peak_mem_rel": ("Peak memory (rel.)", _num("{:.3f}")),
+    "expected_range": ("Expected range", str),
+    "max_batch_size": ("Max batch/device", str),
+    "status": ("Status", str),
+    "error": ("Error", str),
+    "run_id": ("Run", str),
+    "name": ("Point", str),
+    "seconds": ("Time (s)", _num("{:.1f}")),
+    "probes": ("Probes (batch:status)", str),
+    "exit_code": ("Exit code", str),
+}
+
+
+def _cell(column: str, value: object) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    try:
+        if pd.isna(value):
+            return ""
+    except (TypeError, ValueError):
+        pass
+    fmt = COLUMN_STYLE.get(column, (column, str))[1]
+    try:
+        return fmt(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def display_frame(df: pd.DataFrame, columns: Optional[list[str]] = None) -> pd.DataFrame:
+    """Strings with titled columns, ready to print."""
+    columns = [c for c in (columns or list(df.columns)) if c in df.columns]
+    out = pd.DataFrame({COLUMN_STYLE.get(c, (c, str))[0]: [_cell(c, v) for v in df[c]]
+                        for c in columns})
+    return out
+
+
+def _escape_md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(df: pd.DataFrame, columns: Optional[list[str]] = None) -> str:
+    shown = display_frame(df, columns)
+    if shown.columns.empty:
+        return ""
+    lines = ["| " + " | ".join(_escape_md(c) for c in shown.columns) + " |",
+             "|" + "|".join("---" for _ in shown.columns) + "|"]
+    for row in shown.itertuples(index=False):
+        lines.append("| " + " | ".join(_escape_md(str(v)) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def html(df: pd.DataFrame, columns: Optional[list[str]] = None) -> str:
+    return display_frame(df, columns).to_html(index=False, border=0, classes="tfbench",
+                                              escape=True)
+
+
+def text(df: pd.DataFrame, columns: Optional[list[str]] = None) -> str:
+    shown = display_frame(df, columns)
+    if shown.columns.empty:
+        return ""
+    widths = [max([len(c)] + [len(str(v)) for v in shown[c]]) for c in shown.columns]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(shown.columns, widths)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    for row in shown.itertuples(index=False):
+        lines.append("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def parse_markdown(text_: str) -> list[dict[str, str]]:
+    """Rows of the first Markdown table in `text_` (used by tests and by anyone post-processing
+    a report)."""
+    rows: list[dict[str, str]] = []
+    header: Optional[list[str]] = None
+    for line in text_.splitlines():
+        line = line.strip()
+        if not line.startswith("|"):
+            if header is not None:
+                break
+            continue
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line[1:-1])]
+        if header is None:
+            header = cells
+        elif set(line) <= set("|-: "):
+            continue
+        else:
+            rows.append(dict(zip(header, cells)))
+    return rows
+
+
+def write_sections(out_dir: str, sections, title: str) -> str:
+    """Writes each section as <slug>.csv and <slug>.md, plus summary.md; returns the Markdown."""
+    import os
+    os.makedirs(out_dir, exist_ok=True)
+    parts = ["# %s\n" % title]
+    for section in sections:
+        shown = [c for c in section.columns if c in section.frame.columns]
+        section.frame[shown].to_csv(os.path.join(out_dir, section.slug + ".csv"), index=False)
+        body = markdown(section.frame, shown) or "(no rows)\n"
+        text_ = "## %s\n\n%s%s" % (section.title, body,
+                                   "\n%s\n" % section.note if section.note else "")
+        with open(os.path.join(out_dir, section.slug + ".md"), "w") as handle:
+            handle.write(text_)
+        parts.append(text_)
+    summary = "\n".join(parts)
+    with open(os.path.join(out_dir, "summary.md"), "w") as handle:
+        handle.write(summary)
+    return summary

@@ -1,0 +1,152 @@
+"""`tfbench sweep`: the command-line layer over tfbench.sweep.
+
+    tfbench sweep [benchmark flags...] --sweep=KEY=V1,V2,... [--sweep=...] [--repeats=N]
+                  [--out_dir=DIR] [--scaling=weak|strong] [--find_max_batch_size] [--knee_pct=90]
+
+Every flag that is not a sweep option is passed to each point's child unchanged. --flagfile
+presets (flags/*.flags) may hold --sweep lines too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import signal
+import sys
+from typing import Optional, Sequence
+
+from tfbench import errors, sweep
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tfbench sweep", allow_abbrev=False,
+        description="Run a grid of benchmark configurations, each point in its own process, and "
+                    "print the study tables (scaling, batch size, precision, resolution). All "
+                    "other flags go to every point.")
+    p.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="a flag and its values; repeat for a grid. Zip keys with '+': "
+                        "precision+xla=fp32+0,fp16+0,fp16+1. An empty value keeps the default.")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="run each point N times, each in a fresh process (default 1)")
+    p.add_argument("--out_dir", default=None,
+                   help="where sweep.csv, points.csv, logs/, runs/ and the study tables go "
+                        "(default tfbench_sweep_<UTC time>)")
+    p.add_argument("--scaling", choices=("weak", "strong"), default="weak",
+                   help="num_gpus sweeps: weak keeps --batch_size per device (legacy), strong "
+                        "keeps it as the global batch (per device = global / N)")
+    p.add_argument("--knee_pct", type=float, default=90.0,
+                   help="batch-size knee: smallest batch reaching this %% of the best throughput")
+    p.add_argument("--find_max_batch_size", action="store_true",
+                   help="per point of the other axes, find the largest batch that fits "
+                        "(doubling, then bisection; each probe a child process)")
+    p.add_argument("--max_batch_size_limit", type=int, default=65536,
+                   help="largest batch the finder tries (default 65536)")
+    p.add_argument("--batch_granularity", type=int, default=1,
+                   help="the finder only tries multiples of this (default 1)")
+    p.add_argument("--child_memory_limit_mb", type=int, default=None,
+                   help="cap each child's address space (RLIMIT_AS), e.g. to test OOM handling "
+                        "on a host without a GPU; on GPU use --gpu_memory_limit_mb")
+    p.add_argument("--point_timeout_sec", type=float, default=None,
+                   help="stop a point that runs longer than this (status error)")
+    p.add_argument("--csv_file", default=None,
+                   help="also append every row to this CSV (the rows are always in "
+                        "<out_dir>/sweep.csv)")
+    p.add_argument("--json_dir", default=None,
+                   help="JSON manifests directory for the children (default <out_dir>/runs)")
+    return p
+
+
+def build(argv: Sequence[str], child_cmd: Sequence[str] = sweep.DEFAULT_CHILD,
+          stream=None) -> tuple[argparse.Namespace, sweep.Sweep]:
+    """Parses argv into the sweep options and a ready Sweep (no process started)."""
+    argv = sweep.expand_flagfiles(argv)
+    parser = _parser()
+    args, base = parser.parse_known_args(argv)
+    stray = [t for i, t in enumerate(base) if not t.startswith("-")
+             and not (i and base[i - 1].startswith("--") and "=" not in base[i - 1])]
+    if stray:
+        raise errors.UsageError("unexpected argument %r: flags look like --name=value" % stray[0])
+    if not args.sweep and not args.find_max_batch_size:
+        raise errors.UsageError("give at least one --sweep=KEY=V1,V2,... (or "
+                                "--find_max_batch_size)")
+    for name, value in (("child_memory_limit_mb", args.child_memory_limit_mb),
+                        ("max_batch_size_limit", args.max_batch_size_limit),
+                        ("batch_granularity", args.batch_granularity)):
+        if value is not None and value < 1:
+            raise errors.UsageError("--%s must be >= 1, got %d" % (name, value))
+    if not 0 < args.knee_pct <= 100:
+        raise errors.UsageError("--knee_pct must be in (0, 100], got %g" % args.knee_pct)
+    axes = [sweep.parse_axis(text) for text in args.sweep]
+    out_dir = args.out_dir or "tfbench_sweep_" + datetime.datetime.now(
+        datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    config = sweep.SweepConfig(
+        base_flags=list(base), axes=axes, out_dir=out_dir, repeats=args.repeats,
+        scaling=args.scaling, child_cmd=tuple(child_cmd),
+        child_memory_limit_mb=args.child_memory_limit_mb, timeout_sec=args.point_timeout_sec,
+        csv_file=args.csv_file, json_dir=args.json_dir)
+    return args, sweep.Sweep(config, stream)
+
+
+def _probe_flags(config: sweep.SweepConfig, stream) -> None:
+    """Short probes unless the user chose the lengths; said in one line (no silent change)."""
+    added = []
+    for name, value in sweep.PROBE_DEFAULTS:
+        if sweep.flag_value(config.base_flags, name) is None:
+            config.base_flags.append("--%s=%s" % (name, value))
+            added.append("--%s=%s" % (name, value))
+    if added:
+        print("max batch size probes run with %s (give them to change)" % " ".join(added),
+              file=stream)
+
+
+def run(argv: Sequence[str], child_cmd: Sequence[str] = sweep.DEFAULT_CHILD,
+        stdout=None, stderr=None) -> int:
+    """The whole command; returns the exit code. Failed points do not fail the study."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    args, engine = build(argv, child_cmd, stderr)
+    config = engine.config
+    max_results: Optional[list] = None
+    exit_code = errors.EXIT_OK
+    try:
+        if args.find_max_batch_size:
+            _probe_flags(config, stderr)
+            start = int(sweep.flag_value(config.base_flags, "batch_size") or 1)
+            max_results = sweep.find_max_batch_sizes(
+                engine, start=max(1, start), limit=args.max_batch_size_limit,
+                granularity=args.batch_granularity)
+        else:
+            points = sweep.expand_grid(config.axes, args.repeats, args.scaling,
+                                       config.base_flags)
+            engine.run(points)
+    except (KeyboardInterrupt, errors.Interrupted) as exc:
+        exit_code = exc.exit_code if isinstance(exc, errors.Interrupted) else errors.EXIT_SIGINT
+        print("\nsweep interrupted; writing the tables for the %d finished run(s)"
+              % len(engine.records), file=stderr)
+    if engine.records:
+        from tfbench.report import tables
+        sections = sweep.study_sections(engine.records, config, args.knee_pct, max_results)
+        summary = tables.write_sections(config.out_dir, sections, "tfbench sweep: %s" % (
+            ", ".join(args.sweep) or "max batch size"))
+        stdout.write(summary)
+        stdout.write("\nrows: %s\ntables: %s\n" % (os.path.join(config.out_dir, "sweep.csv"),
+                                                   os.path.join(config.out_dir, "summary.md")))
+        stdout.flush()
+    return exit_code
+
+
+def main(argv: list[str]) -> int:
+    """Entry point for `tfbench sweep ...` (argv without the subcommand)."""
+    def on_term(signum, _frame):
+        raise errors.Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        return run(argv)
+    except errors.TfbenchError as exc:
+        print("tfbench sweep: error: %s" % exc, file=sys.stderr)
+        return exc.exit_code
+    finally:
+        signal.signal(signal.SIGTERM, previous)
