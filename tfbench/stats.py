@@ -54,7 +54,8 @@ def cold_start_summary(warmup_times: Sequence[float],
 
 
 def repeat_summary(values: Sequence[float],
-                   unstable_threshold_pct: float = DEFAULT_UNSTABLE_THRESHOLD_PCT) -> dict[str, Any]:
+                   unstable_threshold_pct: float = DEFAULT_UNSTABLE_THRESHOLD_PCT
+                   ) -> dict[str, Any]:
     """Median, min, max and spread of one figure (images/sec) over repeated runs.
 
     spread_pct = (max - min) / median * 100; the result is unstable when spread_pct exceeds

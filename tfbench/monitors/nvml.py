@@ -109,7 +109,7 @@ class GpuReader:
         self.handle = handle
         self._unsupported: set[str] = set()
 
-    def _get(self, field: str, call: Callable[[], Any]) -> Any:
+    def get(self, field: str, call: Callable[[], Any]) -> Any:
         if field in self._unsupported:
             return None
         try:
@@ -123,20 +123,20 @@ class GpuReader:
             return None
 
     def _throttle_mask(self) -> Optional[int]:
-        mask = self._get("clocks_event_reasons",
+        mask = self.get("clocks_event_reasons",
                          lambda: self.nvml.nvmlDeviceGetCurrentClocksEventReasons(self.handle))
         if mask is None and "clocks_event_reasons" in self._unsupported:
-            mask = self._get(
+            mask = self.get(
                 "throttle_reasons",
                 lambda: self.nvml.nvmlDeviceGetCurrentClocksThrottleReasons(self.handle))
         return None if mask is None else int(mask)
 
     def read(self) -> dict[str, Any]:
         n, h = self.nvml, self.handle
-        power_mw = self._get("power", lambda: n.nvmlDeviceGetPowerUsage(h))
-        energy_mj = self._get("energy", lambda: n.nvmlDeviceGetTotalEnergyConsumption(h))
-        util = self._get("utilization", lambda: n.nvmlDeviceGetUtilizationRates(h))
-        mem = self._get("memory", lambda: n.nvmlDeviceGetMemoryInfo(h))
+        power_mw = self.get("power", lambda: n.nvmlDeviceGetPowerUsage(h))
+        energy_mj = self.get("energy", lambda: n.nvmlDeviceGetTotalEnergyConsumption(h))
+        util = self.get("utilization", lambda: n.nvmlDeviceGetUtilizationRates(h))
+        mem = self.get("memory", lambda: n.nvmlDeviceGetMemoryInfo(h))
         mask = self._throttle_mask()
         return {
             "power_w": None if power_mw is None else power_mw / 1000.0,
@@ -144,9 +144,9 @@ class GpuReader:
             "gpu_util_pct": None if util is None else util.gpu,
             "mem_util_pct": None if util is None else util.memory,
             "mem_used_bytes": None if mem is None else int(mem.used),
-            "temp_c": self._get("temperature",
+            "temp_c": self.get("temperature",
                                 lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)),
-            "sm_clock_mhz": self._get("sm_clock", lambda: n.nvmlDeviceGetClockInfo(
+            "sm_clock_mhz": self.get("sm_clock", lambda: n.nvmlDeviceGetClockInfo(
                 h, n.NVML_CLOCK_SM)),
             "throttle_mask": mask,
             "throttle_reasons": aggregate.decode_throttle(mask),
@@ -154,35 +154,32 @@ class GpuReader:
 
 
 def gpu_static_info(nvml: Any, handle: Any) -> dict[str, Any]:
-    """Name, memory, PCIe link, NVLink links, power limit and clocks of one GPU (None if unknown)."""
-    reader = GpuReader(nvml, handle)
+    """Name, memory, PCIe link, NVLink links, power limit and clocks of one GPU (None: unknown)."""
+    get = GpuReader(nvml, handle).get
     n, h = nvml, handle
-    mem = reader._get("memory", lambda: n.nvmlDeviceGetMemoryInfo(h))
-    cc = reader._get("cc", lambda: n.nvmlDeviceGetCudaComputeCapability(h))
-    limit_mw = reader._get("power_limit", lambda: n.nvmlDeviceGetEnforcedPowerLimit(h))
-    name = reader._get("name", lambda: n.nvmlDeviceGetName(h))
-    uuid = reader._get("uuid", lambda: n.nvmlDeviceGetUUID(h))
-    info = {
+    mem = get("memory", lambda: n.nvmlDeviceGetMemoryInfo(h))
+    cc = get("cc", lambda: n.nvmlDeviceGetCudaComputeCapability(h))
+    limit_mw = get("power_limit", lambda: n.nvmlDeviceGetEnforcedPowerLimit(h))
+    name = get("name", lambda: n.nvmlDeviceGetName(h))
+    uuid = get("uuid", lambda: n.nvmlDeviceGetUUID(h))
+    return {
         "name": None if name is None else _text(name),
         "uuid": None if uuid is None else _text(uuid),
         "memory_total_bytes": None if mem is None else int(mem.total),
         "compute_capability": None if cc is None else "%d.%d" % tuple(cc),
         "power_limit_w": None if limit_mw is None else limit_mw / 1000.0,
-        "sm_clock_max_mhz": reader._get("max_sm", lambda: n.nvmlDeviceGetMaxClockInfo(
-            h, n.NVML_CLOCK_SM)),
-        "applications_sm_clock_mhz": reader._get("app_sm", lambda: n.nvmlDeviceGetApplicationsClock(
-            h, n.NVML_CLOCK_SM)),
-        "pcie_gen_max": reader._get("pcie_gen_max", lambda: n.nvmlDeviceGetMaxPcieLinkGeneration(h)),
-        "pcie_width_max": reader._get("pcie_width_max", lambda: n.nvmlDeviceGetMaxPcieLinkWidth(h)),
+        "sm_clock_max_mhz": get("max_sm", lambda: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM)),
+        "applications_sm_clock_mhz": get(
+            "app_sm", lambda: n.nvmlDeviceGetApplicationsClock(h, n.NVML_CLOCK_SM)),
+        "pcie_gen_max": get("pcie_gen_max", lambda: n.nvmlDeviceGetMaxPcieLinkGeneration(h)),
+        "pcie_width_max": get("pcie_width_max", lambda: n.nvmlDeviceGetMaxPcieLinkWidth(h)),
         # The current link drops to a lower generation when the GPU idles.
-        "pcie_gen_current": reader._get("pcie_gen", lambda: n.nvmlDeviceGetCurrPcieLinkGeneration(h)),
-        "pcie_width_current": reader._get("pcie_width",
-                                          lambda: n.nvmlDeviceGetCurrPcieLinkWidth(h)),
+        "pcie_gen_current": get("pcie_gen", lambda: n.nvmlDeviceGetCurrPcieLinkGeneration(h)),
+        "pcie_width_current": get("pcie_width", lambda: n.nvmlDeviceGetCurrPcieLinkWidth(h)),
         "nvlink_active_links": _nvlink_active_links(nvml, handle),
-        "energy_counter": reader._get(
+        "energy_counter": get(
             "energy", lambda: n.nvmlDeviceGetTotalEnergyConsumption(h)) is not None,
     }
-    return info
 
 
 def _nvlink_active_links(nvml: Any, handle: Any) -> Optional[int]:
