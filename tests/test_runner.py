@@ -1,0 +1,84 @@
+"""Runner behaviour in-process: step counts, checkpoints, resume, precision, failures."""
+
+import os
+
+import numpy as np
+import pytest
+
+from helpers import run_inprocess
+
+BASE = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=4", "--csv_file=",
+        "--json_dir="]
+
+
+def step_lines(lines):
+    return [l for l in lines if l[:1].isdigit() and "images/sec:" in l]
+
+
+def test_display_every_one_prints_every_step(tmp_path):
+    code, lines = run_inprocess(BASE + ["--num_batches=7", "--display_every=1"], tmp_path)
+    assert code == 0
+    assert [l.split("\t")[0] for l in step_lines(lines)] == [str(i) for i in range(1, 8)]
+    assert lines[-2].startswith("total images/sec: ")
+
+
+def test_checkpoint_retention_and_resume(tmp_path):
+    train_dir = str(tmp_path / "ckpt")
+    args = BASE + ["--num_warmup_batches=0", "--train_dir=" + train_dir, "--save_model_steps=2",
+                   "--max_ckpts_to_keep=3", "--display_every=1"]
+    code, _ = run_inprocess(args + ["--num_batches=10"], tmp_path)
+    assert code == 0
+    # Resuming: --num_batches is a global-step target, as in the legacy script.
+    code, lines = run_inprocess(args + ["--num_batches=20"], tmp_path)
+    assert code == 0
+    assert len(step_lines(lines)) == 10
+    kept = sorted(int(f.split("-")[1].split(".")[0]) for f in os.listdir(train_dir)
+                  if f.startswith("model.ckpt-") and f.endswith(".index"))
+    assert kept == [16, 18, 20]
+
+
+def test_resume_counts_warmup_in_global_step(tmp_path):
+    train_dir = str(tmp_path / "ckpt")
+    args = BASE + ["--num_warmup_batches=2", "--train_dir=" + train_dir, "--display_every=1"]
+    assert run_inprocess(args + ["--num_batches=4"], tmp_path)[0] == 0
+    code, lines = run_inprocess(args + ["--num_batches=8"], tmp_path)
+    # First run ends at global step 6; the second runs 8 - 6 = 2 timed steps (N - warm-up).
+    assert code == 0 and len(step_lines(lines)) == 2
+
+
+@pytest.mark.parametrize("precision_flags", [["--precision=bf16"], ["--use_fp16"],
+                                             ["--use_fp16", "--fp16_enable_auto_loss_scale"]])
+def test_mixed_precision_runs_with_finite_loss(tmp_path, precision_flags):
+    # A batch-normalised model: unnormalised synthetic inputs overflow fp16 in lenet.
+    code, lines = run_inprocess(BASE + ["--num_batches=3", "--model=resnet20",
+                                        "--data_name=cifar10"] + precision_flags, tmp_path)
+    assert code == 0, lines
+    loss = float(step_lines(lines)[-1].split("\t")[-1])
+    assert np.isfinite(loss)
+
+
+def test_nan_loss_is_detected_with_status(tmp_path):
+    csv_path = tmp_path / "r.csv"
+    code, lines = run_inprocess(["--device=cpu", "--model=trivial", "--image_size=16",
+                                 "--batch_size=4", "--num_batches=20", "--num_warmup_batches=0",
+                                 "--init_learning_rate=1e30", "--json_dir=",
+                                 "--csv_file=%s" % csv_path], tmp_path)
+    assert code == 4
+    text = csv_path.read_text()
+    assert ",nan," in text and "Loss became" in text
+
+
+def test_optimizers_train(tmp_path):
+    for opt in ("momentum", "rmsprop", "adam"):
+        code, lines = run_inprocess(BASE + ["--num_batches=2", "--optimizer=" + opt,
+                                            "--gradient_clip=1.0"], tmp_path)
+        assert code == 0, (opt, lines)
+        assert "Optimizer:   %s" % opt in lines
+
+
+def test_cifar_model_implies_dataset_with_notice(tmp_path):
+    code, lines = run_inprocess(BASE + ["--model=resnet20", "--num_batches=1",
+                                        "--num_warmup_batches=0"], tmp_path)
+    assert code == 0, lines
+    assert "Model resnet20 exists only for cifar10: using --data_name=cifar10" in lines
+    assert "Dataset:     cifar10 (synthetic)" in lines
