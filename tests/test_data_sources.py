@@ -1,0 +1,78 @@
+"""Which data a run reads, its names for the header and CSV, and dataset sizes."""
+
+import os
+
+import pytest
+
+from tfbench.data import sources
+from tfbench.errors import UsageError
+from tfbench.params import make_params
+
+
+def _touch(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    open(path, "wb").close()
+
+
+def test_synthetic_describe_and_label():
+    p = make_params({})
+    assert not sources.is_real_data(p)
+    assert sources.describe(p) == "imagenet (synthetic)"
+    assert sources.describe(p, "cifar10") == "cifar10 (synthetic)"
+    assert sources.describe(make_params({"data_name": "cifar10"})) == "cifar10 (synthetic)"
+    assert sources.data_source_label(p) == "synthetic"
+    with_dir = make_params({"data_dir": "/x/imagenet", "use_synthetic_data": True})
+    assert sources.data_source_label(with_dir) == "synthetic"
+
+
+def test_guess_from_contents(tmp_path):
+    _touch(str(tmp_path / "a" / "train-00000-of-00001"))
+    _touch(str(tmp_path / "b" / "data_batch_1"))
+    _touch(str(tmp_path / "c" / "dogs" / "x.JPG"))
+    _touch(str(tmp_path / "d" / "train" / "dogs" / "x.png"))
+    assert sources.guess_data_name(str(tmp_path / "a")) == "imagenet"
+    assert sources.guess_data_name(str(tmp_path / "b")) == "cifar10"
+    assert sources.guess_data_name(str(tmp_path / "c")) == "folder"
+    assert sources.guess_data_name(str(tmp_path / "d")) == "folder"
+
+
+def test_guess_from_name_legacy_rule(tmp_path):
+    (tmp_path / "my_cifar10_copy").mkdir()
+    assert sources.guess_data_name(str(tmp_path / "my_cifar10_copy")) == "cifar10"
+
+
+def test_guess_fails_clearly(tmp_path):
+    with pytest.raises(UsageError, match="cannot tell which dataset.*--data_name"):
+        sources.guess_data_name(str(tmp_path))
+    with pytest.raises(UsageError, match="does not exist"):
+        sources.guess_data_name(str(tmp_path / "nope"))
+
+
+def test_real_describe_label_and_sizes(tmp_path):
+    _touch(str(tmp_path / "train-00000-of-00001"))
+    p = make_params({"data_dir": str(tmp_path)})
+    assert sources.describe(p) == "imagenet"
+    assert sources.data_source_label(p) == "imagenet_tfrecord"
+    assert sources.num_examples(p, "imagenet", True) == 1281167
+    assert sources.num_examples(p, "imagenet", False) == 50000
+    cached = make_params({"data_dir": str(tmp_path), "datasets_repeat_cached_sample": True})
+    assert sources.data_source_label(cached) == "imagenet_tfrecord+cached_sample"
+    c = make_params({"data_dir": str(tmp_path), "data_name": "cifar10"})
+    assert sources.describe(c) == "cifar10"
+    assert sources.data_source_label(c) == "cifar10_pickle"
+    assert sources.num_examples(c, "cifar10", True) == 50000
+    assert sources.num_examples(c, "cifar10", False) == 10000
+    t = make_params({"data_dir": str(tmp_path), "data_name": "tfds:mnist"})
+    assert sources.describe(t) == "tfds:mnist" and sources.data_source_label(t) == "tfds:mnist"
+
+
+def test_synthetic_sizes_follow_model_dataset():
+    assert sources.num_examples(make_params({}), "cifar10", True) == 50000
+    assert sources.num_examples(make_params({"data_name": "folder"}), "imagenet", False) == 50000
+
+
+def test_bad_data_name():
+    with pytest.raises(UsageError, match="not one of imagenet, cifar10, tfds:NAME, folder"):
+        sources.resolve_data_name(make_params({"data_name": "coco", "data_dir": "/x"}))
+    with pytest.raises(UsageError):
+        sources.resolve_data_name(make_params({"data_name": "tfds:", "data_dir": "/x"}))

@@ -1,0 +1,54 @@
+"""--data_only and --diagnose_input: the input pipeline timed alone, and the verdict on whether a
+real-data run is input-bound. Pure pieces; the runner wires them."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+INPUT_BOUND_THRESHOLD = 0.9
+
+
+def input_only_benchmark(dataset: Iterable, num_batches: int, num_warmup: int) -> list[float]:
+    """Seconds to deliver each of `num_batches` batches after `num_warmup` untimed ones.
+
+    Iterates the dataset alone (no model); each batch is complete when `next` returns, so the
+    times measure the pipeline's delivery rate to the host.
+    """
+    iterator = iter(dataset)
+    for _ in range(num_warmup):
+        next(iterator)
+    times = []
+    for _ in range(num_batches):
+        start = time.perf_counter()
+        next(iterator)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def input_bound_verdict(synthetic_ips: float, real_ips: float, input_only_ips: float,
+                        threshold: float = INPUT_BOUND_THRESHOLD) -> tuple[bool, str]:
+    """(input-bound?, one line with the three numbers and advice).
+
+    Input-bound: real data runs below `threshold` of synthetic speed while the pipeline alone
+    is not clearly faster than the real-data run (input-only < real / threshold).
+    """
+    numbers = ("synthetic %.1f, real data %.1f, input pipeline alone %.1f images/sec"
+               % (synthetic_ips, real_ips, input_only_ips))
+    if min(synthetic_ips, real_ips, input_only_ips) <= 0:
+        return False, "Input diagnosis: cannot judge (%s)" % numbers
+    ratio = real_ips / synthetic_ips
+    if ratio >= threshold:
+        return False, ("Input diagnosis: not input-bound (%s; real data reaches %.0f%% of "
+                       "synthetic)" % (numbers, 100 * ratio))
+    if input_only_ips < real_ips / threshold:
+        return True, ("Input diagnosis: INPUT-BOUND (%s; real data reaches %.0f%% of synthetic "
+                      "and the pipeline alone is no faster). Try more threads "
+                      "(--datasets_num_private_threads, --num_inter_threads), "
+                      "--datasets_use_caching, or the data on a faster disk or /dev/shm"
+                      % (numbers, 100 * ratio))
+    return False, ("Input diagnosis: slowed by input, not bound by it (%s; real data reaches "
+                   "%.0f%% of synthetic but the pipeline alone delivers %.1fx that): the model "
+                   "and the pipeline compete for the host (CPU threads, host-to-device copies); "
+                   "try --datasets_num_private_threads to cap the pipeline's threads, or more "
+                   "host cores" % (numbers, 100 * ratio, input_only_ips / real_ips))
