@@ -775,3 +775,9 @@ def study_sections(records: Sequence[PointRecord], config: SweepConfig, knee_pct
         "%d of %d runs not ok; logs in %s" % (failed, len(points),
                                               os.path.join(config.out_dir, "logs"))))
     return sections
+
+
+def main(argv: list[str]) -> int:
+    """`tfbench sweep ...`; the command-line layer lives in tfbench.sweep_cli."""
+    from tfbench import sweep_cli
+    return sweep_cli.main(argv)

@@ -97,8 +97,24 @@ def scaling_table(df: pd.DataFrame, scaling: str = "weak",
 
 
 def scaling_tables(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
-    """Weak and strong scaling groups found in the rows (a CSV does not say which was meant)."""
-    return _concat([scaling_table(df, "weak", extra), scaling_table(df, "strong", extra)], None)
+    """Weak and strong scaling groups found in the rows (a CSV does not say which was meant).
+
+    A strong group whose multi-device rows all belong to weak groups is dropped: it is a
+    by-product of a weak study plus a batch-size study, not a strong-scaling measurement.
+    """
+    weak = scaling_table(df, "weak", extra)
+    strong = scaling_table(df, "strong", extra)
+    if not weak.empty and not strong.empty:
+        ident = ["model", "mode", "precision", "xla", "batch_size", "global_batch_size",
+                 "devices", "image_size", "device_name"] + list(extra)
+        in_weak = set(map(tuple, weak[ident].astype(str).values))
+        keep = []
+        for gid, group in strong.groupby("group", sort=False):
+            rest = group[group["devices"] > group["devices"].min()]
+            if any(tuple(r) not in in_weak for r in rest[ident].astype(str).values):
+                keep.append(gid)
+        strong = strong[strong["group"].isin(keep)]
+    return _concat([weak, strong], None)
 
 
 def batch_size_study(df: pd.DataFrame, knee_pct: float = 90.0,

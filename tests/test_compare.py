@@ -1,0 +1,118 @@
+"""`tfbench compare`: matching, ratios, noise verdicts and output formats."""
+
+import csv
+import io
+
+import pytest
+
+from tfbench import csv_out, errors
+from tfbench.report import compare, compare_cli, load, tables
+from tfbench.results import RunResult
+
+
+def result(model="resnet50", batch_size=64, ips=100.0, pm=0.0, device="V100", **extra):
+    r = RunResult(model=model, mode="training", batch_size=batch_size,
+                  global_batch_size=batch_size, images_per_sec=ips,
+                  step_images_per_sec_plusminus=pm)
+    r.extra.update({"device_name": device, **extra})
+    return r
+
+
+def write(path, results):
+    csv_out.append_rows(str(path), [csv_out.row_for(r) for r in results])
+    return str(path)
+
+
+def test_verdict_rules():
+    assert compare.verdict(100, 98, 102, 110, 108, 112) == "faster"
+    assert compare.verdict(100, 98, 102, 90, 88, 92) == "slower"
+    assert compare.verdict(100, 95, 105, 103, 100, 106) == "within noise"
+    assert compare.verdict(100, None, None, 120, None, None) == "unknown (no spread data)"
+    # One side without spread: its figure is a point.
+    assert compare.verdict(100, 99, 101, 105, None, None) == "faster"
+    assert compare.verdict(100, 95, 105, 104, None, None) == "within noise"
+
+
+def test_matching_ratios_and_spread_sources(tmp_path):
+    a = write(tmp_path / "a.csv", [
+        result(batch_size=32, ips=100.0, pm=1.0),                     # Step +/- x2: 98-102
+        result(batch_size=64, ips=200.0), result(batch_size=64, ips=220.0),  # repeats 200-220
+        result(batch_size=128, ips=300.0, images_per_sec_min=290.0,
+               images_per_sec_max=310.0, num_runs=3),                 # --num_runs min/max
+        result(batch_size=256, ips=400.0),                            # nothing: a point
+        result(model="vgg16", ips=50.0, pm=1.0)])
+    b = write(tmp_path / "b.csv", [
+        result(batch_size=32, ips=150.0, pm=1.0, device="A100"),
+        result(batch_size=64, ips=215.0, pm=2.0, device="A100"),
+        result(batch_size=128, ips=250.0, pm=5.0, device="A100"),
+        result(batch_size=256, ips=410.0, device="A100"),
+        result(model="vgg16", status="oom", device="A100"),
+        result(model="trivial", ips=10.0, device="A100")])
+    comp = compare.compare_files(a, b)
+    assert comp.compared == {"device_name": ("V100", "A100")}
+    got = {int(r["batch_size"]): r for _, r in comp.table.iterrows()}
+    assert list(got) == [32, 64, 128, 256]
+    assert got[32]["ratio"] == pytest.approx(1.5) and got[32]["verdict"] == "faster"
+    assert got[32]["basis"] == "A: Step +/- x2; B: Step +/- x2"
+    assert got[64]["a_images_per_sec"] == 210.0 and got[64]["verdict"] == "within noise"
+    assert got[64]["basis"] == "A: repeats n=2; B: Step +/- x2"
+    assert got[128]["verdict"] == "slower"
+    assert got[128]["basis"] == "A: min/max over 3 runs; B: Step +/- x2"
+    assert got[256]["verdict"] == "unknown (no spread data)"
+    unmatched = {(r["model"], r["side"], r["status"]) for _, r in comp.unmatched.iterrows()}
+    assert unmatched == {("vgg16", "A", "oom"), ("trivial", "B", "not run")}
+
+
+def test_other_metric_ratios_only_when_present(tmp_path):
+    a = write(tmp_path / "a.csv", [result(ips=100.0, latency_ms_p50=10.0, peak_mem_gb=4.0)])
+    b = write(tmp_path / "b.csv", [result(ips=125.0, latency_ms_p50=8.0, peak_mem_gb=5.0)])
+    comp = compare.compare_files(a, b)
+    assert "ratio_latency_ms_p50" in comp.columns and "ratio_power_w_mean" not in comp.columns
+    row = comp.table.iloc[0]
+    assert (row["ratio_latency_ms_p50"], row["ratio_peak_mem_gb"]) == (0.8, 1.25)
+    assert comp.compared == {}
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "csv"])
+def test_cli_formats(tmp_path, capsys, fmt):
+    a = write(tmp_path / "a.csv", [result(ips=100.0, pm=1.0), result(model="x", ips=1.0)])
+    b = write(tmp_path / "b.csv", [result(ips=120.0, pm=1.0, device="A100")])
+    out_file = tmp_path / "cmp.out"
+    assert compare_cli.main([a, b, "--format", fmt, "--out", str(out_file)]) == 0
+    out = capsys.readouterr().out
+    assert out == out_file.read_text()
+    if fmt == "csv":
+        rows = list(csv.DictReader(io.StringIO(out)))
+        assert rows[0]["ratio"] == "1.2" and rows[0]["verdict"] == "faster"
+    elif fmt == "markdown":
+        parsed = tables.parse_markdown(out)
+        assert parsed[0]["B/A images/sec"] == "1.200" and parsed[0]["Verdict"] == "faster"
+        assert "- compared: device_name  A: V100  B: A100" in out
+        assert "**Not matched**" in out
+    else:
+        lines = out.splitlines()
+        assert lines[:3] == ["A = %s" % a, "B = %s" % b,
+                             "compared: device_name  A: V100  B: A100"]
+        header = next(ln for ln in lines if ln.startswith("Model"))
+        assert "B/A images/sec" in header and "Verdict" in header
+        assert any(ln.startswith("resnet50") and "faster" in ln for ln in lines)
+
+
+def test_cli_missing_file(tmp_path, capsys):
+    assert compare_cli.main([str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) == \
+        errors.EXIT_USAGE
+    assert "results file not found" in capsys.readouterr().err
+
+
+def test_no_matches(tmp_path):
+    a = write(tmp_path / "a.csv", [result(model="a")])
+    b = write(tmp_path / "b.csv", [result(model="b")])
+    comp = compare.compare_files(a, b)
+    # A single, different model on each side is what is compared, so the rows do match.
+    assert comp.compared == {"model": ("a", "b")} and len(comp.table) == 1
+    a = write(tmp_path / "a2.csv", [result(model="a"), result(model="c")])
+    b = write(tmp_path / "b2.csv", [result(model="b")])
+    comp = compare.compare_files(a, b)
+    assert comp.table.empty
+    assert "no matching configurations" in compare.render(comp, a, b)
+    assert load.read_results([a]).shape[0] == 2

@@ -1,0 +1,159 @@
+"""Study math on hand-made rows: scaling efficiency, knee, precision speed-ups, resolution."""
+
+import math
+
+import pytest
+
+from tfbench.report import load, studies, tables
+
+
+def row(**kw):
+    base = {"run_id": "r", "status": "ok", "model": "resnet50", "mode": "training",
+            "precision": "fp32", "xla": "0", "batch_size": "64", "num_devices": "1",
+            "num_workers": "1", "image_size": "224", "device_name": "GPU-X",
+            "images_per_sec": "100"}
+    base.update({k: str(v) for k, v in kw.items()})
+    if "global_batch_size" not in kw:
+        base["global_batch_size"] = str(int(base["batch_size"]) * int(base["num_devices"]))
+    return base
+
+
+def frame(*rows):
+    return load.rows_frame(list(rows))
+
+
+def test_weak_scaling_efficiency():
+    df = frame(row(num_devices=1, images_per_sec=400), row(num_devices=2, images_per_sec=760),
+               row(num_devices=4, images_per_sec=1440), row(num_devices=8, images_per_sec=2560))
+    table = studies.scaling_table(df, "weak")
+    assert list(table["devices"]) == [1, 2, 4, 8]
+    assert list(table["global_batch_size"]) == [64, 128, 256, 512]
+    assert table["speedup"].round(3).tolist() == [1.0, 1.9, 3.6, 6.4]
+    assert table["efficiency_pct"].round(3).tolist() == [100.0, 95.0, 90.0, 80.0]
+    assert table["images_per_sec_per_device"].tolist() == [400, 380, 360, 320]
+
+
+def test_strong_scaling_groups_by_global_batch():
+    df = frame(row(num_devices=1, batch_size=256, images_per_sec=400),
+               row(num_devices=2, batch_size=128, images_per_sec=700),
+               row(num_devices=4, batch_size=64, images_per_sec=1000))
+    assert studies.scaling_table(df, "weak").empty  # batch/device differs: no weak group
+    table = studies.scaling_table(df, "strong")
+    assert list(table["batch_size"]) == [256, 128, 64]
+    assert table["efficiency_pct"].round(3).tolist() == [100.0, 87.5, 62.5]
+    assert set(table["scaling"]) == {"strong"}
+
+
+def test_scaling_baseline_is_fewest_devices_and_counts_workers():
+    df = frame(row(num_devices=2, images_per_sec=200),
+               row(num_devices=2, num_workers=2, images_per_sec=360))
+    table = studies.scaling_table(df, "weak")
+    assert list(table["devices"]) == [2, 4]
+    # (360 / 200) / (4 / 2) = 90%.
+    assert table["efficiency_pct"].round(3).tolist() == [100.0, 90.0]
+
+
+def test_repeats_use_the_median_and_failed_rows_are_ignored():
+    df = frame(row(images_per_sec=90), row(images_per_sec=100), row(images_per_sec=130),
+               row(num_devices=2, images_per_sec=180),
+               row(num_devices=2, status="oom", images_per_sec=""))
+    table = studies.scaling_table(df, "weak")
+    assert table["images_per_sec"].tolist() == [100, 180]
+    agg = studies.aggregate(df, ["num_devices"])
+    assert agg[["runs", "images_per_sec_lo", "images_per_sec_hi"]].values.tolist() == [
+        [3, 90, 130], [1, 180, 180]]
+
+
+def test_scaling_groups_split_by_model():
+    df = frame(row(model="a", images_per_sec=100), row(model="a", num_devices=2,
+                                                        images_per_sec=150),
+               row(model="b", images_per_sec=10), row(model="b", num_devices=2,
+                                                       images_per_sec=20))
+    table = studies.scaling_table(df)
+    assert table[["model", "efficiency_pct"]].values.tolist() == [
+        ["a", 100.0], ["a", 75.0], ["b", 100.0], ["b", 100.0]]
+    assert table["group"].nunique() == 2
+
+
+def test_knee_is_smallest_batch_reaching_the_threshold():
+    speeds = {8: 200, 16: 350, 32: 460, 64: 500, 128: 490}
+    df = frame(*[row(batch_size=b, images_per_sec=v, peak_mem_gb=b / 10)
+                 for b, v in speeds.items()])
+    table = studies.batch_size_study(df, knee_pct=90)
+    assert table["pct_of_best"].round(1).tolist() == [40.0, 70.0, 92.0, 100.0, 98.0]
+    assert studies.knees(table)["batch_size"].tolist() == [32]
+    assert studies.knees(studies.batch_size_study(df, knee_pct=95))["batch_size"].tolist() == \
+        [64]
+    assert table["peak_mem_gb"].tolist() == [0.8, 1.6, 3.2, 6.4, 12.8]
+
+
+def test_precision_matrix_speedups_over_fp32():
+    df = frame(row(precision="fp32", images_per_sec=400),
+               row(precision="fp16", images_per_sec=1000),
+               row(precision="bf16", images_per_sec=960),
+               row(precision="fp16", xla=1, images_per_sec=1200),
+               row(precision="fp32", xla=1, images_per_sec=480))
+    table = studies.precision_matrix(df)
+    assert table[["execution", "speedup_vs_fp32"]].values.tolist() == [
+        ["fp32", 1.0], ["fp16 mixed", 2.5], ["bf16 mixed", 2.4], ["fp16 mixed + XLA", 3.0],
+        ["fp32 + XLA", 1.2]]
+
+
+def test_precision_matrix_without_fp32_has_no_speedup():
+    table = studies.precision_matrix(frame(row(precision="fp16"), row(precision="bf16")))
+    assert table["speedup_vs_fp32"].isna().all()
+
+
+def test_resolution_relative_to_first_size_in_order_given():
+    df = frame(row(image_size=384, images_per_sec=300, peak_mem_gb=6),
+               row(image_size=224, images_per_sec=900, peak_mem_gb=2),
+               row(image_size=512, images_per_sec=150, peak_mem_gb=10))
+    table = studies.resolution_study(df)
+    assert table["image_size"].tolist() == [384, 224, 512]
+    assert table["images_per_sec_rel"].round(4).tolist() == [1.0, 3.0, 0.5]
+    assert table["peak_mem_rel"].round(4).tolist() == [1.0, round(1 / 3, 4), round(10 / 6, 4)]
+    assert table["pixels_rel"].round(4).tolist()[1] == round((224 / 384) ** 2, 4)
+
+
+def test_summary_table_carries_scaling_efficiency():
+    df = frame(row(images_per_sec=100), row(num_devices=2, images_per_sec=150))
+    summary = studies.summary_table(df)
+    assert summary["efficiency_pct"].tolist() == [100.0, 75.0]
+
+
+def test_sections_pick_studies_present_in_the_rows():
+    df = frame(row(batch_size=32, images_per_sec=50), row(batch_size=64, images_per_sec=100))
+    sections = studies.study_sections(df)
+    assert [s.slug for s in sections] == ["batch_size"]
+    md = tables.markdown(sections[0].frame, sections[0].columns)
+    parsed = tables.parse_markdown(md)
+    assert [(r["Batch/device"], r["Knee"]) for r in parsed] == [("32", ""), ("64", "yes")]
+
+
+def test_markdown_round_trip_escapes_pipes_and_blanks_nan():
+    df = frame(row(), row(status="error", images_per_sec=""))
+    df.loc[1, "error"] = "a | b"
+    failed = studies.failed_rows(df)
+    parsed = tables.parse_markdown(tables.markdown(failed))
+    assert parsed[0]["Error"] == "a | b" and parsed[0]["Status"] == "error"
+    shown = tables.display_frame(df, ["images_per_sec"])
+    assert shown["Images/sec"].tolist() == ["100.0", ""]
+    assert math.isnan(df.loc[1, "images_per_sec"])
+
+
+def test_unknown_scaling_mode_is_rejected():
+    with pytest.raises(ValueError):
+        studies.scaling_table(frame(row()), "diagonal")
+
+
+def test_scaling_tables_drop_strong_groups_that_are_weak_study_by_products():
+    # A weak study at batch 64 plus a batch-size point at 128 on one device: the pair
+    # (1 x 128, 2 x 64) has the same global batch but is not a strong-scaling measurement.
+    df = frame(row(images_per_sec=100), row(num_devices=2, images_per_sec=190),
+               row(batch_size=128, images_per_sec=110))
+    table = studies.scaling_tables(df)
+    assert set(table["scaling"]) == {"weak"}
+    # A real strong study (2 x 64 and 4 x 32 appear in no weak group) is kept.
+    df = frame(row(batch_size=128, images_per_sec=100), row(num_devices=2, images_per_sec=190),
+               row(num_devices=4, batch_size=32, images_per_sec=300))
+    assert set(studies.scaling_tables(df)["scaling"]) == {"strong"}

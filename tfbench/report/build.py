@@ -1,0 +1,191 @@
+"""`tfbench report`: Markdown + HTML tables and PNG plots from results CSV files.
+
+Only rows with status ok enter tables of measurements and the figures; the others are listed in a
+'Failed runs' table. Study tables appear when the rows support them (two or more device counts,
+batch sizes, precisions or image sizes in one configuration).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html as html_lib
+import os
+from typing import Optional, Sequence
+
+import pandas as pd
+
+from tfbench.report import expected_range as er
+from tfbench.report import load, plots, studies, tables
+
+SUMMARY_COLUMNS = ["model", "device_name", "devices", "mode", "precision", "xla", "batch_size",
+                   "image_size", "data_source", "runs", "images_per_sec", "latency_ms_p50",
+                   "latency_ms_p99", "peak_mem_gb", "power_w_mean", "images_per_sec_per_gb",
+                   "images_per_sec_per_watt", "efficiency_pct", "expected_range"]
+_ALWAYS = ("model", "device_name", "devices", "mode", "precision", "batch_size")
+
+
+@dataclasses.dataclass
+class Report:
+    markdown_path: str
+    html_path: str
+    plots: list[str]
+    sections: list[studies.Section]
+
+
+def _expected(summary: pd.DataFrame, df: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """Verdict per summary row (the runner's column when present) and the one-line texts."""
+    verdicts, lines = [], []
+    for _, row in summary.iterrows():
+        same = df["status"] == "ok"
+        for col in studies.CONFIG_COLUMNS:
+            same &= df[col] == row[col]
+        recorded = df.loc[same, "expected_range"]
+        verdict, text = er.expected_range(row["device_name"], row["model"], row["mode"],
+                                          row["precision"], int(row["devices"]),
+                                          float(row["images_per_sec"]))
+        recorded = [v for v in recorded if v]
+        verdicts.append(recorded[0] if recorded else (verdict or ""))
+        if text:
+            lines.append(text)
+    return verdicts, lines
+
+
+def summary_frame(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    summary = studies.summary_table(df)
+    if summary.empty:
+        return summary, []
+    mem_ratio = summary["images_per_sec"] / summary["peak_mem_gb"]
+    watt_ratio = summary["images_per_sec"] / summary["power_w_mean"]
+    summary["images_per_sec_per_gb"] = summary["images_per_sec_per_gb"].fillna(mem_ratio)
+    summary["images_per_sec_per_watt"] = summary["images_per_sec_per_watt"].fillna(watt_ratio)
+    summary["expected_range"], lines = _expected(summary, df)
+    return summary, sorted(set(lines))
+
+
+def pivot_frame(summary: pd.DataFrame, mode: str) -> pd.DataFrame:
+    """Model x device: the best images/sec over batch sizes, one column per device and
+    precision (the table people publish)."""
+    rows = summary[summary["mode"] == mode]
+    if rows.empty:
+        return pd.DataFrame()
+    column = [("%s, %s%s" % (plots.device_label(r), r["precision"], " + XLA" if r["xla"] else ""))
+              for _, r in rows.iterrows()]
+    table = rows.assign(column=column).pivot_table(index="model", columns="column",
+                                                   values="images_per_sec", aggfunc="max")
+    table = table[list(dict.fromkeys(column))]  # columns in order of appearance, not sorted
+    table = table.map(lambda v: "" if pd.isna(v) else "{:,.1f}".format(v))
+    return table.reset_index().rename(columns={"model": "Model"})
+
+
+def _plot_groups(section: studies.Section, out_dir: str, limit: int) -> list[str]:
+    draw = {"batch_size": plots.batch_size_plot, "scaling": plots.scaling_plot,
+            "precision": plots.precision_plot}.get(section.slug)
+    paths: list[str] = []
+    if draw is None or "group" not in section.frame:
+        return paths
+    for gid, group in section.frame.groupby("group", sort=False):
+        if len(paths) >= limit:
+            break
+        first = group.iloc[0]
+        name = plots.safe_name("%s_%s_%s_%s" % (section.slug, first["model"],
+                                                plots.device_label(first), gid))
+        path = os.path.join(out_dir, "plots", name + ".png")
+        draw(group, path)
+        paths.append(path)
+    return paths
+
+
+def build_report(csv_paths: Sequence[str], out_dir: str, json_dir: Optional[str] = None,
+                 knee_pct: float = 90.0, max_plots: int = 12,
+                 title: str = "tfbench report") -> Report:
+    df = load.read_results(csv_paths)
+    os.makedirs(out_dir, exist_ok=True)
+    summary, range_lines = summary_frame(df)
+    sections: list[studies.Section] = []
+    if not summary.empty:
+        columns = studies.varying(summary, SUMMARY_COLUMNS, _ALWAYS + tuple(
+            c for c in SUMMARY_COLUMNS[9:]))
+        sections.append(studies.Section("results", "Results", summary, columns,
+                                        "median over repeated rows; ok runs only"))
+        for mode, label in (("training", "Training"), ("forward_only", "Inference")):
+            pivot = pivot_frame(summary, mode)
+            if not pivot.empty and pivot.shape[1] > 1:
+                sections.append(studies.Section(
+                    "%s_by_device" % mode, "%s images/sec by model and device (best batch)"
+                    % label, pivot, list(pivot.columns)))
+    sections += studies.study_sections(df, knee_pct=knee_pct)
+    if range_lines:
+        lines = pd.DataFrame({"expected_range": range_lines})
+        sections.append(studies.Section("expected_range", "Expected range (published figures)",
+                                        lines, ["expected_range"]))
+    failed = studies.failed_rows(df)
+    if not failed.empty:
+        sections.append(studies.Section("failed_runs", "Failed runs", failed,
+                                        list(failed.columns)))
+
+    plot_paths: list[str] = []
+    for section in sections:
+        plot_paths += _plot_groups(section, out_dir, max_plots)
+    json_dirs = load.json_dirs_for(csv_paths, json_dir)
+    count = 0
+    for _, row in studies.ok_rows(df).iterrows():
+        if count >= max_plots:
+            break
+        manifest = load.load_manifest(json_dirs, row["run_id"])
+        if not manifest:
+            continue
+        path = os.path.join(out_dir, "plots", plots.safe_name(
+            "timeseries_%s_%s" % (row["model"], row["run_id"])) + ".png")
+        if plots.timeseries_plot(manifest, row, path) is not None:
+            plot_paths.append(path)
+            count += 1
+
+    md_path = os.path.join(out_dir, "report.md")
+    html_path = os.path.join(out_dir, "report.html")
+    _write_markdown(md_path, title, csv_paths, sections, plot_paths, out_dir)
+    _write_html(html_path, title, csv_paths, sections, plot_paths, out_dir)
+    for section in sections:
+        shown = [c for c in section.columns if c in section.frame.columns]
+        section.frame[shown].to_csv(os.path.join(out_dir, section.slug + ".csv"), index=False)
+    return Report(md_path, html_path, plot_paths, sections)
+
+
+def _write_markdown(path, title, csv_paths, sections, plot_paths, out_dir) -> None:
+    parts = ["# %s\n" % title, "Sources: %s\n" % ", ".join(csv_paths)]
+    for section in sections:
+        body = tables.markdown(section.frame, section.columns)
+        parts.append("## %s\n\n%s%s" % (section.title, body,
+                                         "\n%s\n" % section.note if section.note else ""))
+    if plot_paths:
+        parts.append("## Plots\n")
+        for p in plot_paths:
+            rel = os.path.relpath(p, out_dir)
+            parts.append("![%s](%s)\n" % (os.path.basename(p), rel))
+    with open(path, "w") as handle:
+        handle.write("\n".join(parts))
+
+
+_CSS = ("body{font-family:sans-serif;margin:2em}table.tfbench{border-collapse:collapse;"
+        "margin-bottom:1em}table.tfbench td,table.tfbench th{border:1px solid #ccc;"
+        "padding:3px 8px;text-align:right}table.tfbench th{background:#f0f0f0}"
+        "img{max-width:100%;margin:1em 0}.note{color:#555}")
+
+
+def _write_html(path, title, csv_paths, sections, plot_paths, out_dir) -> None:
+    esc = html_lib.escape
+    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>%s</title>"
+             "<style>%s</style></head><body>" % (esc(title), _CSS),
+             "<h1>%s</h1><p>Sources: %s</p>" % (esc(title), esc(", ".join(csv_paths)))]
+    for section in sections:
+        parts.append("<h2>%s</h2>%s" % (esc(section.title),
+                                         tables.html(section.frame, section.columns)))
+        if section.note:
+            parts.append("<p class='note'>%s</p>" % esc(section.note))
+    if plot_paths:
+        parts.append("<h2>Plots</h2>")
+        for p in plot_paths:
+            parts.append("<div><img src='%s' alt='%s'></div>"
+                         % (esc(os.path.relpath(p, out_dir)), esc(os.path.basename(p))))
+    parts.append("</body></html>\n")
+    with open(path, "w") as handle:
+        handle.write("\n".join(parts))

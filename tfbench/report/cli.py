@@ -1,0 +1,42 @@
+"""`tfbench report CSV... [--out DIR]`: the command-line layer over tfbench.report.build."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tfbench import errors
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tfbench report", allow_abbrev=False,
+        description="Markdown and HTML tables and PNG plots from tfbench results CSV files.")
+    p.add_argument("csv", nargs="+", help="results CSV files (e.g. tfbench_results.csv, "
+                                           "<sweep out_dir>/sweep.csv)")
+    p.add_argument("--out", default="tfbench_report", help="output directory "
+                                                            "(default tfbench_report)")
+    p.add_argument("--json_dir", default=None,
+                   help="where the runs' JSON manifests are (default: runs/ or tfbench_runs/ "
+                        "next to each CSV); used for the time-series plots")
+    p.add_argument("--knee_pct", type=float, default=90.0,
+                   help="batch-size knee: smallest batch reaching this %% of the best")
+    p.add_argument("--max_plots", type=int, default=12,
+                   help="at most this many plots of each kind (default 12)")
+    p.add_argument("--title", default="tfbench report")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Entry point for `tfbench report ...` (argv without the subcommand)."""
+    args = _parser().parse_args(argv)
+    try:
+        from tfbench.report.build import build_report
+        report = build_report(args.csv, args.out, args.json_dir, args.knee_pct, args.max_plots,
+                              args.title)
+    except errors.TfbenchError as exc:
+        print("tfbench report: error: %s" % exc, file=sys.stderr)
+        return exc.exit_code
+    print("report: %s\n        %s\nplots:  %d in %s/plots" % (
+        report.markdown_path, report.html_path, len(report.plots), args.out))
+    return 0

@@ -1,0 +1,37 @@
+"""`tfbench compare A.csv B.csv [--format=text|markdown|csv]`: CLI over tfbench.report.compare."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tfbench import errors
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tfbench compare", allow_abbrev=False,
+        description="Match configurations of two results CSV files, show B/A ratios and whether "
+                    "each difference is larger than the runs' spread.")
+    p.add_argument("a", help="baseline results CSV (A)")
+    p.add_argument("b", help="results CSV to compare (B)")
+    p.add_argument("--format", choices=("text", "markdown", "csv"), default="text")
+    p.add_argument("--out", default=None, help="also write the output to this file")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Entry point for `tfbench compare ...` (argv without the subcommand)."""
+    args = _parser().parse_args(argv)
+    try:
+        from tfbench.report import compare
+        comp = compare.compare_files(args.a, args.b)
+    except errors.TfbenchError as exc:
+        print("tfbench compare: error: %s" % exc, file=sys.stderr)
+        return exc.exit_code
+    out = compare.render(comp, args.a, args.b, args.format)
+    sys.stdout.write(out)
+    if args.out:
+        with open(args.out, "w") as handle:
+            handle.write(out)
+    return 0

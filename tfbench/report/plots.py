@@ -1,0 +1,212 @@
+"""PNG figures for reports, drawn with matplotlib's object API on the Agg canvas (no display, no
+pyplot global state). Every figure has labelled axes with units and a title naming the model
+and device. Each function returns the Figure so callers (and tests) can inspect it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+_THROUGHPUT_COLOR = "tab:blue"
+_SECOND_COLOR = "tab:red"
+
+
+def _figure() -> Figure:
+    fig = Figure(figsize=(8, 4.8), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Figure, path: str) -> Figure:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    return fig
+
+
+def safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "_", text).strip("_")[:120] or "plot"
+
+
+def device_label(row) -> str:
+    """'NVIDIA A100-SXM4-40GB x2' (device kind when the name is unknown)."""
+    name = str(row.get("device_name") or "") or str(row.get("device_kind") or "") or "device"
+    devices = row.get("devices")
+    if devices is None or (isinstance(devices, float) and np.isnan(devices)):
+        devices = int(row.get("num_devices") or 1) * max(int(row.get("num_workers") or 1), 1)
+    return "%s x%d" % (name, int(devices)) if int(devices) > 1 else name
+
+
+def context(row, skip: Sequence[str] = ()) -> str:
+    """A subtitle with the settings that hold for the whole figure."""
+    parts = []
+    if "mode" not in skip and row.get("mode"):
+        parts.append(str(row["mode"]))
+    if "precision" not in skip:
+        label = str(row.get("precision") or "fp32")
+        if int(row.get("xla") or 0):
+            label += " + XLA"
+        parts.append(label)
+    if "batch_size" not in skip and int(row.get("batch_size") or 0):
+        parts.append("batch %d/device" % int(row["batch_size"]))
+    if "image_size" not in skip and int(row.get("image_size") or 0):
+        parts.append("%dpx" % int(row["image_size"]))
+    return ", ".join(parts)
+
+
+def batch_size_plot(group: pd.DataFrame, path: str) -> Figure:
+    """Throughput against batch size, peak memory on the right axis, the knee marked."""
+    group = group.sort_values("batch_size")
+    first = group.iloc[0]
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot(group["batch_size"], group["images_per_sec"], "o-", color=_THROUGHPUT_COLOR,
+            label="images/sec")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(group["batch_size"]))
+    ax.set_xticklabels([str(int(b)) for b in group["batch_size"]])
+    ax.set_xlabel("Batch size per device (images)")
+    ax.set_ylabel("Throughput (images/sec)", color=_THROUGHPUT_COLOR)
+    ax.set_ylim(bottom=0)
+    if "knee" in group and group["knee"].astype(bool).any():
+        knee = group[group["knee"].astype(bool)].iloc[0]
+        ax.axvline(knee["batch_size"], color="gray", linestyle="--",
+                   label="knee (%g%% of best): %d" % (knee.get("knee_pct", 90),
+                                                       knee["batch_size"]))
+    mem = group["peak_mem_gb"]
+    if mem.notna().any():
+        ax2 = ax.twinx()
+        ax2.plot(group["batch_size"], mem, "s--", color=_SECOND_COLOR, label="peak memory")
+        ax2.set_ylabel("Peak memory (GB)", color=_SECOND_COLOR)
+        ax2.set_ylim(bottom=0)
+    ax.legend(loc="lower right")
+    ax.grid(True, alpha=0.3)
+    ax.set_title("%s on %s: throughput vs batch size\n%s"
+                 % (first["model"], device_label(first), context(first, ("batch_size",))))
+    return _save(fig, path)
+
+
+def scaling_plot(group: pd.DataFrame, path: str) -> Figure:
+    """Scaling efficiency bars per device count, throughput on the right axis."""
+    group = group.sort_values("devices")
+    first = group.iloc[0]
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    labels = [str(int(d)) for d in group["devices"]]
+    x = np.arange(len(group))
+    bars = ax.bar(x, group["efficiency_pct"], color=_THROUGHPUT_COLOR, alpha=0.8,
+                  label="scaling efficiency")
+    for bar, value in zip(bars, group["efficiency_pct"]):
+        ax.annotate("%.0f%%" % value, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                    ha="center", va="bottom", fontsize=9)
+    ax.axhline(100, color="gray", linestyle="--", linewidth=1, label="ideal (100%)")
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels)
+    ax.set_xlabel("Devices (GPUs or logical devices)")
+    ax.set_ylabel("Scaling efficiency (%)")
+    ax.set_ylim(0, max(110.0, float(np.nanmax(group["efficiency_pct"])) * 1.1))
+    ax2 = ax.twinx()
+    ax2.plot(x, group["images_per_sec"], "o-", color=_SECOND_COLOR, label="images/sec")
+    ax2.set_ylabel("Throughput (images/sec)", color=_SECOND_COLOR)
+    ax2.set_ylim(bottom=0)
+    ax.legend(loc="lower left")
+    fixed = ("batch %d/device" % first["batch_size"] if first["scaling"] == "weak"
+             else "global batch %d" % first["global_batch_size"])
+    ax.set_title("%s on %s: %s scaling (%s)\n%s"
+                 % (first["model"], first.get("device_name") or "device", first["scaling"],
+                    fixed, context(first, ("batch_size",))))
+    return _save(fig, path)
+
+
+def precision_plot(group: pd.DataFrame, path: str) -> Figure:
+    """Throughput per precision/execution, each bar labelled with its speed-up over fp32."""
+    first = group.iloc[0]
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    x = np.arange(len(group))
+    bars = ax.bar(x, group["images_per_sec"], color=_THROUGHPUT_COLOR)
+    for bar, speedup in zip(bars, group["speedup_vs_fp32"]):
+        if pd.notna(speedup):
+            ax.annotate("%.2fx" % speedup, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize=9)
+    ax.set_xticks(x)
+    ax.set_xticklabels(list(group["execution"]))
+    ax.set_xlabel("Precision / execution")
+    ax.set_ylabel("Throughput (images/sec)")
+    ax.set_ylim(0, float(np.nanmax(group["images_per_sec"])) * 1.15)
+    ax.set_title("%s on %s: precision matrix (labels: speed-up over fp32)\n%s"
+                 % (first["model"], device_label(first), context(first, ("precision",))))
+    return _save(fig, path)
+
+
+def _sample_list(samples) -> list[dict]:
+    """Monitor samples as one list: the manifest may hold a list or {monitor name: list}."""
+    if isinstance(samples, dict):
+        return [s for v in samples.values() if isinstance(v, list) for s in v]
+    return list(samples or [])
+
+
+def _series(samples, key: str) -> dict[object, tuple[np.ndarray, np.ndarray]]:
+    """{gpu index (None if unstated): (t, values)} for samples carrying `key`. t is seconds since
+    the monitor started; absolute (epoch) times are made relative to the first sample."""
+    by_gpu: dict[object, list[tuple[float, float]]] = {}
+    for s in _sample_list(samples):
+        if isinstance(s, dict) and s.get("t") is not None and s.get(key) is not None:
+            by_gpu.setdefault(s.get("gpu"), []).append((float(s["t"]), float(s[key])))
+    if not by_gpu:
+        return {}
+    t0 = min(t for pts in by_gpu.values() for t, _ in pts)
+    shift = t0 if t0 > 1e6 else 0.0
+    return {gpu: (np.array([t for t, _ in pts]) - shift, np.array([v for _, v in pts]))
+            for gpu, pts in sorted(by_gpu.items(), key=lambda kv: str(kv[0]))}
+
+
+def timeseries_plot(manifest: dict, row, path: str) -> Optional[Figure]:
+    """Per-step throughput over the run (warm-up shaded) and GPU temperature (right axis).
+
+    Uses the manifest's warmup_times/step_times and extra.samples (a list, or {monitor: list},
+    of {t, temp_c, gpu, ...}); missing series are left out. The monitor's t (seconds since it
+    started) and the steps' cumulative time both start at about the run's start, so the two
+    curves line up to within the monitor's start-up. None when there are no step times.
+    """
+    steps = [float(x) for x in (manifest.get("step_times") or []) if x]
+    warm = [float(x) for x in (manifest.get("warmup_times") or []) if x]
+    if not steps:
+        return None
+    batch = int(row.get("global_batch_size") or manifest.get("global_batch_size") or 0) or \
+        int(row.get("batch_size") or 1)
+    times = np.array(warm + steps)
+    ends = np.cumsum(times)
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot(ends, batch / times, "-", color=_THROUGHPUT_COLOR, linewidth=1,
+            label="images/sec per step")
+    if warm:
+        ax.axvspan(0, ends[len(warm) - 1], color="gray", alpha=0.15, label="warm-up")
+    ax.set_xlabel("Time since the first step (s)")
+    ax.set_ylabel("Throughput (images/sec)", color=_THROUGHPUT_COLOR)
+    ax.set_ylim(bottom=0)
+    samples = (manifest.get("extra") or {}).get("samples") or []
+    temps = _series(samples, "temp_c")
+    what = "throughput and temperature"
+    if temps:
+        ax2 = ax.twinx()
+        for i, (gpu, (t, temp)) in enumerate(temps.items()):
+            ax2.plot(t, temp, "-", color=_SECOND_COLOR, alpha=1.0 - 0.5 * i / len(temps),
+                     label="GPU %s temperature" % gpu if gpu is not None else "GPU temperature")
+        ax2.set_ylabel("GPU temperature (C)", color=_SECOND_COLOR)
+    else:
+        what = "throughput (no temperature samples)"
+    ax.legend(loc="lower right")
+    ax.grid(True, alpha=0.3)
+    ax.set_title("%s on %s: %s over the run\n%s, run %s"
+                 % (row.get("model"), device_label(row), what, context(row),
+                    row.get("run_id")))
+    return _save(fig, path)
