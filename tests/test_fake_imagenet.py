@@ -55,3 +55,12 @@ def test_main(tmp_path, capsys):
     assert "already holds ImageNet shards" in capsys.readouterr().err
     assert fake_imagenet.main(["--out", str(tmp_path / "x"), "--num_images", "0"]) == 2
     assert fake_imagenet.main(["--num_images", "3"]) == 2  # --out is required
+
+
+def test_cli_subcommand(tmp_path, capsys):
+    from tfbench import cli
+    out = str(tmp_path / "viacli")
+    assert cli.main(["tfbench", "make_fake_imagenet", "--out", out, "--num_images", "2",
+                     "--validation_images", "0", "--image_size", "16"]) == 0
+    assert sorted(os.listdir(out)) == ["train-00000-of-00002", "train-00001-of-00002"]
+    assert "wrote 2 training and 0 validation images" in capsys.readouterr().out
