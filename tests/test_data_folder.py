@@ -64,6 +64,13 @@ def test_cifar_recipe_and_split_layout(tmp_path):
     np.testing.assert_allclose(images.numpy()[0], 10 / 127.5 - 1, atol=1e-5)
 
 
+def test_train_split_without_validation(tmp_path):
+    _write(tmp_path / "train" / "cat" / "x.png", 10, png=True)
+    assert folder.list_images(str(tmp_path), True)[2] == ["cat"]
+    with pytest.raises(UsageError, match="has a train/ split but no validation/"):
+        folder.list_images(str(tmp_path), False)
+
+
 def test_empty_and_missing(tmp_path):
     (tmp_path / "cls").mkdir()
     with pytest.raises(UsageError, match="no images in the class sub-directories"):

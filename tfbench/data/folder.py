@@ -1,7 +1,8 @@
 """Image folders: one sub-directory of JPEG/PNG (also BMP, GIF) images per class.
 
   <data_dir>/<class>/**/<image>                 the same images for training and evaluation, or
-  <data_dir>/train/<class>/..., <data_dir>/validation (or val)/<class>/...   separate splits.
+  <data_dir>/train/<class>/..., <data_dir>/validation (or val)/<class>/...   separate splits
+                                                (a train/ directory means this layout).
 
 Labels are the classes' indices in sorted name order (0..K-1), taken from the training split so
 both splits agree. Paths are listed once when the pipeline is built and shuffled for
@@ -28,11 +29,15 @@ def split_root(data_dir: str, train: bool) -> str:
         raise UsageError("--data_dir=%s does not exist or is not a directory (%s)"
                          % (data_dir, LAYOUT))
     train_dir = os.path.join(data_dir, "train")
-    eval_dirs = [os.path.join(data_dir, n) for n in ("validation", "val")]
-    eval_dirs = [d for d in eval_dirs if os.path.isdir(d)]
-    if os.path.isdir(train_dir) and eval_dirs:
-        return train_dir if train else eval_dirs[0]
-    return data_dir
+    if not os.path.isdir(train_dir):
+        return data_dir
+    if train:
+        return train_dir
+    for name in ("validation", "val"):
+        if os.path.isdir(os.path.join(data_dir, name)):
+            return os.path.join(data_dir, name)
+    raise UsageError("%s has a train/ split but no validation/ (or val/) split to evaluate on "
+                     "(%s)" % (data_dir, LAYOUT))
 
 
 def class_names(data_dir: str) -> list[str]:
