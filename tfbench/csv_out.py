@@ -64,7 +64,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("latency_ms_mean", "mean step time, ms"),
     ("peak_mem_gb", "peak device memory (host RSS on CPU), GB"),
     ("host_peak_rss_gb", "host peak resident memory, GB"),
-    ("images_per_sec_per_gb", "images/sec divided by peak_mem_gb"),
+    ("images_per_sec_per_gb", "images/sec divided by the summed peak memory of all devices "
+                              "(host RSS on CPU), per GB"),
     ("power_w_mean", "mean GPU power over the steady state, W"),
     ("power_w_max", "max GPU power, W"),
     ("energy_j", "GPU energy over the timed loop, J"),
@@ -84,6 +85,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("synthetic_images_per_sec", "--diagnose_input: synthetic-data run"),
     ("input_only_images_per_sec", "--diagnose_input: input pipeline alone"),
     ("input_bound", "--diagnose_input verdict: 1 input-bound, 0 not"),
+    ("estimated_train_hours", "--estimate_dataset_size x --estimate_epochs / (images/sec x "
+                              "--estimate_utilization), hours"),
     ("expected_range", "within / below / above the published range for this GPU"),
     ("tf_version", "TensorFlow version"),
     ("keras_version", "Keras version"),

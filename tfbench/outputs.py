@@ -43,11 +43,35 @@ def write_all(p, result: RunResult) -> list[str]:
 
 def summary_lines(p, result: RunResult) -> list[str]:
     """tfbench's own lines, printed before the legacy footer."""
+    from tfbench import estimate, stats
+    extra = result.extra
     lines = []
     if result.params_count is not None:
-        lines.append("Model params: %s" % "{:,}".format(result.params_count))
+        line = "Model: %s params" % "{:,}".format(result.params_count)
+        if result.gflops_per_image:
+            line += ", %.3f GFLOPs/image forward (multiply-add = 2)" % result.gflops_per_image
+        if result.tflops_per_sec:
+            line += ", achieved %.3f TFLOP/s%s" % (
+                result.tflops_per_sec, " (training = 3x forward)" if result.mode == "training"
+                else "")
+        lines.append(line)
+    if result.mode in ("forward_only", "eval"):
+        lines += stats.console_lines_latency(extra)
+    lines += stats.console_lines_cold_start(
+        {"first_step_sec": result.first_step_sec, **extra})
+    lines += extra.get("memory_lines", [])
+    lines += extra.get("monitor_lines", [])
+    lines += ["WARNING: " + w for w in extra.get("monitor_warnings", [])]
+    if extra.get("num_runs", 1) > 1:
+        lines += stats.console_lines_repeats(extra)
+    if extra.get("estimated_train_hours") is not None:
+        lines += estimate.console_lines(extra)
+    lines += extra.get("environment_changes", [])
     return lines
 
 
 def footer(result: RunResult) -> list[str]:
+    """The legacy total block; training + evaluation mode has none, as in the legacy script."""
+    if result.extra.get("train_and_eval"):
+        return []
     return classic_log.footer_lines(result.images_per_sec)

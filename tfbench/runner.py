@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfbench import classic_log, devices, lr, optimizers, steps
+from tfbench import classic_log, devices, lr, memory, monitors, optimizers, stats, steps
 from tfbench import params as params_lib
 from tfbench import strategy as strategy_lib
 from tfbench.errors import NanLoss, OutOfMemory, UsageError
@@ -41,6 +41,7 @@ class Resolved:
     num_warmup: int
     mode: str                    # training | forward_only | eval
     xla: bool
+    train_and_eval: bool
     notices: list[str]
 
 
@@ -61,6 +62,11 @@ def resolve(p) -> Resolved:
     eval_batch = p.eval_batch_size or batch
     mode = "eval" if p.eval else ("forward_only" if p.forward_only else "training")
     accum = p.accum_steps if mode == "training" else 1
+    if p.accum_steps > 1 and mode != "training":
+        notices.append("--accum_steps applies to training only; ignored in %s mode" % mode)
+    if accum > 1:
+        notices.append("Gradient accumulation: %d micro-batches of %d per device per update "
+                       "(%d images per device per step)" % (accum, batch, accum * batch))
     per_step_batch = (eval_batch if mode == "eval" else batch) * accum
     global_batch = per_step_batch * plan.num_devices
     counts = registry.NUM_EVAL_EXAMPLES if mode == "eval" else registry.NUM_TRAIN_EXAMPLES
@@ -72,10 +78,18 @@ def resolve(p) -> Resolved:
         num_batches, num_epochs = params_lib.num_batches_and_epochs(
             p, global_batch, counts[spec.dataset])
     xla = bool(p.xla or p.xla_compile)
+    train_and_eval = mode == "training" and bool(
+        p.eval_during_training_every_n_steps or p.eval_during_training_every_n_epochs
+        or p.eval_during_training_at_specified_steps
+        or p.eval_during_training_at_specified_epochs)
+    if train_and_eval and p.num_runs > 1:
+        raise UsageError("--num_runs cannot be combined with --eval_during_training_*")
+    if mode == "eval" and p.num_runs > 1:
+        notices.append("--num_runs applies to training and forward-only runs; evaluating once")
     return Resolved(spec, plan, precision, p.image_size or spec.image_size, batch, eval_batch,
                     global_batch, num_batches, num_epochs,
                     0 if mode == "eval" else params_lib.num_warmup_batches(p), mode, xla,
-                    notices)
+                    train_and_eval, notices)
 
 
 def _graph_only_flags(p) -> list[str]:
@@ -84,11 +98,45 @@ def _graph_only_flags(p) -> list[str]:
             if f.role == "G" and getattr(p, f.name) != f.default]
 
 
+def eval_steps_during_training(p, global_batch: int, num_batches: int,
+                               num_epochs: float, train_examples: int) -> set[int]:
+    """Local step counts after which to evaluate (legacy arithmetic; the last step excluded)."""
+    def step_of_epoch(e: float) -> int:
+        return int(e * train_examples + global_batch - 1) // global_batch
+    if p.eval_during_training_every_n_steps:
+        n = p.eval_during_training_every_n_steps
+        due = set(range(n, num_batches, n))
+    elif p.eval_during_training_every_n_epochs:
+        n = p.eval_during_training_every_n_epochs
+        due = {step_of_epoch(e) for e in np.arange(n, num_epochs, n)}
+    elif p.eval_during_training_at_specified_steps:
+        due = {int(s) for s in p.eval_during_training_at_specified_steps}
+    elif p.eval_during_training_at_specified_epochs:
+        due = {step_of_epoch(float(e)) for e in p.eval_during_training_at_specified_epochs}
+    else:
+        return set()
+    return {s for s in due if 0 < s < num_batches}
+
+
+@dataclasses.dataclass
+class _Setup:
+    model: object
+    optimizer: object
+    step_fn: Callable
+    inputs: object
+    manager: Optional[tf.train.CheckpointManager] = None
+    init_global_step: int = 0
+    eval_fn: Optional[Callable] = None
+    eval_inputs: object = None
+    summary_writer: object = None
+
+
 class Benchmark:
     def __init__(self, p, emit: Emit = print):
         self.p = p
         self.emit = emit
         self.r = resolve(p)
+        self.monitors: list = []
 
     # ------------------------------------------------------------------------------------
     def run(self, result: Optional[RunResult] = None) -> RunResult:
@@ -97,9 +145,10 @@ class Benchmark:
         res = result or RunResult()
         self._describe(res)
         devices.set_environment(p)
-        devices.configure_runtime(p, r.device)
+        devices.configure_runtime(p, r.device, p.gpu_memory_limit_mb or None)
         tf.random.set_seed(p.tf_random_seed)
         np.random.seed(4321)
+        env_before = self._capture_environment(res)
         for notice in r.notices:
             self.emit(notice)
         res.notices.extend(r.notices)
@@ -110,6 +159,11 @@ class Benchmark:
         self.strategy = sp.strategy
         res.variable_update = sp.variables_label
         self._print_header(sp)
+        memory.reset_peak(r.device.names)
+        self.monitors = monitors.create(r.device.kind, self._gpu_indices(),
+                                        p.monitor_interval_ms / 1000.0)
+        for m in self.monitors:
+            m.start()
         try:
             if r.mode == "eval":
                 self._run_eval(res)
@@ -121,7 +175,61 @@ class Benchmark:
                 "--batch_size, use --accum_steps to keep the effective batch, or use mixed "
                 "precision (--precision=bf16 or fp16)" % (r.spec.name, r.batch_size,
                                                           r.precision)) from exc
+        finally:
+            self._finish_measurements(res, env_before)
         return res
+
+    def _gpu_indices(self) -> Optional[list[int]]:
+        if self.r.device.kind != "gpu":
+            return None
+        if self.p.gpu_indices:
+            return [int(x) for x in self.p.gpu_indices.split(",") if x.strip()]
+        return list(range(self.r.device.num_devices))
+
+    def _capture_environment(self, res: RunResult) -> Optional[dict]:
+        from tfbench import environment
+        env = environment.capture(res.command.split() if res.command else None)
+        res.environment = {"before": env}
+        for line in environment.summary_lines(env):
+            self.emit(line)
+        warning = environment.vm_warning(env, using_real_data=res.data_source != "synthetic")
+        if warning:
+            self.emit(warning)
+            res.notices.append(warning)
+        return env
+
+    def _finish_measurements(self, res: RunResult, env_before: Optional[dict]) -> None:
+        """Summaries of every measurement taken; runs on success and on failure alike."""
+        from tfbench import environment, estimate
+        for m in self.monitors:
+            m.stop()
+        timed_images = len(res.step_times) * self.r.global_batch
+        ips = res.images_per_sec or None
+        if res.gflops_per_image and ips:
+            # Training costs about 3x the forward pass (forward + two backward matmuls).
+            factor = 3.0 if self.r.mode == "training" else 1.0
+            res.tflops_per_sec = res.gflops_per_image * factor * ips / 1000.0
+        res.extra.update(stats.latency_summary(res.step_times))
+        res.extra.update({k: v for k, v in stats.cold_start_summary(
+            res.warmup_times, res.step_times).items() if k not in ("first_step_sec",)})
+        mem = memory.memory_summary(memory.peak_device_bytes(self.r.device.names),
+                                    memory.host_peak_rss_bytes(), ips)
+        res.extra.update(mem)
+        if self.monitors:
+            res.extra.update(monitors.summary(self.monitors, timed_images, ips))
+            res.extra["samples"] = monitors.samples(self.monitors)
+            res.extra["monitor_lines"] = monitors.console_lines(self.monitors, timed_images, ips)
+            res.extra["monitor_warnings"] = monitors.warnings(self.monitors)
+        res.extra["memory_lines"] = memory.console_lines(mem)
+        if self.p.estimate_dataset_size:
+            res.extra.update(estimate.estimate_summary(
+                ips, self.p.estimate_dataset_size, self.p.estimate_epochs,
+                self.p.estimate_utilization))
+        if env_before is not None:
+            after = environment.capture(res.command.split() if res.command else None)
+            res.environment["after"] = after
+            changes = environment.diff(env_before, after)
+            res.extra["environment_changes"] = changes
 
     # ------------------------------------------------------------------------------------
     def _describe(self, res: RunResult) -> None:
@@ -147,10 +255,13 @@ class Benchmark:
         res.extra["devices"] = list(r.device.names)
         res.extra["num_epochs"] = r.num_epochs
         res.extra["tf_git_hash"] = tf.version.GIT_VERSION
+        res.extra["num_runs"] = p.num_runs if r.mode != "eval" else 1
+        res.extra["train_and_eval"] = r.train_and_eval
 
     def _print_header(self, sp: strategy_lib.StrategyPlan) -> None:
         p, r = self.p, self.r
-        mode = classic_log.mode_label(r.mode == "forward_only", r.mode == "eval")
+        mode = classic_log.mode_label(r.mode == "forward_only", r.mode == "eval",
+                                      r.train_and_eval)
         for line in classic_log.header_lines(
                 tf_version=tf.__version__, model=r.spec.header_name,
                 dataset="%s (synthetic)" % r.spec.dataset, mode=mode,
@@ -162,21 +273,30 @@ class Benchmark:
                 show_all_reduce=sp.show_all_reduce, job_name=p.job_name):
             self.emit(line)
 
-    def _build_model(self):
+    def _build_model(self, res: RunResult):
         r = self.r
         optimizers.set_policy(r.precision)
         with self.strategy.scope():
             model = r.spec.build(r.image_size, r.device.data_format)
+        self._count_flops(model, res)
         return model
 
-    def _step_config(self) -> steps.StepConfig:
+    def _count_flops(self, model, res: RunResult) -> None:
+        from tfbench import flops
+        res.params_count = flops.count_params(model)
+        try:
+            res.gflops_per_image = flops.model_forward_flops(model, self.r.image_size) / 1e9
+        except Exception as exc:  # noqa: BLE001 - FLOPs are a figure, not a reason to fail
+            res.notices.append("FLOPs not counted: %s" % str(exc).splitlines()[0][:120])
+
+    def _step_config(self, mode: str) -> steps.StepConfig:
         p, r = self.p, self.r
         scaling, scale = optimizers.loss_scaling(p, r.precision)
         return steps.StepConfig(
             num_label_classes=r.spec.num_classes - 1, weight_decay=p.weight_decay,
             loss_scaling=scaling, loss_scale=scale,
-            accum_steps=p.accum_steps if r.mode == "training" else 1,
-            compute_accuracy=p.print_training_accuracy or r.mode != "training",
+            accum_steps=p.accum_steps if mode == "training" else 1,
+            compute_accuracy=p.print_training_accuracy or mode != "training",
             jit_compile=r.xla)
 
     def _make_optimizer(self):
@@ -192,80 +312,106 @@ class Benchmark:
                 opt, initial_scale=scale, dynamic_growth_steps=p.fp16_inc_loss_scale_every_n)
         return opt
 
-    def _checkpoint(self, model, optimizer=None):
-        kwargs = {"model": model}
-        if optimizer is not None:
-            kwargs["optimizer"] = optimizer
-        return tf.train.Checkpoint(**kwargs)
+    def _images(self, batch_size: int):
+        return steps.synthetic_images(self.strategy, batch_size, self.r.image_size,
+                                      optimizers.compute_dtype(self.r.precision))
 
     # ------------------------------------------------------------------------------------
-    def _run_train_or_forward(self, res: RunResult) -> None:
+    def _setup_train_or_forward(self, res: RunResult) -> _Setup:
         p, r = self.p, self.r
         training = r.mode == "training"
         self.emit("Generating training model")
-        model = self._build_model()
-        res.params_count = int(model.count_params())
+        model = self._build_model(res)
         optimizer = None
         with self.strategy.scope():
             if training:
                 optimizer = self._make_optimizer()
                 optimizer.build(model.trainable_variables)
-        step_builder = steps.Steps(model, optimizer, self.strategy, self._step_config())
-        step_fn = step_builder.train_step() if training else step_builder.forward_step()
+        builder = steps.Steps(model, optimizer, self.strategy, self._step_config(r.mode))
+        setup = _Setup(model, optimizer,
+                       builder.train_step() if training else builder.forward_step(),
+                       None)
+        if r.train_and_eval:
+            self.emit("Generating evaluation model")
+            eval_builder = steps.Steps(model, None, self.strategy, self._step_config("eval"))
+            setup.eval_fn = eval_builder.forward_step()
+            setup.eval_inputs = self._images(r.eval_batch_size)
         self.emit("Initializing graph")
-        images = steps.synthetic_images(self.strategy, r.batch_size, r.image_size,
-                                        optimizers.compute_dtype(r.precision))
-        manager = None
-        init_global_step = 0
+        setup.inputs = self._images(r.batch_size)
         if training and p.train_dir:
-            ckpt = self._checkpoint(model, optimizer)
-            manager = tf.train.CheckpointManager(ckpt, p.train_dir,
-                                                 max_to_keep=p.max_ckpts_to_keep,
-                                                 checkpoint_name="model.ckpt")
-            if manager.latest_checkpoint:
-                ckpt.restore(manager.latest_checkpoint).expect_partial()
-                init_global_step = int(optimizer.iterations.numpy())
-        num_timed = max(r.num_batches - init_global_step, 0)
+            ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
+            setup.manager = tf.train.CheckpointManager(
+                ckpt, p.train_dir, max_to_keep=p.max_ckpts_to_keep, checkpoint_name="model.ckpt")
+            if setup.manager.latest_checkpoint:
+                ckpt.restore(setup.manager.latest_checkpoint).expect_partial()
+                setup.init_global_step = int(optimizer.iterations.numpy())
+            if p.summary_verbosity >= 1 and p.save_summaries_steps > 0:
+                setup.summary_writer = tf.summary.create_file_writer(p.train_dir)
+        return setup
 
-        def global_step() -> int:
-            return int(optimizer.iterations.numpy()) if optimizer is not None else 0
-
-        saved = {"step": -1, "time": time.time()}
-
-        def save(gs: int) -> None:
-            if gs != saved["step"]:
-                manager.save(checkpoint_number=gs)
-                saved["step"], saved["time"] = gs, time.time()
-
-        def maybe_checkpoint() -> None:
-            if manager is None:
-                return
-            gs = global_step()
-            if p.save_model_steps and gs % p.save_model_steps == 0:
-                save(gs)
-            elif p.save_model_secs and time.time() - saved["time"] >= p.save_model_secs:
-                save(gs)
+    def _run_train_or_forward(self, res: RunResult) -> None:
+        p, r = self.p, self.r
+        training = r.mode == "training"
+        s = self._setup_train_or_forward(res)
+        checkpoints = _Checkpoints(p, s.manager, s.optimizer)
 
         self.emit("Running warm up")
         warm_start = time.perf_counter()
         for _ in range(r.num_warmup):
             t0 = time.perf_counter()
-            out = step_fn(images).numpy()
+            out = s.step_fn(s.inputs).numpy()
             res.warmup_times.append(time.perf_counter() - t0)
-            self._check_finite(out, res, "warm-up")
-            maybe_checkpoint()
+            self._check_finite(out, "warm-up")
+            checkpoints.maybe_save()
         res.warmup_sec = time.perf_counter() - warm_start if r.num_warmup else None
         res.first_step_sec = res.warmup_times[0] if res.warmup_times else None
+        if p.trace_file:
+            self._trace(s)
         self.emit("Done warm up")
+        for m in self.monitors:
+            m.mark_steady()
 
+        num_timed = max(r.num_batches - s.init_global_step, 0)
+        totals = []
+        for run in range(p.num_runs):
+            if run:
+                if p.cooldown_secs:
+                    time.sleep(p.cooldown_secs)
+                self.emit("Repeat %d of %d" % (run + 1, p.num_runs))
+            totals.append(self._timed_loop(s, res, num_timed, checkpoints))
+        if len(totals) > 1:
+            summary = stats.repeat_summary(totals, p.unstable_threshold_pct)
+            res.extra.update(summary)
+            res.images_per_sec = summary["images_per_sec_median"]
+        if training and s.manager is not None:
+            checkpoints.save(checkpoints.global_step())
+        if r.train_and_eval:
+            self.emit("Done with training")
+            if not res.extra.get("stopped_early"):
+                self.emit("Running final evaluation at global_step %d"
+                          % checkpoints.global_step())
+                self._evaluate(s.eval_fn, s.eval_inputs, self._eval_batches(), res)
+
+    def _timed_loop(self, s: _Setup, res: RunResult, num_timed: int,
+                    checkpoints: "_Checkpoints") -> float:
+        """One measurement: num_timed steps with Step lines; returns total images/sec."""
+        p, r = self.p, self.r
+        training = r.mode == "training"
         with_acc = p.print_training_accuracy or not training
         self.emit(classic_log.step_header(p.loss_type_to_report, with_acc))
         loss_index = 0 if p.loss_type_to_report == "base_loss" else 1
+        eval_due = eval_steps_during_training(
+            p, r.global_batch, r.num_batches, r.num_epochs,
+            registry.NUM_TRAIN_EXAMPLES[r.spec.dataset]) if r.train_and_eval else set()
+        times: list[float] = []
+        out = None
+        paused = 0.0
         loop_start = time.perf_counter()
         for i in range(num_timed):
             t0 = time.perf_counter()
-            out = step_fn(images).numpy()
+            out = s.step_fn(s.inputs).numpy()
             elapsed = time.perf_counter() - t0
+            times.append(elapsed)
             res.step_times.append(elapsed)
             if res.first_step_sec is None:
                 res.first_step_sec = elapsed
@@ -275,33 +421,77 @@ class Benchmark:
             if with_acc:
                 res.top_1_accuracy, res.top_5_accuracy = float(out[2]), float(out[3])
             if classic_log.should_display(i, p.display_every):
-                self._check_finite(out, res, "step %d" % (i + 1))
-                mean, pm, jitter = classic_log.perf_stats(r.global_batch, res.step_times,
+                self._check_finite(out, "step %d" % (i + 1))
+                mean, pm, jitter = classic_log.perf_stats(r.global_batch, times,
                                                           p.display_perf_ewma)
                 res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = \
                     mean, pm, jitter
+                accs = (float(out[2]), float(out[3])) if with_acc else (None, None)
                 res.extra.setdefault("display_events", []).append(
                     {"step": i + 1, "images_per_sec": mean, "time": time.time(),
-                     "top_1_accuracy": float(out[2]) if with_acc else None,
-                     "top_5_accuracy": float(out[3]) if with_acc else None})
-                self.emit(classic_log.step_line(
-                    i + 1, mean, pm, jitter, loss,
-                    *( (float(out[2]), float(out[3])) if with_acc else ())))
+                     "top_1_accuracy": accs[0], "top_5_accuracy": accs[1]})
+                self.emit(classic_log.step_line(i + 1, mean, pm, jitter, loss, *accs))
             if training:
-                maybe_checkpoint()
-            res.wall_time = time.perf_counter() - loop_start
-        res.wall_time = time.perf_counter() - loop_start
-        if res.step_times:
-            self._check_finite(out, res, "step %d" % len(res.step_times))
-            mean, pm, jitter = classic_log.perf_stats(r.global_batch, res.step_times,
-                                                      p.display_perf_ewma)
-            res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = \
-                mean, pm, jitter
-            res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
-        if manager is not None:
-            save(global_step())
+                checkpoints.maybe_save()
+                self._write_summaries(s, out, checkpoints.global_step())
+            if (i + 1) in eval_due:
+                pause = time.perf_counter()
+                self.emit("Running evaluation at global_step %d" % checkpoints.global_step())
+                top_1 = self._evaluate(s.eval_fn, s.eval_inputs, self._eval_batches(), res)
+                paused += time.perf_counter() - pause
+                if p.stop_at_top_1_accuracy is not None and top_1 >= p.stop_at_top_1_accuracy:
+                    self.emit("Stopping, as eval accuracy at least %s was reached"
+                              % p.stop_at_top_1_accuracy)
+                    res.extra["stopped_early"] = True
+                    break
+                self.emit("Resuming training")
+            res.wall_time = time.perf_counter() - loop_start - paused
+        res.wall_time = time.perf_counter() - loop_start - paused
+        if not times:
+            return 0.0
+        self._check_finite(out, "step %d" % len(times))
+        mean, pm, jitter = classic_log.perf_stats(r.global_batch, times, p.display_perf_ewma)
+        res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = mean, pm, jitter
+        res.images_per_sec = len(times) * r.global_batch / res.wall_time
+        return res.images_per_sec
 
-    def _check_finite(self, out: np.ndarray, res: RunResult, where: str) -> None:
+    def _eval_batches(self) -> int:
+        p, r = self.p, self.r
+        eval_params = p.replace(num_batches=p.num_eval_batches if p.num_eval_batches is not None
+                                else (None if p.num_eval_epochs is not None else p.num_batches),
+                                num_epochs=p.num_eval_epochs)
+        global_eval = r.eval_batch_size * r.device.num_devices
+        return params_lib.num_batches_and_epochs(
+            eval_params, global_eval, registry.NUM_EVAL_EXAMPLES[r.spec.dataset])[0]
+
+    def _write_summaries(self, s: _Setup, out: np.ndarray, global_step: int) -> None:
+        p = self.p
+        if s.summary_writer is None or global_step % p.save_summaries_steps:
+            return
+        with s.summary_writer.as_default(step=global_step):
+            opt = s.optimizer
+            inner = getattr(opt, "inner_optimizer", opt)
+            tf.summary.scalar("learning_rate", inner.learning_rate)
+            tf.summary.scalar(p.loss_type_to_report,
+                              float(out[0 if p.loss_type_to_report == "base_loss" else 1]))
+            if hasattr(opt, "dynamic_scale"):
+                tf.summary.scalar("loss_scale", opt.dynamic_scale)
+            if p.print_training_accuracy:
+                tf.summary.scalar("top_1_accuracy", float(out[2]))
+                tf.summary.scalar("top_5_accuracy", float(out[3]))
+            if p.summary_verbosity >= 2:
+                for v in s.model.trainable_variables:
+                    tf.summary.histogram(v.path, v)
+        s.summary_writer.flush()
+
+    def _trace(self, s: _Setup) -> None:
+        """A TensorFlow profiler trace of a few untimed steps after warm-up (TensorBoard)."""
+        from tfbench import tracing
+        self.emit("Dumping trace to %s" % self.p.trace_file)
+        tracing.trace_steps(lambda: s.step_fn(s.inputs).numpy(), self.p.trace_file,
+                            chrome_json=self.p.use_chrome_trace_format)
+
+    def _check_finite(self, out: np.ndarray, where: str) -> None:
         if not np.all(np.isfinite(out[:2])):
             raise NanLoss("Loss became %s at %s of %s (%s, batch %d): use loss scaling "
                           "(--fp16_enable_auto_loss_scale) or a lower learning rate "
@@ -310,46 +500,113 @@ class Benchmark:
                              self.r.spec.name, self.r.precision, self.r.batch_size))
 
     # ------------------------------------------------------------------------------------
-    def _run_eval(self, res: RunResult) -> None:
+    def _evaluate(self, step_fn, inputs, num_batches: int, res: RunResult) -> float:
+        """Runs eval batches with progress lines and the Accuracy line; returns top-1."""
         p, r = self.p, self.r
-        self.emit("Generating evaluation model")
-        model = self._build_model()
-        res.params_count = int(model.count_params())
-        ckpt = self._checkpoint(model)
-        path = p.train_dir
-        if os.path.isdir(path):
-            path = tf.train.latest_checkpoint(path)
-        elif not tf.io.gfile.exists(path + ".index"):
-            path = None
-        if not path:
-            raise UsageError("Checkpoint not found in %s" % p.train_dir)
-        ckpt.restore(path).expect_partial()
-        self.emit("Successfully loaded model from %s." % path)
-        step_fn = steps.Steps(model, None, self.strategy, self._step_config()).forward_step()
-        images = steps.synthetic_images(self.strategy, r.eval_batch_size, r.image_size,
-                                        optimizers.compute_dtype(r.precision))
-        top1s, top5s = [], []
-        loop_start = time.perf_counter()
-        window_start = loop_start
-        for i in range(r.num_batches):
+        global_eval = r.eval_batch_size * r.device.num_devices
+        top1s, top5s, times = [], [], []
+        window_start = time.perf_counter()
+        for i in range(num_batches):
             t0 = time.perf_counter()
-            out = step_fn(images).numpy()
-            res.step_times.append(time.perf_counter() - t0)
+            out = step_fn(inputs).numpy()
+            times.append(time.perf_counter() - t0)
             top1s.append(float(out[2]))
             top5s.append(float(out[3]))
             if (i + 1) % p.display_every == 0:
                 now = time.perf_counter()
                 self.emit(classic_log.eval_progress_line(
-                    i + 1, p.display_every * r.global_batch / (now - window_start)))
+                    i + 1, p.display_every * global_eval / (now - window_start)))
                 window_start = now
-        res.wall_time = time.perf_counter() - loop_start
-        res.top_1_accuracy = float(np.mean(top1s)) if top1s else 0.0
-        res.top_5_accuracy = float(np.mean(top5s)) if top5s else 0.0
-        res.eval_examples = r.num_batches * r.global_batch
-        self.emit(classic_log.accuracy_line(res.top_1_accuracy, res.top_5_accuracy,
-                                            res.eval_examples))
+        top_1 = float(np.mean(top1s)) if top1s else 0.0
+        top_5 = float(np.mean(top5s)) if top5s else 0.0
+        res.top_1_accuracy, res.top_5_accuracy = top_1, top_5
+        res.eval_examples = num_batches * global_eval
+        res.extra.setdefault("evaluations", []).append(
+            {"top_1_accuracy": top_1, "top_5_accuracy": top_5, "examples": res.eval_examples})
+        self.emit(classic_log.accuracy_line(top_1, top_5, res.eval_examples))
+        return top_1
+
+    def _run_eval(self, res: RunResult) -> None:
+        p, r = self.p, self.r
+        self.emit("Generating evaluation model")
+        model = self._build_model(res)
+        ckpt = tf.train.Checkpoint(model=model)
+        step_fn = steps.Steps(model, None, self.strategy, self._step_config("eval")).forward_step()
+        images = self._images(r.eval_batch_size)
+        evaluated = None
+        while True:
+            path = _latest_checkpoint(p.train_dir)
+            if path is None:
+                raise UsageError("Checkpoint not found in %s" % p.train_dir)
+            if path != evaluated:
+                ckpt.restore(path).expect_partial()
+                self.emit("Successfully loaded model from %s." % path)
+                for m in self.monitors:
+                    m.mark_steady()
+                res.step_times.clear()
+                loop_start = time.perf_counter()
+                self._evaluate(_timed(step_fn, res.step_times), images, r.num_batches, res)
+                res.wall_time = time.perf_counter() - loop_start
+                evaluated = path
+            if not p.eval_interval_secs:
+                break
+            time.sleep(p.eval_interval_secs)
         if res.step_times:
             res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
             mean, pm, jitter = classic_log.perf_stats(r.global_batch, res.step_times)
             res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = \
                 mean, pm, jitter
+
+
+def _timed(step_fn: Callable, times: list[float]) -> Callable:
+    """Wraps a step so each call's duration (with its host fetch) is recorded."""
+    class _Out:
+        def __init__(self, value):
+            self.value = value
+
+        def numpy(self):
+            return self.value
+
+    def call(inputs):
+        t0 = time.perf_counter()
+        value = step_fn(inputs).numpy()
+        times.append(time.perf_counter() - t0)
+        return _Out(value)
+    return call
+
+
+def _latest_checkpoint(path: str) -> Optional[str]:
+    """A directory's latest checkpoint, or a `.../model.ckpt-N` prefix given directly."""
+    if os.path.isdir(path):
+        return tf.train.latest_checkpoint(path)
+    if tf.io.gfile.exists(path + ".index"):
+        return path
+    return None
+
+
+class _Checkpoints:
+    """Periodic (--save_model_steps / --save_model_secs) and final checkpoints, never twice."""
+
+    def __init__(self, p, manager: Optional[tf.train.CheckpointManager], optimizer):
+        self.p = p
+        self.manager = manager
+        self.optimizer = optimizer
+        self.saved_step = -1
+        self.saved_time = time.time()
+
+    def global_step(self) -> int:
+        return int(self.optimizer.iterations.numpy()) if self.optimizer is not None else 0
+
+    def save(self, step: int) -> None:
+        if self.manager is not None and step != self.saved_step:
+            self.manager.save(checkpoint_number=step)
+            self.saved_step, self.saved_time = step, time.time()
+
+    def maybe_save(self) -> None:
+        if self.manager is None:
+            return
+        step = self.global_step()
+        if self.p.save_model_steps and step % self.p.save_model_steps == 0:
+            self.save(step)
+        elif self.p.save_model_secs and time.time() - self.saved_time >= self.p.save_model_secs:
+            self.save(step)
