@@ -127,9 +127,11 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     restore = _install_signal_handlers()
     code = EXIT_OK
     try:
-        from tfbench.runner import Benchmark
-        bench = Benchmark(p, emit)
-        bench.run(result)
+        from tfbench import runner
+        if p.diagnose_input:
+            runner.diagnose_input(p, emit, result)
+        else:
+            runner.Benchmark(p, emit).run(result)
     except TfbenchError as exc:
         result.status, result.error, code = exc.status, str(exc), exc.exit_code
     except KeyboardInterrupt:

@@ -43,13 +43,25 @@ class Resolved:
     xla: bool
     train_and_eval: bool
     notices: list[str]
+    real_data: bool = False
 
 
 def resolve(p) -> Resolved:
     """Applies defaults, the device plan and the model registry to Params."""
+    from tfbench import data
+    real = data.is_real_data(p)
+    if (p.data_only or p.diagnose_input) and not real:
+        raise UsageError("--%s needs real data: give --data_dir (and not --use_synthetic_data)"
+                         % ("data_only" if p.data_only else "diagnose_input"))
     dataset = p.data_name if p.data_name in (registry.IMAGENET, registry.CIFAR10) else None
+    if real and dataset is None:
+        guessed = data.resolve_data_name(p)
+        dataset = guessed if guessed in (registry.IMAGENET, registry.CIFAR10) else None
     spec = registry.get(p.model, dataset)
     notices: list[str] = []
+    if p.use_synthetic_data and p.data_dir:
+        notices.append("--use_synthetic_data: synthetic inputs, --data_dir=%s not read"
+                       % p.data_dir)
     if dataset is None and spec.dataset != registry.IMAGENET:
         notices.append("Model %s exists only for %s: using --data_name=%s"
                        % (p.model, spec.dataset, spec.dataset))
@@ -61,6 +73,8 @@ def resolve(p) -> Resolved:
     batch = p.batch_size or spec.batch_size
     eval_batch = p.eval_batch_size or batch
     mode = "eval" if p.eval else ("forward_only" if p.forward_only else "training")
+    if p.data_only:
+        mode = "data_only"
     accum = p.accum_steps if mode == "training" else 1
     if p.accum_steps > 1 and mode != "training":
         notices.append("--accum_steps applies to training only; ignored in %s mode" % mode)
@@ -69,14 +83,17 @@ def resolve(p) -> Resolved:
                        "(%d images per device per step)" % (accum, batch, accum * batch))
     per_step_batch = (eval_batch if mode == "eval" else batch) * accum
     global_batch = per_step_batch * plan.num_devices
-    counts = registry.NUM_EVAL_EXAMPLES if mode == "eval" else registry.NUM_TRAIN_EXAMPLES
+    if real:
+        examples = data.num_examples(p, spec.dataset, train=mode != "eval")
+    else:
+        counts = registry.NUM_EVAL_EXAMPLES if mode == "eval" else registry.NUM_TRAIN_EXAMPLES
+        examples = counts[spec.dataset]
     if mode == "eval" and (p.num_eval_batches is not None or p.num_eval_epochs is not None):
         eval_params = p.replace(num_batches=p.num_eval_batches, num_epochs=p.num_eval_epochs)
         num_batches, num_epochs = params_lib.num_batches_and_epochs(
-            eval_params, global_batch, counts[spec.dataset])
+            eval_params, global_batch, examples)
     else:
-        num_batches, num_epochs = params_lib.num_batches_and_epochs(
-            p, global_batch, counts[spec.dataset])
+        num_batches, num_epochs = params_lib.num_batches_and_epochs(p, global_batch, examples)
     xla = bool(p.xla or p.xla_compile)
     train_and_eval = mode == "training" and bool(
         p.eval_during_training_every_n_steps or p.eval_during_training_every_n_epochs
@@ -89,7 +106,7 @@ def resolve(p) -> Resolved:
     return Resolved(spec, plan, precision, p.image_size or spec.image_size, batch, eval_batch,
                     global_batch, num_batches, num_epochs,
                     0 if mode == "eval" else params_lib.num_warmup_batches(p), mode, xla,
-                    train_and_eval, notices)
+                    train_and_eval, notices, real)
 
 
 def _graph_only_flags(p) -> list[str]:
@@ -167,14 +184,21 @@ class Benchmark:
         try:
             if r.mode == "eval":
                 self._run_eval(res)
+            elif r.mode == "data_only":
+                self._run_data_only(res)
             else:
                 self._run_train_or_forward(res)
-        except tf.errors.ResourceExhaustedError as exc:
-            raise OutOfMemory(
-                "Out of memory running %s at batch size %d per device in %s: reduce "
-                "--batch_size, use --accum_steps to keep the effective batch, or use mixed "
-                "precision (--precision=bf16 or fp16)" % (r.spec.name, r.batch_size,
-                                                          r.precision)) from exc
+        except (tf.errors.OpError, StopIteration) as exc:
+            from tfbench import data
+            if isinstance(exc, tf.errors.ResourceExhaustedError):
+                raise OutOfMemory(
+                    "Out of memory running %s at batch size %d per device in %s: reduce "
+                    "--batch_size, use --accum_steps to keep the effective batch, or use mixed "
+                    "precision (--precision=bf16 or fp16)" % (r.spec.name, r.batch_size,
+                                                              r.precision)) from None
+            if r.real_data and data.is_data_error(exc):
+                raise data.data_error(exc, p, r.mode == "training") from None
+            raise
         finally:
             self._finish_measurements(res, env_before)
         return res
@@ -248,7 +272,8 @@ class Benchmark:
         res.num_batches = r.num_batches
         res.num_warmup_batches = r.num_warmup
         res.accum_steps = p.accum_steps if r.mode == "training" else 1
-        res.data_source = "synthetic"
+        from tfbench import data
+        res.data_source = data.data_source_label(p)
         res.tf_version = tf.__version__
         res.keras_version = keras.__version__
         res.extra["device_name"] = devices.device_name(r.device)
@@ -260,11 +285,12 @@ class Benchmark:
 
     def _print_header(self, sp: strategy_lib.StrategyPlan) -> None:
         p, r = self.p, self.r
-        mode = classic_log.mode_label(r.mode == "forward_only", r.mode == "eval",
-                                      r.train_and_eval)
+        from tfbench import data
+        mode = "input pipeline only" if r.mode == "data_only" else classic_log.mode_label(
+            r.mode == "forward_only", r.mode == "eval", r.train_and_eval)
         for line in classic_log.header_lines(
                 tf_version=tf.__version__, model=r.spec.header_name,
-                dataset="%s (synthetic)" % r.spec.dataset, mode=mode,
+                dataset=data.describe(p, r.spec.dataset), mode=mode,
                 batch_size=r.eval_batch_size if r.mode == "eval" else r.batch_size,
                 global_batch_size=r.global_batch, num_batches=r.num_batches,
                 num_epochs=r.num_epochs, devices=r.device.names,
@@ -316,6 +342,21 @@ class Benchmark:
         return steps.synthetic_images(self.strategy, batch_size, self.r.image_size,
                                       optimizers.compute_dtype(self.r.precision))
 
+    def _dataset(self, batch_per_replica: int, train: bool):
+        """This worker's tf.data pipeline: one step's batch over all local replicas."""
+        from tfbench import data
+        r = self.r
+        return data.make_dataset(self.p, dataset_name=r.spec.dataset, image_size=r.image_size,
+                                 batch_size=batch_per_replica * r.device.num_devices,
+                                 train=train, dtype=optimizers.compute_dtype(r.precision))
+
+    def _inputs(self, batch_per_replica: int, train: bool):
+        """(step inputs, from_iterator): synthetic per-replica images or a distributed iterator."""
+        if not self.r.real_data:
+            return self._images(batch_per_replica), False
+        dataset = self._dataset(batch_per_replica, train)
+        return iter(self.strategy.experimental_distribute_dataset(dataset)), True
+
     # ------------------------------------------------------------------------------------
     def _setup_train_or_forward(self, res: RunResult) -> _Setup:
         p, r = self.p, self.r
@@ -328,16 +369,17 @@ class Benchmark:
                 optimizer = self._make_optimizer()
                 optimizer.build(model.trainable_variables)
         builder = steps.Steps(model, optimizer, self.strategy, self._step_config(r.mode))
+        accum = p.accum_steps if training else 1
+        inputs, from_iterator = self._inputs(r.batch_size * accum, train=True)
         setup = _Setup(model, optimizer,
-                       builder.train_step() if training else builder.forward_step(),
-                       None)
+                       builder.train_step(from_iterator) if training
+                       else builder.forward_step(from_iterator), inputs)
         if r.train_and_eval:
             self.emit("Generating evaluation model")
             eval_builder = steps.Steps(model, None, self.strategy, self._step_config("eval"))
-            setup.eval_fn = eval_builder.forward_step()
-            setup.eval_inputs = self._images(r.eval_batch_size)
+            setup.eval_inputs, eval_iter = self._inputs(r.eval_batch_size, train=False)
+            setup.eval_fn = eval_builder.forward_step(eval_iter)
         self.emit("Initializing graph")
-        setup.inputs = self._images(r.batch_size)
         if training and p.train_dir:
             ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
             setup.manager = tf.train.CheckpointManager(
@@ -499,6 +541,36 @@ class Benchmark:
                           % ("NaN" if np.isnan(out[:2]).any() else "Inf", where,
                              self.r.spec.name, self.r.precision, self.r.batch_size))
 
+    def _run_data_only(self, res: RunResult) -> None:
+        """--data_only: the input pipeline alone, in the classic log format."""
+        p, r = self.p, self.r
+        self.emit("Generating input pipeline")
+        iterator = iter(self._dataset(r.batch_size, train=True))
+        self.emit("Running warm up")
+        for _ in range(r.num_warmup):
+            t0 = time.perf_counter()
+            next(iterator)
+            res.warmup_times.append(time.perf_counter() - t0)
+        self.emit("Done warm up")
+        for m in self.monitors:
+            m.mark_steady()
+        self.emit(classic_log.step_header(p.loss_type_to_report, False))
+        loop_start = time.perf_counter()
+        for i in range(r.num_batches):
+            t0 = time.perf_counter()
+            next(iterator)
+            res.step_times.append(time.perf_counter() - t0)
+            if classic_log.should_display(i, p.display_every):
+                mean, pm, jitter = classic_log.perf_stats(r.global_batch, res.step_times,
+                                                          p.display_perf_ewma)
+                self.emit(classic_log.step_line(i + 1, mean, pm, jitter, 0.0))
+        res.wall_time = time.perf_counter() - loop_start
+        res.first_step_sec = (res.warmup_times or res.step_times or [None])[0]
+        mean, pm, jitter = classic_log.perf_stats(r.global_batch, res.step_times,
+                                                  p.display_perf_ewma)
+        res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = mean, pm, jitter
+        res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
+
     # ------------------------------------------------------------------------------------
     def _evaluate(self, step_fn, inputs, num_batches: int, res: RunResult) -> float:
         """Runs eval batches with progress lines and the Accuracy line; returns top-1."""
@@ -531,8 +603,9 @@ class Benchmark:
         self.emit("Generating evaluation model")
         model = self._build_model(res)
         ckpt = tf.train.Checkpoint(model=model)
-        step_fn = steps.Steps(model, None, self.strategy, self._step_config("eval")).forward_step()
-        images = self._images(r.eval_batch_size)
+        images, from_iterator = self._inputs(r.eval_batch_size, train=False)
+        step_fn = steps.Steps(model, None, self.strategy,
+                              self._step_config("eval")).forward_step(from_iterator)
         evaluated = None
         while True:
             path = _latest_checkpoint(p.train_dir)
@@ -610,3 +683,27 @@ class _Checkpoints:
             self.save(step)
         elif self.p.save_model_secs and time.time() - self.saved_time >= self.p.save_model_secs:
             self.save(step)
+
+
+def diagnose_input(p, emit: Emit, result: RunResult) -> RunResult:
+    """--diagnose_input: the same configuration on the input pipeline alone, on synthetic data
+    and on real data (last, so the log ends like a real-data run), then a one-line verdict."""
+    from tfbench import data
+    base = p.replace(diagnose_input=False)
+    figures = {}
+    for label, key, variant in (
+            ("the input pipeline alone", "input_only_images_per_sec",
+             base.replace(data_only=True)),
+            ("synthetic data", "synthetic_images_per_sec",
+             base.replace(use_synthetic_data=True))):
+        emit("Input diagnosis: %s" % label)
+        figures[key] = Benchmark(variant, emit).run(RunResult()).images_per_sec
+    emit("Input diagnosis: real data")
+    Benchmark(base, emit).run(result)
+    bound, line = data.input_bound_verdict(figures["synthetic_images_per_sec"],
+                                           result.images_per_sec,
+                                           figures["input_only_images_per_sec"])
+    result.extra.update(figures)
+    result.extra["input_bound"] = bound
+    result.extra["input_verdict_line"] = line
+    return result

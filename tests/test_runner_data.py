@@ -1,0 +1,96 @@
+"""Real data through the runner: header, data-only log, input diagnosis, faults."""
+
+import csv
+
+import pytest
+
+from helpers import run_cli, run_inprocess
+from tfbench.data.fake_imagenet import write_fake_imagenet
+
+BASE = ["--device=cpu", "--model=trivial", "--image_size=32", "--batch_size=4",
+        "--num_batches=3", "--num_warmup_batches=1", "--json_dir="]
+
+
+@pytest.fixture(scope="module")
+def fake_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fake_imagenet")
+    write_fake_imagenet(str(out), num_train=32, num_validation=16, num_shards=2, seed=1,
+                        image_size=48)
+    return str(out)
+
+
+def test_real_data_header_and_csv(tmp_path, fake_dir):
+    code, lines = run_inprocess(BASE + ["--data_dir=" + fake_dir, "--csv_file=r.csv"], tmp_path)
+    assert code == 0, lines
+    assert "Dataset:     imagenet" in lines
+    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    assert row["data_source"] == "imagenet_tfrecord" and row["status"] == "ok"
+
+
+def test_use_synthetic_data_overrides_data_dir(tmp_path, fake_dir):
+    code, lines = run_inprocess(BASE + ["--data_dir=" + fake_dir, "--use_synthetic_data",
+                                        "--csv_file="], tmp_path)
+    assert code == 0
+    assert "Dataset:     imagenet (synthetic)" in lines
+    assert any(l.startswith("--use_synthetic_data: synthetic inputs") for l in lines)
+
+
+def test_data_only_uses_the_classic_format(tmp_path, fake_dir):
+    code, lines = run_inprocess(BASE + ["--data_dir=" + fake_dir, "--data_only",
+                                        "--csv_file="], tmp_path)
+    assert code == 0, lines
+    assert "Mode:        input pipeline only" in lines
+    steps = [l for l in lines if l[:1].isdigit() and "images/sec:" in l]
+    assert [s.split("\t")[0] for s in steps] == ["1"]
+    assert steps[0].endswith("\t0.000")
+    assert lines[-2].startswith("total images/sec: ")
+
+
+def test_eval_on_real_data(tmp_path, fake_dir):
+    train_dir = str(tmp_path / "ckpt")
+    assert run_inprocess(BASE + ["--data_dir=" + fake_dir, "--train_dir=" + train_dir,
+                                 "--csv_file="], tmp_path)[0] == 0
+    code, lines = run_inprocess(BASE + ["--data_dir=" + fake_dir, "--train_dir=" + train_dir,
+                                        "--eval", "--csv_file="], tmp_path)
+    assert code == 0, lines
+    assert any(l.startswith("Accuracy @ 1 = ") and l.endswith("[12 examples]") for l in lines)
+
+
+def test_diagnose_input_writes_three_figures(tmp_path, fake_dir):
+    code, lines = run_inprocess(BASE + ["--data_dir=" + fake_dir, "--diagnose_input",
+                                        "--csv_file=d.csv"], tmp_path)
+    assert code == 0, lines
+    verdict = [l for l in lines if l.startswith("Input diagnosis: ") and "images/sec" in l]
+    assert len(verdict) == 1 and "synthetic" in verdict[0] and "real data" in verdict[0]
+    row = list(csv.DictReader(open(tmp_path / "d.csv")))[0]
+    for key in ("synthetic_images_per_sec", "input_only_images_per_sec", "images_per_sec"):
+        assert float(row[key]) > 0
+    assert row["input_bound"] in ("0", "1")
+
+
+def test_data_only_needs_real_data(tmp_path):
+    code, out, err = run_cli(["--device=cpu", "--data_only", "--csv_file="], tmp_path,
+                             merged=False)
+    assert code == 2 and "--data_only needs real data" in err and "Traceback" not in err
+
+
+def test_missing_data_dir_is_a_clear_error(tmp_path):
+    code, out, err = run_cli(["--device=cpu", "--data_dir=%s" % (tmp_path / "nope"),
+                              "--data_name=imagenet", "--csv_file="], tmp_path, merged=False)
+    assert code == 2, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("tfbench: error:") and "nope" in last and "Traceback" not in err
+
+
+def test_corrupt_record_names_the_file(tmp_path, fake_dir):
+    import shutil
+    bad = tmp_path / "bad"
+    shutil.copytree(fake_dir, bad)
+    victim = sorted(p for p in bad.iterdir() if p.name.startswith("train-"))[0]
+    data = bytearray(victim.read_bytes())
+    data[20:60] = b"\xff" * 40
+    victim.write_bytes(bytes(data))
+    code, lines = run_inprocess(BASE + ["--data_dir=%s" % bad, "--csv_file=r.csv"], tmp_path)
+    assert code == 2
+    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    assert row["status"] == "error" and victim.name in row["error"]
