@@ -1,0 +1,71 @@
+"""The results CSV: schema, concurrent appends, older-schema migration, atomic JSON."""
+
+import csv
+import json
+import multiprocessing
+import os
+
+from tfbench import csv_out
+from tfbench.results import RunResult
+
+
+def _result(i: int) -> RunResult:
+    res = RunResult(model="m%d" % i, mode="training", batch_size=i, images_per_sec=float(i))
+    res.extra["latency_ms_p50"] = 1.5
+    res.extra["not_a_column"] = "ignored"
+    return res
+
+
+def test_row_has_every_column_and_formats_values():
+    row = csv_out.row_for(_result(3))
+    assert list(row) == list(csv_out.COLUMN_NAMES)
+    assert row["model"] == "m3" and row["batch_size"] == "3"
+    assert row["images_per_sec"] == "3" and row["latency_ms_p50"] == "1.5"
+    assert row["xla"] == "0" and row["final_loss"] == ""
+    assert row["schema_version"] == str(csv_out.SCHEMA_VERSION)
+
+
+def _append_many(args):
+    path, start = args
+    for i in range(start, start + 25):
+        csv_out.append_row(path, _result(i))
+
+
+def test_concurrent_appends_never_interleave(tmp_path):
+    path = str(tmp_path / "r.csv")
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        pool.map(_append_many, [(path, k * 100) for k in range(4)])
+    with open(path) as handle:
+        text = handle.read()
+    rows = list(csv.DictReader(text.splitlines()))
+    assert len(rows) == 100
+    assert text.count("schema_version") == 1
+    assert sorted(int(r["batch_size"]) for r in rows) == sorted(
+        k * 100 + i for k in range(4) for i in range(25))
+    assert all(len(r) == len(csv_out.COLUMN_NAMES) for r in rows)
+
+
+def test_older_schema_is_migrated_with_a_notice(tmp_path):
+    path = tmp_path / "old.csv"
+    path.write_text("run_id,model,images_per_sec\nabc,resnet50,123.4\n")
+    notice = csv_out.append_row(str(path), _result(1))
+    assert "older column set" in notice and "1 rows kept" in notice
+    rows = list(csv.DictReader(open(path)))
+    assert [r["model"] for r in rows] == ["resnet50", "m1"]
+    assert rows[0]["images_per_sec"] == "123.4" and rows[0]["status"] == ""
+
+
+def test_unknown_schema_moves_the_file_aside(tmp_path):
+    path = tmp_path / "other.csv"
+    path.write_text("foo,bar\n1,2\n")
+    notice = csv_out.append_row(str(path), _result(1))
+    assert "moved to" in notice
+    assert os.path.exists(str(path) + ".unknown-schema.bak")
+    assert len(list(csv.DictReader(open(path)))) == 1
+
+
+def test_json_written_atomically(tmp_path):
+    path = tmp_path / "sub" / "x.json"
+    csv_out.write_json_atomic(str(path), {"a": 1})
+    assert json.load(open(path)) == {"a": 1}
+    assert [p.name for p in path.parent.iterdir()] == ["x.json"]
