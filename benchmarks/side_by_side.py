@@ -58,6 +58,7 @@ class BenchConfig:
     num_batches: int
     num_warmup_batches: int
     forward_only: bool = False
+    init_learning_rate: Optional[float] = None
 
     @property
     def mode(self) -> str:
@@ -71,26 +72,33 @@ class BenchConfig:
                 "--device=cpu", "--data_format=NHWC"]
         if self.forward_only:
             args.append("--forward_only")
+        if self.init_learning_rate is not None:
+            args.append("--init_learning_rate=%g" % self.init_learning_rate)
         return args
 
 
 def _cfg(model: str, mode: str, batch_size: int, num_batches: int, warmup: int,
-         suffix: str = "") -> BenchConfig:
+         suffix: str = "", lr: Optional[float] = None) -> BenchConfig:
     return BenchConfig("%s/%s%s" % (model, mode, suffix), model, batch_size, num_batches, warmup,
-                       forward_only=(mode == "forward"))
+                       forward_only=(mode == "forward"), init_learning_rate=lr)
 
+
+# Models without batch norm diverge on the unnormalised synthetic images at their default LR:
+# legacy keeps timing NaN steps (whose speed need not match finite ones), tfbench stops
+# with an error. A tiny constant LR, given to both, keeps both finite; it does not change the work.
+NO_DIVERGENCE_LR = 1e-6
 
 # Native image sizes (trivial 227, lenet 28, resnet50/vgg16 224, inception3 299); the slow models
 # get small batches and few steps instead of a smaller image, which the legacy script cannot take.
 DEFAULT_CONFIGS: tuple[BenchConfig, ...] = (
     _cfg("trivial", "train", 32, 200, 10),
     _cfg("trivial", "forward", 32, 200, 10),
-    _cfg("lenet", "train", 32, 200, 10),
+    _cfg("lenet", "train", 32, 200, 10, lr=NO_DIVERGENCE_LR),
     _cfg("lenet", "forward", 32, 200, 10),
     _cfg("resnet50", "train", 32, 20, 5),
     _cfg("resnet50", "forward", 32, 30, 5),
     _cfg("resnet50", "forward", 1, 100, 10, suffix="_bs1"),
-    _cfg("vgg16", "train", 16, 10, 3),
+    _cfg("vgg16", "train", 16, 10, 3, lr=NO_DIVERGENCE_LR),
     _cfg("vgg16", "forward", 16, 20, 3),
     _cfg("inception3", "train", 16, 10, 3),
     _cfg("inception3", "forward", 16, 20, 3),
@@ -104,7 +112,7 @@ QUICK_SLOW_BATCH = 2
 
 
 def quick_variant(config: BenchConfig) -> BenchConfig:
-    """The --quick version of a configuration: batch ≤ 8 (2 for big models), 3 steps, 1 warm-up."""
+    """The --quick version of a config: batch <= 8 (2 for big models), 3 steps, 1 warm-up."""
     batch = min(config.batch_size, _QUICK_BATCH.get(config.model, QUICK_SLOW_BATCH))
     return dataclasses.replace(config, batch_size=batch, num_batches=QUICK_NUM_BATCHES,
                                num_warmup_batches=QUICK_WARMUP)

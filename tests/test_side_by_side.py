@@ -132,6 +132,16 @@ def test_config_args_are_the_shared_flags():
                         "--num_warmup_batches=1", "--device=cpu", "--data_format=NHWC",
                         "--forward_only"]
     assert c.mode == "forward"
+    lr = sbs.BenchConfig("lenet/train", "lenet", 32, 200, 10, init_learning_rate=1e-6)
+    assert lr.args()[-1] == "--init_learning_rate=1e-06"
+
+
+def test_models_without_batch_norm_train_at_the_no_divergence_lr():
+    by_name = {c.name: c for c in sbs.DEFAULT_CONFIGS}
+    for name in ("lenet/train", "vgg16/train"):
+        assert by_name[name].init_learning_rate == sbs.NO_DIVERGENCE_LR
+    assert by_name["resnet50/train"].init_learning_rate is None
+    assert sbs.quick_variant(by_name["vgg16/train"]).init_learning_rate == sbs.NO_DIVERGENCE_LR
 
 
 def test_programs_command_gives_tfbench_an_empty_csv_file_only():
