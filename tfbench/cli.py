@@ -151,6 +151,9 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         _error_line("could not write results: %s" % exc)
         return code or 1
     if code != EXIT_OK:
+        if result.step_times:
+            emit("Measured before the stop: %d timed steps, %.2f images/sec"
+                 % (len(result.step_times), result.images_per_sec))
         for line in lines:
             emit(line)
         message = result.error

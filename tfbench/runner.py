@@ -228,6 +228,9 @@ class Benchmark:
         for m in self.monitors:
             m.stop()
         timed_images = len(res.step_times) * self.r.global_batch
+        if not res.images_per_sec and res.step_times and res.wall_time:
+            # Stopped early (interrupt, NaN): the steps already timed still count.
+            res.images_per_sec = timed_images / res.wall_time
         ips = res.images_per_sec or None
         if res.gflops_per_image and ips:
             # Training costs about 3x the forward pass (forward + two backward matmuls).

@@ -1,0 +1,40 @@
+"""SIGINT / SIGTERM: steps already timed are reported and written with status=interrupted."""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import ROOT
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_writes_partial_results(tmp_path, signum, code):
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tfbench", "--device=cpu", "--model=trivial", "--image_size=32",
+         "--batch_size=4", "--num_batches=1000000", "--num_warmup_batches=1",
+         "--display_every=1", "--csv_file=r.csv"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    seen = 0
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if line[:1].isdigit() and "images/sec:" in line:
+            seen += 1
+            if seen == 5:
+                break
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
+    assert "Measured before the stop: " in out
+    assert err.strip().splitlines()[-1] == "tfbench: error: interrupted by %s" % \
+        signal.Signals(signum).name
+    assert "Traceback" not in err
+    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    assert row["status"] == "interrupted"
+    assert int(row["steps_run"]) >= 5 and float(row["images_per_sec"]) > 0
