@@ -692,6 +692,7 @@ def diagnose_input(p, emit: Emit, result: RunResult) -> RunResult:
     """--diagnose_input: the same configuration on the input pipeline alone, on synthetic data
     and on real data (last, so the log ends like a real-data run), then a one-line verdict."""
     from tfbench import data
+    resolve(p)  # validates the configuration before three runs start
     base = p.replace(diagnose_input=False)
     figures = {}
     for label, key, variant in (
