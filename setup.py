@@ -31,6 +31,7 @@ setup(
     extras_require={
         "cpu": ["tensorflow-cpu" + TF_RANGE],
         "gpu": ["tensorflow[and-cuda]" + TF_RANGE],
+        "tfds": ["tensorflow-datasets"],
         "test": ["pytest>=7"],
     },
     entry_points={
