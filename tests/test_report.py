@@ -173,3 +173,13 @@ def test_timeseries_with_samples_per_monitor_and_gpu(tmp_path):
     assert [line.get_label() for line in temp_ax.lines] == ["GPU 0 temperature",
                                                             "GPU 1 temperature"]
     assert list(temp_ax.lines[1].get_ydata()) == [51.0, 51.5, 52.0]
+
+
+def test_timeseries_falls_back_to_host_cpu_utilisation(tmp_path):
+    row = {"model": "m", "device_name": "", "device_kind": "cpu", "num_devices": 1,
+           "batch_size": 2, "global_batch_size": 2, "run_id": "x", "precision": "fp32"}
+    samples = {"host": [{"t": 0.0, "cpu_util_pct": 10.0}, {"t": 0.25, "cpu_util_pct": 90.0}]}
+    fig = plots.timeseries_plot({"step_times": [0.1] * 3, "extra": {"samples": samples}}, row,
+                                str(tmp_path / "a.png"))
+    assert fig.axes[1].get_ylabel() == "Host CPU utilisation (%)"
+    assert "no temperature samples" in fig.axes[0].get_title()

@@ -197,6 +197,17 @@ def test_classify_failure(code, tail, status):
     assert sweep.classify_failure(sweep.ChildOutcome(code, 1.0), tail)[0] == status
 
 
+def test_abort_under_a_memory_cap_is_oom():
+    tail = "terminate called after throwing an instance of 'dnnl::error'\n  what():  could not" \
+        " create a primitive"
+    outcome = sweep.ChildOutcome(-6, 1.0)
+    assert sweep.classify_failure(outcome, tail)[0] == "error"
+    status, error = sweep.classify_failure(outcome, tail, memory_capped=True)
+    assert status == "oom"
+    assert error == "killed by SIGABRT under the memory cap (allocation failure): what():  " \
+                    "could not create a primitive"
+
+
 def test_classify_failure_message_has_last_line_and_exit_code():
     status, error = sweep.classify_failure(sweep.ChildOutcome(1, 1.0), "a\nRuntimeError: x\n\n")
     assert (status, error) == ("error", "RuntimeError: x (exit code 1)")

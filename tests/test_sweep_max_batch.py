@@ -135,6 +135,20 @@ def test_finder_with_memory_capped_children(tmp_path):
     assert "probes done" in err.getvalue()
 
 
+def test_max_batch_rows_values():
+    stopped = sweep.SearchResult(32, [(32, "ok"), (64, "error")], error="probe failed")
+    rows = sweep.max_batch_rows([
+        sweep.MaxBatchResult({"model": "m"}, sweep.SearchResult(48, [(48, "ok")]),
+                             {"images_per_sec": "10.5", "peak_mem_gb": ""}),
+        sweep.MaxBatchResult({"model": "m"}, sweep.SearchResult(None, [(1, "oom")]), None),
+        sweep.MaxBatchResult({"model": "m"}, sweep.SearchResult(64, [], True), None),
+        sweep.MaxBatchResult({"model": "m"}, stopped, None)])
+    assert [r["max_batch_size"] for r in rows] == ["48", "none fits", ">= 64 (limit)",
+                                                   ">= 32 (search stopped)"]
+    assert rows[0]["images_per_sec"] == 10.5 and rows[0]["peak_mem_gb"] is None
+    assert rows[3]["probes"] == "32:ok 64:error" and rows[3]["error"] == "probe failed"
+
+
 def test_finder_refuses_a_batch_size_sweep():
     with pytest.raises(errors.UsageError, match="searches batch_size itself"):
         sweep_cli.run(["--find_max_batch_size", "--sweep=batch_size=1,2"], child_cmd=["false"])

@@ -276,7 +276,11 @@ def run_child(cmd: Sequence[str], log_path: str, memory_limit_mb: Optional[int] 
     row) and the outcome carries the exception for the caller to re-raise.
     """
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # The child imports the same tfbench as this process, installed or not.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.environ.get("PYTHONPATH")
+    env = dict(os.environ, PYTHONUNBUFFERED="1",
+               PYTHONPATH=root + (os.pathsep + path if path else ""))
     start = time.monotonic()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT,
@@ -310,8 +314,14 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def classify_failure(outcome: ChildOutcome, tail: str) -> tuple[str, str]:
-    """(status, error) of a child that wrote no row of its own."""
+def classify_failure(outcome: ChildOutcome, tail: str,
+                     memory_capped: bool = False) -> tuple[str, str]:
+    """(status, error) of a child that wrote no row of its own.
+
+    Under an address-space cap (--child_memory_limit_mb), native libraries report a failed
+    allocation by aborting (oneDNN: 'could not create a primitive', C++: std::bad_alloc), so an
+    abort or segfault of a capped child counts as oom.
+    """
     code = outcome.exit_code
     line = last_line(tail)
     if outcome.timed_out:
@@ -323,6 +333,9 @@ def classify_failure(outcome: ChildOutcome, tail: str) -> tuple[str, str]:
             return "oom", "killed by SIGKILL (likely the kernel OOM killer or a memory cap)"
         if code in (-signal.SIGINT, -signal.SIGTERM):
             return "interrupted", "killed by %s" % name
+        if memory_capped and code in (-signal.SIGABRT, -signal.SIGSEGV, -signal.SIGBUS):
+            return "oom", "killed by %s under the memory cap (allocation failure): %s" % (
+                name, line)
         status = "oom" if _OOM_PATTERN.search(tail) else "error"
         return status, "killed by %s: %s" % (name, line)
     if code == errors.EXIT_OOM or _OOM_PATTERN.search("\n".join(tail.splitlines()[-20:])):
@@ -386,13 +399,13 @@ def read_rows(path: str) -> list[dict[str, str]]:
 
 
 def point_rows(args: Sequence[str], outcome: ChildOutcome, csv_path: str, log_path: str,
-               command: str) -> list[dict[str, str]]:
+               command: str, memory_capped: bool = False) -> list[dict[str, str]]:
     """The point's rows: the child's own (marked error if it then exited non-zero), else one
     failure row classified from the exit code and the log."""
     rows = read_rows(csv_path)
     tail = log_tail(log_path)
     if not rows:
-        status, error = classify_failure(outcome, tail)
+        status, error = classify_failure(outcome, tail, memory_capped)
         return [failure_row(args, status, error, command)]
     if outcome.exit_code != 0 or outcome.timed_out:
         _, error = classify_failure(outcome, tail)
@@ -525,7 +538,8 @@ class Sweep:
         args = child_args(point, cfg.base_flags, csv_path, cfg.runs_dir)
         cmd = list(cfg.child_cmd) + args
         outcome = run_child(cmd, log_path, cfg.child_memory_limit_mb, cfg.timeout_sec)
-        rows = point_rows(args, outcome, csv_path, log_path, shlex.join(cmd))
+        rows = point_rows(args, outcome, csv_path, log_path, shlex.join(cmd),
+                          bool(cfg.child_memory_limit_mb))
         record = PointRecord(point, rows, outcome.exit_code, outcome.seconds, log_path)
         self._save(record)
         if outcome.interrupted is not None:
@@ -686,8 +700,11 @@ def find_max_batch_sizes(sweep: Sweep, start: int = 1, limit: int = 65536,
 
         search = search_max_batch(probe, start, limit, granularity)
         best = measured.get(search.max_batch) if search.max_batch else None
-        results.append(MaxBatchResult(dict(group.values), search,
-                                      best.rows[0] if best else None))
+        values = {"model": flag_value(cfg.base_flags, "model")
+                  or flagdefs.BY_NAME["model"].default,
+                  "precision": flag_value(cfg.base_flags, "precision") or "fp32"}
+        values.update(group.values)  # swept values win, in sweep order after model/precision
+        results.append(MaxBatchResult(values, search, best.rows[0] if best else None))
     progress.close()
     return results
 
@@ -698,10 +715,14 @@ def max_batch_rows(results: Sequence[MaxBatchResult]) -> list[dict[str, object]]
     for res in results:
         row = res.row or {}
         s = res.search
-        value = "" if s.max_batch is None else ">= %d (limit)" % s.max_batch \
-            if s.limit_reached else str(s.max_batch)
-        if s.max_batch is None and not s.error:
-            value = "none fits"
+        if s.max_batch is None:
+            value = "" if s.error else "none fits"
+        elif s.limit_reached:
+            value = ">= %d (limit)" % s.max_batch
+        elif s.error:
+            value = ">= %d (search stopped)" % s.max_batch
+        else:
+            value = str(s.max_batch)
         out.append({**res.values,
                     "max_batch_size": value,
                     "images_per_sec": _float(row.get("images_per_sec")),

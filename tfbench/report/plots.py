@@ -195,18 +195,26 @@ def timeseries_plot(manifest: dict, row, path: str) -> Optional[Figure]:
     ax.set_ylim(bottom=0)
     samples = (manifest.get("extra") or {}).get("samples") or []
     temps = _series(samples, "temp_c")
-    what = "throughput and temperature"
+    what, note = "throughput and temperature", ""
     if temps:
         ax2 = ax.twinx()
         for i, (gpu, (t, temp)) in enumerate(temps.items()):
             ax2.plot(t, temp, "-", color=_SECOND_COLOR, alpha=1.0 - 0.5 * i / len(temps),
                      label="GPU %s temperature" % gpu if gpu is not None else "GPU temperature")
         ax2.set_ylabel("GPU temperature (C)", color=_SECOND_COLOR)
+    elif _series(samples, "cpu_util_pct"):
+        # No GPU monitor (CPU runs): host CPU utilisation is the next best companion series.
+        what, note = "throughput and host CPU use", ", no temperature samples"
+        ax2 = ax.twinx()
+        for t, util in _series(samples, "cpu_util_pct").values():
+            ax2.plot(t, util, "-", color=_SECOND_COLOR, label="host CPU utilisation")
+        ax2.set_ylabel("Host CPU utilisation (%)", color=_SECOND_COLOR)
+        ax2.set_ylim(0, 105)
     else:
-        what = "throughput (no temperature samples)"
+        what, note = "throughput", ", no temperature samples"
     ax.legend(loc="lower right")
     ax.grid(True, alpha=0.3)
-    ax.set_title("%s on %s: %s over the run\n%s, run %s"
+    ax.set_title("%s on %s: %s over the run\n%s, run %s%s"
                  % (row.get("model"), device_label(row), what, context(row),
-                    row.get("run_id")))
+                    row.get("run_id"), note), fontsize=11)
     return _save(fig, path)

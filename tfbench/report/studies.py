@@ -259,7 +259,7 @@ def study_sections(df: pd.DataFrame, kinds: Sequence[str] = STUDY_KINDS,
             keys = [k for k in varying(table, list(CONFIG_COLUMNS) + list(extra), shown)
                     if k not in ("batch_size", "global_batch_size")]
             knee_text = "; ".join(
-                "%s: batch %d" % (" ".join(str(r[k]) for k in keys if r[k] != ""),
+                "%s: batch %d" % (", ".join("%s=%s" % (k, r[k]) for k in keys if r[k] != ""),
                                   r["batch_size"]) for _, r in knees(table).iterrows())
             out.append(Section(
                 "batch_size", "Batch-size study", table,
