@@ -13,8 +13,10 @@ from typing import Callable, Optional
 import keras
 import tensorflow as tf
 
+from tfbench.models.fused_bn import FusedBatchNorm
+
 NORM_LAYERS = (keras.layers.BatchNormalization, keras.layers.LayerNormalization,
-               keras.layers.GroupNormalization)
+               keras.layers.GroupNormalization, FusedBatchNorm)
 
 
 def _all_layers(layer) -> list:

@@ -1,0 +1,74 @@
+"""Batch normalisation as one fused kernel (FusedBatchNormV3), as the legacy script used.
+
+Keras 3's BatchNormalization computes moments and the normalisation as separate ops; the fused
+kernel does the forward pass (and the backward pass, through its registered gradient) in one
+op, and lets the op update the moving statistics with `exponential_avg_factor`. On the CPU and
+on GPUs (cuDNN) this is the fast path.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="tfbench")
+class FusedBatchNorm(keras.layers.Layer):
+    """BatchNormalization over the channel axis of a 4-D tensor with the fused kernel."""
+
+    def __init__(self, axis: int = -1, momentum: float = 0.99, epsilon: float = 1e-3,
+                 center: bool = True, scale: bool = True, **kwargs):
+        super().__init__(**kwargs)
+        self.axis = axis
+        self.momentum = momentum
+        self.epsilon = epsilon
+        self.center = center
+        self.scale = scale
+
+    def build(self, input_shape):
+        if len(input_shape) != 4 or self.axis not in (1, 3, -1):
+            raise ValueError("FusedBatchNorm needs NHWC or NCHW input, got shape %s axis %s"
+                             % (input_shape, self.axis))
+        self.data_format = "NCHW" if self.axis == 1 else "NHWC"
+        channels = (int(input_shape[self.axis]),)
+        # float32 parameters under any mixed-precision policy: the fused kernel takes them so.
+        self.gamma = self.add_weight(shape=channels, name="gamma", initializer="ones",
+                                     trainable=self.scale, autocast=False)
+        self.beta = self.add_weight(shape=channels, name="beta", initializer="zeros",
+                                    trainable=self.center, autocast=False)
+        self.moving_mean = self.add_weight(shape=channels, name="moving_mean",
+                                           initializer="zeros", trainable=False,
+                                           autocast=False, aggregation="mean")
+        self.moving_variance = self.add_weight(shape=channels, name="moving_variance",
+                                               initializer="ones", trainable=False,
+                                               autocast=False, aggregation="mean")
+
+    def call(self, inputs, training=None):
+        x = tf.convert_to_tensor(inputs)
+        if x.dtype == tf.float64:
+            x = tf.cast(x, tf.float32)
+        gamma = tf.convert_to_tensor(self.gamma)
+        beta = tf.convert_to_tensor(self.beta)
+        mean = tf.convert_to_tensor(self.moving_mean)
+        variance = tf.convert_to_tensor(self.moving_variance)
+        if training:
+            y, new_mean, new_variance, _, _, _ = tf.raw_ops.FusedBatchNormV3(
+                x=x, scale=gamma, offset=beta, mean=mean, variance=variance,
+                epsilon=self.epsilon, exponential_avg_factor=1.0 - self.momentum,
+                data_format=self.data_format, is_training=True)
+            self.moving_mean.assign(new_mean)
+            self.moving_variance.assign(new_variance)
+        else:
+            y, _, _, _, _, _ = tf.raw_ops.FusedBatchNormV3(
+                x=x, scale=gamma, offset=beta, mean=mean, variance=variance,
+                epsilon=self.epsilon, data_format=self.data_format, is_training=False)
+        return y
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(axis=self.axis, momentum=self.momentum, epsilon=self.epsilon,
+                      center=self.center, scale=self.scale)
+        return config
