@@ -354,3 +354,19 @@ def test_cli_usage_errors():
 def test_main_reports_usage_errors(capsys):
     assert sweep_cli.main(["--sweep=bogus=1"]) == errors.EXIT_USAGE
     assert "tfbench sweep: error: --sweep: unknown flag 'bogus'" in capsys.readouterr().err
+
+
+def test_sweep_presets_build():
+    preset_dir = os.path.join(REPO, "flags", "sweeps")
+    presets = sorted(f for f in os.listdir(preset_dir) if f.endswith(".flags"))
+    assert {"precision_matrix.flags", "batch_size_study.flags", "resolution_study.flags",
+            "max_batch_size.flags"} <= set(presets)
+    for name in presets:
+        args, engine = sweep_cli.build(["--flagfile=" + os.path.join(preset_dir, name)])
+        assert engine.config.axes or args.find_max_batch_size
+    _, engine = sweep_cli.build(["--flagfile=" + os.path.join(preset_dir,
+                                                              "precision_matrix.flags")])
+    points = sweep.expand_grid(engine.config.axes)
+    assert [p.name for p in points][:2] == ["000_precision-fp32_xla-false",
+                                           "001_precision-fp16_xla-false"]
+    assert len(points) == 6
