@@ -370,3 +370,32 @@ def test_sweep_presets_build():
     assert [p.name for p in points][:2] == ["000_precision-fp32_xla-false",
                                            "001_precision-fp16_xla-false"]
     assert len(points) == 6
+
+
+def test_interrupt_stops_the_child_keeps_its_row_and_writes_the_tables(tmp_path, child,
+                                                                       monkeypatch):
+    real_wait = sweep.subprocess.Popen.wait
+    calls = []
+
+    def wait(self, timeout=None):
+        # Ctrl-C arrives while the second point ('sleep') is running.
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(sweep.subprocess.Popen, "wait", wait)
+    code, out, err = run_sweep(["--sweep=model=trivial,sleep,trivial2",
+                                "--out_dir=%s" % tmp_path], child)
+    assert code == errors.EXIT_SIGINT
+    rows = read_csv(tmp_path / "sweep.csv")
+    assert [(r["model"], r["status"]) for r in rows] == [("trivial", "ok"),
+                                                         ("sleep", "interrupted")]
+    assert "sweep interrupted; writing the tables for the 2 finished run(s)" in err
+    assert (tmp_path / "summary.md").exists() and "## All points" in out
+
+
+def test_exit_code_is_1_when_no_point_succeeds(tmp_path, child):
+    code, out, err = run_sweep(["--sweep=model=crash,nan", "--out_dir=%s" % tmp_path], child)
+    assert code == errors.EXIT_RUN_ERROR
+    assert "no point ran successfully" in err and "## All points" in out

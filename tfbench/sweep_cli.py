@@ -103,7 +103,9 @@ def _probe_flags(config: sweep.SweepConfig, stream) -> None:
 
 def run(argv: Sequence[str], child_cmd: Sequence[str] = sweep.DEFAULT_CHILD,
         stdout=None, stderr=None) -> int:
-    """The whole command; returns the exit code. Failed points do not fail the study."""
+    """The whole command; returns the exit code: 0 when at least one point ran ok (failed points
+    do not fail the study; they are marked in the tables), 1 when none did, 130/143 when
+    interrupted (the tables are still written for the finished points)."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     args, engine = build(argv, child_cmd, stderr)
@@ -125,6 +127,11 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = sweep.DEFAULT_CHILD,
         exit_code = exc.exit_code if isinstance(exc, errors.Interrupted) else errors.EXIT_SIGINT
         print("\nsweep interrupted; writing the tables for the %d finished run(s)"
               % len(engine.records), file=stderr)
+    ok = any(row["status"] == "ok" for r in engine.records for row in r.rows)
+    if engine.records and not ok and exit_code == errors.EXIT_OK:
+        print("tfbench sweep: no point ran successfully; see the logs in %s"
+              % os.path.join(config.out_dir, "logs"), file=stderr)
+        exit_code = errors.EXIT_RUN_ERROR
     if engine.records:
         from tfbench.report import tables
         sections = sweep.study_sections(engine.records, config, args.knee_pct, max_results)
