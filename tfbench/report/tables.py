@@ -71,6 +71,20 @@ COLUMN_STYLE: dict[str, tuple[str, Callable[[object], str]]] = {
     "seconds": ("Time (s)", _num("{:.1f}")),
     "probes": ("Probes (batch:status)", str),
     "exit_code": ("Exit code", str),
+    # compare
+    "a_images_per_sec": ("A images/sec", _num("{:,.1f}")),
+    "b_images_per_sec": ("B images/sec", _num("{:,.1f}")),
+    "a_range": ("A spread", str),
+    "b_range": ("B spread", str),
+    "ratio": ("B/A images/sec", _num("{:.3f}")),
+    "verdict": ("Verdict", str),
+    "basis": ("Spread from", str),
+    "side": ("Only in", str),
+    "ratio_latency_ms_p50": ("B/A p50 latency", _num("{:.3f}")),
+    "ratio_latency_ms_p99": ("B/A p99 latency", _num("{:.3f}")),
+    "ratio_peak_mem_gb": ("B/A peak memory", _num("{:.3f}")),
+    "ratio_power_w_mean": ("B/A power", _num("{:.3f}")),
+    "ratio_images_per_sec_per_watt": ("B/A images/sec per W", _num("{:.3f}")),
 }
 
 
