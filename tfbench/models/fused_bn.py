@@ -32,10 +32,12 @@ class FusedBatchNorm(keras.layers.Layer):
         self.data_format = "NCHW" if self.axis == 1 else "NHWC"
         channels = (int(input_shape[self.axis]),)
         # float32 parameters under any mixed-precision policy: the fused kernel takes them so.
+        # Without scale/center there is no variable at all, as in Keras' own layer.
         self.gamma = self.add_weight(shape=channels, name="gamma", initializer="ones",
-                                     trainable=self.scale, autocast=False)
+                                     autocast=False) if self.scale else None
         self.beta = self.add_weight(shape=channels, name="beta", initializer="zeros",
-                                    trainable=self.center, autocast=False)
+                                    autocast=False) if self.center else None
+        self.channels = channels
         self.moving_mean = self.add_weight(shape=channels, name="moving_mean",
                                            initializer="zeros", trainable=False,
                                            autocast=False, aggregation="mean")
@@ -47,8 +49,8 @@ class FusedBatchNorm(keras.layers.Layer):
         x = tf.convert_to_tensor(inputs)
         if x.dtype == tf.float64:
             x = tf.cast(x, tf.float32)
-        gamma = tf.convert_to_tensor(self.gamma)
-        beta = tf.convert_to_tensor(self.beta)
+        gamma = tf.convert_to_tensor(self.gamma) if self.scale else tf.ones(self.channels)
+        beta = tf.convert_to_tensor(self.beta) if self.center else tf.zeros(self.channels)
         mean = tf.convert_to_tensor(self.moving_mean)
         variance = tf.convert_to_tensor(self.moving_variance)
         if training:
