@@ -82,3 +82,19 @@ def test_cifar_model_implies_dataset_with_notice(tmp_path):
     assert code == 0, lines
     assert "Model resnet20 exists only for cifar10: using --data_name=cifar10" in lines
     assert "Dataset:     cifar10 (synthetic)" in lines
+
+
+def test_expected_range_line_for_a_known_gpu():
+    import dataclasses
+
+    from tfbench.params import make_params
+    from tfbench.results import RunResult
+    from tfbench.runner import Benchmark
+    bench = Benchmark(make_params({"device": "cpu", "model": "resnet50"}), emit=lambda _: None)
+    bench.r.device = dataclasses.replace(bench.r.device, kind="gpu")
+    res = RunResult(model="resnet50", mode="training", precision="fp16", num_devices=1,
+                    images_per_sec=2200.0)
+    res.extra["device_name"] = "NVIDIA A100-SXM4-40GB"
+    bench._expected_range(res)
+    assert res.extra["expected_range"] == "within"
+    assert res.extra["expected_range_line"].startswith("Expected range for resnet50 training")

@@ -67,6 +67,8 @@ def summary_lines(p, result: RunResult) -> list[str]:
     if extra.get("estimated_train_hours") is not None:
         lines += estimate.console_lines(extra)
     lines += extra.get("environment_changes", [])
+    if extra.get("expected_range_line"):
+        lines.append(extra["expected_range_line"])
     if extra.get("input_verdict_line"):
         lines.append(extra["input_verdict_line"])
     return lines

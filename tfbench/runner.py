@@ -248,6 +248,7 @@ class Benchmark:
             res.extra["monitor_lines"] = monitors.console_lines(self.monitors, timed_images, ips)
             res.extra["monitor_warnings"] = monitors.warnings(self.monitors)
         res.extra["memory_lines"] = memory.console_lines(mem)
+        self._expected_range(res)
         if self.p.estimate_dataset_size:
             res.extra.update(estimate.estimate_summary(
                 ips, self.p.estimate_dataset_size, self.p.estimate_epochs,
@@ -257,6 +258,18 @@ class Benchmark:
             res.environment["after"] = after
             changes = environment.diff(env_before, after)
             res.extra["environment_changes"] = changes
+
+    def _expected_range(self, res: RunResult) -> None:
+        """Where the GPU is in the published table: within / below / above its band."""
+        from tfbench.report.expected_range import expected_range
+        if not res.images_per_sec or self.r.device.kind != "gpu":
+            return
+        verdict, text = expected_range(res.extra.get("device_name", ""), res.model, res.mode,
+                                       res.precision, res.num_devices * res.num_workers,
+                                       res.images_per_sec)
+        res.extra["expected_range"] = verdict or ""
+        if text:
+            res.extra["expected_range_line"] = text
 
     # ------------------------------------------------------------------------------------
     def _describe(self, res: RunResult) -> None:
