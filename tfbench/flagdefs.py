@@ -252,6 +252,10 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
        "Cap each GPU's usable memory at N MB (a logical device with memory_limit) to emulate "
        "a smaller card, e.g. for `tfbench sweep --find_max_batch_size`; 0 = no cap.",
        lower_bound=0),
+    # --- multi-host (issue 5) ---------------------------------------------------------------
+    _t("int", "cluster_timeout_secs", 120,
+       "Multi-host: stop with an error naming the unreachable peers when the cluster has not "
+       "formed (or a collective has not completed) within N seconds.", lower_bound=1),
 )
 
 ALL_FLAGS: tuple[FlagSpec, ...] = LEGACY_FLAGS + TFBENCH_FLAGS
