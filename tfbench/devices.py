@@ -22,6 +22,7 @@ class DevicePlan:
     names: tuple[str, ...]     # TF device names, e.g. "/gpu:0"
     data_format: str
     notices: tuple[str, ...] = ()
+    gpu_indices: tuple[int, ...] = ()   # physical GPUs chosen (they become /gpu:0, /gpu:1, ...)
 
 
 def visible_gpus() -> list:
@@ -30,9 +31,22 @@ def visible_gpus() -> list:
 
 def _parse_indices(text: str) -> list[int]:
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        indices = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise UsageError("--gpu_indices=%r must be comma-separated integers" % text) from None
+    if not indices or min(indices) < 0 or len(set(indices)) != len(indices):
+        raise UsageError("--gpu_indices=%r must name distinct GPUs by index (0, 1, ...)" % text)
+    return indices
+
+
+def _horovod_local_rank() -> Optional[int]:
+    """This process's rank on its host under horovod (its GPU), None without horovod."""
+    try:
+        import horovod.tensorflow as hvd
+    except ImportError:
+        return None   # the strategy reports the missing horovod
+    hvd.init()
+    return hvd.local_rank()
 
 
 def plan_devices(p) -> DevicePlan:
@@ -48,8 +62,13 @@ def plan_devices(p) -> DevicePlan:
                          "(check the driver, CUDA_VISIBLE_DEVICES and that a GPU build of "
                          "TensorFlow is installed), or use --device=cpu")
     n = p.num_gpus
+    indices: list[int] = []
     if kind == "gpu":
         indices = _parse_indices(p.gpu_indices) if p.gpu_indices else list(range(n))
+        local_rank = _horovod_local_rank() if p.variable_update == "horovod" else None
+        if local_rank is not None and not p.gpu_indices:
+            # One process per GPU: horovodrun starts them; each takes its local rank's GPU.
+            indices, n = [local_rank], 1
         if p.gpu_indices and len(indices) != n:
             if p.is_explicit("num_gpus"):
                 raise UsageError("--gpu_indices names %d GPUs but --num_gpus=%d"
@@ -65,7 +84,7 @@ def plan_devices(p) -> DevicePlan:
     elif kind == "cpu" and data_format == "NCHW" and not p.mkl:
         raise UsageError("--data_format=NCHW is not supported on CPU; use --data_format=NHWC")
     names = tuple("/%s:%d" % (kind, i) for i in range(n))
-    return DevicePlan(kind, n, names, data_format, tuple(notices))
+    return DevicePlan(kind, n, names, data_format, tuple(notices), tuple(indices[:n]))
 
 
 def set_environment(p) -> None:
@@ -94,9 +113,7 @@ def configure_runtime(p, plan: DevicePlan, gpu_memory_limit_mb: Optional[int] = 
             tf.config.set_visible_devices([], "GPU")
         else:
             gpus = visible_gpus()
-            indices = _parse_indices(p.gpu_indices) if p.gpu_indices else \
-                list(range(plan.num_devices))
-            chosen = [gpus[i] for i in indices[:plan.num_devices]]
+            chosen = [gpus[i] for i in plan.gpu_indices or range(plan.num_devices)]
             tf.config.set_visible_devices(chosen, "GPU")
             for gpu in chosen:
                 if gpu_memory_limit_mb:

@@ -44,6 +44,8 @@ class Resolved:
     train_and_eval: bool
     notices: list[str]
     real_data: bool = False
+    num_workers: int = 1         # hosts (or horovod processes) training together
+    worker_batch: int = 0        # images per step on this worker (Step lines count these)
 
 
 def resolve(p) -> Resolved:
@@ -82,7 +84,9 @@ def resolve(p) -> Resolved:
         notices.append("Gradient accumulation: %d micro-batches of %d per device per update "
                        "(%d images per device per step)" % (accum, batch, accum * batch))
     per_step_batch = (eval_batch if mode == "eval" else batch) * accum
-    global_batch = per_step_batch * plan.num_devices
+    worker_batch = per_step_batch * plan.num_devices
+    num_workers = strategy_lib.num_workers(p)
+    global_batch = worker_batch * num_workers
     if real:
         examples = data.num_examples(p, spec.dataset, train=mode != "eval")
     else:
@@ -106,7 +110,7 @@ def resolve(p) -> Resolved:
     return Resolved(spec, plan, precision, p.image_size or spec.image_size, batch, eval_batch,
                     global_batch, num_batches, num_epochs,
                     0 if mode == "eval" else params_lib.num_warmup_batches(p), mode, xla,
-                    train_and_eval, notices, real)
+                    train_and_eval, notices, real, num_workers, worker_batch)
 
 
 def _graph_only_flags(p) -> list[str]:
@@ -175,7 +179,14 @@ class Benchmark:
         res.notices.extend(sp.notices)
         self.strategy = sp.strategy
         res.variable_update = sp.variables_label
+        res.num_workers, res.extra["reduction"] = sp.num_workers, sp.reduction
         self._print_header(sp)
+        for line in sp.start_lines:
+            self.emit(line)
+        if sp.serve is not None:   # a ps or worker task of a parameter-server cluster
+            sp.serve()
+            res.extra["server_task"], res.images_per_sec = sp.cluster.label, 0.0
+            return res
         memory.reset_peak(r.device.names)
         self.monitors = monitors.create(r.device.kind, self._gpu_indices(),
                                         p.monitor_interval_ms / 1000.0)
@@ -198,6 +209,9 @@ class Benchmark:
                                                               r.precision)) from None
             if r.real_data and data.is_data_error(exc):
                 raise data.data_error(exc, p, r.mode == "training") from None
+            failure = strategy_lib.distributed_failure(exc, sp)
+            if failure is not None:
+                raise failure from None
             raise
         finally:
             self._finish_measurements(res, env_before)
@@ -312,7 +326,8 @@ class Benchmark:
                 num_epochs=r.num_epochs, devices=r.device.names,
                 data_format=r.device.data_format, optimizer=p.optimizer,
                 variable_update=sp.variables_label, all_reduce_spec=sp.all_reduce_label,
-                show_all_reduce=sp.show_all_reduce, job_name=p.job_name):
+                show_all_reduce=sp.show_all_reduce, job_name=sp.job_name,
+                horovod_device=sp.horovod_device):
             self.emit(line)
 
     def _build_model(self, res: RunResult):
@@ -371,7 +386,7 @@ class Benchmark:
         if not self.r.real_data:
             return self._images(batch_per_replica), False
         dataset = self._dataset(batch_per_replica, train)
-        return iter(self.strategy.experimental_distribute_dataset(dataset)), True
+        return strategy_lib.distribute_dataset(self.strategy, dataset), True
 
     # ------------------------------------------------------------------------------------
     def _setup_train_or_forward(self, res: RunResult) -> _Setup:
@@ -480,7 +495,7 @@ class Benchmark:
                 res.top_1_accuracy, res.top_5_accuracy = float(out[2]), float(out[3])
             if classic_log.should_display(i, p.display_every):
                 self._check_finite(out, "step %d" % (i + 1))
-                mean, pm, jitter = classic_log.perf_stats(r.global_batch, times,
+                mean, pm, jitter = classic_log.perf_stats(r.worker_batch, times,
                                                           p.display_perf_ewma)
                 res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = \
                     mean, pm, jitter
@@ -508,7 +523,7 @@ class Benchmark:
         if not times:
             return 0.0
         self._check_finite(out, "step %d" % len(times))
-        mean, pm, jitter = classic_log.perf_stats(r.global_batch, times, p.display_perf_ewma)
+        mean, pm, jitter = classic_log.perf_stats(r.worker_batch, times, p.display_perf_ewma)
         res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = mean, pm, jitter
         res.images_per_sec = len(times) * r.global_batch / res.wall_time
         return res.images_per_sec
@@ -642,7 +657,7 @@ class Benchmark:
             time.sleep(p.eval_interval_secs)
         if res.step_times:
             res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
-            mean, pm, jitter = classic_log.perf_stats(r.global_batch, res.step_times)
+            mean, pm, jitter = classic_log.perf_stats(r.worker_batch, res.step_times)
             res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = \
                 mean, pm, jitter
 

@@ -13,6 +13,8 @@ from typing import Callable, Optional
 import keras
 import tensorflow as tf
 
+from tfbench import strategy as strategy_lib
+
 from tfbench.models.fused_bn import FusedBatchNorm
 
 NORM_LAYERS = (keras.layers.BatchNormalization, keras.layers.LayerNormalization,
@@ -73,6 +75,10 @@ class Steps:
         self.config = config
         self.decay_vars = weight_decay_variables(model)
         self._accum = None
+        self._grad_fn = self._gradients
+        self._predict_fn = self._predict
+        strategy_lib.sync_initial_state(
+            strategy, list(model.variables) + (list(optimizer.variables) if optimizer else []))
 
     # -- per replica -------------------------------------------------------------------
     def _labels(self, images):
@@ -88,7 +94,7 @@ class Steps:
 
     def _gradients(self, images, labels):
         cfg = self.config
-        replicas = self.strategy.num_replicas_in_sync
+        replicas = strategy_lib.gradient_divisor(self.strategy)
         with tf.GradientTape() as tape:
             logits, base, total = self._losses(images, labels, training=True)
             # Gradients are summed across replicas, so each replica's loss is divided.
@@ -116,28 +122,33 @@ class Steps:
         if cfg.accum_steps == 1:
             if labels is None:
                 labels = self._labels(images)
-            logits, base, total, grads = self._gradients(images, labels)
+            logits, base, total, grads = self._grad_fn(images, labels)
+            grads = strategy_lib.reduce_gradients(self.strategy, grads)
             self.optimizer.apply(grads, variables)
             return self._metrics(logits, labels, base, total)
-        # Gradient accumulation: K micro-batches, one update with the mean gradient, which
-        # equals one step on the K-times larger batch.
-        micro_images = tf.split(images, cfg.accum_steps) if labels is not None else \
-            [images] * cfg.accum_steps
+        # Gradient accumulation: the step's batch (K micro-batches per replica) is split, and
+        # one update with the mean gradient equals one step on the K-times larger batch.
+        micro_images = tf.split(images, cfg.accum_steps)
         micro_labels = tf.split(labels, cfg.accum_steps) if labels is not None else \
-            [self._labels(images) for _ in range(cfg.accum_steps)]
+            [self._labels(m) for m in micro_images]
         summed = None
         sums = tf.zeros([4])
         for k in range(cfg.accum_steps):
-            logits, base, total, grads = self._gradients(micro_images[k], micro_labels[k])
+            logits, base, total, grads = self._grad_fn(micro_images[k], micro_labels[k])
             summed = grads if summed is None else [a + b for a, b in zip(summed, grads)]
             sums += self._metrics(logits, micro_labels[k], base, total)
-        self.optimizer.apply([g / cfg.accum_steps for g in summed], variables)
+        grads = strategy_lib.reduce_gradients(self.strategy,
+                                              [g / cfg.accum_steps for g in summed])
+        self.optimizer.apply(grads, variables)
         return sums / cfg.accum_steps
+
+    def _predict(self, images):
+        return self.model(images, training=False)
 
     def _forward_replica(self, images, labels=None):
         if labels is None:
             labels = self._labels(images)
-        logits = self.model(images, training=False)
+        logits = self._predict_fn(images)
         top_1, top_5 = accuracy(logits, labels)
         zero = tf.constant(0.0)
         return tf.stack([zero, zero, top_1, top_5])
@@ -147,18 +158,33 @@ class Steps:
         strategy = self.strategy
         jit = self.config.jit_compile
         single = strategy.num_replicas_in_sync == 1
-        inner = tf.function(replica_fn, jit_compile=True) if jit and not single else replica_fn
+        parameter_server = strategy_lib.is_parameter_server(strategy)
+        # Parameter-server workers read their inputs from their own per-worker iterator.
+        from_iterator = from_iterator or parameter_server
+        # XLA compiles the whole step on one device with in-graph inputs. Otherwise (several
+        # replicas, or an input iterator) it compiles each replica's forward (and backward)
+        # pass; the optimizer update, a cross-replica merge, stays outside the XLA cluster.
+        whole_step_jit = bool(jit and single and not from_iterator)
+        per_replica_jit = bool(jit and not whole_step_jit)
+        self._grad_fn = tf.function(self._gradients, jit_compile=True) if per_replica_jit \
+            else self._gradients
+        self._predict_fn = tf.function(self._predict, jit_compile=True) if per_replica_jit \
+            else self._predict
+        inner = replica_fn
 
         def step(inputs):
             if from_iterator:
-                images, labels = next(inputs)
-                out = strategy.run(inner, args=(images, labels))
+                element = next(inputs)   # (images, labels), or images alone (synthetic)
+                args = tuple(element) if isinstance(element, (tuple, list)) else (element,)
+                out = strategy.run(inner, args=args)
             else:
                 out = strategy.run(inner, args=(inputs,))
             return strategy.reduce(tf.distribute.ReduceOp.MEAN, out, axis=None)
 
-        # On one device the whole step, optimizer update included, is one XLA cluster.
-        return tf.function(step, jit_compile=bool(jit and single and not from_iterator))
+        compiled = tf.function(step, jit_compile=whole_step_jit)
+        if parameter_server:
+            return strategy_lib.ScheduledStep(compiled, strategy)
+        return compiled
 
     def train_step(self, from_iterator: bool = False):
         return self._compile(self._train_replica, from_iterator)
@@ -172,9 +198,12 @@ def synthetic_images(strategy: tf.distribute.Strategy, batch_size: int, image_si
     """Per-replica images generated once on each compute device and reused every step.
 
     truncated_normal(mean 127, stddev 60), values in (7, 247), unnormalised, as the legacy
-    script's synthetic inputs.
+    script's synthetic inputs. On a parameter-server cluster: an iterator over each worker's
+    own images, the inputs its scheduled steps read.
     """
     def make(_context):
         return tf.cast(tf.random.truncated_normal(
             [batch_size, image_size, image_size, 3], mean=127.0, stddev=60.0, seed=seed), dtype)
+    if strategy_lib.is_parameter_server(strategy):
+        return strategy_lib.per_worker_synthetic(strategy, make)
     return strategy.experimental_distribute_values_from_function(make)

@@ -1,0 +1,137 @@
+"""Numerical checks on 2 logical CPU devices, run in a fresh process by test_multi_device.py.
+
+The CPU can be split into logical devices only before TensorFlow initialises, which a shared
+pytest process cannot promise, so these checks run here and print one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from tfbench import steps, strategy as strategy_lib  # noqa: E402
+from tfbench.devices import DevicePlan  # noqa: E402
+from tfbench.params import make_params  # noqa: E402
+
+DEVICES = ("/cpu:0", "/cpu:1")
+BATCH, SIZE, CLASSES = 8, 8, 10
+
+
+def _model(norm: bool = False):
+    layers = [keras.Input((SIZE, SIZE, 3)), keras.layers.Conv2D(4, 3, padding="same")]
+    if norm:
+        layers.append(keras.layers.BatchNormalization())
+    layers += [keras.layers.ReLU(), keras.layers.GlobalAveragePooling2D(),
+               keras.layers.Dense(CLASSES)]
+    return keras.Sequential(layers)
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    images = rng.normal(size=(BATCH, SIZE, SIZE, 3)).astype("float32")
+    labels = rng.integers(0, CLASSES, size=(BATCH,)).astype("int32")
+    return images, labels
+
+
+def _train(strategy, weights, images, labels, num_steps=2, weight_decay=0.0, jit=False,
+           norm=False):
+    """Trains a fresh model from `weights` on one fixed global batch; (losses, model)."""
+    with strategy.scope():
+        model = _model(norm)
+        model.set_weights(weights)
+        opt = keras.optimizers.SGD(0.1, momentum=0.9)
+        opt.build(model.trainable_variables)
+    config = steps.StepConfig(num_label_classes=CLASSES, weight_decay=weight_decay,
+                              compute_accuracy=True, jit_compile=jit)
+    fn = steps.Steps(model, opt, strategy, config).train_step(from_iterator=True)
+    dataset = tf.data.Dataset.from_tensors((images, labels)).repeat()
+    it = iter(strategy.experimental_distribute_dataset(dataset))
+    losses = [float(fn(it).numpy()[1]) for _ in range(num_steps)]
+    return losses, model
+
+
+def _replica_weights(model, i):
+    """Replica i's copy of every trainable variable."""
+    return [v.value.values[i].numpy() for v in model.trainable_variables]
+
+
+def main() -> None:
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * len(DEVICES))
+    tf.random.set_seed(1)
+    images, labels = _data()
+    init = _model().get_weights()
+    out = {}
+    one = tf.distribute.OneDeviceStrategy("/cpu:0")
+    mirrored = tf.distribute.MirroredStrategy(list(DEVICES))
+    out["num_replicas"] = mirrored.num_replicas_in_sync
+    base_losses, base = _train(one, init, images, labels)
+    base_weights = base.get_weights()
+
+    def diff_to_base(model, replica=None):
+        got = [v.numpy() for v in model.trainable_variables] if replica is None \
+            else _replica_weights(model, replica)
+        return max(float(np.max(np.abs(a - b))) for a, b in zip(base_weights, got))
+
+    # 2 replicas of 4 = 1 device on the same 8 images, with and without weight decay.
+    for wd in (0.0, 0.01):
+        l1, m1 = _train(one, init, images, labels, weight_decay=wd)
+        l2, m2 = _train(mirrored, init, images, labels, weight_decay=wd)
+        out["mirrored_wd%g" % wd] = {
+            "loss_diff": max(abs(a - b) for a, b in zip(l1, l2)),
+            "weight_diff": max(float(np.max(np.abs(a - b))) for a, b in
+                               zip(m1.get_weights(), _replica_weights(m2, 0))),
+            "replicas_diff": max(float(np.max(np.abs(a - b))) for a, b in
+                                 zip(_replica_weights(m2, 0), _replica_weights(m2, 1)))}
+
+    # Central storage (parameter_server) and XLA per replica give the same update too.
+    plan = DevicePlan("cpu", 2, DEVICES, "NHWC")
+    sp = strategy_lib.make_strategy(make_params({"variable_update": "parameter_server",
+                                                 "device": "cpu", "num_gpus": 2}), plan)
+    out["ps_strategy"] = type(sp.strategy).__name__
+    _, mp = _train(sp.strategy, init, images, labels)
+    out["ps_weight_diff"] = diff_to_base(mp)
+    lx, mx = _train(mirrored, init, images, labels, jit=True)
+    out["xla_loss_diff"] = max(abs(a - b) for a, b in zip(base_losses, lx))
+    out["xla_weight_diff"] = diff_to_base(mx, 0)
+    lxn, _ = _train(mirrored, _model(norm=True).get_weights(), images, labels, jit=True,
+                    norm=True)
+    out["xla_norm_losses"] = lxn
+
+    # Independent: replica i trains alone on its half of the batch.
+    sp = strategy_lib.make_strategy(make_params({"variable_update": "independent",
+                                                 "device": "cpu", "num_gpus": 2}), plan)
+    out["independent_label"] = sp.variables_label
+    _, mi = _train(sp.strategy, init, images, labels)
+    diffs = []
+    for i in range(2):
+        half = slice(i * BATCH // 2, (i + 1) * BATCH // 2)
+        _, alone = _train(one, init, images[half], labels[half])
+        diffs.append(max(float(np.max(np.abs(a - b))) for a, b in
+                         zip(alone.get_weights(), _replica_weights(mi, i))))
+    out["independent_vs_alone"] = diffs
+    out["independent_replicas_diff"] = max(
+        float(np.max(np.abs(a - b))) for a, b in
+        zip(_replica_weights(mi, 0), _replica_weights(mi, 1)))
+
+    # Replicated with an explicit reduction.
+    for spec in ("pscpu", "hierarchical_copy"):
+        sp = strategy_lib.make_strategy(make_params({"variable_update": "replicated",
+                                                     "all_reduce_spec": spec, "device": "cpu",
+                                                     "num_gpus": 2}), plan)
+        _, ms = _train(sp.strategy, init, images, labels)
+        out["spec_" + spec] = {"label": sp.all_reduce_label,
+                               "weight_diff": diff_to_base(ms, 0)}
+    print("RESULT " + json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""Cluster settings from the legacy flags and TF_CONFIG; reachability and the bounded wait."""
+
+import json
+import socket
+import threading
+
+import pytest
+
+from tfbench import cluster
+from tfbench.errors import DistributedError, UsageError
+from tfbench.params import make_params
+
+
+def _plan(env=None, **flags):
+    return cluster.cluster_plan(make_params(flags), environ=env or {})
+
+
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_no_cluster_is_a_single_host():
+    assert _plan() is None
+
+
+def test_worker_hosts_make_a_multi_worker_cluster():
+    plan = _plan(job_name="worker", worker_hosts="h1:1000, grpc://h2:1001", task_index=1)
+    assert plan.mode == cluster.MULTI_WORKER and plan.source == "flags"
+    assert plan.job_dict == {"worker": ["h1:1000", "h2:1001"]}
+    assert (plan.task_type, plan.task_index, plan.address) == ("worker", 1, "h2:1001")
+    assert plan.num_workers == 2 and plan.label == "worker 1" and plan.worker_rank == 1
+    assert plan.peers() == [("worker 0", "h1:1000")]
+
+
+def test_ps_hosts_make_a_parameter_server_cluster():
+    flags = dict(ps_hosts="p:1", worker_hosts="w0:2,w1:3", controller_host="c:4")
+    controller = _plan(job_name="controller", **flags)
+    assert controller.mode == cluster.PARAMETER_SERVER
+    assert controller.job_dict == {"chief": ["c:4"], "worker": ["w0:2", "w1:3"], "ps": ["p:1"]}
+    assert (controller.task_type, controller.label, controller.num_workers) == \
+        ("chief", "controller", 2)
+    ps = _plan(job_name="ps", **flags)
+    assert (ps.task_type, ps.address, ps.label) == ("ps", "p:1", "ps 0")
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (dict(job_name="worker"), "--job_name=worker needs --worker_hosts"),
+    (dict(worker_hosts="h:1"), "--worker_hosts needs --job_name"),
+    (dict(job_name="worker", worker_hosts="h:1", task_index=1),
+     "--task_index=1 is out of range: job worker has 1 task(s) (h:1)"),
+    (dict(job_name="worker", worker_hosts="h1"), "'h1' is not host:port"),
+    (dict(job_name="worker", worker_hosts="h:1", ps_hosts="p:2"),
+     "--ps_hosts needs --controller_host"),
+    (dict(job_name="ps", worker_hosts="h:1"), "--job_name=ps needs --ps_hosts"),
+    (dict(job_name="controller", worker_hosts="h:1"), "--job_name=controller is for --ps_hosts"),
+    (dict(controller_host="c:1"), "--controller_host needs --ps_hosts"),
+])
+def test_inconsistent_flags_are_usage_errors(flags, needle):
+    with pytest.raises(UsageError) as err:
+        _plan(**flags)
+    assert needle in str(err.value)
+
+
+def test_tf_config_multi_worker_with_a_chief():
+    env = {"TF_CONFIG": json.dumps({"cluster": {"chief": ["c:1"], "worker": ["w:2", "w:3"]},
+                                    "task": {"type": "worker", "index": 1}})}
+    plan = _plan(env)
+    assert plan.source == "TF_CONFIG" and plan.mode == cluster.MULTI_WORKER
+    assert plan.num_workers == 3 and plan.worker_rank == 2 and plan.address == "w:3"
+
+
+def test_tf_config_with_ps_is_a_parameter_server_cluster():
+    env = {"TF_CONFIG": json.dumps({"cluster": {"chief": ["c:1"], "worker": ["w:2"],
+                                                "ps": ["p:3"]},
+                                    "task": {"type": "chief", "index": 0}})}
+    plan = _plan(env)
+    assert plan.mode == cluster.PARAMETER_SERVER and plan.label == "controller"
+
+
+def test_flags_take_precedence_over_tf_config():
+    env = {"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:1", "b:2"]},
+                                    "task": {"type": "worker", "index": 0}})}
+    plan = _plan(env, job_name="worker", worker_hosts="x:5")
+    assert plan.source == "flags" and plan.job_dict == {"worker": ["x:5"]}
+
+
+@pytest.mark.parametrize("config,needle", [
+    ("{not json", "TF_CONFIG is not valid JSON"),
+    (json.dumps({"cluster": {"worker": ["a:1"]}}), "TF_CONFIG needs"),
+    (json.dumps({"cluster": {"evaluator": ["a:1"], "worker": ["b:2"]},
+                 "task": {"type": "worker", "index": 0}}), "job(s) evaluator not supported"),
+    (json.dumps({"cluster": {"worker": ["a:1"], "ps": ["p:2"]},
+                 "task": {"type": "worker", "index": 0}}), "needs a \"chief\""),
+    (json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}),
+     "TF_CONFIG task index=3 is out of range"),
+])
+def test_bad_tf_config_is_a_usage_error(config, needle):
+    with pytest.raises(UsageError) as err:
+        _plan({"TF_CONFIG": config})
+    assert needle in str(err.value)
+
+
+def test_tf_config_without_a_cluster_is_ignored():
+    assert _plan({"TF_CONFIG": json.dumps({"task": {"type": "worker", "index": 0}})}) is None
+
+
+def test_probe_reports_refused_and_accepted():
+    server = socket.create_server(("127.0.0.1", 0))
+    try:
+        assert cluster.probe("127.0.0.1:%d" % server.getsockname()[1]) is None
+    finally:
+        server.close()
+    (port,) = _free_ports(1)
+    assert cluster.probe("127.0.0.1:%d" % port) == "connection refused"
+
+
+def test_rendezvous_of_two_tasks_returns_for_both():
+    ports = _free_ports(2)
+    hosts = ",".join("127.0.0.1:%d" % p for p in ports)
+    plans = [_plan(job_name="worker", worker_hosts=hosts, task_index=i) for i in range(2)]
+    errors = []
+
+    def wait(plan):
+        try:
+            cluster.rendezvous(plan, timeout_secs=20, poll_secs=0.05)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+    threads = [threading.Thread(target=wait, args=(plan,)) for plan in plans]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors and not any(t.is_alive() for t in threads)
+
+
+def test_rendezvous_names_the_missing_peer_at_the_deadline():
+    ports = _free_ports(3)
+    hosts = ",".join("127.0.0.1:%d" % p for p in ports)
+    plan = _plan(job_name="worker", worker_hosts=hosts, task_index=0)
+    with pytest.raises(DistributedError) as err:
+        cluster.rendezvous(plan, timeout_secs=0.5, poll_secs=0.05)
+    message = str(err.value)
+    assert message.startswith("worker 0: the cluster did not form within 0.5s")
+    assert "worker 1 at 127.0.0.1:%d (connection refused)" % ports[1] in message
+    assert "worker 2 at 127.0.0.1:%d" % ports[2] in message
+    assert "\n" not in message
+
+
+def test_run_bounded_gives_up_and_names_unreachable_peers():
+    ports = _free_ports(2)
+    plan = _plan(job_name="worker", worker_hosts=",".join("127.0.0.1:%d" % p for p in ports))
+    release = threading.Event()
+    with pytest.raises(DistributedError) as err:
+        cluster.run_bounded(lambda: release.wait(10), plan, 0.2, "joining")
+    release.set()
+    assert "no cluster after 0.2s joining" in str(err.value)
+    assert "worker 1 at 127.0.0.1:%d" % ports[1] in str(err.value)
+    assert cluster.run_bounded(lambda: 7, plan, 5, "x") == 7
+
+
+def test_peer_failures_become_distributed_errors():
+    import tensorflow as tf
+    ports = _free_ports(2)
+    plan = _plan(job_name="worker", worker_hosts=",".join("127.0.0.1:%d" % p for p in ports))
+    failure = cluster.as_distributed_error(
+        tf.errors.UnavailableError(None, None, "Collective ops is aborted"), plan)
+    assert isinstance(failure, DistributedError) and failure.exit_code == 5
+    assert str(failure).startswith("worker 0: lost the cluster (UnavailableError)")
+    assert cluster.as_distributed_error(ValueError("x"), plan) is None
+    assert cluster.as_distributed_error(
+        tf.errors.UnavailableError(None, None, "x"), None) is None
+
+
+def test_resolver_carries_the_cluster():
+    plan = _plan(job_name="worker", worker_hosts="127.0.0.1:1,127.0.0.1:2", task_index=1)
+    resolver = plan.resolver()
+    assert resolver.cluster_spec().as_dict() == {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}
+    assert (resolver.task_type, resolver.task_id, resolver.rpc_layer) == ("worker", 1, "grpc")

@@ -1,0 +1,112 @@
+"""Several replicas on one host: --device=cpu --num_gpus=2 splits the CPU into 2 devices.
+
+Numerical checks run in a fresh process (tests/multi_device_checks.py), since the CPU can be
+split only before TensorFlow initialises; the CLI checks run the real program.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT, run_cli
+from tfbench import devices
+from tfbench.errors import UsageError
+from tfbench.params import make_params
+
+TINY = ["--device=cpu", "--model=trivial", "--image_size=16", "--num_batches=2",
+        "--num_warmup_batches=1", "--csv_file=", "--json_dir=", "--monitor_interval_ms=0"]
+
+
+@pytest.fixture(scope="module")
+def checks():
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "multi_device_checks.py")],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=300, env=env)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_two_replicas_run(checks):
+    assert checks["num_replicas"] == 2
+
+
+@pytest.mark.parametrize("key", ["mirrored_wd0", "mirrored_wd0.01"])
+def test_two_devices_equal_one_device_on_the_same_global_batch(checks, key):
+    assert checks[key]["loss_diff"] < 1e-5
+    assert checks[key]["weight_diff"] < 1e-5
+    assert checks[key]["replicas_diff"] == 0.0     # mirrored copies stay identical
+
+
+def test_parameter_server_is_central_storage_with_the_same_update(checks):
+    assert checks["ps_strategy"] == "CentralStorageStrategy"
+    assert checks["ps_weight_diff"] < 1e-5
+
+
+@pytest.mark.parametrize("spec,label", [("pscpu", "reduction_to_one_device(/cpu:0)"),
+                                        ("hierarchical_copy", "hierarchical_copy")])
+def test_all_reduce_specs_give_the_same_update(checks, spec, label):
+    assert checks["spec_" + spec]["label"] == label
+    assert checks["spec_" + spec]["weight_diff"] < 1e-5
+
+
+def test_independent_replicas_train_alone_on_their_share(checks):
+    assert checks["independent_label"] == "independent"
+    assert max(checks["independent_vs_alone"]) < 1e-5
+    assert checks["independent_replicas_diff"] > 1e-3   # they did not exchange gradients
+
+
+def test_xla_per_replica_matches_and_runs_with_batch_norm(checks):
+    assert checks["xla_loss_diff"] < 1e-4 and checks["xla_weight_diff"] < 1e-4
+    assert all(0 < loss < 10 for loss in checks["xla_norm_losses"])
+
+
+def test_cli_header_for_two_cpu_devices_with_xla(tmp_path):
+    code, out = run_cli(TINY + ["--num_gpus=2", "--batch_size=16", "--variable_update=replicated",
+                                "--xla"], tmp_path, timeout=240)
+    assert code == 0, out[-3000:]
+    lines = out.splitlines()
+    assert "Batch size:  32 global" in lines
+    assert "             16 per device" in lines
+    assert "Devices:     ['/cpu:0', '/cpu:1']" in lines
+    assert "Variables:   replicated" in lines
+    assert "AllReduce:   None" in lines
+    assert lines[-2].startswith("total images/sec: ")
+
+
+def test_cli_independent_forward_only_with_xla(tmp_path):
+    code, out = run_cli(TINY + ["--num_gpus=2", "--batch_size=4", "--forward_only", "--xla",
+                                "--variable_update=independent"], tmp_path, timeout=240)
+    assert code == 0, out[-3000:]
+    assert "Variables:   independent" in out.splitlines()
+    assert "Batch size:  8 global" in out.splitlines()
+
+
+class _FakeGpu:
+    def __init__(self, i):
+        self.name = "/physical_device:GPU:%d" % i
+
+
+@pytest.mark.parametrize("flags,needle", [
+    ({"num_gpus": 4}, "asked for 4 GPU(s)"),
+    ({"num_gpus": 1, "gpu_indices": "5"}, "indices [5]"),
+])
+def test_more_gpus_than_visible_names_what_is_visible(monkeypatch, flags, needle):
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [_FakeGpu(0), _FakeGpu(1)])
+    p = make_params(dict(device="gpu", **flags))
+    with pytest.raises(UsageError) as err:
+        devices.plan_devices(p)
+    message = str(err.value)
+    assert needle in message and "only 2 visible" in message
+    assert "/physical_device:GPU:0, /physical_device:GPU:1" in message
+
+
+def test_gpu_indices_choose_the_devices(monkeypatch):
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [_FakeGpu(i) for i in range(4)])
+    plan = devices.plan_devices(make_params({"device": "gpu", "gpu_indices": "2,3"}))
+    assert plan.num_devices == 2 and plan.names == ("/gpu:0", "/gpu:1")
+    assert plan.gpu_indices == (2, 3)

@@ -1,0 +1,108 @@
+"""Several processes on 127.0.0.1: MultiWorkerMirroredStrategy, a parameter-server cluster, and
+a missing peer that ends the run in bounded time (the subprocess timeouts are the bound)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+from helpers import ROOT
+
+TINY = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=4",
+        "--num_batches=4", "--num_warmup_batches=1", "--display_every=1", "--csv_file=",
+        "--monitor_interval_ms=0"]
+
+
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _start(args, cwd):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.Popen([sys.executable, "-m", "tfbench"] + args, cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(procs, timeout):
+    outs = []
+    try:
+        for proc in procs:
+            outs.append(proc.communicate(timeout=timeout)[0])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    return [proc.returncode for proc in procs], outs
+
+
+def _step_losses(out):
+    return [line.split("\t")[2] for line in out.splitlines()
+            if line[:1].isdigit() and "\timages/sec: " in line]
+
+
+def _manifest(directory):
+    (name,) = os.listdir(directory)
+    with open(os.path.join(directory, name)) as handle:
+        return json.load(handle)
+
+
+def test_two_workers_train_in_lockstep_and_the_total_counts_both(tmp_path):
+    hosts = ",".join("127.0.0.1:%d" % p for p in _free_ports(2))
+    procs = [_start(TINY + ["--job_name=worker", "--worker_hosts=" + hosts,
+                            "--task_index=%d" % i, "--cluster_timeout_secs=60",
+                            "--json_dir=%s" % (tmp_path / str(i))], tmp_path)
+             for i in range(2)]
+    codes, outs = _finish(procs, timeout=120)
+    assert codes == [0, 0], "\n=====\n".join(o[-2500:] for o in outs)
+    for i, out in enumerate(outs):
+        lines = out.splitlines()
+        assert "Batch size:  8 global" in lines and "             4 per device" in lines
+        assert "Variables:   collective_all_reduce" in lines and "Sync:        True" in lines
+        assert "Starting worker %d" % i in lines
+        assert lines[-2].startswith("total images/sec: ")
+    losses = [_step_losses(out) for out in outs]
+    assert len(losses[0]) == 4 and losses[0] == losses[1]
+    for i in range(2):
+        run = _manifest(tmp_path / str(i))
+        assert run["num_workers"] == 2 and run["global_batch_size"] == 8
+        # total = steps x (batch x devices x workers) / wall time: both workers' images.
+        counted = run["images_per_sec"] * run["wall_time"]
+        assert abs(counted - len(run["step_times"]) * 8) < 1e-6 * counted
+
+
+def test_a_missing_peer_fails_in_bounded_time_naming_it(tmp_path):
+    ports = _free_ports(2)
+    hosts = ",".join("127.0.0.1:%d" % p for p in ports)
+    codes, (out,) = _finish([_start(TINY + ["--job_name=worker", "--worker_hosts=" + hosts,
+                                            "--task_index=0", "--cluster_timeout_secs=3",
+                                            "--json_dir="], tmp_path)], timeout=60)
+    assert codes == [5], out[-2000:]
+    assert out.splitlines()[-1] == (
+        "tfbench: error: worker 0: the cluster did not form within 3s "
+        "(--cluster_timeout_secs); unreachable: worker 1 at 127.0.0.1:%d (connection refused)"
+        % ports[1])
+
+
+def test_parameter_server_cluster_with_a_controller(tmp_path):
+    worker, ps, controller = ("127.0.0.1:%d" % p for p in _free_ports(3))
+    common = TINY + ["--worker_hosts=" + worker, "--ps_hosts=" + ps,
+                     "--controller_host=" + controller, "--cluster_timeout_secs=60",
+                     "--json_dir="]
+    procs = [_start(common + ["--job_name=%s" % job], tmp_path)
+             for job in ("ps", "worker", "controller")]
+    codes, (ps_out, worker_out, out) = _finish(procs, timeout=150)
+    assert codes == [0, 0, 0], "\n=====\n".join(o[-2500:] for o in (ps_out, worker_out, out))
+    assert "Running parameter server 0" in ps_out.splitlines()
+    assert "Starting worker 0" in worker_out.splitlines()
+    lines = out.splitlines()
+    assert "Variables:   parameter_server" in lines and "Batch size:  4 global" in lines
+    assert len(_step_losses(out)) == 4
+    assert lines[-2].startswith("total images/sec: ")

@@ -1,0 +1,219 @@
+"""--variable_update / --all_reduce_spec mapped onto tf.distribute (single-device, in-process).
+
+Two-device numerics are in test_multi_device.py, multi-host runs in test_multiworker.py.
+"""
+
+import sys
+import types
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfbench import steps, strategy as strategy_lib
+from tfbench.devices import DevicePlan
+from tfbench.errors import UsageError
+from tfbench.params import make_params
+
+CPU1 = DevicePlan("cpu", 1, ("/cpu:0",), "NHWC")
+CPU2 = DevicePlan("cpu", 2, ("/cpu:0", "/cpu:1"), "NHWC")
+GPU2 = DevicePlan("gpu", 2, ("/gpu:0", "/gpu:1"), "NCHW", gpu_indices=(0, 1))
+
+
+@pytest.mark.parametrize("spec,plan,kind,label", [
+    ("pscpu", CPU2, tf.distribute.ReductionToOneDevice, "reduction_to_one_device(/cpu:0)"),
+    ("psgpu", GPU2, tf.distribute.ReductionToOneDevice, "reduction_to_one_device(/gpu:0)"),
+    ("nccl", GPU2, tf.distribute.NcclAllReduce, "nccl"),
+    ("nccl#2", GPU2, tf.distribute.NcclAllReduce, "nccl"),
+    ("hierarchical_copy", CPU2, tf.distribute.HierarchicalCopyAllReduce, "hierarchical_copy"),
+])
+def test_all_reduce_specs_map_to_cross_device_ops(spec, plan, kind, label):
+    ops, got_label, notices = strategy_lib.cross_device_ops(spec, plan, False)
+    assert isinstance(ops, kind) and got_label == label and notices == []
+
+
+def test_xring_runs_as_hierarchical_copy_and_says_so():
+    ops, label, notices = strategy_lib.cross_device_ops("xring", GPU2, False)
+    assert isinstance(ops, tf.distribute.HierarchicalCopyAllReduce)
+    assert label == "hierarchical_copy"
+    assert notices == ["--all_reduce_spec=xring: TF2 has no ring all-reduce within one host; "
+                       "using hierarchical copy (HierarchicalCopyAllReduce)"]
+
+
+def test_no_spec_is_tf_default_and_hierarchical_copy_flag():
+    assert strategy_lib.cross_device_ops(None, GPU2, False) == (None, None, [])
+    ops, label, _ = strategy_lib.cross_device_ops(None, GPU2, True)
+    assert isinstance(ops, tf.distribute.HierarchicalCopyAllReduce) and label == "hierarchical_copy"
+
+
+@pytest.mark.parametrize("spec,plan,needle", [
+    ("nccl", CPU2, "--all_reduce_spec=nccl needs GPUs"),
+    ("psgpu", CPU2, "--all_reduce_spec=psgpu needs GPUs"),
+    ("pscpu:32k:xring", GPU2, "--all_reduce_spec=pscpu:32k:xring cannot be honoured under TF2"),
+    ("nccl/xring", GPU2, "cannot be honoured under TF2"),
+    ("magic", GPU2, "--all_reduce_spec=magic cannot be honoured under TF2: use nccl"),
+    ("nccl#x", GPU2, "the part after # must be a number"),
+])
+def test_specs_that_cannot_be_honoured_are_usage_errors(spec, plan, needle):
+    with pytest.raises(UsageError) as err:
+        strategy_lib.cross_device_ops(spec, plan, False)
+    assert needle in str(err.value)
+
+
+@pytest.mark.parametrize("spec,plan,name", [
+    (None, CPU1, "AUTO"), ("collective", CPU1, "AUTO"), ("ring", CPU1, "RING"),
+    ("xring", CPU1, "RING"), ("nccl", GPU2, "NCCL")])
+def test_collective_implementation(spec, plan, name):
+    impl, _ = strategy_lib.collective_implementation(spec, plan)
+    assert impl == getattr(tf.distribute.experimental.CommunicationImplementation, name)
+
+
+def test_collective_nccl_on_cpu_is_an_error():
+    with pytest.raises(UsageError, match="nccl needs GPUs"):
+        strategy_lib.collective_implementation("nccl", CPU1)
+
+
+@pytest.mark.parametrize("vu,show", [("parameter_server", False), ("replicated", True),
+                                     ("independent", False)])
+def test_one_device_is_one_device_strategy_with_the_legacy_labels(vu, show):
+    sp = strategy_lib.make_strategy(make_params({"variable_update": vu, "device": "cpu"}), CPU1)
+    assert isinstance(sp.strategy, tf.distribute.OneDeviceStrategy)
+    assert (sp.variables_label, sp.show_all_reduce, sp.all_reduce_label) == (vu, show, None)
+    assert sp.num_workers == 1 and sp.job_name == "" and sp.serve is None
+
+
+def test_multi_worker_value_without_a_cluster_runs_replicated_and_says_so():
+    sp = strategy_lib.make_strategy(
+        make_params({"variable_update": "collective_all_reduce", "device": "cpu"}), CPU1)
+    assert sp.variables_label == "replicated"
+    assert sp.notices[0].startswith("--variable_update=collective_all_reduce without a cluster")
+
+
+@pytest.mark.parametrize("flags,plan,needle", [
+    (dict(variable_update="replicated", job_name="worker", worker_hosts="127.0.0.1:1"), CPU1,
+     "use --variable_update=collective_all_reduce"),
+    (dict(variable_update="parameter_server", job_name="worker", worker_hosts="127.0.0.1:1"),
+     CPU1, "not parameter_server"),
+    (dict(variable_update="collective_all_reduce", job_name="worker", ps_hosts="127.0.0.1:3",
+          worker_hosts="127.0.0.1:1", controller_host="127.0.0.1:2"), CPU1,
+     "use --variable_update=parameter_server or distributed_replicated"),
+    (dict(job_name="worker", worker_hosts="127.0.0.1:1", num_gpus=2), CPU2,
+     "a multi-host run uses one CPU device per task"),
+    (dict(variable_update="collective_all_reduce", job_name="worker",
+          worker_hosts="127.0.0.1:1", all_reduce_spec="pscpu"), CPU1,
+     "cannot be honoured by MultiWorkerMirroredStrategy"),
+])
+def test_multi_host_misuse_is_a_usage_error(flags, plan, needle):
+    with pytest.raises(UsageError) as err:
+        strategy_lib.make_strategy(make_params(dict(device="cpu", **flags)), plan)
+    assert needle in str(err.value)
+
+
+def test_ps_and_worker_tasks_serve_with_the_legacy_lines():
+    flags = dict(device="cpu", ps_hosts="127.0.0.1:3", worker_hosts="127.0.0.1:1,127.0.0.1:4",
+                 controller_host="127.0.0.1:2")
+    ps = strategy_lib.make_strategy(make_params(dict(job_name="ps", **flags)), CPU1)
+    assert ps.strategy is None and callable(ps.serve)
+    assert ps.start_lines == ("Running parameter server 0",)
+    assert (ps.variables_label, ps.num_workers, ps.job_name) == ("parameter_server", 2, "ps")
+    worker = strategy_lib.make_strategy(
+        make_params(dict(job_name="worker", task_index=1, **flags)), CPU1)
+    assert worker.start_lines == ("Starting worker 1",)
+
+
+def test_num_workers_counts_cluster_workers():
+    assert strategy_lib.num_workers(make_params({})) == 1
+    assert strategy_lib.num_workers(make_params(
+        {"job_name": "worker", "worker_hosts": "a:1,b:2,c:3"})) == 3
+
+
+def test_horovod_missing_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "horovod", None)
+    monkeypatch.setitem(sys.modules, "horovod.tensorflow", None)
+    with pytest.raises(UsageError) as err:
+        strategy_lib.make_strategy(make_params({"variable_update": "horovod", "device": "cpu"}),
+                                   CPU1)
+    assert str(err.value).startswith("--variable_update=horovod needs horovod, which is not "
+                                     "importable")
+    assert strategy_lib.num_workers(make_params({"variable_update": "horovod"})) == 1
+
+
+class _FakeHorovod(types.ModuleType):
+    """horovod.tensorflow's API surface as tfbench uses it, for one process of `size`."""
+
+    Average = "average"
+
+    def __init__(self, size=1):
+        super().__init__("horovod.tensorflow")
+        self._size = size
+        self.calls = []
+
+    def init(self):
+        self.calls.append("init")
+
+    def size(self):
+        return self._size
+
+    def rank(self):
+        return 0
+
+    def local_rank(self):
+        return 0
+
+    def allreduce(self, tensor, op=None, device_dense=""):
+        self.calls.append(("allreduce", op, device_dense))
+        return tf.identity(tensor)
+
+    def broadcast_variables(self, variables, root_rank):
+        self.calls.append(("broadcast", len(variables), root_rank))
+
+
+@pytest.fixture
+def fake_horovod(monkeypatch):
+    hvd = _FakeHorovod(size=4)
+    package = types.ModuleType("horovod")
+    package.tensorflow = hvd
+    monkeypatch.setitem(sys.modules, "horovod", package)
+    monkeypatch.setitem(sys.modules, "horovod.tensorflow", hvd)
+    return hvd
+
+
+def test_horovod_averages_gradients_and_broadcasts_initial_state(fake_horovod):
+    p = make_params({"variable_update": "horovod", "device": "cpu", "horovod_device": "/cpu:0"})
+    assert strategy_lib.num_workers(p) == 4
+    sp = strategy_lib.make_strategy(p, CPU1)
+    assert isinstance(sp.strategy, strategy_lib.HorovodStrategy)
+    assert (sp.variables_label, sp.num_workers, sp.horovod_device) == ("horovod", 4, "/cpu:0")
+    with sp.strategy.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+        opt = keras.optimizers.SGD(0.1)
+        opt.build(model.trainable_variables)
+    builder = steps.Steps(model, opt, sp.strategy,
+                          steps.StepConfig(num_label_classes=3, weight_decay=0.0))
+    assert ("broadcast", len(model.variables) + len(opt.variables), 0) in fake_horovod.calls
+    images = tf.constant(np.ones((2, 4), "float32"))
+    out = builder.train_step()(sp.strategy.experimental_distribute_values_from_function(
+        lambda _: images)).numpy()
+    assert np.all(np.isfinite(out))
+    reduced = [c for c in fake_horovod.calls if c[0] == "allreduce"]
+    assert reduced == [("allreduce", "average", "/cpu:0")] * len(model.trainable_variables)
+
+
+def test_horovod_runs_one_device_per_process(fake_horovod):
+    with pytest.raises(UsageError, match="one device per process"):
+        strategy_lib.make_strategy(make_params({"variable_update": "horovod", "device": "cpu",
+                                                "num_gpus": 2}), CPU2)
+
+
+def test_horovod_with_a_cluster_is_an_error():
+    with pytest.raises(UsageError, match="horovodrun"):
+        strategy_lib.make_strategy(make_params({"variable_update": "horovod", "device": "cpu",
+                                                "job_name": "worker",
+                                                "worker_hosts": "127.0.0.1:1"}), CPU1)
+
+
+def test_gradient_divisor():
+    one = tf.distribute.OneDeviceStrategy("/cpu:0")
+    assert strategy_lib.gradient_divisor(one) == 1
+    assert strategy_lib.reduce_gradients(one, [1, 2]) == [1, 2]
