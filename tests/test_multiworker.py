@@ -24,8 +24,9 @@ def _free_ports(n):
     return ports
 
 
-def _start(args, cwd):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+def _start(args, cwd, **env_extra):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", **env_extra)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.Popen([sys.executable, "-m", "tfbench"] + args, cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -55,11 +56,15 @@ def _manifest(directory):
 
 
 def test_two_workers_train_in_lockstep_and_the_total_counts_both(tmp_path):
-    hosts = ",".join("127.0.0.1:%d" % p for p in _free_ports(2))
-    procs = [_start(TINY + ["--job_name=worker", "--worker_hosts=" + hosts,
-                            "--task_index=%d" % i, "--cluster_timeout_secs=60",
-                            "--json_dir=%s" % (tmp_path / str(i))], tmp_path)
-             for i in range(2)]
+    """Worker 0 is described by the legacy flags, worker 1 by TF_CONFIG."""
+    hosts = ["127.0.0.1:%d" % p for p in _free_ports(2)]
+    tf_config = json.dumps({"cluster": {"worker": hosts}, "task": {"type": "worker", "index": 1}})
+    common = TINY + ["--cluster_timeout_secs=60"]
+    procs = [_start(common + ["--job_name=worker", "--worker_hosts=" + ",".join(hosts),
+                              "--task_index=0", "--variable_update=collective_all_reduce",
+                              "--json_dir=%s" % (tmp_path / "0")], tmp_path),
+             _start(common + ["--json_dir=%s" % (tmp_path / "1")], tmp_path,
+                    TF_CONFIG=tf_config)]
     codes, outs = _finish(procs, timeout=120)
     assert codes == [0, 0], "\n=====\n".join(o[-2500:] for o in outs)
     for i, out in enumerate(outs):

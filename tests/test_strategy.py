@@ -144,9 +144,10 @@ class _FakeHorovod(types.ModuleType):
 
     Average = "average"
 
-    def __init__(self, size=1):
+    def __init__(self, size=1, local_rank=0):
         super().__init__("horovod.tensorflow")
         self._size = size
+        self._local_rank = local_rank
         self.calls = []
 
     def init(self):
@@ -159,7 +160,7 @@ class _FakeHorovod(types.ModuleType):
         return 0
 
     def local_rank(self):
-        return 0
+        return self._local_rank
 
     def allreduce(self, tensor, op=None, device_dense=""):
         self.calls.append(("allreduce", op, device_dense))
@@ -171,7 +172,7 @@ class _FakeHorovod(types.ModuleType):
 
 @pytest.fixture
 def fake_horovod(monkeypatch):
-    hvd = _FakeHorovod(size=4)
+    hvd = _FakeHorovod(size=4, local_rank=1)
     package = types.ModuleType("horovod")
     package.tensorflow = hvd
     monkeypatch.setitem(sys.modules, "horovod", package)
@@ -217,3 +218,14 @@ def test_gradient_divisor():
     one = tf.distribute.OneDeviceStrategy("/cpu:0")
     assert strategy_lib.gradient_divisor(one) == 1
     assert strategy_lib.reduce_gradients(one, [1, 2]) == [1, 2]
+
+
+def test_horovod_process_takes_its_local_rank_gpu(fake_horovod, monkeypatch):
+    from tfbench import devices
+
+    class Gpu:
+        def __init__(self, i):
+            self.name = "/physical_device:GPU:%d" % i
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [Gpu(i) for i in range(4)])
+    plan = devices.plan_devices(make_params({"variable_update": "horovod", "device": "gpu"}))
+    assert (plan.num_devices, plan.names, plan.gpu_indices) == (1, ("/gpu:0",), (1,))

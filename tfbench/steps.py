@@ -60,7 +60,7 @@ class StepConfig:
     weight_decay: float
     loss_scaling: str = "none"    # none | static | dynamic
     loss_scale: float = 1.0
-    accum_steps: int = 1
+    accum_steps: int = 1          # micro-batches per update; a step's batch holds all of them
     compute_accuracy: bool = False
     jit_compile: bool = False
 
@@ -170,15 +170,14 @@ class Steps:
             else self._gradients
         self._predict_fn = tf.function(self._predict, jit_compile=True) if per_replica_jit \
             else self._predict
-        inner = replica_fn
 
         def step(inputs):
             if from_iterator:
                 element = next(inputs)   # (images, labels), or images alone (synthetic)
                 args = tuple(element) if isinstance(element, (tuple, list)) else (element,)
-                out = strategy.run(inner, args=args)
+                out = strategy.run(replica_fn, args=args)
             else:
-                out = strategy.run(inner, args=(inputs,))
+                out = strategy.run(replica_fn, args=(inputs,))
             return strategy.reduce(tf.distribute.ReduceOp.MEAN, out, axis=None)
 
         compiled = tf.function(step, jit_compile=whole_step_jit)
