@@ -67,6 +67,13 @@ def test_inconsistent_flags_are_usage_errors(flags, needle):
     assert needle in str(err.value)
 
 
+def test_distributed_all_reduce_accepts_and_notes_the_legacy_controller_host():
+    plan = _plan(job_name="worker", worker_hosts="h:1,h:2", controller_host="c:3",
+                 variable_update="distributed_all_reduce")
+    assert plan.mode == cluster.MULTI_WORKER and plan.job_dict == {"worker": ["h:1", "h:2"]}
+    assert plan.notices[0].startswith("--controller_host unused")
+
+
 def test_tf_config_multi_worker_with_a_chief():
     env = {"TF_CONFIG": json.dumps({"cluster": {"chief": ["c:1"], "worker": ["w:2", "w:3"]},
                                     "task": {"type": "worker", "index": 1}})}

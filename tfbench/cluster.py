@@ -44,6 +44,7 @@ class ClusterPlan:
     task_index: int
     mode: str                                        # MULTI_WORKER | PARAMETER_SERVER
     source: str                                      # "flags" | "TF_CONFIG"
+    notices: tuple[str, ...] = ()                    # flags accepted but not used
 
     @property
     def job_dict(self) -> dict[str, list[str]]:
@@ -150,11 +151,20 @@ def _from_flags(p) -> Optional[ClusterPlan]:
             raise UsageError("--job_name=controller is for --ps_hosts clusters "
                              "(ParameterServerStrategy); with --worker_hosts alone every worker "
                              "runs the benchmark (MultiWorkerMirroredStrategy)")
-        if controller:
+        notices: tuple[str, ...] = ()
+        if controller and p.variable_update != "distributed_all_reduce":
             raise UsageError("--controller_host needs --ps_hosts: with --worker_hosts alone "
                              "every worker runs the benchmark (MultiWorkerMirroredStrategy)")
+        if controller:
+            # Legacy distributed_all_reduce drove its workers from a controller; under TF2
+            # every worker runs its own loop, so no controller task exists.
+            notices = ("--controller_host unused: under MultiWorkerMirroredStrategy every "
+                       "worker runs the benchmark; start no controller task",)
         jobs = (("worker", workers),)
         task_type, mode = "worker", MULTI_WORKER
+        plan = ClusterPlan(jobs, task_type, p.task_index, mode, "flags", notices)
+        _check_index(plan, "--task_index")
+        return plan
     plan = ClusterPlan(jobs, task_type, p.task_index, mode, "flags")
     _check_index(plan, "--task_index")
     return plan

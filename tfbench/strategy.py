@@ -368,7 +368,7 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
         return StrategyPlan(strategy, label, None, False, num_workers=cl.num_workers,
                             job_name=job_name, cluster=cl,
                             reduction="parameter servers (%d)" % len(cl.addresses("ps")))
-    notices = []
+    notices = list(cl.notices)
     if explicit and vu not in MULTI_WORKER_VALUES:
         raise UsageError("--worker_hosts (or TF_CONFIG) without ps runs "
                          "MultiWorkerMirroredStrategy: use --variable_update="
