@@ -109,6 +109,25 @@ class Steps:
             grads = [g / cfg.loss_scale if g is not None else None for g in grads]
         return logits, base, total, grads
 
+    def _plain_sgd(self) -> bool:
+        """Plain SGD on one replica: the update can be the fused ApplyGradientDescent kernel."""
+        opt = self.optimizer
+        return (type(opt) is keras.optimizers.SGD and not opt.momentum and opt.clipvalue is None
+                and opt.clipnorm is None and opt.global_clipnorm is None
+                and self.strategy.num_replicas_in_sync == 1)
+
+    def _apply(self, grads, variables):
+        if not self._plain_sgd():
+            self.optimizer.apply(grads, variables)
+            return
+        # One pass over each variable (var -= lr * grad) instead of Keras' multiply + assign.
+        lr = tf.cast(self.optimizer.learning_rate, tf.float32)
+        for grad, var in zip(grads, variables):
+            if grad is not None:
+                tf.raw_ops.ResourceApplyGradientDescent(
+                    var=var.handle, alpha=tf.cast(lr, var.dtype), delta=grad)
+        self.optimizer.iterations.assign_add(1)
+
     def _metrics(self, logits, labels, base, total):
         if self.config.compute_accuracy:
             top_1, top_5 = accuracy(logits, labels)
@@ -124,7 +143,7 @@ class Steps:
                 labels = self._labels(images)
             logits, base, total, grads = self._grad_fn(images, labels)
             grads = strategy_lib.reduce_gradients(self.strategy, grads)
-            self.optimizer.apply(grads, variables)
+            self._apply(grads, variables)
             return self._metrics(logits, labels, base, total)
         # Gradient accumulation: the step's batch (K micro-batches per replica) is split, and
         # one update with the mean gradient equals one step on the K-times larger batch.
@@ -139,7 +158,7 @@ class Steps:
             sums += self._metrics(logits, micro_labels[k], base, total)
         grads = strategy_lib.reduce_gradients(self.strategy,
                                               [g / cfg.accum_steps for g in summed])
-        self.optimizer.apply(grads, variables)
+        self._apply(grads, variables)
         return sums / cfg.accum_steps
 
     def _predict(self, images):
