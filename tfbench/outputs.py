@@ -25,6 +25,10 @@ def manifest(p, result: RunResult) -> dict[str, Any]:
 def write_all(p, result: RunResult) -> list[str]:
     """Writes every enabled output; returns the lines to print about them."""
     lines: list[str] = []
+    if result.extra.get("server_task") and result.status == "ok":
+        # ps / worker tasks of a parameter-server cluster measure nothing themselves.
+        return ["%s: done serving the cluster; the controller reports the results"
+                % result.extra["server_task"]]
     if p.json_dir:
         path = os.path.join(p.json_dir, "%s.json" % result.run_id)
         result.extra["json_file"] = path
@@ -45,6 +49,8 @@ def summary_lines(p, result: RunResult) -> list[str]:
     """tfbench's own lines, printed before the legacy footer."""
     from tfbench import estimate, stats
     extra = result.extra
+    if extra.get("server_task"):
+        return []
     lines = []
     if result.params_count is not None:
         line = "Model: %s params" % "{:,}".format(result.params_count)
@@ -76,6 +82,6 @@ def summary_lines(p, result: RunResult) -> list[str]:
 
 def footer(result: RunResult) -> list[str]:
     """The legacy total block; training + evaluation mode has none, as in the legacy script."""
-    if result.extra.get("train_and_eval"):
+    if result.extra.get("train_and_eval") or result.extra.get("server_task"):
         return []
     return classic_log.footer_lines(result.images_per_sec)

@@ -220,9 +220,7 @@ class Benchmark:
     def _gpu_indices(self) -> Optional[list[int]]:
         if self.r.device.kind != "gpu":
             return None
-        if self.p.gpu_indices:
-            return [int(x) for x in self.p.gpu_indices.split(",") if x.strip()]
-        return list(range(self.r.device.num_devices))
+        return list(self.r.device.gpu_indices or range(self.r.device.num_devices))
 
     def _capture_environment(self, res: RunResult) -> Optional[dict]:
         from tfbench import environment
@@ -241,11 +239,14 @@ class Benchmark:
         from tfbench import environment, estimate
         for m in self.monitors:
             m.stop()
-        timed_images = len(res.step_times) * self.r.global_batch
+        r = self.r
         if not res.images_per_sec and res.step_times and res.wall_time:
             # Stopped early (interrupt, NaN): the steps already timed still count.
-            res.images_per_sec = timed_images / res.wall_time
+            res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
         ips = res.images_per_sec or None
+        # This host's monitors and memory see this worker's images only.
+        timed_images = len(res.step_times) * r.worker_batch
+        local_ips = ips / r.num_workers if ips else None
         if res.gflops_per_image and ips:
             # Training costs about 3x the forward pass (forward + two backward matmuls).
             factor = 3.0 if self.r.mode == "training" else 1.0
@@ -254,12 +255,13 @@ class Benchmark:
         res.extra.update({k: v for k, v in stats.cold_start_summary(
             res.warmup_times, res.step_times).items() if k not in ("first_step_sec",)})
         mem = memory.memory_summary(memory.peak_device_bytes(self.r.device.names),
-                                    memory.host_peak_rss_bytes(), ips)
+                                    memory.host_peak_rss_bytes(), local_ips)
         res.extra.update(mem)
         if self.monitors:
-            res.extra.update(monitors.summary(self.monitors, timed_images, ips))
+            res.extra.update(monitors.summary(self.monitors, timed_images, local_ips))
             res.extra["samples"] = monitors.samples(self.monitors)
-            res.extra["monitor_lines"] = monitors.console_lines(self.monitors, timed_images, ips)
+            res.extra["monitor_lines"] = monitors.console_lines(self.monitors, timed_images,
+                                                                local_ips)
             res.extra["monitor_warnings"] = monitors.warnings(self.monitors)
         res.extra["memory_lines"] = memory.console_lines(mem)
         self._expected_range(res)
