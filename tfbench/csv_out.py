@@ -58,6 +58,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("params", "trainable + non-trainable parameters of the model"),
     ("gflops_per_image", "forward GFLOPs per image (multiply-add = 2 FLOPs)"),
     ("tflops_per_sec", "achieved TFLOP/s (training counted as 3x forward)"),
+    ("mfu_pct", "model FLOPs utilisation: tflops_per_sec / (peak per device x devices), %"),
+    ("peak_tflops", "peak dense TFLOP/s per device used for mfu_pct"),
     ("latency_ms_p50", "median step time in ms per batch"),
     ("latency_ms_p90", "90th percentile step time, ms"),
     ("latency_ms_p99", "99th percentile step time, ms"),

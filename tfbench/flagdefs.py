@@ -211,6 +211,9 @@ LEGACY_FLAGS: tuple[FlagSpec, ...] = (
 )
 
 TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
+    _t("float", "peak_tflops", 0.0,
+       "Peak dense TFLOP/s of one device for MFU; 0 = NVIDIA datasheet value for known GPUs.",
+       lower_bound=0),
     _t("bool", "use_synthetic_data", False,
        "Synthetic inputs even when --data_dir is set."),
     _t("int", "accum_steps", 1, "Gradient accumulation: micro-batches per optimizer update.",

@@ -60,6 +60,9 @@ def summary_lines(p, result: RunResult) -> list[str]:
             line += ", achieved %.3f TFLOP/s%s" % (
                 result.tflops_per_sec, " (training = 3x forward)" if result.mode == "training"
                 else "")
+        if extra.get("mfu_pct") is not None:
+            line += ", MFU %.1f%% of %.1f TFLOP/s per device" % (extra["mfu_pct"],
+                                                                extra["peak_tflops"])
         lines.append(line)
     if result.mode in ("forward_only", "eval"):
         lines += stats.console_lines_latency(extra)

@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfbench import classic_log, devices, lr, memory, monitors, optimizers, stats, steps
+from tfbench import classic_log, devices, lr, memory, monitors, optimizers, peak, stats, steps
 from tfbench import params as params_lib
 from tfbench import strategy as strategy_lib
 from tfbench.errors import NanLoss, OutOfMemory, UsageError
@@ -247,10 +247,7 @@ class Benchmark:
         # This host's monitors and memory see this worker's images only.
         timed_images = len(res.step_times) * r.worker_batch
         local_ips = ips / r.num_workers if ips else None
-        if res.gflops_per_image and ips:
-            # Training costs about 3x the forward pass (forward + two backward matmuls).
-            factor = 3.0 if self.r.mode == "training" else 1.0
-            res.tflops_per_sec = res.gflops_per_image * factor * ips / 1000.0
+        self._flops_figures(res, ips)
         res.extra.update(stats.latency_summary(res.step_times))
         res.extra.update({k: v for k, v in stats.cold_start_summary(
             res.warmup_times, res.step_times).items() if k not in ("first_step_sec",)})
@@ -274,6 +271,22 @@ class Benchmark:
             res.environment["after"] = after
             changes = environment.diff(env_before, after)
             res.extra["environment_changes"] = changes
+
+    def _flops_figures(self, res: RunResult, ips: Optional[float]) -> None:
+        """Achieved TFLOP/s (training counted as 3x forward) and MFU where a peak is known."""
+        r = self.r
+        if not (res.gflops_per_image and ips):
+            return
+        # Training costs about 3x the forward pass (forward + two backward matmuls).
+        factor = 3.0 if r.mode == "training" else 1.0
+        res.tflops_per_sec = res.gflops_per_image * factor * ips / 1000.0
+        per_device = self.p.peak_tflops or (
+            peak.gpu_peak_tflops(res.extra.get("device_name", ""), r.precision)
+            if r.device.kind == "gpu" else None)
+        if per_device:
+            res.extra["peak_tflops"] = per_device
+            res.extra["mfu_pct"] = peak.mfu_pct(res.tflops_per_sec, per_device,
+                                                r.device.num_devices * r.num_workers)
 
     def _expected_range(self, res: RunResult) -> None:
         """Where the GPU is in the published table: within / below / above its band."""
