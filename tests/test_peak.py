@@ -25,7 +25,7 @@ def test_cpu_run_reports_mfu_with_given_peak(tmp_path):
                                  "--peak_tflops=2.0", "--csv_file=r.csv", "--json_dir="],
                                 tmp_path)
     assert code == 0
-    model_line = [l for l in lines if l.startswith("Model: ") and "params" in l][0]
+    model_line = [l for l in lines if l.startswith("Model stats: ")][0]
     assert "MFU " in model_line and "of 2.0 TFLOP/s per device" in model_line
     import csv
     row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
