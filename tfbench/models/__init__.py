@@ -10,3 +10,5 @@ from tfbench.models import inception  # noqa: F401
 from tfbench.models import resnet  # noqa: F401
 from tfbench.models import official_resnet  # noqa: F401
 from tfbench.models import densenet_cifar  # noqa: F401
+from tfbench.models import applications  # noqa: F401
+from tfbench.models import vit  # noqa: F401

@@ -1,0 +1,181 @@
+"""Every registered model builds, gives float32 logits of the right shape and trains one step."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import keras
+
+from tfbench import flops
+from tfbench.errors import UsageError
+from tfbench.models import registry
+
+ALL_SPECS = registry.all_specs()
+
+
+def _id(spec) -> str:
+    return "%s-%s" % (spec.name, spec.dataset)
+
+
+def _test_size(spec) -> int:
+    return max(spec.min_image_size, 32)
+
+
+def _train_step(model, images, labels):
+    """One plain GradientTape + SGD step; returns (logits, loss, gradients)."""
+    optimizer = keras.optimizers.SGD(learning_rate=1e-6)
+    with tf.GradientTape() as tape:
+        logits = model(images, training=True)
+        loss = tf.reduce_mean(
+            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+    grads = tape.gradient(loss, model.trainable_weights)
+    optimizer.apply_gradients(zip(grads, model.trainable_weights))
+    return logits, loss, grads
+
+
+def _synthetic(size: int, batch: int = 2):
+    # As the legacy synthetic images: unnormalised pixels around 127.
+    images = tf.random.truncated_normal([batch, size, size, 3], mean=127, stddev=60, seed=1)
+    return images, tf.constant([1, 3][:batch], tf.int32)
+
+
+# Deeper or wider variants of a builder whose representative (in the comment) trains below:
+# these build and run a forward pass; their training step only runs with
+# TFBENCH_FULL_MODEL_TESTS=1 (keeps this module at a couple of minutes on 2 cores).
+FORWARD_ONLY = {
+    "resnet101_v2", "resnet152", "resnet152_v2",  # resnet50, resnet50_v2, resnet101
+    "official_resnet34", "official_resnet34_v2",  # official_resnet18(_v2)
+    "official_resnet101", "official_resnet101_v2", "official_resnet152",  # official_resnet50(_v2)
+    "official_resnet152_v2", "official_resnet200", "official_resnet200_v2",
+    "densenet100_k12", "densenet100_k24",  # densenet40_k12
+    "efficientnet_b1", "efficientnet_b2", "efficientnet_b3", "efficientnet_b4",  # efficientnet_b0
+    "efficientnet_b5", "efficientnet_b6", "efficientnet_b7",
+    "efficientnet_v2_m", "efficientnet_v2_l",  # efficientnet_v2_s
+    "densenet169", "densenet201",  # densenet121
+    "convnext_small", "convnext_base",  # convnext_tiny
+    "nasnetlarge",  # nasnet
+}
+FULL = os.environ.get("TFBENCH_FULL_MODEL_TESTS") == "1"
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS, ids=_id)
+def test_builds_and_trains_one_step(spec):
+    size = _test_size(spec)
+    model = spec.build(size, "NHWC")
+    assert tuple(model.inputs[0].shape) == (None, size, size, 3)
+    images, labels = _synthetic(size)
+    if spec.name in FORWARD_ONLY and not FULL:
+        logits = model(images, training=False)
+        assert bool(tf.reduce_all(tf.math.is_finite(logits)))
+    else:
+        logits, loss, grads = _train_step(model, images, labels)
+        assert np.isfinite(float(loss))
+        assert all(g is not None for g in grads)
+        assert all(bool(tf.reduce_all(tf.math.is_finite(g))) for g in grads)
+    assert logits.shape == (2, registry.NUM_CLASSES[spec.dataset])
+    assert logits.dtype == tf.float32
+
+
+def test_forward_only_names_are_registered():
+    assert FORWARD_ONLY <= {s.name for s in ALL_SPECS}
+
+
+def test_registry_has_every_required_name():
+    imagenet = {"trivial", "lenet", "alexnet", "overfeat", "vgg11", "vgg16", "vgg19", "googlenet",
+                "inception3", "inception4", "resnet50", "resnet50_v1.5", "resnet50_v2",
+                "resnet101", "resnet101_v2", "resnet152", "resnet152_v2", "mobilenet", "nasnet",
+                "nasnetlarge", "mobilenet_v2", "mobilenet_v3_large", "mobilenet_v3_small",
+                "efficientnet_v2_s", "efficientnet_v2_m", "efficientnet_v2_l", "densenet121",
+                "densenet169", "densenet201", "xception", "inception_resnet_v2", "convnext_tiny",
+                "convnext_small", "convnext_base", "vit_tiny"}
+    imagenet |= {"efficientnet_b%d" % i for i in range(8)}
+    imagenet |= {"official_resnet%d%s" % (d, v) for d in (18, 34, 50, 101, 152, 200)
+                 for v in ("", "_v2")}
+    cifar10 = {"trivial", "alexnet", "densenet40_k12", "densenet100_k12", "densenet100_k24"}
+    cifar10 |= {"resnet%d%s" % (d, v) for d in (20, 32, 44, 56, 110) for v in ("", "_v2")}
+    have = {(s.name, s.dataset) for s in ALL_SPECS}
+    missing = ({(n, "imagenet") for n in imagenet} | {(n, "cifar10") for n in cifar10}) - have
+    assert not missing
+
+
+# name, dataset, image size, batch, learning rate, schedule, header name: tf_cnn_benchmarks §3.
+LEGACY_DEFAULTS = [
+    ("lenet", "imagenet", 28, 32, 0.005, "constant", "lenet5"),
+    ("alexnet", "imagenet", 227, 512, 0.005, "constant", "alexnet"),
+    ("alexnet", "cifar10", 32, 128, 0.1, "alexnet_cifar", "alexnet"),
+    ("overfeat", "imagenet", 231, 32, 0.005, "constant", "overfeat"),
+    ("vgg16", "imagenet", 224, 64, 0.005, "constant", "vgg16"),
+    ("googlenet", "imagenet", 224, 32, 0.005, "constant", "googlenet"),
+    ("inception3", "imagenet", 299, 32, 0.005, "constant", "inception3"),
+    ("inception4", "imagenet", 299, 32, 0.005, "constant", "inception4"),
+    ("resnet50", "imagenet", 224, 64, 0.128, "resnet", "resnet50"),
+    ("resnet50_v1.5", "imagenet", 224, 64, 0.128, "resnet", "resnet50_v1.5"),
+    ("resnet101", "imagenet", 224, 32, 0.128, "resnet", "resnet101"),
+    ("resnet152_v2", "imagenet", 224, 32, 0.128, "resnet", "resnet152_v2"),
+    ("resnet56", "cifar10", 32, 128, 0.1, "cifar_resnet", "resnet56"),
+    ("official_resnet50", "imagenet", 224, 128, 0.05, "official_resnet", "official_resnet_50_v1"),
+    ("official_resnet18_v2", "imagenet", 224, 32, 0.0125, "official_resnet",
+     "official_resnet_18_v2"),
+    ("densenet40_k12", "cifar10", 32, 64, 0.1, "densenet_cifar", "densenet40_k12"),
+    ("mobilenet", "imagenet", 224, 32, 0.005, "constant", "mobilenet"),
+    ("nasnet", "imagenet", 224, 32, 0.005, "constant", "nasnet"),
+    ("nasnetlarge", "imagenet", 331, 16, 0.005, "constant", "nasnet"),
+]
+
+
+@pytest.mark.parametrize("name,dataset,size,batch,lr,schedule,header", LEGACY_DEFAULTS)
+def test_legacy_defaults(name, dataset, size, batch, lr, schedule, header):
+    spec = registry.get(name, dataset)
+    assert (spec.image_size, spec.batch_size, spec.lr_schedule, spec.header_name) == (
+        size, batch, schedule, header)
+    assert spec.learning_rate == pytest.approx(lr)
+
+
+def test_too_small_image_size_is_a_usage_error():
+    with pytest.raises(UsageError, match="alexnet.*at least 67"):
+        registry.get("alexnet").build(64)
+
+
+# One model per builder: NCHW must build the same network (same parameters and FLOPs), with an
+# NHWC input, and run on this CPU.
+NCHW_CASES = [("alexnet", "cifar10"), ("googlenet", "imagenet"), ("resnet20_v2", "cifar10"),
+              ("official_resnet18_v2", "imagenet"), ("densenet40_k12", "cifar10"),
+              ("mobilenet_v3_small", "imagenet"), ("vit_tiny", "imagenet"),
+              ("convnext_tiny", "imagenet")]
+
+
+@pytest.mark.parametrize("name,dataset", NCHW_CASES)
+def test_nchw_builds_the_same_network(name, dataset):
+    spec = registry.get(name, dataset)
+    size = _test_size(spec)
+    nhwc, nchw = spec.build(size, "NHWC"), spec.build(size, "NCHW")
+    assert tuple(nchw.inputs[0].shape) == (None, size, size, 3)
+    assert flops.count_params(nchw) == flops.count_params(nhwc)
+    assert flops.forward_flops(nchw, size) == flops.forward_flops(nhwc, size)
+    has_transpose = any(layer.name == "to_nchw" for layer in nchw.layers)
+    assert has_transpose == spec.channels_first
+    out = nchw(_synthetic(size)[0], training=False)
+    assert out.shape == (2, registry.NUM_CLASSES[dataset]) and out.dtype == tf.float32
+
+
+@pytest.fixture
+def mixed_float16():
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+@pytest.mark.parametrize("name,dataset", [("resnet20", "cifar10"), ("efficientnet_b0", "imagenet"),
+                                          ("vit_tiny", "imagenet")])
+def test_logits_are_float32_under_mixed_precision(mixed_float16, name, dataset):
+    spec = registry.get(name, dataset)
+    model = spec.build(32)
+    assert any(layer.compute_dtype == "float16" for layer in model.layers)
+    logits = model(_synthetic(32)[0], training=False)
+    assert logits.dtype == tf.float32
+    assert bool(tf.reduce_all(tf.math.is_finite(logits)))

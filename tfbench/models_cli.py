@@ -1,0 +1,190 @@
+"""`tfbench models`: the registered models with their defaults, parameters and forward FLOPs.
+
+    tfbench models [--format=table|csv] [--image_size=N] [--dataset=imagenet|cifar10]
+                   [--model=NAME[,NAME...]] [--no_flops] [NAME ...]
+
+Parameters and FLOPs come from building each model and tracing its graph (tfbench.flops): about
+2-3 CPU-seconds per model, a few minutes for the full list on a small CPU. Rows are printed as
+they are computed; --model narrows the list and --no_flops skips the builds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import sys
+from typing import Callable, Iterable, Optional, Sequence
+
+from tfbench.errors import UsageError
+
+COLUMNS = ("name", "dataset", "image_size", "default_batch_size", "params", "gflops", "family",
+           "lr_schedule", "learning_rate", "display_name", "min_image_size", "channels_first",
+           "description")
+# Table columns: (key, header, width, alignment); the CSV has all COLUMNS.
+TABLE = (("name", "name", 19, "<"), ("dataset", "dataset", 8, "<"),
+         ("image_size", "image_size", 10, ">"), ("default_batch_size", "batch_size", 10, ">"),
+         ("params", "params", 11, ">"), ("gflops", "gflops", 8, ">"),
+         ("family", "family", 15, "<"), ("lr_schedule", "lr_schedule", 15, "<"))
+
+HELP_EPILOG = """\
+Building every model for params and gflops takes a few minutes on a small CPU; rows print as they
+are computed. Narrow the list with --model (wildcards) or skip the builds with --no_flops.
+
+columns:
+  image_size          input height and width used for params and gflops (--image_size or the
+                      model's default)
+  default_batch_size  per-device batch when --batch_size is not given
+  params              trainable parameters (batch-norm moving statistics not counted)
+  gflops              forward FLOPs per image, in GFLOPs, with a multiply-add counted as 2
+                      FLOPs. Counted from the built model's TensorFlow graph: convolutions
+                      (depthwise and grouped too), dense layers and matrix products (attention
+                      included); batch norm, activations, pooling and other elementwise ops are
+                      not counted, as in published figures. Training is about 3x forward.
+  lr_schedule         the default learning-rate schedule (constant, resnet, cifar_resnet,
+                      alexnet_cifar, official_resnet, densenet_cifar)
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one clear line instead of usage + exit 2
+        raise UsageError("models: %s" % message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="tfbench models", allow_abbrev=False,
+                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=HELP_EPILOG,
+                description="List the registered models: defaults, parameters and forward "
+                            "GFLOPs per image (a multiply-add counts as 2 FLOPs).")
+    p.add_argument("--format", choices=("table", "csv"), default="table",
+                   help="table (default) or csv")
+    p.add_argument("--image_size", type=int, default=0,
+                   help="compute params and gflops at this input size instead of each "
+                        "model's default (0 = default)")
+    p.add_argument("--dataset", choices=("imagenet", "cifar10"), default=None,
+                   help="only the models for this dataset")
+    p.add_argument("--model", action="append", default=[], metavar="NAME[,NAME...]",
+                   help="only these models; shell-style wildcards allowed (resnet*); repeatable")
+    p.add_argument("--no_flops", action="store_true",
+                   help="skip building the models: no params or gflops (instant)")
+    p.add_argument("names", nargs="*", metavar="NAME", help="same as --model")
+    return p
+
+
+def select(patterns: Sequence[str], dataset: Optional[str]) -> list:
+    """The registered specs matching any pattern (all when none), in name order."""
+    from tfbench.models import registry
+
+    specs = [s for s in registry.all_specs() if dataset is None or s.dataset == dataset]
+    if not patterns:
+        return specs
+    chosen = []
+    for pattern in patterns:
+        matched = [s for s in specs if fnmatch.fnmatchcase(s.name, pattern)]
+        if not matched:
+            raise UsageError("no model matches '%s'%s. Valid names: %s" % (
+                pattern, " for dataset %s" % dataset if dataset else "",
+                ", ".join(registry.names())))
+        chosen.extend(s for s in matched if s not in chosen)
+    return sorted(chosen, key=lambda s: (s.name, s.dataset))
+
+
+def row(spec, image_size: int = 0, with_flops: bool = True) -> dict:
+    """One model's row; params/gflops are None when skipped or the size is below the minimum."""
+    from tfbench import flops
+
+    size = image_size or spec.image_size
+    params = gflops = None
+    if with_flops and size >= spec.min_image_size:
+        params, flop_count = flops.spec_stats(spec, size)
+        gflops = flop_count / 1e9
+    return {"name": spec.name, "dataset": spec.dataset, "image_size": size,
+            "default_batch_size": spec.batch_size, "params": params, "gflops": gflops,
+            "family": spec.family, "lr_schedule": spec.lr_schedule,
+            "learning_rate": spec.learning_rate, "display_name": spec.header_name,
+            "min_image_size": spec.min_image_size, "channels_first": spec.channels_first,
+            "description": spec.description}
+
+
+def _cell(key: str, value) -> str:
+    if value is None:
+        return "-"
+    if key == "params":
+        return "{:,}".format(value)
+    if key == "gflops":
+        return "%.3f" % value
+    return str(value)
+
+
+def _csv_cell(key: str, value) -> str:
+    if value is None:
+        return ""
+    if key == "gflops":
+        return "%.4f" % value
+    return str(value)
+
+
+def write_table(rows: Iterable[dict], out: Callable[[str], None], name_width: int = 0
+                ) -> list[str]:
+    """Prints a header then each row as it arrives; returns notes for the footer."""
+    widths = [max(width, name_width) if key == "name" else width for key, _, width, _ in TABLE]
+
+    def line(cells) -> str:
+        return "  ".join("{:{}{}}".format(cell, align, width)
+                         for cell, width, (_, _, _, align) in zip(cells, widths, TABLE)).rstrip()
+
+    out(line(header for _, header, _, _ in TABLE))
+    out(line("-" * width for width in widths))
+    notes = []
+    for r in rows:
+        out(line(_cell(key, r[key]) for key, _, _, _ in TABLE))
+        if r["image_size"] < r["min_image_size"]:
+            notes.append("%s needs --image_size >= %d" % (r["name"], r["min_image_size"]))
+    return notes
+
+
+def write_csv(rows: Iterable[dict], out: Callable[[str], None]) -> None:
+    import csv
+    import io
+
+    def line(values) -> str:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="").writerow(values)
+        return buf.getvalue()
+
+    out(line(COLUMNS))
+    for r in rows:
+        out(line(_csv_cell(key, r[key]) for key in COLUMNS))
+
+
+def main(argv: Sequence[str]) -> int:
+    """`tfbench models ARGS` (argv without the subcommand). UsageError on bad input."""
+    try:
+        args = _parser().parse_args(list(argv))
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    if args.image_size < 0:
+        raise UsageError("models: --image_size must be >= 0, got %d" % args.image_size)
+    patterns = [p for value in args.model + args.names for p in value.split(",") if p]
+    specs = select(patterns, args.dataset)
+
+    def out(text: str) -> None:
+        print(text, flush=True)
+
+    rows = (row(s, args.image_size, not args.no_flops) for s in specs)
+    if args.format == "csv":
+        write_csv(rows, out)
+        return 0
+    for note in write_table(rows, out, max((len(s.name) for s in specs), default=0)):
+        out("note: " + note)
+    if not args.no_flops:
+        out("gflops: forward FLOPs per image, multiply-add = 2 FLOPs (training is about 3x); "
+            "params: trainable parameters.")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except UsageError as exc:
+        print("tfbench: error: %s" % exc, file=sys.stderr)
+        sys.exit(exc.exit_code)
