@@ -104,3 +104,19 @@ def test_resnet50_versions_and_vit_parameters():
     assert v1[1] / 2e9 == pytest.approx(3.86, rel=0.02)
     assert v15[1] > v1[1]
     assert flops.spec_stats(registry.get("vit_tiny"))[0] == pytest.approx(5.7e6, rel=0.02)
+
+
+def test_nested_function_calls_are_walked():
+    import tensorflow as tf
+
+    @tf.function
+    def inner(x, w):
+        return tf.matmul(x, w)
+
+    @tf.function
+    def outer(x, w):
+        return inner(x, w) + 1.0
+
+    graph = outer.get_concrete_function(tf.TensorSpec([2, 3]), tf.TensorSpec([3, 4])).graph
+    assert any("PartitionedCall" in op.type for op in graph.get_operations())
+    assert flops.graph_macs(graph) == 2 * 4 * 3
