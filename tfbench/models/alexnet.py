@@ -52,4 +52,4 @@ register(ModelSpec("alexnet", IMAGENET, build_alexnet, 227, 512, 0.005, family="
                    description="AlexNet (one tower): 5 convs, 3 max-pools, 2xFC4096 + dropout"))
 register(ModelSpec("alexnet", CIFAR10, build_alexnet_cifar, 32, 128, 0.1, family="alexnet",
                    lr_schedule="alexnet_cifar",
-                   description="TF cifar10 tutorial net: 2x(conv5x5 + LRN + maxpool), FC384, FC192"))
+                   description="TF cifar10 tutorial net: 2x(conv5x5, LRN, maxpool), FC384, FC192"))

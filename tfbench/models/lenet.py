@@ -1,4 +1,4 @@
-"""lenet (legacy internal name lenet5): the TF MNIST-tutorial LeNet-5 on 28x28 RGB, no batch norm."""
+"""lenet (legacy internal name lenet5): the TF MNIST-tutorial LeNet-5 on 28x28 RGB, no BN."""
 
 from __future__ import annotations
 
