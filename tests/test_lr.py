@@ -70,3 +70,11 @@ def test_schedule_serialises():
     plan, _ = lr.plan_for(make_params({}), RESNET, 256, N)
     restored = lr.Schedule.from_config(lr.Schedule(plan).get_config())
     assert restored.plan == plan
+
+
+def test_densenet_cifar_schedule():
+    spec = ModelSpec("dn", "cifar10", lambda *a: None, 32, 64, 0.1, "densenet",
+                     lr_schedule="densenet_cifar")
+    per_epoch = 50000 // 64
+    got = values({}, spec, 64, [0, per_epoch * 150, per_epoch * 150 + 1, per_epoch * 300 + 1])
+    assert got == pytest.approx([0.1, 0.1, 0.01, 0.0001])

@@ -98,3 +98,12 @@ def test_expected_range_line_for_a_known_gpu():
     bench._expected_range(res)
     assert res.extra["expected_range"] == "within"
     assert res.extra["expected_range_line"].startswith("Expected range for resnet50 training")
+
+
+def test_nhwc_only_model_says_so_under_nchw():
+    from tfbench.params import make_params
+    from tfbench.runner import resolve
+    r = resolve(make_params({"device": "cpu", "model": "convnext_tiny", "mkl": True,
+                             "data_format": "NCHW"}))
+    assert r.device.data_format == "NHWC"
+    assert any("cannot run channels-first" in n for n in r.notices)

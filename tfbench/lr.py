@@ -74,6 +74,10 @@ def model_default_plan(spec, global_batch: int, resnet_base_lr: Optional[float] 
         per_epoch = 50000 // global_batch
         return Plan(boundaries=tuple(per_epoch * e for e in (82, 123, 300)),
                     values=(0.1, 0.01, 0.001, 0.0002))
+    if kind == "densenet_cifar":
+        per_epoch = 50000 // global_batch
+        return Plan(boundaries=tuple(per_epoch * e for e in (150, 225, 300)),
+                    values=(0.1, 0.01, 0.001, 0.0001))
     if kind == "alexnet_cifar":
         return Plan(values=(spec.learning_rate,), decay_steps=100 * 50000 // global_batch,
                     decay_factor=0.1)

@@ -69,6 +69,10 @@ def resolve(p) -> Resolved:
                        % (p.model, spec.dataset, spec.dataset))
     plan = devices.plan_devices(p)
     notices.extend(plan.notices)
+    if plan.data_format == "NCHW" and not spec.channels_first:
+        notices.append("%s cannot run channels-first: running it NHWC (--data_format=NCHW "
+                       "ignored)" % spec.name)
+        plan = dataclasses.replace(plan, data_format="NHWC")
     notices.extend("--%s has no effect under TF2 (TF1 graph-only flag); ignored" % name
                    for name in _graph_only_flags(p))
     precision = optimizers.resolve_precision(p)
