@@ -1,4 +1,6 @@
-"""Peak TFLOP/s table and MFU."""
+"""Peak TFLOP/s (datasheet table and measured probe) and MFU."""
+
+import csv
 
 import pytest
 
@@ -6,12 +8,18 @@ from helpers import run_inprocess
 from tfbench import peak
 
 
-def test_known_gpus_and_precisions():
+def test_datasheet_table():
+    # fp32 runs on TF32 tensor cores on Ampere and newer (TensorFlow's default).
+    assert peak.gpu_peak_tflops("NVIDIA A100-SXM4-40GB", "fp32") == 156.0
     assert peak.gpu_peak_tflops("NVIDIA A100-SXM4-40GB", "bf16") == 312.0
     assert peak.gpu_peak_tflops("NVIDIA H100 PCIe", "fp16") == 756.0
     assert peak.gpu_peak_tflops("NVIDIA H100 80GB HBM3", "fp32") == 494.7
+    assert peak.gpu_peak_tflops("NVIDIA L40S", "bf16") == 362.0
+    assert peak.gpu_peak_tflops("NVIDIA L4", "fp16") == 121.0
+    assert peak.gpu_peak_tflops("Tesla T4", "fp32") == 8.1
     assert peak.gpu_peak_tflops("Tesla V100-SXM2-16GB", "bf16") is None  # no bf16 on Volta
     assert peak.gpu_peak_tflops("Some Future GPU", "fp32") is None
+    assert "datasheet" in peak.gpu_peak("NVIDIA A10G", "fp16")[1]
 
 
 def test_mfu():
@@ -19,15 +27,36 @@ def test_mfu():
     assert peak.mfu_pct(None, 156.0, 1) is None and peak.mfu_pct(1.0, None, 1) is None
 
 
-def test_cpu_run_reports_mfu_with_given_peak(tmp_path):
+def test_probe_caches_and_runs_use_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TFBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    assert peak.main(["--device=cpu", "--precision=fp32", "--matmul_size=256",
+                      "--conv_size=8", "--seconds=0.2"]) == 0
+    out = capsys.readouterr().out
+    assert "fp32  matmul " in out and "conv training step" in out
+    from tfbench import devices
+    name = devices.cpu_model_name()
+    measured = peak.cached_peak(name, "fp32")
+    assert measured and measured > 0
     code, lines = run_inprocess(["--device=cpu", "--model=lenet", "--image_size=28",
                                  "--batch_size=4", "--num_batches=2", "--num_warmup_batches=1",
-                                 "--peak_tflops=2.0", "--csv_file=r.csv", "--json_dir="],
-                                tmp_path)
+                                 "--csv_file=r.csv", "--json_dir="], tmp_path)
     assert code == 0
-    model_line = [l for l in lines if l.startswith("Model stats: ")][0]
-    assert "MFU " in model_line and "of 2.0 TFLOP/s per device" in model_line
-    import csv
     row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
-    assert float(row["mfu_pct"]) == pytest.approx(float(row["tflops_per_sec"]) / 2.0 * 100,
-                                                  rel=1e-3)
+    assert float(row["peak_tflops"]) == pytest.approx(measured, rel=1e-4)
+    assert float(row["mfu_pct"]) == pytest.approx(
+        100 * float(row["tflops_per_sec"]) / measured, rel=1e-3)
+
+
+def test_peak_flag_overrides(tmp_path):
+    code, lines = run_inprocess(["--device=cpu", "--model=lenet", "--image_size=28",
+                                 "--batch_size=4", "--num_batches=2", "--num_warmup_batches=1",
+                                 "--peak_tflops=2.0", "--csv_file=", "--json_dir="], tmp_path)
+    assert code == 0
+    stats_line = [l for l in lines if l.startswith("Model stats: ")][0]
+    assert "MFU " in stats_line and "of 2.0 TFLOP/s per device" in stats_line
+
+
+def test_bad_precision():
+    from tfbench.errors import UsageError
+    with pytest.raises(UsageError, match="fp8"):
+        peak.main(["--precision=fp8"])

@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("tfbench.report", "Markdown/HTML tables and PNG plots from result CSVs"),
     "compare": ("tfbench.report.compare", "compare two result CSVs with a noise verdict"),
     "env": ("tfbench.env_cli", "print the environment manifest"),
+    "peak": ("tfbench.peak", "measure achievable TFLOP/s per precision (the MFU peak)"),
     "make_fake_imagenet": ("tfbench.fake_imagenet", "write a small ImageNet in TFRecords"),
 }
 

@@ -212,7 +212,7 @@ LEGACY_FLAGS: tuple[FlagSpec, ...] = (
 
 TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
     _t("float", "peak_tflops", 0.0,
-       "Peak dense TFLOP/s of one device for MFU; 0 = NVIDIA datasheet value for known GPUs.",
+       "Peak TFLOP/s of one device for MFU; 0 = datasheet table (GPUs) or `tfbench peak` cache.",
        lower_bound=0),
     _t("bool", "use_synthetic_data", False,
        "Synthetic inputs even when --data_dir is set."),

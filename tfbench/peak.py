@@ -1,38 +1,49 @@
-"""Peak dense TFLOP/s per device for model-FLOPs utilisation (MFU).
+"""Peak TFLOP/s for model-FLOPs utilisation (MFU), from a datasheet table or a measured probe.
 
-MFU = achieved model TFLOP/s / (peak TFLOP/s per device x devices). Peaks are NVIDIA datasheet
-figures for dense math (no structured sparsity) in the precision that does the convolutions:
-fp32 runs use TF32 tensor cores on Ampere and newer (TensorFlow's default), fp16/bf16 runs the
-16-bit tensor cores. CPUs have no such table: give --peak_tflops (for example from a vendor
-sheet, or from the conv ceiling measured on the machine).
+MFU = achieved model TFLOP/s / (peak TFLOP/s per device x devices).
+* GPUs: the shipped table (reference_data/gpu_peaks.csv: dense fp32 / tf32 / fp16 / bf16 peaks
+  with their source). TensorFlow runs fp32 convolutions and matmuls on TF32 tensor cores on
+  Ampere and newer, so fp32 runs use the tf32 column where a GPU has one.
+* Anything else (CPUs, unknown GPUs): `tfbench peak` measures achievable FLOP/s with a large
+  matmul and a large 3x3 convolution training step in each precision, keeps the better of the
+  two, and caches it per device and TensorFlow version; runs then use the cached figure.
+* --peak_tflops overrides both.
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
+import io
+import json
+import os
 import re
+import time
+from importlib import resources
 from typing import Optional
 
-# name pattern -> {precision: dense TFLOP/s}; fp32 on Ampere+ is TF32 (TF's default).
-_GPU_PEAKS: tuple[tuple[str, dict[str, float]], ...] = (
-    (r"H200", {"fp32": 494.7, "fp16": 989.4, "bf16": 989.4}),
-    (r"H100.*PCIe", {"fp32": 378.0, "fp16": 756.0, "bf16": 756.0}),
-    (r"H100", {"fp32": 494.7, "fp16": 989.4, "bf16": 989.4}),
-    (r"A100", {"fp32": 156.0, "fp16": 312.0, "bf16": 312.0}),
-    (r"\bA10\b", {"fp32": 62.5, "fp16": 125.0, "bf16": 125.0}),
-    (r"L40S", {"fp32": 183.0, "fp16": 362.0, "bf16": 362.0}),
-    (r"\bL4\b", {"fp32": 60.0, "fp16": 121.0, "bf16": 121.0}),
-    (r"RTX A6000", {"fp32": 77.4, "fp16": 154.8, "bf16": 154.8}),
-    (r"V100", {"fp32": 15.7, "fp16": 125.0}),
-    (r"\bT4\b", {"fp32": 8.1, "fp16": 65.0}),
-)
+from tfbench.errors import UsageError
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+def _table() -> list[dict[str, str]]:
+    text = resources.files("tfbench").joinpath("reference_data/gpu_peaks.csv").read_text()
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def gpu_peak(device_name: str, precision: str) -> Optional[tuple[float, str]]:
+    """(dense peak TFLOP/s of one GPU, source) from the table, or None when unknown."""
+    for row in _table():  # most specific names first in the file
+        if re.search(r"\b%s\b" % re.escape(row["gpu"]), device_name or ""):
+            column = "tf32" if precision == "fp32" and row["tf32"] else precision
+            return (float(row[column]), row["source"]) if row.get(column) else None
+    return None
 
 
 def gpu_peak_tflops(device_name: str, precision: str) -> Optional[float]:
-    """The datasheet dense peak of one GPU in `precision`, or None when unknown."""
-    for pattern, peaks in _GPU_PEAKS:
-        if re.search(pattern, device_name or ""):
-            return peaks.get(precision)
-    return None
+    found = gpu_peak(device_name, precision)
+    return found[0] if found else None
 
 
 def mfu_pct(tflops_per_sec: Optional[float], peak_per_device: Optional[float],
@@ -40,3 +51,123 @@ def mfu_pct(tflops_per_sec: Optional[float], peak_per_device: Optional[float],
     if not tflops_per_sec or not peak_per_device or num_devices <= 0:
         return None
     return 100.0 * tflops_per_sec / (peak_per_device * num_devices)
+
+
+# --- measured probe -------------------------------------------------------------------------
+def cache_path() -> str:
+    base = os.environ.get("TFBENCH_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "tfbench")
+    return os.path.join(base, "peak.json")
+
+
+def _cache_key(device_name: str, precision: str) -> str:
+    import tensorflow as tf
+    return "%s|%s|%s" % (device_name, tf.__version__, precision)
+
+
+def cached_peak(device_name: str, precision: str) -> Optional[float]:
+    try:
+        with open(cache_path()) as handle:
+            entry = json.load(handle).get(_cache_key(device_name, precision))
+    except (OSError, ValueError):
+        return None
+    return entry["tflops"] if entry else None
+
+
+def _store(device_name: str, precision: str, result: dict) -> None:
+    path = cache_path()
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        data = {}
+    data[_cache_key(device_name, precision)] = result
+    from tfbench.csv_out import write_json_atomic
+    write_json_atomic(path, data)
+
+
+def _time_op(fn, flops: float, seconds: float) -> float:
+    """Best-of TFLOP/s of a compiled op, after one untimed call."""
+    fn().numpy()
+    best, deadline = 0.0, time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        start = time.perf_counter()
+        fn().numpy()
+        best = max(best, flops / (time.perf_counter() - start) / 1e12)
+    return best
+
+
+def probe(device: str, precision: str, matmul_size: int, conv_size: int,
+          seconds: float = 2.0) -> dict:
+    """Measures a large matmul and a 3x3 convolution training step in `precision`."""
+    import tensorflow as tf
+    dtype = {"fp32": tf.float32, "fp16": tf.float16, "bf16": tf.bfloat16}[precision]
+    with tf.device(device):
+        n = matmul_size
+        a = tf.random.normal([n, n], dtype=tf.float32)
+        a = tf.cast(a, dtype)
+        matmul = tf.function(lambda: tf.reduce_sum(tf.matmul(a, a)[:1, :1]))
+        matmul_tflops = _time_op(matmul, 2.0 * n ** 3, seconds)
+        # A ResNet-like 3x3 convolution, forward + both backward convolutions (3x forward).
+        batch, size, channels = 32, conv_size, 256
+        x = tf.cast(tf.random.normal([batch, size, size, channels]), dtype)
+        w = tf.Variable(tf.cast(tf.random.normal([3, 3, channels, channels], stddev=0.02), dtype))
+
+        @tf.function
+        def conv_step():
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = tf.nn.conv2d(x, w, 1, "SAME")
+                loss = tf.reduce_sum(tf.cast(y, tf.float32))
+            dx, dw = tape.gradient(loss, [x, w])
+            return tf.reduce_sum(tf.cast(dx[:1, :1, :1, :1], tf.float32)) + \
+                tf.reduce_sum(tf.cast(dw[:1, :1, :1, :1], tf.float32))
+        conv_flops = 3 * 2.0 * batch * size * size * channels * channels * 9
+        conv_tflops = _time_op(conv_step, conv_flops, seconds)
+    return {"matmul_tflops": matmul_tflops, "conv_tflops": conv_tflops,
+            "tflops": max(matmul_tflops, conv_tflops)}
+
+
+def main(argv: list[str]) -> int:
+    """`tfbench peak`: measures achievable TFLOP/s per precision and caches it for MFU."""
+    ap = argparse.ArgumentParser(prog="tfbench peak", description=main.__doc__)
+    ap.add_argument("--device", choices=("cpu", "gpu"), default=None,
+                    help="default: gpu when one is visible, else cpu")
+    ap.add_argument("--precision", default="fp32,bf16",
+                    help="comma-separated: fp32, fp16, bf16 (default fp32,bf16)")
+    ap.add_argument("--matmul_size", type=int, default=0, help="N of the NxN matmul")
+    ap.add_argument("--conv_size", type=int, default=0, help="image size of the conv probe")
+    ap.add_argument("--seconds", type=float, default=2.0, help="timing budget per probe")
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code:
+            raise UsageError("bad arguments for `tfbench peak` (see --help)") from None
+        return 0
+    precisions = [x for x in args.precision.split(",") if x]
+    bad = [x for x in precisions if x not in PRECISIONS]
+    if bad or not precisions:
+        raise UsageError("--precision: %s is not one of fp32, fp16, bf16" % ",".join(bad))
+    import tensorflow as tf
+
+    from tfbench import devices
+    gpus = tf.config.list_physical_devices("GPU")
+    kind = args.device or ("gpu" if gpus else "cpu")
+    if kind == "gpu" and not gpus:
+        raise UsageError("--device=gpu was given but no GPU is visible")
+    plan = devices.DevicePlan(kind, 1, ("/%s:0" % kind,), "NHWC")
+    name = devices.device_name(plan)
+    matmul_size = args.matmul_size or (8192 if kind == "gpu" else 2048)
+    conv_size = args.conv_size or (56 if kind == "gpu" else 28)
+    print("Peak probe on %s (%s), TensorFlow %s" % (name, kind, tf.__version__))
+    for precision in precisions:
+        result = probe("/%s:0" % kind, precision, matmul_size, conv_size, args.seconds)
+        table = gpu_peak(name, precision) if kind == "gpu" else None
+        _store(name, precision, result)
+        line = "%-5s matmul %.3f TFLOP/s, conv training step %.3f TFLOP/s -> peak %.3f" % (
+            precision, result["matmul_tflops"], result["conv_tflops"], result["tflops"])
+        if table:
+            line += " (datasheet %.1f: %s)" % table
+        print(line)
+    print("Cached in %s; runs on this device use it for MFU." % cache_path())
+    return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 from typing import Callable, Optional
 
@@ -162,6 +163,7 @@ class Benchmark:
         self.emit = emit
         self.r = resolve(p)
         self.monitors: list = []
+        self.model = None
 
     # ------------------------------------------------------------------------------------
     def run(self, result: Optional[RunResult] = None) -> RunResult:
@@ -218,7 +220,8 @@ class Benchmark:
                 raise failure from None
             raise
         finally:
-            self._finish_measurements(res, env_before)
+            # On a failure the FLOP count (a second trace of the model) is skipped.
+            self._finish_measurements(res, env_before, failed=sys.exc_info()[0] is not None)
         return res
 
     def _gpu_indices(self) -> Optional[list[int]]:
@@ -238,7 +241,8 @@ class Benchmark:
             res.notices.append(warning)
         return env
 
-    def _finish_measurements(self, res: RunResult, env_before: Optional[dict]) -> None:
+    def _finish_measurements(self, res: RunResult, env_before: Optional[dict],
+                             failed: bool = False) -> None:
         """Summaries of every measurement taken; runs on success and on failure alike."""
         from tfbench import environment, estimate
         for m in self.monitors:
@@ -251,6 +255,8 @@ class Benchmark:
         # This host's monitors and memory see this worker's images only.
         timed_images = len(res.step_times) * r.worker_batch
         local_ips = ips / r.num_workers if ips else None
+        if self.model is not None and not failed:
+            self._count_flops(self.model, res)
         self._flops_figures(res, ips)
         res.extra.update(stats.latency_summary(res.step_times))
         res.extra.update({k: v for k, v in stats.cold_start_summary(
@@ -284,9 +290,10 @@ class Benchmark:
         # Training costs about 3x the forward pass (forward + two backward matmuls).
         factor = 3.0 if r.mode == "training" else 1.0
         res.tflops_per_sec = res.gflops_per_image * factor * ips / 1000.0
+        name = res.extra.get("device_name", "")
         per_device = self.p.peak_tflops or (
-            peak.gpu_peak_tflops(res.extra.get("device_name", ""), r.precision)
-            if r.device.kind == "gpu" else None)
+            peak.gpu_peak_tflops(name, r.precision) if r.device.kind == "gpu" else None) \
+            or peak.cached_peak(name, r.precision)
         if per_device:
             res.extra["peak_tflops"] = per_device
             res.extra["mfu_pct"] = peak.mfu_pct(res.tflops_per_sec, per_device,
@@ -354,7 +361,8 @@ class Benchmark:
         optimizers.set_policy(r.precision)
         with self.strategy.scope():
             model = r.spec.build(r.image_size, r.device.data_format)
-        self._count_flops(model, res)
+        # FLOPs are counted after the run: tracing the model again would delay the first step.
+        self.model = model
         return model
 
     def _count_flops(self, model, res: RunResult) -> None:
@@ -525,13 +533,14 @@ class Benchmark:
                 self.emit(classic_log.step_line(i + 1, mean, pm, jitter, loss, *accs))
             if training:
                 checkpoints.maybe_save()
-                self._write_summaries(s, out, checkpoints.global_step())
+                if s.summary_writer is not None:  # reading the step is a host round trip
+                    self._write_summaries(s, out, checkpoints.global_step())
             if (i + 1) in eval_due:
                 pause = time.perf_counter()
                 self.emit("Running evaluation at global_step %d" % checkpoints.global_step())
                 top_1 = self._evaluate(s.eval_fn, s.eval_inputs, self._eval_batches(), res)
                 paused += time.perf_counter() - pause
-                if p.stop_at_top_1_accuracy is not None and top_1 >= p.stop_at_top_1_accuracy:
+                if p.stop_at_top_1_accuracy and top_1 >= p.stop_at_top_1_accuracy:
                     self.emit("Stopping, as eval accuracy at least %s was reached"
                               % p.stop_at_top_1_accuracy)
                     res.extra["stopped_early"] = True
