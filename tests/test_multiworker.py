@@ -111,3 +111,36 @@ def test_parameter_server_cluster_with_a_controller(tmp_path):
     assert "Variables:   parameter_server" in lines and "Batch size:  4 global" in lines
     assert len(_step_losses(out)) == 4
     assert lines[-2].startswith("total images/sec: ")
+
+
+def test_a_worker_killed_mid_run_stops_the_other_with_a_clear_error(tmp_path):
+    import signal
+    import time
+    hosts = ",".join("127.0.0.1:%d" % p for p in _free_ports(2))
+    args = [a for a in TINY if not a.startswith("--num_batches")] + [
+        "--num_batches=100000", "--job_name=worker", "--worker_hosts=" + hosts,
+        "--variable_update=collective_all_reduce", "--cluster_timeout_secs=10", "--json_dir="]
+    procs = [_start(args + ["--task_index=%d" % i, "--csv_file=w%d.csv" % i], tmp_path)
+             for i in range(2)]
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:   # both workers are in the timed loop
+            line = procs[0].stdout.readline()
+            if line.startswith("3\timages/sec:"):
+                break
+        procs[1].send_signal(signal.SIGKILL)
+        started = time.time()
+        out = procs[0].communicate(timeout=60)[0]
+        elapsed = time.time() - started
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert procs[0].returncode == 5, out[-2000:]
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("tfbench: error: ") and "worker" in last, last
+    assert "Traceback" not in out
+    assert elapsed < 40
+    import csv
+    row = list(csv.DictReader(open(tmp_path / "w0.csv")))[0]
+    assert row["status"] == "error" and int(row["steps_run"]) >= 3
