@@ -24,6 +24,8 @@ import tempfile
 
 import numpy as np
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def analyse(step_times: list[float], host_samples: list[dict]) -> dict:
     times = np.asarray(step_times)
@@ -61,12 +63,13 @@ def main(argv: list[str]) -> int:
                "--num_batches=%d" % args.steps, "--display_every=%d" % max(args.steps // 10, 1),
                "--monitor_interval_ms=1000", "--csv_file=", "--json_dir=" + tmp]
         print(" ".join(cmd), flush=True)
-        proc = subprocess.run(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
-        print("\n".join(proc.stdout.splitlines()[-3:]))
+        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        proc = subprocess.run(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
         if proc.returncode:
             print(proc.stdout[-3000:])
             return proc.returncode
+        print("\n".join(proc.stdout.splitlines()[-3:]))
         manifest = json.load(open(glob.glob(os.path.join(tmp, "*.json"))[0]))
     figures = analyse(manifest["step_times"], manifest["extra"]["samples"]["host"])
     for key, value in figures.items():
