@@ -87,12 +87,12 @@ def plan_devices(p) -> DevicePlan:
     return DevicePlan(kind, n, names, data_format, tuple(notices), tuple(indices[:n]))
 
 
-def set_environment(p) -> None:
+def set_environment(p, kind: str = "gpu") -> None:
     """Environment variables that must be set before TensorFlow initialises its devices."""
-    if p.gpu_thread_mode and p.gpu_thread_mode != "global":
+    if kind == "gpu" and p.gpu_thread_mode and p.gpu_thread_mode != "global":
         os.environ.setdefault("TF_GPU_THREAD_MODE", p.gpu_thread_mode)
         os.environ.setdefault("TF_GPU_THREAD_COUNT", str(p.per_gpu_thread_count or 2))
-    if p.batchnorm_persistent:
+    if kind == "gpu" and p.batchnorm_persistent:
         os.environ.setdefault("TF_USE_CUDNN_BATCHNORM_SPATIAL_PERSISTENT", "1")
     if p.mkl:
         os.environ["KMP_BLOCKTIME"] = str(p.kmp_blocktime)

@@ -171,7 +171,7 @@ class Benchmark:
         p, r = self.p, self.r
         res = result or RunResult()
         self._describe(res)
-        devices.set_environment(p)
+        devices.set_environment(p, r.device.kind)
         devices.configure_runtime(p, r.device, p.gpu_memory_limit_mb or None)
         tf.random.set_seed(p.tf_random_seed)
         np.random.seed(4321)
