@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -35,3 +36,14 @@ def run_inprocess(args, cwd):
     finally:
         os.chdir(old)
     return code, lines
+
+
+def free_ports(n: int) -> list[int]:
+    """n TCP ports on 127.0.0.1 that were free a moment ago (for localhost clusters)."""
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports

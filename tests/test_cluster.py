@@ -7,22 +7,13 @@ import threading
 import pytest
 
 from tfbench import cluster
+from helpers import free_ports as _free_ports
 from tfbench.errors import DistributedError, UsageError
 from tfbench.params import make_params
 
 
 def _plan(env=None, **flags):
     return cluster.cluster_plan(make_params(flags), environ=env or {})
-
-
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def test_no_cluster_is_a_single_host():

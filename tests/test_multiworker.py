@@ -3,25 +3,15 @@ a missing peer that ends the run in bounded time (the subprocess timeouts are th
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 from helpers import ROOT
+from helpers import free_ports as _free_ports
 
 TINY = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=4",
         "--num_batches=4", "--num_warmup_batches=1", "--display_every=1", "--csv_file=",
         "--monitor_interval_ms=0"]
-
-
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def _start(args, cwd, **env_extra):
