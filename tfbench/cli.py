@@ -102,8 +102,11 @@ def _error_line(message: str) -> None:
     sys.stderr.flush()
 
 
-def _install_signal_handlers() -> Callable[[], None]:
+def _install_signal_handlers(received: dict) -> Callable[[], None]:
+    """SIGINT/SIGTERM raise Interrupted; the signal is also recorded, because TensorFlow may
+    wrap an exception raised inside its own Python code (e.g. while binding inputs)."""
     def handler(signum, _frame):
+        received.setdefault("signum", signum)
         raise Interrupted(signum)
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
 
@@ -125,7 +128,8 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         _error_line(str(exc))
         return exc.exit_code
     result = RunResult(command=" ".join(shlex.quote(a) for a in argv))
-    restore = _install_signal_handlers()
+    received: dict = {}
+    restore = _install_signal_handlers(received)
     code = EXIT_OK
     try:
         from tfbench import runner
@@ -139,11 +143,14 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         exc = Interrupted(signal.SIGINT)
         result.status, result.error, code = exc.status, str(exc), exc.exit_code
     except Exception as exc:  # noqa: BLE001 - an unexpected failure still records results
-        result.status, result.error = "error", "%s: %s" % (type(exc).__name__,
-                                                           str(exc).splitlines()[0] if str(exc)
-                                                           else "")
-        result.extra["traceback"] = traceback.format_exc()
-        code = 1
+        if "signum" in received:
+            stop = Interrupted(received["signum"])
+            result.status, result.error, code = stop.status, str(stop), stop.exit_code
+        else:
+            result.status, result.error = "error", "%s: %s" % (
+                type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+            result.extra["traceback"] = traceback.format_exc()
+            code = 1
     finally:
         restore()
     try:
