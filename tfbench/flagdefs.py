@@ -266,7 +266,8 @@ ALL_FLAGS: tuple[FlagSpec, ...] = LEGACY_FLAGS + TFBENCH_FLAGS
 BY_NAME: dict[str, FlagSpec] = {f.name: f for f in ALL_FLAGS}
 
 
-def graph_only_overrides(values: dict[str, Any]) -> list[str]:
-    """Names of TF1-only flags set to a non-default value."""
+def graph_only_overrides(params: Any) -> list[str]:
+    """Names of TF1-only flags that `params` (anything with the flags as attributes) sets to a
+    non-default value."""
     return [f.name for f in ALL_FLAGS
-            if f.role == "G" and f.name in values and values[f.name] != f.default]
+            if f.role == "G" and getattr(params, f.name, f.default) != f.default]

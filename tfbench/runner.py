@@ -17,7 +17,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfbench import classic_log, devices, lr, memory, monitors, optimizers, peak, stats, steps
+from tfbench import (classic_log, devices, flagdefs, lr, memory, monitors, optimizers, peak,
+                     stats, steps)
 from tfbench import params as params_lib
 from tfbench import strategy as strategy_lib
 from tfbench.errors import NanLoss, OutOfMemory, UsageError
@@ -75,7 +76,7 @@ def resolve(p) -> Resolved:
                        "ignored)" % spec.name)
         plan = dataclasses.replace(plan, data_format="NHWC")
     notices.extend("--%s has no effect under TF2 (TF1 graph-only flag); ignored" % name
-                   for name in _graph_only_flags(p))
+                   for name in flagdefs.graph_only_overrides(p))
     precision = optimizers.resolve_precision(p)
     batch = p.batch_size or spec.batch_size
     eval_batch = p.eval_batch_size or batch
@@ -116,12 +117,6 @@ def resolve(p) -> Resolved:
                     global_batch, num_batches, num_epochs,
                     0 if mode == "eval" else params_lib.num_warmup_batches(p), mode, xla,
                     train_and_eval, notices, real, num_workers, worker_batch)
-
-
-def _graph_only_flags(p) -> list[str]:
-    from tfbench.flagdefs import ALL_FLAGS
-    return [f.name for f in ALL_FLAGS
-            if f.role == "G" and getattr(p, f.name) != f.default]
 
 
 def eval_steps_during_training(p, global_batch: int, num_batches: int,
@@ -522,10 +517,7 @@ class Benchmark:
                 res.top_1_accuracy, res.top_5_accuracy = float(out[2]), float(out[3])
             if classic_log.should_display(i, p.display_every):
                 self._check_finite(out, "step %d" % (i + 1))
-                mean, pm, jitter = classic_log.perf_stats(r.worker_batch, times,
-                                                          p.display_perf_ewma)
-                res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = \
-                    mean, pm, jitter
+                mean, pm, jitter = self._step_stats(res, times, p.display_perf_ewma)
                 accs = (float(out[2]), float(out[3])) if with_acc else (None, None)
                 res.extra.setdefault("display_events", []).append(
                     {"step": i + 1, "images_per_sec": mean, "time": time.time(),
@@ -551,10 +543,16 @@ class Benchmark:
         if not times:
             return 0.0
         self._check_finite(out, "step %d" % len(times))
-        mean, pm, jitter = classic_log.perf_stats(r.worker_batch, times, p.display_perf_ewma)
-        res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = mean, pm, jitter
+        self._step_stats(res, times, p.display_perf_ewma)
         res.images_per_sec = len(times) * r.global_batch / res.wall_time
         return res.images_per_sec
+
+    def _step_stats(self, res: RunResult, times: list[float],
+                    ewma: Optional[float]) -> tuple[float, float, float]:
+        """The Step line's (mean images/sec, +/-, jitter) over `times`, recorded in res."""
+        figures = classic_log.perf_stats(self.r.worker_batch, times, ewma)
+        res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = figures
+        return figures
 
     def _eval_batches(self) -> int:
         p, r = self.p, self.r
@@ -620,22 +618,23 @@ class Benchmark:
             next(iterator)
             res.step_times.append(time.perf_counter() - t0)
             if classic_log.should_display(i, p.display_every):
-                mean, pm, jitter = classic_log.perf_stats(r.global_batch, res.step_times,
-                                                          p.display_perf_ewma)
+                mean, pm, jitter = self._step_stats(res, res.step_times, p.display_perf_ewma)
                 self.emit(classic_log.step_line(i + 1, mean, pm, jitter, 0.0))
         res.wall_time = time.perf_counter() - loop_start
         res.first_step_sec = (res.warmup_times or res.step_times or [None])[0]
-        mean, pm, jitter = classic_log.perf_stats(r.global_batch, res.step_times,
-                                                  p.display_perf_ewma)
-        res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = mean, pm, jitter
+        self._step_stats(res, res.step_times, p.display_perf_ewma)
         res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
 
     # ------------------------------------------------------------------------------------
-    def _evaluate(self, step_fn, inputs, num_batches: int, res: RunResult) -> float:
-        """Runs eval batches with progress lines and the Accuracy line; returns top-1."""
+    def _evaluate(self, step_fn, inputs, num_batches: int, res: RunResult,
+                  times: Optional[list[float]] = None) -> float:
+        """Runs eval batches with progress lines and the Accuracy line; returns top-1.
+
+        Each step's time (with its host fetch) goes to `times` when given."""
         p, r = self.p, self.r
         global_eval = r.eval_batch_size * r.device.num_devices
-        top1s, top5s, times = [], [], []
+        top1s, top5s = [], []
+        times = times if times is not None else []
         window_start = time.perf_counter()
         for i in range(num_batches):
             t0 = time.perf_counter()
@@ -677,7 +676,7 @@ class Benchmark:
                     m.mark_steady()
                 res.step_times.clear()
                 loop_start = time.perf_counter()
-                self._evaluate(_timed(step_fn, res.step_times), images, r.num_batches, res)
+                self._evaluate(step_fn, images, r.num_batches, res, times=res.step_times)
                 res.wall_time = time.perf_counter() - loop_start
                 evaluated = path
             if not p.eval_interval_secs:
@@ -685,26 +684,7 @@ class Benchmark:
             time.sleep(p.eval_interval_secs)
         if res.step_times:
             res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
-            mean, pm, jitter = classic_log.perf_stats(r.worker_batch, res.step_times)
-            res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = \
-                mean, pm, jitter
-
-
-def _timed(step_fn: Callable, times: list[float]) -> Callable:
-    """Wraps a step so each call's duration (with its host fetch) is recorded."""
-    class _Out:
-        def __init__(self, value):
-            self.value = value
-
-        def numpy(self):
-            return self.value
-
-    def call(inputs):
-        t0 = time.perf_counter()
-        value = step_fn(inputs).numpy()
-        times.append(time.perf_counter() - t0)
-        return _Out(value)
-    return call
+            self._step_stats(res, res.step_times, None)
 
 
 def _latest_checkpoint(path: str) -> Optional[str]:

@@ -76,7 +76,8 @@ def all_specs() -> list[ModelSpec]:
 
 
 def names() -> list[str]:
-    return sorted({name for name, _ in (_load_all() or _REGISTRY)})
+    _load_all()
+    return sorted({name for name, _ in _REGISTRY})
 
 
 def datasets_for(name: str) -> list[str]:
