@@ -117,15 +117,20 @@ class Steps:
                 and self.strategy.num_replicas_in_sync == 1)
 
     def _apply(self, grads, variables):
+        # Updates wait for every gradient: the backward pass's reads of a variable share its
+        # buffer, and an in-place update while one is still pending copies the whole variable
+        # first (copy-on-write): 2.7 instead of 0.8 ms per step for trivial's 4M weights.
         if not self._plain_sgd():
-            self.optimizer.apply(grads, variables)
+            with tf.control_dependencies([g for g in grads if g is not None]):
+                self.optimizer.apply(grads, variables)
             return
         # One pass over each variable (var -= lr * grad) instead of Keras' multiply + assign.
         lr = tf.cast(self.optimizer.learning_rate, tf.float32)
-        for grad, var in zip(grads, variables):
-            if grad is not None:
-                tf.raw_ops.ResourceApplyGradientDescent(
-                    var=var.handle, alpha=tf.cast(lr, var.dtype), delta=grad)
+        with tf.control_dependencies([g for g in grads if g is not None]):
+            for grad, var in zip(grads, variables):
+                if grad is not None:
+                    tf.raw_ops.ResourceApplyGradientDescent(
+                        var=var.handle, alpha=tf.cast(lr, var.dtype), delta=grad)
         self.optimizer.iterations.assign_add(1)
 
     def _metrics(self, logits, labels, base, total):
@@ -202,13 +207,34 @@ class Steps:
         compiled = tf.function(step, jit_compile=whole_step_jit)
         if parameter_server:
             return strategy_lib.ScheduledStep(compiled, strategy)
-        return compiled
+        return ConcreteAfterFirstCall(compiled)
 
     def train_step(self, from_iterator: bool = False):
         return self._compile(self._train_replica, from_iterator)
 
     def forward_step(self, from_iterator: bool = False):
         return self._compile(self._forward_replica, from_iterator)
+
+
+class ConcreteAfterFirstCall:
+    """A step that calls its traced concrete function from the second call on.
+
+    A tf.function derives the type of its arguments on every call to find the trace to run,
+    ~0.2 ms of host time per step; for small models (lenet at batch 1: ~1 ms per step) that is
+    a large share of the step. The timed loop always passes the same inputs (the same tensors or
+    the same iterator), so the trace found on the first call is the one every later call needs.
+    """
+
+    def __init__(self, function):
+        self.function = function
+        self._concrete = None
+
+    def __call__(self, inputs):
+        if self._concrete is None:
+            out = self.function(inputs)
+            self._concrete = self.function.get_concrete_function(inputs)
+            return out
+        return self._concrete(inputs)
 
 
 def synthetic_images(strategy: tf.distribute.Strategy, batch_size: int, image_size: int,
