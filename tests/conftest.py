@@ -4,4 +4,7 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# TensorFlow reads this once per process, and in-process tests train after forward-only runs:
+# keep oneDNN's frozen-weight caching off here (test_frozen_weights runs it in its own process).
+os.environ.setdefault("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS", "0")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -87,8 +87,26 @@ def plan_devices(p) -> DevicePlan:
     return DevicePlan(kind, n, names, data_format, tuple(notices), tuple(indices[:n]))
 
 
-def set_environment(p, kind: str = "gpu") -> None:
-    """Environment variables that must be set before TensorFlow initialises its devices."""
+FROZEN_WEIGHTS_ENV = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
+
+
+def set_environment(p, kind: str = "gpu", weights_change: bool = True) -> None:
+    """Environment variables that must be set before TensorFlow initialises its devices.
+
+    A run whose weights never change (forward-only) lets oneDNN keep each convolution's and
+    matmul's weights in its own blocked layout instead of reordering them every step, as
+    inference deployments do. TensorFlow reads the variable once per process, so a run that
+    updates weights with it set would compute with stale weights: that is refused.
+    """
+    if kind == "cpu":
+        frozen = os.environ.get(FROZEN_WEIGHTS_ENV, "").strip().lower() in ("1", "true")
+        if weights_change and frozen:
+            raise UsageError(
+                "%s=%s makes oneDNN reuse the first weights it sees, but this run changes them; "
+                "unset it, or set it to 0 (tfbench sets it itself for a --forward_only process)"
+                % (FROZEN_WEIGHTS_ENV, os.environ[FROZEN_WEIGHTS_ENV]))
+        if not weights_change:
+            os.environ.setdefault(FROZEN_WEIGHTS_ENV, "1")
     if kind == "gpu" and p.gpu_thread_mode and p.gpu_thread_mode != "global":
         os.environ.setdefault("TF_GPU_THREAD_MODE", p.gpu_thread_mode)
         os.environ.setdefault("TF_GPU_THREAD_COUNT", str(p.per_gpu_thread_count or 2))

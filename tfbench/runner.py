@@ -166,7 +166,7 @@ class Benchmark:
         p, r = self.p, self.r
         res = result or RunResult()
         self._describe(res)
-        devices.set_environment(p, r.device.kind)
+        devices.set_environment(p, r.device.kind, weights_change=r.mode != "forward_only")
         devices.configure_runtime(p, r.device, p.gpu_memory_limit_mb or None)
         tf.random.set_seed(p.tf_random_seed)
         np.random.seed(4321)
