@@ -132,6 +132,8 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     restore = _install_signal_handlers(received)
     code = EXIT_OK
     try:
+        from tfbench import lean_import
+        lean_import.import_frameworks()
         from tfbench import runner
         if p.diagnose_input:
             runner.diagnose_input(p, emit, result)

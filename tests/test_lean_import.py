@@ -1,0 +1,48 @@
+"""lean_import: optional libraries are unimportable only inside the block, then import as usual."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tfbench import lean_import
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_hidden_modules_raise_import_error_inside_and_import_after():
+    name = "json.tool"          # a stdlib module that is importable and rarely preloaded
+    sys.modules.pop(name, None)
+    with lean_import.hidden([name]):
+        with pytest.raises(ImportError):
+            __import__(name)
+    assert name not in sys.modules
+    __import__(name)
+    assert sys.modules[name] is not None
+
+
+def test_already_imported_modules_are_left_alone():
+    import json
+    with lean_import.hidden(["json"]):
+        assert sys.modules["json"] is json
+        import json as again
+        assert again is json
+
+
+def test_frameworks_import_without_the_optional_libraries_in_a_fresh_process():
+    code = ("import sys\n"
+            "from tfbench import lean_import\n"
+            "lean_import.import_frameworks()\n"
+            "assert 'tensorflow' in sys.modules and 'keras' in sys.modules\n"
+            "print(sorted(m for m in lean_import.OPTIONAL if m in sys.modules))\n"
+            "import importlib.util\n"
+            "for m in lean_import.OPTIONAL:\n"
+            "    if importlib.util.find_spec(m) is not None:\n"
+            "        __import__(m)\n"
+            "print('ok')\n")
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]", "ok"]
