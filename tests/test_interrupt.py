@@ -38,3 +38,16 @@ def test_interrupt_writes_partial_results(tmp_path, signum, code):
     row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
     assert row["status"] == "interrupted"
     assert int(row["steps_run"]) >= 5 and float(row["images_per_sec"]) > 0
+
+
+def test_a_recorded_signal_stops_the_next_step_check():
+    from tfbench import errors
+    errors.clear_stop()
+    errors.raise_if_stopped()                  # nothing recorded: no-op
+    errors.request_stop(signal.SIGTERM)
+    errors.request_stop(signal.SIGINT)         # the first signal wins
+    with pytest.raises(errors.Interrupted) as info:
+        errors.raise_if_stopped()
+    assert info.value.exit_code == 143 and str(info.value) == "interrupted by SIGTERM"
+    errors.clear_stop()
+    errors.raise_if_stopped()

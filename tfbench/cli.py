@@ -16,7 +16,7 @@ from typing import Callable, Optional, Sequence
 
 from absl import flags
 
-from tfbench import flagdefs
+from tfbench import errors, flagdefs
 from tfbench.errors import EXIT_OK, EXIT_USAGE, Interrupted, TfbenchError, UsageError
 
 # name -> (module, one-line description)
@@ -107,12 +107,15 @@ def _install_signal_handlers(received: dict) -> Callable[[], None]:
     wrap an exception raised inside its own Python code (e.g. while binding inputs)."""
     def handler(signum, _frame):
         received.setdefault("signum", signum)
+        errors.request_stop(signum)
         raise Interrupted(signum)
+    errors.clear_stop()
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def restore():
         for s, h in previous.items():
             signal.signal(s, h)
+        errors.clear_stop()
     return restore
 
 

@@ -57,3 +57,25 @@ class Interrupted(TfbenchError):
         self.signum = signum
         self.exit_code = EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT
         super().__init__("interrupted by %s" % signal.Signals(signum).name)
+
+
+# The signal the CLI's handler received. The handler also raises Interrupted, but Python can
+# deliver it inside code that swallows exceptions (a finalizer during a TensorFlow call), so
+# every step loop checks this as well.
+_stop_signal: list[int] = []
+
+
+def request_stop(signum: int) -> None:
+    if not _stop_signal:
+        _stop_signal.append(signum)
+
+
+def clear_stop() -> None:
+    _stop_signal.clear()
+
+
+def raise_if_stopped() -> None:
+    """Raises Interrupted once SIGINT/SIGTERM has been received."""
+    if _stop_signal:
+        raise Interrupted(_stop_signal[0])
+

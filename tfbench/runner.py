@@ -21,7 +21,7 @@ from tfbench import (classic_log, devices, flagdefs, lr, memory, monitors, optim
                      stats, steps)
 from tfbench import params as params_lib
 from tfbench import strategy as strategy_lib
-from tfbench.errors import NanLoss, OutOfMemory, UsageError
+from tfbench.errors import NanLoss, OutOfMemory, UsageError, raise_if_stopped
 from tfbench.models import registry
 from tfbench.results import RunResult
 
@@ -456,6 +456,7 @@ class Benchmark:
             t0 = time.perf_counter()
             out = s.step_fn(s.inputs).numpy()
             res.warmup_times.append(time.perf_counter() - t0)
+            raise_if_stopped()
             self._check_finite(out, "warm-up")
             checkpoints.maybe_save()
         res.warmup_sec = time.perf_counter() - warm_start if r.num_warmup else None
@@ -506,6 +507,7 @@ class Benchmark:
             t0 = time.perf_counter()
             out = s.step_fn(s.inputs).numpy()
             elapsed = time.perf_counter() - t0
+            raise_if_stopped()
             times.append(elapsed)
             res.step_times.append(elapsed)
             if res.first_step_sec is None:
@@ -608,6 +610,7 @@ class Benchmark:
             t0 = time.perf_counter()
             next(iterator)
             res.warmup_times.append(time.perf_counter() - t0)
+            raise_if_stopped()
         self.emit("Done warm up")
         for m in self.monitors:
             m.mark_steady()
@@ -617,6 +620,7 @@ class Benchmark:
             t0 = time.perf_counter()
             next(iterator)
             res.step_times.append(time.perf_counter() - t0)
+            raise_if_stopped()
             if classic_log.should_display(i, p.display_every):
                 mean, pm, jitter = self._step_stats(res, res.step_times, p.display_perf_ewma)
                 self.emit(classic_log.step_line(i + 1, mean, pm, jitter, 0.0))
@@ -640,6 +644,7 @@ class Benchmark:
             t0 = time.perf_counter()
             out = step_fn(inputs).numpy()
             times.append(time.perf_counter() - t0)
+            raise_if_stopped()
             top1s.append(float(out[2]))
             top5s.append(float(out[3]))
             if (i + 1) % p.display_every == 0:
