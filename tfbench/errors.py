@@ -78,4 +78,3 @@ def raise_if_stopped() -> None:
     """Raises Interrupted once SIGINT/SIGTERM has been received."""
     if _stop_signal:
         raise Interrupted(_stop_signal[0])
-
