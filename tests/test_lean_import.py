@@ -30,6 +30,15 @@ def test_already_imported_modules_are_left_alone():
         assert again is json
 
 
+def test_a_module_that_needs_a_hidden_library_is_imported_anyway(tmp_path, monkeypatch):
+    (tmp_path / "needs_tool.py").write_text("import json.tool\nVALUE = 7\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("json.tool", None)
+    lean_import.import_lean(["needs_tool"], optional=["json.tool"])
+    assert sys.modules["needs_tool"].VALUE == 7 and sys.modules["json.tool"] is not None
+    sys.modules.pop("needs_tool")
+
+
 def test_frameworks_import_without_the_optional_libraries_in_a_fresh_process():
     code = ("import sys\n"
             "from tfbench import lean_import\n"

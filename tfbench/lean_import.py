@@ -11,6 +11,7 @@ the two frameworks import; afterwards importing them works as usual.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 from typing import Iterator, Sequence
 
@@ -31,10 +32,19 @@ def hidden(modules: Sequence[str] = OPTIONAL) -> Iterator[None]:
                 del sys.modules[name]
 
 
+def import_lean(names: Sequence[str], optional: Sequence[str] = OPTIONAL) -> None:
+    """Imports `names` with `optional` hidden; if one of them needs an optional library after
+    all (another version may import it unconditionally), imports them again as usual."""
+    try:
+        with hidden(optional):
+            for name in names:
+                importlib.import_module(name)
+    except ImportError:
+        for name in names:
+            importlib.import_module(name)
+
+
 def import_frameworks() -> None:
-    """Imports TensorFlow and Keras (once per process) with OPTIONAL hidden."""
-    if "keras" in sys.modules and "tensorflow" in sys.modules:
-        return
-    with hidden():
-        import keras  # noqa: F401
-        import tensorflow  # noqa: F401
+    """Imports Keras and TensorFlow (once per process) with OPTIONAL hidden."""
+    if "keras" not in sys.modules or "tensorflow" not in sys.modules:
+        import_lean(("keras", "tensorflow"))
