@@ -384,12 +384,14 @@ class BoundedCalls:
 # --- parameter-server tasks -----------------------------------------------------------------
 
 def serve(plan: ClusterPlan, timeout_secs: float, protocol: str = "grpc",
-          poll_secs: float = 1.0) -> None:
+          poll_secs: float = 0.2) -> None:
     """A ps or worker task under ParameterServerStrategy: serve until the controller is done.
 
     The legacy ps task served forever; here the task returns once the controller, having been
     reachable, stops accepting connections (its run ended), and fails if the controller does
-    not appear within timeout_secs, so no task outlives the benchmark.
+    not appear within timeout_secs, so no task outlives the benchmark. The controller is
+    polled often: a small model's whole run can be over in about a second, and a task that
+    never sees it would wait out the timeout and fail.
     """
     import tensorflow as tf
     server = tf.distribute.Server(plan.cluster_spec(), job_name=plan.task_type,
