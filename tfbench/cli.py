@@ -102,11 +102,10 @@ def _error_line(message: str) -> None:
     sys.stderr.flush()
 
 
-def _install_signal_handlers(received: dict) -> Callable[[], None]:
+def _install_signal_handlers() -> Callable[[], None]:
     """SIGINT/SIGTERM raise Interrupted; the signal is also recorded, because TensorFlow may
     wrap an exception raised inside its own Python code (e.g. while binding inputs)."""
     def handler(signum, _frame):
-        received.setdefault("signum", signum)
         errors.request_stop(signum)
         raise Interrupted(signum)
     errors.clear_stop()
@@ -131,8 +130,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         _error_line(str(exc))
         return exc.exit_code
     result = RunResult(command=" ".join(shlex.quote(a) for a in argv))
-    received: dict = {}
-    restore = _install_signal_handlers(received)
+    restore = _install_signal_handlers()
     code = EXIT_OK
     try:
         from tfbench import lean_import
@@ -148,8 +146,8 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         exc = Interrupted(signal.SIGINT)
         result.status, result.error, code = exc.status, str(exc), exc.exit_code
     except Exception as exc:  # noqa: BLE001 - an unexpected failure still records results
-        if "signum" in received:
-            stop = Interrupted(received["signum"])
+        stop = errors.stop_requested()
+        if stop is not None:
             result.status, result.error, code = stop.status, str(stop), stop.exit_code
         else:
             result.status, result.error = "error", "%s: %s" % (

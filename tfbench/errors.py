@@ -12,6 +12,8 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+from typing import Optional
+
 EXIT_OK = 0
 EXIT_RUN_ERROR = 1
 EXIT_USAGE = 2
@@ -74,7 +76,13 @@ def clear_stop() -> None:
     _stop_signal.clear()
 
 
+def stop_requested() -> Optional[Interrupted]:
+    """Interrupted for the SIGINT/SIGTERM received, or None."""
+    return Interrupted(_stop_signal[0]) if _stop_signal else None
+
+
 def raise_if_stopped() -> None:
     """Raises Interrupted once SIGINT/SIGTERM has been received."""
-    if _stop_signal:
-        raise Interrupted(_stop_signal[0])
+    stop = stop_requested()
+    if stop is not None:
+        raise stop
