@@ -34,6 +34,25 @@ def test_capture_has_every_section_and_is_json(env):
     assert env["os"]["system"] == "Linux" and env["os"]["kernel"]
 
 
+def _fake_dist(site, name, version):
+    info = site / ("%s-%s.dist-info" % (name.replace("-", "_"), version))
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: %s\nVersion: %s\n"
+                                   % (name, version))
+
+
+def test_nvidia_packages_found_by_their_metadata_directories(tmp_path, monkeypatch):
+    _fake_dist(tmp_path, "nvidia-cublas-cu12", "12.4.5.8")
+    _fake_dist(tmp_path, "nvidia-ml-py", "12.560.30")
+    _fake_dist(tmp_path, "numpy-nvidia-fork", "1.0")   # not an nvidia- package
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = environment._nvidia_packages()
+    assert found["nvidia-cublas-cu12"] == "12.4.5.8"
+    assert found["nvidia-ml-py"] == "12.560.30"
+    assert "numpy-nvidia-fork" not in found
+    assert list(found) == sorted(found)
+
+
 def test_no_driver_is_not_available(env):
     if env["nvidia"]["available"]:
         pytest.skip("this machine has an NVIDIA driver")

@@ -1,5 +1,6 @@
 """lean_import: optional libraries are unimportable only inside the block, then import as usual."""
 
+import gc
 import os
 import subprocess
 import sys
@@ -44,6 +45,8 @@ def test_frameworks_import_without_the_optional_libraries_in_a_fresh_process():
             "from tfbench import lean_import\n"
             "lean_import.import_frameworks()\n"
             "assert 'tensorflow' in sys.modules and 'keras' in sys.modules\n"
+            "import gc\n"
+            "assert gc.isenabled() and gc.get_freeze_count() > 100000, gc.get_freeze_count()\n"
             "print(sorted(m for m in lean_import.OPTIONAL if m in sys.modules))\n"
             "import importlib.util\n"
             "for m in lean_import.OPTIONAL:\n"
@@ -55,3 +58,18 @@ def test_frameworks_import_without_the_optional_libraries_in_a_fresh_process():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[]", "ok"]
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_collector_paused_inside_then_frozen_and_restored(enabled_before):
+    (gc.enable if enabled_before else gc.disable)()
+    frozen_before = gc.get_freeze_count()
+    try:
+        with lean_import.collector_paused():
+            assert not gc.isenabled()
+            kept = [[i] for i in range(1000)]   # tracked objects alive at the end of the block
+        assert gc.isenabled() is enabled_before
+        assert gc.get_freeze_count() >= frozen_before + len(kept)
+    finally:
+        gc.unfreeze()
+        gc.enable()

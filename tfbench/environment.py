@@ -141,13 +141,30 @@ def _python() -> dict[str, Any]:
 
 
 def _nvidia_packages() -> dict[str, str]:
-    """pip-installed CUDA libraries (tensorflow[and-cuda] brings these) and nvidia-ml-py."""
+    """pip-installed CUDA libraries (tensorflow[and-cuda] brings these) and nvidia-ml-py.
+
+    Found by their metadata directories' names on sys.path: parsing every installed package's
+    metadata took ~0.15 s per capture in a 270-package environment, all of it before the first
+    step."""
     from importlib import metadata
+    names = set()
+    for entry in sys.path:
+        try:
+            listing = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for item in listing:
+            stem, dot, suffix = item.rpartition(".")
+            if dot and suffix in ("dist-info", "egg-info") and \
+                    stem.lower().startswith(("nvidia_", "nvidia-")):
+                names.add(stem.split("-")[0])
     out = {}
-    for dist in metadata.distributions():
-        name = (dist.metadata.get("Name") or "").lower()
-        if name.startswith("nvidia-"):
-            out[name] = dist.version
+    for name in names:
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        out[(dist.metadata.get("Name") or name).lower()] = dist.version
     return dict(sorted(out.items()))
 
 
