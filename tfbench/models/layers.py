@@ -16,6 +16,8 @@ from typing import Iterator, Optional
 import keras
 from keras import layers, ops
 
+from tfbench.models import affine_grad
+
 
 def channels(data_format: str) -> str:
     return "channels_first" if data_format == "NCHW" else "channels_last"
@@ -66,10 +68,10 @@ def affine(x, units: int, activation: Optional[str] = "relu", name: Optional[str
         init_factor = 2.0 if activation == "relu" else 1.0
         stddev = stddev or math.sqrt(init_factor / fan_in)
         kernel_initializer = keras.initializers.TruncatedNormal(stddev=stddev)
-    return layers.Dense(units, activation=activation,
-                        kernel_initializer=kernel_initializer,
-                        bias_initializer=keras.initializers.Constant(bias), name=name,
-                        dtype=dtype)(x)
+    return affine_grad.Dense(units, activation=activation,
+                             kernel_initializer=kernel_initializer,
+                             bias_initializer=keras.initializers.Constant(bias), name=name,
+                             dtype=dtype)(x)
 
 
 def logits(x, num_classes: int, name: str = "logits", kernel_initializer=None):
