@@ -17,7 +17,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # csv_out like the real runner. Throughput: 100 img/s per device at batch >= 64 (less below),
 # x0.9 per doubling of devices; fp16 x2, xla x1.25; halves per doubling of image size.
 FAKE_CHILD = textwrap.dedent("""\
-    import sys, time
+    import signal, sys, time
+    # As tfbench's CLI does: handle SIGINT even when started with it ignored (a background job).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, %r)
     from tfbench import csv_out
     from tfbench.results import RunResult
@@ -195,6 +197,16 @@ def test_flagfile_expansion(tmp_path):
 ])
 def test_classify_failure(code, tail, status):
     assert sweep.classify_failure(sweep.ChildOutcome(code, 1.0), tail)[0] == status
+
+
+@pytest.mark.parametrize("code", [-9, -2, 130, 1])
+def test_a_child_stopped_with_an_interrupted_sweep_is_interrupted_not_oom(code):
+    outcome = sweep.ChildOutcome(code, 1.0, interrupted=KeyboardInterrupt())
+    status, error = sweep.classify_failure(outcome, "Running warm up\n")
+    assert status == "interrupted"
+    assert error.startswith("stopped with the interrupted sweep (")
+    assert error.endswith("); last output: Running warm up")
+    assert ("killed by SIGKILL" in error) == (code == -9)
 
 
 def test_abort_under_a_memory_cap_is_oom():
