@@ -314,6 +314,13 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return str(signum)
+
+
 def classify_failure(outcome: ChildOutcome, tail: str,
                      memory_capped: bool = False) -> tuple[str, str]:
     """(status, error) of a child that wrote no row of its own.
@@ -326,15 +333,14 @@ def classify_failure(outcome: ChildOutcome, tail: str,
     line = last_line(tail)
     if outcome.timed_out:
         return "error", "timed out after %.0f s; last output: %s" % (outcome.seconds, line)
-    name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ \
-        else str(-code)
     if outcome.interrupted is not None:
         # Stopped along with the sweep. A child that outlived the signal (one that ignores
         # SIGINT, as jobs started in the background do) was killed, which says nothing of memory.
-        how = "killed by %s" % name if code < 0 else "exit code %d" % code
+        how = "killed by %s" % _signal_name(-code) if code < 0 else "exit code %d" % code
         return "interrupted", "stopped with the interrupted sweep (%s); last output: %s" % (
             how, line or "none")
     if code < 0:
+        name = _signal_name(-code)
         if code == -signal.SIGKILL:
             return "oom", "killed by SIGKILL (likely the kernel OOM killer or a memory cap)"
         if code in (-signal.SIGINT, -signal.SIGTERM):
