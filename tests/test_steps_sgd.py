@@ -19,7 +19,7 @@ def test_fused_sgd_matches_keras_sgd():
     images = tf.random.normal([6, 4, 4, 3], seed=1)
     labels = tf.constant([0, 1, 2, 3, 4, 0])
     schedule = lr.Schedule(lr.Plan(boundaries=(0,), values=(0.1, 0.05)))
-    results = []
+    results, outputs = [], []
     for fused in (True, False):
         with strategy.scope():
             model = _model()
@@ -30,14 +30,54 @@ def test_fused_sgd_matches_keras_sgd():
         if not fused:
             st._plain_sgd = lambda: False
         step = tf.function(lambda: strategy.run(st._train_replica, args=(images, labels)))
-        for _ in range(2):
-            step()
+        outputs.append([step().numpy() for _ in range(2)])
         results.append(([v.numpy() for v in model.trainable_variables],
                         int(opt.iterations.numpy())))
     (fused_vars, fused_it), (keras_vars, keras_it) = results
     assert fused_it == keras_it == 2
     for a, b in zip(fused_vars, keras_vars):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    # The reported losses include the weight-decay term on both paths.
+    np.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-6)
+    base, total = outputs[0][0][:2]
+    assert total > base
+
+
+def _update_ops(weight_decay):
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        model = _model()
+        opt = keras.optimizers.SGD(0.1)
+    st = steps.Steps(model, opt, strategy, steps.StepConfig(5, weight_decay))
+    images = tf.random.normal([6, 4, 4, 3], seed=1)
+    graph = tf.function(lambda: st._train_replica(images)).get_concrete_function().graph
+    return [op.type for op in graph.get_operations()]
+
+
+def test_sgd_applies_weight_decay_in_its_update():
+    ops = _update_ops(1e-3)
+    # kernel and bias: one fused update each, and the L2 term is not differentiated.
+    assert ops.count("ResourceApplyProximalGradientDescent") == 2
+    assert "ResourceApplyGradientDescent" not in ops
+    assert ops.count("L2Loss") == 2
+    # One AddN, the L2 sum; differentiating the L2 term would add one per weight.
+    assert ops.count("AddN") == 1
+    ops = _update_ops(0.0)
+    assert ops.count("ResourceApplyGradientDescent") == 2
+    assert "ResourceApplyProximalGradientDescent" not in ops and "L2Loss" not in ops
+
+
+def test_sgd_decay_update_is_exact_for_a_known_step():
+    # var * (1 - lr * wd) - lr * grad, checked on one weight with a hand-computed gradient.
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False)])
+        model.layers[0].kernel.assign([[2.0]])
+        opt = keras.optimizers.SGD(0.5)
+    st = steps.Steps(model, opt, strategy, steps.StepConfig(1, 0.1))
+    st._apply([tf.constant([[3.0]])], model.trainable_variables)
+    # 2 * (1 - 0.5 * 0.1) - 0.5 * 3 = 0.4
+    np.testing.assert_allclose(model.layers[0].kernel.numpy(), [[0.4]], rtol=1e-6)
 
 
 def test_momentum_keeps_the_keras_path():

@@ -85,18 +85,24 @@ class Steps:
         batch = tf.shape(images)[0]
         return tf.random.uniform([batch], 0, self.config.num_label_classes, dtype=tf.int32)
 
-    def _losses(self, images, labels, training: bool):
+    def _losses(self, images, labels, training: bool, tape=None):
         logits = self.model(images, training=training)
         base = cross_entropy(logits, labels)
-        total = base + self.config.weight_decay * l2_loss(self.decay_vars) \
-            if self.config.weight_decay else base
-        return logits, base, total
+        if not self.config.weight_decay:
+            return logits, base, base
+        if tape is not None and self._decay_in_update():
+            # The update applies the decay itself (see _apply); the loss only reports it.
+            with tape.stop_recording():
+                decay = l2_loss(self.decay_vars)
+        else:
+            decay = l2_loss(self.decay_vars)
+        return logits, base, base + self.config.weight_decay * decay
 
     def _gradients(self, images, labels):
         cfg = self.config
         replicas = strategy_lib.gradient_divisor(self.strategy)
         with tf.GradientTape() as tape:
-            logits, base, total = self._losses(images, labels, training=True)
+            logits, base, total = self._losses(images, labels, training=True, tape=tape)
             # Gradients are summed across replicas, so each replica's loss is divided.
             objective = total / replicas
             if cfg.loss_scaling == "static":
@@ -116,6 +122,9 @@ class Steps:
                 and opt.clipnorm is None and opt.global_clipnorm is None
                 and self.strategy.num_replicas_in_sync == 1)
 
+    def _decay_in_update(self) -> bool:
+        return self._plain_sgd() and self.config.weight_decay > 0
+
     def _apply(self, grads, variables):
         # Updates wait for every gradient: the backward pass's reads of a variable share its
         # buffer, and an in-place update while one is still pending copies the whole variable
@@ -126,8 +135,23 @@ class Steps:
                 return
             # One pass over each variable (var -= lr * grad) instead of Keras' multiply + assign.
             lr = tf.cast(self.optimizer.learning_rate, tf.float32)
+            decayed = {id(v) for v in self.decay_vars} if self._decay_in_update() else set()
+            if decayed:
+                # var -= lr * (grad + wd * var), the gradient of the L2 term included, in one
+                # kernel instead of the autodiff's multiply, add and update (2.3 -> 1.1 ms for
+                # trivial's 4M weights). ApplyProximalGradientDescent with l1 = 0 computes
+                # var = (var - a * grad) / (1 + a * l2); a = lr / (1 - lr * wd) and l2 = wd make
+                # that exactly var * (1 - lr * wd) - lr * grad.
+                wd = tf.constant(self.config.weight_decay, tf.float32)
+                prox_lr = lr / (1.0 - lr * wd)
             for grad, var in zip(grads, variables):
-                if grad is not None:
+                if grad is None:
+                    continue
+                if id(var) in decayed:
+                    tf.raw_ops.ResourceApplyProximalGradientDescent(
+                        var=var.handle, alpha=tf.cast(prox_lr, var.dtype),
+                        l1=tf.zeros([], var.dtype), l2=tf.cast(wd, var.dtype), delta=grad)
+                else:
                     tf.raw_ops.ResourceApplyGradientDescent(
                         var=var.handle, alpha=tf.cast(lr, var.dtype), delta=grad)
         self.optimizer.iterations.assign_add(1)
