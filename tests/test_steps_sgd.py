@@ -86,3 +86,14 @@ def test_momentum_keeps_the_keras_path():
         model = _model()
         opt = keras.optimizers.SGD(0.1, momentum=0.9, nesterov=True)
     assert not steps.Steps(model, opt, strategy, steps.StepConfig(5, 0.0))._plain_sgd()
+
+
+def test_sgd_decays_a_weight_the_loss_does_not_use():
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False)])
+        model.layers[0].kernel.assign([[2.0]])
+        opt = keras.optimizers.SGD(0.5)
+    st = steps.Steps(model, opt, strategy, steps.StepConfig(1, 0.1))
+    st._apply([None], model.trainable_variables)
+    np.testing.assert_allclose(model.layers[0].kernel.numpy(), [[1.9]], rtol=1e-6)

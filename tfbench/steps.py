@@ -145,6 +145,8 @@ class Steps:
                 wd = tf.constant(self.config.weight_decay, tf.float32)
                 prox_lr = lr / (1.0 - lr * wd)
             for grad, var in zip(grads, variables):
+                if grad is None and id(var) in decayed:
+                    grad = tf.zeros_like(var)   # unused by the loss, but still decayed
                 if grad is None:
                     continue
                 if id(var) in decayed:
