@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tfbench import lr, steps
@@ -80,12 +81,44 @@ def test_sgd_decay_update_is_exact_for_a_known_step():
     np.testing.assert_allclose(model.layers[0].kernel.numpy(), [[0.4]], rtol=1e-6)
 
 
-def test_momentum_keeps_the_keras_path():
+@pytest.mark.parametrize("nesterov", [True, False])
+def test_fused_momentum_matches_keras_momentum(nesterov):
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    images = tf.random.normal([6, 4, 4, 3], seed=1)
+    labels = tf.constant([0, 1, 2, 3, 4, 0])
+    results = []
+    for fused in (True, False):
+        with strategy.scope():
+            model = _model()
+            opt = keras.optimizers.SGD(0.1, momentum=0.9, nesterov=nesterov)
+            opt.build(model.trainable_variables)
+        st = steps.Steps(model, opt, strategy, steps.StepConfig(5, 1e-3))
+        assert st._momentum_sgd() and not st._plain_sgd()
+        if not fused:
+            st._momentum_sgd = lambda: False
+        step = tf.function(lambda: strategy.run(st._train_replica, args=(images, labels)))
+        ops = [op.type for op in step.get_concrete_function().graph.get_operations()]
+        outputs = [step().numpy() for _ in range(3)]
+        results.append(([v.numpy() for v in model.trainable_variables + opt.momentums],
+                        int(opt.iterations.numpy()), outputs, ops))
+    (fused_vars, fused_it, fused_out, fused_ops), (keras_vars, keras_it, keras_out, keras_ops) = \
+        results
+    assert fused_ops.count("ResourceApplyKerasMomentum") == 2
+    assert "ResourceApplyKerasMomentum" not in keras_ops
+    assert fused_it == keras_it == 3
+    for a, b in zip(fused_vars, keras_vars):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fused_out, keras_out, rtol=1e-5)
+
+
+def test_clipping_keeps_the_keras_path():
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():
         model = _model()
-        opt = keras.optimizers.SGD(0.1, momentum=0.9, nesterov=True)
-    assert not steps.Steps(model, opt, strategy, steps.StepConfig(5, 0.0))._plain_sgd()
+        opt = keras.optimizers.SGD(0.1, momentum=0.9, nesterov=True, clipvalue=1.0)
+        opt.build(model.trainable_variables)
+    st = steps.Steps(model, opt, strategy, steps.StepConfig(5, 0.0))
+    assert not st._plain_sgd() and not st._momentum_sgd()
 
 
 def test_sgd_decays_a_weight_the_loss_does_not_use():
