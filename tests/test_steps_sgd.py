@@ -111,6 +111,14 @@ def test_fused_momentum_matches_keras_momentum(nesterov):
     np.testing.assert_allclose(fused_out, keras_out, rtol=1e-5)
 
 
+def test_an_unbuilt_momentum_optimizer_keeps_the_keras_path():
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        model = _model()
+        opt = keras.optimizers.SGD(0.1, momentum=0.9)
+    assert not steps.Steps(model, opt, strategy, steps.StepConfig(5, 0.0))._momentum_sgd()
+
+
 def test_clipping_keeps_the_keras_path():
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():

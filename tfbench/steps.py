@@ -132,7 +132,7 @@ class Steps:
         # SGD.build(variables) makes one momentum per variable, in their order.
         opt = self.optimizer
         return (self._fused_sgd() and bool(opt.momentum)
-                and [tuple(m.shape) for m in opt.momentums]
+                and [tuple(m.shape) for m in getattr(opt, "momentums", [])]
                 == [tuple(v.shape) for v in self.model.trainable_variables])
 
     def _decay_in_update(self) -> bool:
@@ -161,7 +161,8 @@ class Steps:
             # kernel instead of the autodiff's multiply, add and update (2.3 -> 1.1 ms for
             # trivial's 4M weights). ApplyProximalGradientDescent with l1 = 0 computes
             # var = (var - a * grad) / (1 + a * l2); a = lr / (1 - lr * wd) and l2 = wd make
-            # that exactly var * (1 - lr * wd) - lr * grad.
+            # that exactly var * (1 - lr * wd) - lr * grad (for lr * wd != 1; at 1 the rate is
+            # infinite and the loss becomes NaN, a run that would not train either way).
             wd = tf.constant(self.config.weight_decay, tf.float32)
             prox_lr = lr / (1.0 - lr * wd)
         for grad, var in zip(grads, variables):
