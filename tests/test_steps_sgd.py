@@ -1,4 +1,4 @@
-"""The fused plain-SGD update equals Keras' SGD update and advances the schedule step."""
+"""The one-kernel SGD updates (plain with weight decay, and momentum) equal Keras' own updates."""
 
 import keras
 import numpy as np
