@@ -107,3 +107,16 @@ def test_nhwc_only_model_says_so_under_nchw():
                              "data_format": "NCHW"}))
     assert r.device.data_format == "NHWC"
     assert any("cannot run channels-first" in n for n in r.notices)
+
+
+def test_tf_random_seed_makes_the_losses_repeatable(tmp_path):
+    def losses(seed):
+        code, lines = run_inprocess(BASE + ["--num_batches=3", "--num_warmup_batches=1",
+                                            "--display_every=1", "--tf_random_seed=%d" % seed],
+                                    tmp_path)
+        assert code == 0
+        return [l.split("\t")[2] for l in step_lines(lines)]
+    first = losses(7)
+    assert len(first) == 3
+    assert losses(7) == first
+    assert losses(8) != first
