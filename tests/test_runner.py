@@ -120,3 +120,6 @@ def test_tf_random_seed_makes_the_losses_repeatable(tmp_path):
     assert len(first) == 3
     assert losses(7) == first
     assert losses(8) != first
+    # Seeds outside numpy's range work, as TensorFlow's seeds always did.
+    assert losses(-1) == losses(-1)
+    assert len(losses(2**40)) == 3

@@ -170,7 +170,9 @@ class Benchmark:
         devices.configure_runtime(p, r.device, p.gpu_memory_limit_mb or None)
         # Keras 3 initializers without a seed draw from Python's `random`, which
         # tf.random.set_seed leaves alone: seeding all of them makes the weights repeatable.
-        keras.utils.set_random_seed(p.tf_random_seed)
+        # Keras takes only numpy's seed range; TensorFlow keeps the full int64 seed, as before.
+        keras.utils.set_random_seed(p.tf_random_seed % 2**32)
+        tf.random.set_seed(p.tf_random_seed)
         np.random.seed(4321)
         env_before = self._capture_environment(res)
         for notice in r.notices:
