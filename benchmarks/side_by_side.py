@@ -21,6 +21,7 @@ import csv
 import dataclasses
 import datetime
 import io
+import math
 import os
 import platform
 import re
@@ -59,6 +60,7 @@ class BenchConfig:
     num_warmup_batches: int
     forward_only: bool = False
     init_learning_rate: Optional[float] = None
+    target: float = 1.0  # tfbench/legacy ratio this configuration should reach
 
     @property
     def mode(self) -> str:
@@ -77,10 +79,17 @@ class BenchConfig:
         return args
 
 
+# Performance targets (fp32): convolution kernels dominate the big models; framework overhead
+# dominates trivial, lenet and batch-1 inference, so tfbench must gain more there.
+COMPUTE_BOUND_TARGET = 1.05
+OVERHEAD_BOUND_TARGET = 1.10
+
+
 def _cfg(model: str, mode: str, batch_size: int, num_batches: int, warmup: int,
-         suffix: str = "", lr: Optional[float] = None) -> BenchConfig:
+         suffix: str = "", lr: Optional[float] = None,
+         target: float = COMPUTE_BOUND_TARGET) -> BenchConfig:
     return BenchConfig("%s/%s%s" % (model, mode, suffix), model, batch_size, num_batches, warmup,
-                       forward_only=(mode == "forward"), init_learning_rate=lr)
+                       forward_only=(mode == "forward"), init_learning_rate=lr, target=target)
 
 
 # Models without batch norm diverge on the unnormalised synthetic images at their default LR:
@@ -91,13 +100,13 @@ NO_DIVERGENCE_LR = 1e-6
 # Native image sizes (trivial 227, lenet 28, resnet50/vgg16 224, inception3 299); the slow models
 # get small batches and few steps instead of a smaller image, which the legacy script cannot take.
 DEFAULT_CONFIGS: tuple[BenchConfig, ...] = (
-    _cfg("trivial", "train", 32, 200, 10),
-    _cfg("trivial", "forward", 32, 200, 10),
-    _cfg("lenet", "train", 32, 200, 10, lr=NO_DIVERGENCE_LR),
-    _cfg("lenet", "forward", 32, 200, 10),
+    _cfg("trivial", "train", 32, 200, 10, target=OVERHEAD_BOUND_TARGET),
+    _cfg("trivial", "forward", 32, 200, 10, target=OVERHEAD_BOUND_TARGET),
+    _cfg("lenet", "train", 32, 200, 10, lr=NO_DIVERGENCE_LR, target=OVERHEAD_BOUND_TARGET),
+    _cfg("lenet", "forward", 32, 200, 10, target=OVERHEAD_BOUND_TARGET),
     _cfg("resnet50", "train", 32, 20, 5),
     _cfg("resnet50", "forward", 32, 30, 5),
-    _cfg("resnet50", "forward", 1, 100, 10, suffix="_bs1"),
+    _cfg("resnet50", "forward", 1, 100, 10, suffix="_bs1", target=OVERHEAD_BOUND_TARGET),
     _cfg("vgg16", "train", 16, 10, 3, lr=NO_DIVERGENCE_LR),
     _cfg("vgg16", "forward", 16, 20, 3),
     _cfg("inception3", "train", 16, 10, 3),
@@ -137,10 +146,12 @@ def select_configs(configs: Sequence[BenchConfig], spec: str) -> list[BenchConfi
 
 def override_config(config: BenchConfig, batch_size: Optional[int] = None,
                     num_batches: Optional[int] = None,
-                    num_warmup_batches: Optional[int] = None) -> BenchConfig:
+                    num_warmup_batches: Optional[int] = None,
+                    target: Optional[float] = None) -> BenchConfig:
     """Applies command-line overrides (None = keep)."""
     changes = {k: v for k, v in (("batch_size", batch_size), ("num_batches", num_batches),
-                                 ("num_warmup_batches", num_warmup_batches)) if v is not None}
+                                 ("num_warmup_batches", num_warmup_batches),
+                                 ("target", target)) if v is not None}
     return dataclasses.replace(config, **changes)
 
 
@@ -176,6 +187,55 @@ def pair_ratios(tfbench: Sequence[Optional[float]],
 def median_or_none(values: Sequence[Optional[float]]) -> Optional[float]:
     present = [v for v in values if v is not None]
     return statistics.median(present) if present else None
+
+
+DEFAULT_CONFIDENCE = 0.95
+
+
+@dataclasses.dataclass(frozen=True)
+class MedianInterval:
+    """A distribution-free interval for the median ratio and the probability that it holds it."""
+    low: float
+    high: float
+    confidence: float
+
+
+def _binomial_half_cdf(n: int, k: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n
+
+
+def median_interval(values: Sequence[float],
+                    confidence: float = DEFAULT_CONFIDENCE) -> Optional[MedianInterval]:
+    """The narrowest order-statistic interval [x(k), x(n+1-k)] that holds the true median with
+    at least `confidence`; with too few values for that, [min, max] and its lower confidence.
+
+    Order statistics assume nothing about the ratios' distribution (run-to-run noise on a shared
+    machine is skewed), and each pair's ratio lands below the true median with probability 1/2:
+    the interval misses it when k-1 or fewer ratios fall on one side. None below two values.
+    """
+    ordered = sorted(values)
+    n = len(ordered)
+    if n < 2:
+        return None
+    k = 1
+    while k + 1 <= n // 2 and 1.0 - 2.0 * _binomial_half_cdf(n, k) >= confidence:
+        k += 1
+    return MedianInterval(ordered[k - 1], ordered[n - k], 1.0 - 2.0 * _binomial_half_cdf(n, k - 1))
+
+
+MET, NOT_MET, UNCLEAR = "met", "not met", "unclear"
+
+
+def verdict(interval: Optional[MedianInterval], target: float) -> str:
+    """met: the whole interval reaches the target; not met: all of it falls short; else unclear."""
+    if interval is None:
+        return UNCLEAR
+    if interval.low >= target:
+        return MET
+    if interval.high < target:
+        return NOT_MET
+    return UNCLEAR
 
 
 @dataclasses.dataclass
@@ -226,9 +286,15 @@ class Summary:
     legacy_ready_s: Optional[float]
     failures: int
     errors: list[str]
+    ratio_interval: Optional[MedianInterval] = None
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.ratio_interval, self.config.target)
 
 
-def summarize(config: BenchConfig, outcomes: Sequence[RunOutcome]) -> Summary:
+def summarize(config: BenchConfig, outcomes: Sequence[RunOutcome],
+              confidence: float = DEFAULT_CONFIDENCE) -> Summary:
     """Medians and median per-pair ratio of one configuration's runs (pairs matched by repeat)."""
     mine = [o for o in outcomes if o.config == config.name]
     repeats = sorted({o.repeat for o in mine})
@@ -246,21 +312,30 @@ def summarize(config: BenchConfig, outcomes: Sequence[RunOutcome]) -> Summary:
         tfbench_ready_s=median_or_none(series(TFBENCH, "ready_s")),
         legacy_ready_s=median_or_none(series(LEGACY, "ready_s")),
         failures=len(failed),
-        errors=["%s #%d: %s" % (o.program, o.repeat, o.error) for o in failed])
+        errors=["%s #%d: %s" % (o.program, o.repeat, o.error) for o in failed],
+        ratio_interval=median_interval(ratios, confidence))
 
 
 def _fmt(value: Optional[float], spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
 
 
+def _fmt_interval(interval: Optional[MedianInterval]) -> str:
+    if interval is None:
+        return "n/a"
+    return "%.3f-%.3f (%.0f%%)" % (interval.low, interval.high, 100.0 * interval.confidence)
+
+
 TABLE_COLUMNS = ("config", "batch", "steps", "tfbench img/s", "legacy img/s", "ratio",
-                 "pairs", "tfbench ready s", "legacy ready s", "failed")
+                 "ratio interval", "target", "verdict", "pairs", "tfbench ready s",
+                 "legacy ready s", "failed")
 
 
 def table_rows(summaries: Sequence[Summary]) -> list[list[str]]:
     return [[s.config.name, str(s.config.batch_size), str(s.config.num_batches),
              _fmt(s.tfbench_median, ".2f"), _fmt(s.legacy_median, ".2f"),
-             _fmt(s.median_ratio, ".3f"), str(s.pairs), _fmt(s.tfbench_ready_s, ".1f"),
+             _fmt(s.median_ratio, ".3f"), _fmt_interval(s.ratio_interval),
+             "%.2f" % s.config.target, s.verdict, str(s.pairs), _fmt(s.tfbench_ready_s, ".1f"),
              _fmt(s.legacy_ready_s, ".1f"), str(s.failures)] for s in summaries]
 
 
@@ -285,7 +360,8 @@ def format_markdown(summaries: Sequence[Summary], meta: dict[str, str]) -> str:
 
 
 CSV_COLUMNS = ("config", "model", "mode", "batch_size", "num_batches", "num_warmup_batches",
-               "tfbench_images_per_sec", "legacy_images_per_sec", "median_ratio", "pairs",
+               "tfbench_images_per_sec", "legacy_images_per_sec", "median_ratio", "ratio_low",
+               "ratio_high", "interval_confidence", "target", "verdict", "pairs",
                "tfbench_ready_s", "legacy_ready_s", "failures")
 
 
@@ -298,10 +374,14 @@ def format_csv(summaries: Sequence[Summary]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for s in summaries:
-        c = s.config
+        c, interval = s.config, s.ratio_interval
         writer.writerow([c.name, c.model, c.mode, c.batch_size, c.num_batches,
                          c.num_warmup_batches, _rounded(s.tfbench_median, 2),
-                         _rounded(s.legacy_median, 2), _rounded(s.median_ratio, 4), s.pairs,
+                         _rounded(s.legacy_median, 2), _rounded(s.median_ratio, 4),
+                         _rounded(interval and interval.low, 4),
+                         _rounded(interval and interval.high, 4),
+                         _rounded(interval and interval.confidence, 4), c.target, s.verdict,
+                         s.pairs,
                          _rounded(s.tfbench_ready_s, 2), _rounded(s.legacy_ready_s, 2),
                          s.failures])
     return buf.getvalue()
@@ -425,7 +505,8 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def run_metadata(outcomes: Sequence[RunOutcome], repeats: int, quick: bool) -> dict[str, str]:
+def run_metadata(outcomes: Sequence[RunOutcome], repeats: int, quick: bool,
+                 confidence: float = DEFAULT_CONFIDENCE) -> dict[str, str]:
     """Date, machine and versions for the Markdown header."""
     def version(program: str) -> str:
         found = sorted({o.tf_version for o in outcomes if o.program == program and o.tf_version})
@@ -439,7 +520,20 @@ def run_metadata(outcomes: Sequence[RunOutcome], repeats: int, quick: bool) -> d
                   "tfbench/legacy images/sec; --device=cpu --data_format=NHWC, fp32, synthetic"
                   % (repeats, " (--quick: tiny batches, not a performance result)" if quick
                      else ""),
+        "ratio interval": INTERVAL_HELP % (100.0 * confidence),
     }
+
+
+INTERVAL_HELP = ("order-statistic interval for the median ratio, holding it with at least %.0f%% "
+                 "where the pairs allow (6 or more), else [min, max] with its lower confidence "
+                 "in brackets; verdict: met when the whole interval reaches the target, not met "
+                 "when all of it falls short, else unclear")
+
+
+def verdict_counts(summaries: Sequence[Summary]) -> str:
+    """`targets: 2 met, 1 not met, 3 unclear` (categories that occur, in that order)."""
+    counts = [(sum(1 for s in summaries if s.verdict == v), v) for v in (MET, NOT_MET, UNCLEAR)]
+    return "targets: " + ", ".join("%d %s" % (n, v) for n, v in counts if n)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -466,6 +560,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tfbench_args", default="",
                         help="extra flags for tfbench only, e.g. '--precision=bf16'")
     parser.add_argument("--legacy_args", default="", help="extra flags for the legacy script only")
+    parser.add_argument("--target", type=float, default=None,
+                        help="ratio every config must reach (default: the issue's fp32 targets, "
+                             "%.2f where overhead dominates, else %.2f); e.g. 2.0 with "
+                             "--tfbench_args=--precision=bf16"
+                             % (OVERHEAD_BOUND_TARGET, COMPUTE_BOUND_TARGET))
+    parser.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE,
+                        help="confidence of the ratio interval, in (0, 1)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     parser.add_argument("--csv", default="", help="write the summary table as CSV here")
     parser.add_argument("--markdown", default="", help="write the summary table as Markdown here")
@@ -479,8 +580,8 @@ def resolve_configs(args: argparse.Namespace) -> list[BenchConfig]:
     configs = select_configs(DEFAULT_CONFIGS, args.configs)
     if args.quick:
         configs = [quick_variant(c) for c in configs]
-    return [override_config(c, args.batch_size, args.num_batches, args.num_warmup_batches)
-            for c in configs]
+    return [override_config(c, args.batch_size, args.num_batches, args.num_warmup_batches,
+                            args.target) for c in configs]
 
 
 def _positive(name: str, value: Optional[int]) -> None:
@@ -495,13 +596,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             _positive(name, getattr(args, name))
         if args.num_warmup_batches is not None and args.num_warmup_batches < 0:
             raise ValueError("--num_warmup_batches must be >= 0")
+        if args.target is not None and not args.target > 0:
+            raise ValueError("--target must be positive, got %g" % args.target)
+        if not 0.0 < args.confidence < 1.0:
+            raise ValueError("--confidence must be between 0 and 1, got %g" % args.confidence)
         configs = resolve_configs(args)
     except ValueError as exc:
         print("side_by_side.py: error: %s" % exc, file=sys.stderr)
         return 2
     if args.list:
         for c in configs:
-            print("%-22s %s" % (c.name, " ".join(c.args())))
+            print("%-22s target %.2f  %s" % (c.name, c.target, " ".join(c.args())))
         return 0
     repeats = args.repeats or (1 if args.quick else 3)
     tfbench_cmd = (tuple(shlex.split(args.tfbench_cmd)) if args.tfbench_cmd
@@ -525,12 +630,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(message, file=sys.stderr, flush=True)
 
     outcomes = run_side_by_side(configs, programs, repeats, args.timeout, log)
-    summaries = [summarize(c, outcomes) for c in configs]
+    summaries = [summarize(c, outcomes, args.confidence) for c in configs]
     print(format_table(summaries))
+    print(verdict_counts(summaries))
     for s in summaries:
         for error in s.errors:
             print("%s: %s" % (s.config.name, error))
-    meta = run_metadata(outcomes, repeats, args.quick)
+    meta = run_metadata(outcomes, repeats, args.quick, args.confidence)
     for path, text in ((args.csv, format_csv(summaries)),
                        (args.markdown, format_markdown(summaries, meta)),
                        (args.raw_csv, format_raw_csv(outcomes))):

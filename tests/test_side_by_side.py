@@ -186,6 +186,54 @@ def test_quick_variant_and_overrides():
     assert sbs.quick_variant(sbs.BenchConfig("r", "resnet50", 1, 100, 10)).batch_size == 1
     o = sbs.override_config(big, num_batches=7)
     assert (o.batch_size, o.num_batches, o.num_warmup_batches) == (32, 7, 5)
+    assert o.target == big.target and sbs.override_config(big, target=2.0).target == 2.0
+
+
+def test_default_targets_are_the_issues():
+    targets = {c.name: c.target for c in sbs.DEFAULT_CONFIGS}
+    for name in ("trivial/train", "trivial/forward", "lenet/train", "lenet/forward",
+                 "resnet50/forward_bs1"):
+        assert targets.pop(name) == 1.10
+    assert set(targets.values()) == {1.05}  # resnet50, vgg16, inception3 at batch > 1
+    assert len(targets) == 6
+
+
+def test_median_interval_order_statistics():
+    assert sbs.median_interval([]) is None and sbs.median_interval([1.0]) is None
+    # 6 pairs: [min, max] holds the median unless all 6 fall on one side: 1 - 2/64.
+    six = sbs.median_interval([1.3, 0.9, 1.1, 1.0, 1.2, 1.05])
+    assert (six.low, six.high) == (0.9, 1.3) and six.confidence == 1 - 2 / 64
+    # 10 pairs: P(X <= 1) = 11/1024 leaves 97.9% for [x2, x9]; [x3, x8] would be 89%.
+    ten = sbs.median_interval([float(v) for v in range(10, 0, -1)])
+    assert (ten.low, ten.high) == (2.0, 9.0) and ten.confidence == 1 - 2 * 11 / 1024
+    assert sbs.median_interval([float(v) for v in range(10)], confidence=0.8).low == 2.0
+    # Too few pairs for 95%: [min, max] with the confidence it has.
+    three = sbs.median_interval([1.0, 3.0, 2.0])
+    assert (three.low, three.high, three.confidence) == (1.0, 3.0, 0.75)
+
+
+def test_verdict_needs_the_whole_interval_on_one_side_of_the_target():
+    interval = sbs.MedianInterval(1.02, 1.12, 0.97)
+    assert sbs.verdict(interval, 1.0) == "met"
+    assert sbs.verdict(interval, 1.02) == "met"
+    assert sbs.verdict(interval, 1.05) == "unclear"
+    assert sbs.verdict(interval, 1.13) == "not met"
+    assert sbs.verdict(None, 1.0) == "unclear"
+
+
+def test_summarize_gives_interval_and_verdict():
+    config = sbs.BenchConfig("m/train", "m", 4, 3, 1, target=1.5)
+    outcomes = []
+    for repeat, (t, l) in enumerate([(20.0, 10.0), (18.0, 10.0), (16.0, 10.0), (21.0, 10.0),
+                                     (17.0, 10.0), (19.0, 10.0)]):
+        outcomes += [sbs.RunOutcome("m/train", sbs.TFBENCH, repeat, 0, t, 1.0, 1.0),
+                     sbs.RunOutcome("m/train", sbs.LEGACY, repeat, 0, l, 1.0, 1.0)]
+    s = sbs.summarize(config, outcomes)
+    assert (s.ratio_interval.low, s.ratio_interval.high) == (1.6, 2.1)
+    assert s.verdict == "met"
+    assert sbs.summarize(config, outcomes[:2]).verdict == "unclear"  # one pair: no interval
+    assert sbs.verdict_counts([s, sbs.summarize(config, outcomes[:2])]) == \
+        "targets: 1 met, 1 unclear"
 
 
 def test_run_order_alternates():
@@ -195,24 +243,29 @@ def test_run_order_alternates():
 
 
 def _summary(ratio=1.25):
-    c = sbs.BenchConfig("trivial/train", "trivial", 32, 200, 10)
-    return sbs.Summary(c, 2500.0, 2000.0, ratio, 3, 9.5, 7.25, 0, [])
+    c = sbs.BenchConfig("trivial/train", "trivial", 32, 200, 10, target=1.1)
+    interval = None if ratio is None else sbs.MedianInterval(1.0, 1.5, 0.75)
+    return sbs.Summary(c, 2500.0, 2000.0, ratio, 3, 9.5, 7.25, 0, [], interval)
 
 
 def test_format_table_text():
     lines = sbs.format_table([_summary()]).splitlines()
     assert lines[0].split("  ")[0].strip() == "config"
-    assert lines[1].split() == ["trivial/train", "32", "200", "2500.00", "2000.00", "1.250", "3",
-                                "9.5", "7.2", "0"]
+    assert lines[1].split() == ["trivial/train", "32", "200", "2500.00", "2000.00", "1.250",
+                                "1.000-1.500", "(75%)", "1.10", "unclear", "3", "9.5", "7.2", "0"]
 
 
 def test_format_csv_and_markdown():
     rows = list(csv.DictReader(io.StringIO(sbs.format_csv([_summary(), _summary(None)]))))
     assert rows[0]["median_ratio"] == "1.25" and rows[0]["mode"] == "train"
-    assert rows[1]["median_ratio"] == ""
+    assert (rows[0]["ratio_low"], rows[0]["ratio_high"], rows[0]["interval_confidence"]) == \
+        ("1.0", "1.5", "0.75")
+    assert (rows[0]["target"], rows[0]["verdict"]) == ("1.1", "unclear")
+    assert rows[1]["median_ratio"] == "" and rows[1]["ratio_low"] == ""
     md = sbs.format_markdown([_summary()], {"date": "2026-01-01", "machine": "m"})
     assert md.startswith("- date: 2026-01-01\n- machine: m\n\n| config |")
-    assert "| trivial/train | 32 | 200 | 2500.00 | 2000.00 | 1.250 | 3 | 9.5 | 7.2 | 0 |" in md
+    assert ("| trivial/train | 32 | 200 | 2500.00 | 2000.00 | 1.250 | 1.000-1.500 (75%) | 1.10 "
+            "| unclear | 3 | 9.5 | 7.2 | 0 |") in md
 
 
 FAKE = textwrap.dedent("""\
@@ -247,6 +300,27 @@ def test_run_side_by_side_alternates_real_subprocesses(tmp_path):
     assert messages[0].startswith("[1/6] a/train tfbench #0: 200.00 images/sec")
 
 
+def test_main_prints_interval_verdict_and_writes_tables(tmp_path, capsys):
+    fake = tmp_path / "fake.py"
+    fake.write_text(FAKE)
+    legacy = tmp_path / "legacy.py"  # the shared flags come first: a fixed rate instead
+    legacy.write_text(FAKE.replace("rate = sys.argv[1]", "rate = '100.0'"))
+    md, table = tmp_path / "t.md", tmp_path / "t.csv"
+    argv = ["--configs=trivial/train", "--repeats=3", "--tfbench_cmd=%s %s 121.0" % (
+        sys.executable, fake), "--legacy_python=" + sys.executable, "--legacy_script=%s" % legacy,
+        "--markdown=%s" % md, "--csv=%s" % table]
+    assert sbs.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split()[5:10] == ["1.210", "1.210-1.210", "(75%)", "1.10", "met"]
+    assert out[2] == "targets: 1 met"
+    assert "- ratio interval: order-statistic interval for the median ratio, holding it with " \
+        "at least 95%" in md.read_text()
+    assert sbs.main(argv + ["--target=1.5"]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == "targets: 1 not met"
+    row = next(csv.DictReader(table.open()))
+    assert (row["target"], row["verdict"], row["pairs"]) == ("1.5", "not met", "3")
+
+
 def test_run_command_reports_failures_and_unstartable_programs(tmp_path):
     fake = tmp_path / "fake.py"
     fake.write_text(FAKE)
@@ -268,6 +342,10 @@ def test_main_rejects_bad_input(capsys):
     assert sbs.main(["--configs=nope", "--dry_run"]) == 2
     assert "unknown config nope" in capsys.readouterr().err
     assert sbs.main(["--repeats=0", "--dry_run"]) == 2
+    assert sbs.main(["--confidence=1", "--dry_run"]) == 2
+    assert "--confidence must be between 0 and 1, got 1" in capsys.readouterr().err
+    assert sbs.main(["--target=0", "--dry_run"]) == 2
+    assert "--target must be positive, got 0" in capsys.readouterr().err
     assert sbs.main(["--legacy_python=" + sys.executable, "--legacy_script=/nonexistent/x.py",
                      "--configs=trivial/train"]) == 2
     assert "/nonexistent/x.py does not exist" in capsys.readouterr().err
