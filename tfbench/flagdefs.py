@@ -225,6 +225,10 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
        "Write a JSON manifest per run (<run_id>.json) here; empty disables."),
     _t("enum", "precision", "", "fp32, fp16 (mixed_float16) or bf16 (mixed_bfloat16).",
        enum_values=("", "fp32", "fp16", "bf16")),
+    _t("bool", "fold_batch_norm", True,
+       "Forward-only and --eval runs: fold each inference-mode batch norm into the convolution "
+       "before it, as inference compilers do (same outputs up to float rounding; lets a residual "
+       "Add + ReLU fuse into the convolution). --nofold_batch_norm times the model unfolded."),
     # --- measurement: monitors, repeats, training-time estimate (issue 6) ------------------
     _t("int", "monitor_interval_ms", 250,
        "Sample GPU power/temperature/clocks (NVML) and host CPU every N ms; 0 = no sampling.",

@@ -364,9 +364,28 @@ class Benchmark:
         self.model = model
         return model
 
+    def _fold_batch_norm(self, model, res: RunResult):
+        """The folded clone that inference steps run (see models/fold_bn), or None: with
+        --nofold_batch_norm, or when the model has no batch norm after a convolution."""
+        if not self.p.fold_batch_norm:
+            return None
+        from tfbench import flops
+        from tfbench.models import fold_bn
+        # The published parameter count is the unfolded model's (the clone has extra biases).
+        res.params_count = flops.count_params(model)
+        with self.strategy.scope():
+            folding = fold_bn.fold_batch_norm(model)
+        if folding is not None:
+            notice = ("Batch norm folded into %d convolutions for inference "
+                      "(--nofold_batch_norm times the unfolded model)" % folding.num_folded)
+            self.emit(notice)
+            res.notices.append(notice)
+        return folding
+
     def _count_flops(self, model, res: RunResult) -> None:
         from tfbench import flops
-        res.params_count = flops.count_params(model)
+        if res.params_count is None:
+            res.params_count = flops.count_params(model)
         try:
             res.gflops_per_image = flops.model_forward_flops(model, self.r.image_size) / 1e9
         except Exception as exc:  # noqa: BLE001 - FLOPs are a figure, not a reason to fail
@@ -425,6 +444,12 @@ class Benchmark:
             if training:
                 optimizer = self._make_optimizer()
                 optimizer.build(model.trainable_variables)
+        folding = None if training else self._fold_batch_norm(model, res)
+        if folding is not None:
+            # Nothing restores into the source here: drop it, so the peak memory from now on
+            # holds one copy of the weights, as an unfolded run does.
+            model = self.model = folding.model
+            memory.reset_peak(r.device.names)
         builder = steps.Steps(model, optimizer, self.strategy, self._step_config(r.mode))
         accum = p.accum_steps if training else 1
         inputs, from_iterator = self._inputs(r.batch_size * accum, train=True)
@@ -671,7 +696,8 @@ class Benchmark:
         model = self._build_model(res)
         ckpt = tf.train.Checkpoint(model=model)
         images, from_iterator = self._inputs(r.eval_batch_size, train=False)
-        step_fn = steps.Steps(model, None, self.strategy,
+        folding = self._fold_batch_norm(model, res)
+        step_fn = steps.Steps(folding.model if folding else model, None, self.strategy,
                               self._step_config("eval")).forward_step(from_iterator)
         evaluated = None
         while True:
@@ -680,6 +706,8 @@ class Benchmark:
                 raise UsageError("Checkpoint not found in %s" % p.train_dir)
             if path != evaluated:
                 ckpt.restore(path).expect_partial()
+                if folding is not None:
+                    folding.refresh(model)
                 self.emit("Successfully loaded model from %s." % path)
                 for m in self.monitors:
                     m.mark_steady()

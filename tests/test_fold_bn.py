@@ -1,0 +1,154 @@
+"""Batch norm folded into convolutions: same outputs, fewer layers, only where it is exact."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import run_inprocess
+from tfbench.models import fold_bn, registry
+from tfbench.models.fused_bn import FusedBatchNorm
+
+L = keras.layers
+
+
+def randomise_statistics(model, seed=0):
+    """Moving statistics, gammas and betas far from their initial values, so folding shows."""
+    rng = np.random.default_rng(seed)
+    for layer in model.layers:
+        if isinstance(layer, fold_bn.BATCH_NORMS):
+            n = layer.moving_mean.shape[0]
+            layer.moving_mean.assign(rng.normal(0, 0.5, n).astype("float32"))
+            layer.moving_variance.assign(rng.uniform(0.2, 3.0, n).astype("float32"))
+            for var in (layer.gamma, layer.beta):
+                if var is not None:
+                    var.assign(rng.normal(0.5, 0.5, n).astype("float32"))
+
+
+def small_model():
+    """Every case: foldable pairs (fused and Keras BN, with and without conv bias / gamma), and
+    batch norms that must stay (after an activation, a shared output, a non-conv layer)."""
+    x = inputs = keras.Input((12, 12, 3))
+    a = L.Conv2D(8, 3, padding="same", use_bias=False, name="conv_a")(x)
+    a = FusedBatchNorm(axis=-1, scale=False, name="bn_a")(a)            # folds: no gamma
+    a = L.ReLU()(a)
+    b = L.Conv2D(8, 1, use_bias=True, name="conv_b")(a)
+    b = L.BatchNormalization(name="bn_b")(b)                           # folds: conv has a bias
+    y = L.Add()([a, b])
+    c = L.Conv2D(8, 3, padding="same", activation="relu", name="conv_c")(y)
+    c = FusedBatchNorm(axis=-1, scale=True, name="bn_c")(c)             # stays: conv activation
+    d = L.Conv2D(8, 1, name="conv_d")(c)
+    d1 = FusedBatchNorm(axis=-1, name="bn_d")(d)                        # stays: d has 2 consumers
+    d = L.Add()([d1, d])
+    d = FusedBatchNorm(axis=-1, name="bn_add")(d)                       # stays: after an Add
+    z = L.GlobalAveragePooling2D()(d)
+    z = L.Dense(5, name="dense")(z)
+    return keras.Model(inputs, z)
+
+
+def test_folds_exactly_the_foldable_pairs_and_keeps_the_outputs():
+    model = small_model()
+    randomise_statistics(model)
+    assert [(c.name, b.name) for c, b in fold_bn.foldable_pairs(model)] == \
+        [("conv_a", "bn_a"), ("conv_b", "bn_b")]
+    folded = fold_bn.fold_batch_norm(model)
+    assert folded.num_folded == 2
+    kinds = {layer.name: type(layer) for layer in folded.model.layers}
+    assert kinds["bn_a"] is L.Identity and kinds["bn_b"] is L.Identity
+    assert kinds["bn_c"] is FusedBatchNorm and kinds["bn_d"] is FusedBatchNorm
+    assert folded.model.get_layer("conv_a").use_bias
+    x = tf.random.stateless_normal([4, 12, 12, 3], seed=[1, 2])
+    want = model(x, training=False).numpy()
+    got = folded.model(x, training=False).numpy()
+    assert np.abs(want).max() > 0.1
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_folded_weights_are_the_closed_form():
+    model = small_model()
+    randomise_statistics(model, seed=3)
+    conv, bn = model.get_layer("conv_b"), model.get_layer("bn_b")
+    kernel, bias = fold_bn.fold(conv, bn)
+    s = bn.gamma.numpy() / np.sqrt(bn.moving_variance.numpy() + bn.epsilon)
+    np.testing.assert_allclose(kernel.numpy(), conv.kernel.numpy() * s, rtol=1e-6)
+    np.testing.assert_allclose(
+        bias.numpy(), (conv.bias.numpy() - bn.moving_mean.numpy()) * s + bn.beta.numpy(),
+        rtol=1e-5, atol=1e-6)
+
+
+def test_refresh_folds_the_source_weights_again():
+    # What --eval does after each checkpoint restore.
+    model = small_model()
+    folded = fold_bn.fold_batch_norm(model)
+    randomise_statistics(model, seed=7)
+    model.get_layer("dense").kernel.assign(tf.ones_like(model.get_layer("dense").kernel))
+    x = tf.random.stateless_normal([2, 12, 12, 3], seed=[3, 4])
+    assert np.abs(folded.model(x, training=False) - model(x, training=False)).max() > 1e-2
+    folded.refresh(model)
+    np.testing.assert_allclose(folded.model(x, training=False), model(x, training=False),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_on_another_axis_than_the_channels_is_not_folded():
+    x = inputs = keras.Input((6, 6, 4))
+    y = L.Conv2D(6, 1, name="conv")(x)
+    y = L.BatchNormalization(axis=1)(y)
+    assert fold_bn.foldable_pairs(keras.Model(inputs, y)) == []
+
+
+def test_a_model_without_batch_norm_is_left_alone():
+    model = registry.get("lenet").build(28, "NHWC")
+    assert fold_bn.fold_batch_norm(model) is None
+
+
+@pytest.mark.parametrize("name,image_size,expected", [("resnet50", 64, 53),
+                                                      ("resnet20", 32, 19)])
+def test_registered_models_fold_and_agree(name, image_size, expected):
+    model = registry.get(name).build(image_size, "NHWC")
+    randomise_statistics(model)
+    folded = fold_bn.fold_batch_norm(model)
+    assert folded.num_folded == expected
+    assert not any(isinstance(l, fold_bn.BATCH_NORMS) for l in folded.model.layers)
+    x = tf.random.stateless_normal([2, image_size, image_size, 3], seed=[5, 6])
+    want = model(x, training=False).numpy()
+    np.testing.assert_allclose(folded.model(x, training=False).numpy(), want,
+                               rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+BASE = ["--device=cpu", "--model=resnet20", "--data_name=cifar10", "--batch_size=4",
+        "--num_batches=2", "--num_warmup_batches=1", "--csv_file=", "--json_dir="]
+NOTICE = ("Batch norm folded into 19 convolutions for inference "
+          "(--nofold_batch_norm times the unfolded model)")
+
+
+def params_reported(lines):
+    stats = next(l for l in lines if l.startswith("Model stats"))
+    return stats.split(" params")[0]
+
+
+def test_forward_only_folds_by_default_and_says_so(tmp_path):
+    code, folded = run_inprocess(BASE + ["--forward_only"], tmp_path)
+    assert code == 0 and NOTICE in folded
+    code, plain = run_inprocess(BASE + ["--forward_only", "--nofold_batch_norm"], tmp_path)
+    assert code == 0 and not any("folded" in l for l in plain)
+    # The source model's count, whatever the clone's variables.
+    assert params_reported(folded) == params_reported(plain) == "Model stats: 269,787"
+
+
+def test_training_is_never_folded(tmp_path):
+    code, lines = run_inprocess(BASE, tmp_path)
+    assert code == 0 and not any("folded" in l for l in lines)
+
+
+def test_eval_folds_the_restored_checkpoint_with_the_same_accuracy(tmp_path):
+    train_dir = str(tmp_path / "ckpt")
+    # A few training steps move the moving statistics away from 0 / 1.
+    assert run_inprocess(BASE + ["--train_dir=" + train_dir, "--num_batches=6"], tmp_path)[0] == 0
+    accuracy = {}
+    for flag in ("--fold_batch_norm", "--nofold_batch_norm"):
+        code, lines = run_inprocess(BASE + ["--eval", "--train_dir=" + train_dir,
+                                            "--num_eval_batches=3", flag], tmp_path)
+        assert code == 0, lines
+        assert (NOTICE in lines) == (flag == "--fold_batch_norm")
+        accuracy[flag] = next(l for l in lines if l.startswith("Accuracy @ 1"))
+    assert accuracy["--fold_batch_norm"] == accuracy["--nofold_batch_norm"]
