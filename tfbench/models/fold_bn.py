@@ -71,13 +71,14 @@ class FoldedModel:
         bn_dtype = {bn.name: bn.dtype_policy for _, bn in pairs}
 
         def clone(layer):
-            if layer.name in self._bn_of:
-                config = layer.get_config()
-                config.update(use_bias=True, bias_initializer="zeros")
-                return keras.layers.Conv2D.from_config(config)
             if layer.name in bn_dtype:
                 return keras.layers.Identity(name=layer.name, dtype=bn_dtype[layer.name])
-            return layer.__class__.from_config(layer.get_config())
+            # refresh() overwrites every weight: zeros skip drawing ~0.5 s of random kernels.
+            config = {key: "zeros" if key.endswith("_initializer") else value
+                      for key, value in layer.get_config().items()}
+            if layer.name in self._bn_of:
+                config["use_bias"] = True
+            return layer.__class__.from_config(config)
 
         def call(layer, *args, **kwargs):
             # Keras' BatchNormalization is called with mask=..., which Identity does not take.
