@@ -23,11 +23,15 @@ check one_gpu_fp32 --device=gpu $S
 check one_gpu_fp16 --device=gpu $S --use_fp16 --fp16_enable_auto_loss_scale
 check one_gpu_bf16_xla --device=gpu $S --precision=bf16 --xla
 check forward_bs1 --device=gpu --model=resnet50 --forward_only --batch_size=1 --num_batches=100
+check forward_unfolded --device=gpu $S --forward_only --nofold_batch_norm
+check forward_folded_fp16 --device=gpu $S --forward_only --use_fp16
 check nchw_explicit --device=gpu $S --data_format=NCHW
 if [ "$NGPU" -ge 2 ]; then
   check mirrored_all --device=gpu $S --num_gpus="$NGPU" --variable_update=replicated --all_reduce_spec=nccl
   check central_storage --device=gpu $S --num_gpus=2 --variable_update=parameter_server --local_parameter_device=cpu
   check mirrored_xla_fp16 --device=gpu $S --num_gpus=2 --variable_update=replicated --use_fp16 --xla
+  check default_variables_xla --device=gpu $S --num_gpus=2 --xla
+  check mirrored_forward_folded --device=gpu $S --num_gpus=2 --forward_only
 fi
 check memory_cap --device=gpu $S --gpu_memory_limit_mb=4096
 # NVML power sampling and device memory statistics must have landed in the CSV.

@@ -66,10 +66,14 @@ def test_xla_per_replica_matches_and_runs_with_batch_norm(checks):
 
 
 def test_cli_header_for_two_cpu_devices_with_xla(tmp_path):
-    code, out = run_cli(TINY + ["--num_gpus=2", "--batch_size=16", "--variable_update=replicated",
-                                "--xla"], tmp_path, timeout=240)
+    # The legacy default --variable_update=parameter_server: XLA cannot read variables held on
+    # another device, so tfbench replicates them and says so.
+    code, out = run_cli(TINY + ["--num_gpus=2", "--batch_size=16", "--xla"], tmp_path,
+                        timeout=240)
     assert code == 0, out[-3000:]
     lines = out.splitlines()
+    assert ("--xla: XLA cannot read variables held on another device, so each device keeps its "
+            "own copy (--variable_update=replicated instead of parameter_server)") in lines
     assert "Batch size:  32 global" in lines
     assert "             16 per device" in lines
     assert "Devices:     ['/cpu:0', '/cpu:1']" in lines

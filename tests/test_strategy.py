@@ -103,6 +103,10 @@ def test_multi_worker_value_without_a_cluster_runs_replicated_and_says_so():
     (dict(variable_update="collective_all_reduce", job_name="worker",
           worker_hosts="127.0.0.1:1", all_reduce_spec="pscpu"), CPU1,
      "cannot be honoured by MultiWorkerMirroredStrategy"),
+    (dict(job_name="ps", ps_hosts="127.0.0.1:3", worker_hosts="127.0.0.1:1", xla=True,
+          controller_host="127.0.0.1:2"), CPU1,
+     "--xla cannot compile a step whose variables live on parameter servers (XLA reads only "
+     "variables on its own device): leave out --ps_hosts (MultiWorkerMirroredStrategy) or --xla"),
 ])
 def test_multi_host_misuse_is_a_usage_error(flags, plan, needle):
     with pytest.raises(UsageError) as err:

@@ -2,6 +2,7 @@
 
   one device                 OneDeviceStrategy (any single-host value)
   parameter_server           CentralStorageStrategy: variables on --local_parameter_device
+                             (replicated under --xla with several devices)
   replicated                 MirroredStrategy; --all_reduce_spec / --hierarchical_copy pick
                              NcclAllReduce, HierarchicalCopyAllReduce or ReductionToOneDevice
   independent                MirroredStrategy whose gradient all-reduce is the identity: every
@@ -296,6 +297,12 @@ def _single_host(p, plan: DevicePlan) -> StrategyPlan:
         notices.append("--variable_update=%s without a cluster (--worker_hosts or TF_CONFIG): "
                        "running on this host alone as replicated (MirroredStrategy)" % vu)
         vu = "replicated"
+    if vu == "parameter_server" and plan.num_devices > 1 and (p.xla or p.xla_compile):
+        # An XLA cluster reads only variables on its own device (tensorflow.org/xla/known_issues).
+        notices.append("--xla: XLA cannot read variables held on another device, so each device "
+                       "keeps its own copy (--variable_update=replicated instead of "
+                       "parameter_server)")
+        vu = "replicated"
     show = vu in ALL_REDUCE_VALUES
     ops, label, spec_notices = cross_device_ops(p.all_reduce_spec, plan, p.hierarchical_copy)
     if vu != "replicated" and (p.all_reduce_spec or p.hierarchical_copy):
@@ -345,6 +352,10 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
                          "--num_gpus=%d splits the CPU only on a single host" % plan.num_devices)
     job_name = p.job_name or {"chief": "controller"}.get(cl.task_type, cl.task_type)
     if cl.mode == cluster_lib.PARAMETER_SERVER:
+        if p.xla or p.xla_compile:
+            raise UsageError("--xla cannot compile a step whose variables live on parameter "
+                             "servers (XLA reads only variables on its own device): leave out "
+                             "--ps_hosts (MultiWorkerMirroredStrategy) or --xla")
         if explicit and vu not in PS_VALUES:
             raise UsageError("--ps_hosts (or TF_CONFIG with ps) runs ParameterServerStrategy: "
                              "use --variable_update=parameter_server or distributed_replicated, "
