@@ -64,6 +64,8 @@ def summary_lines(p, result: RunResult) -> list[str]:
             line += ", MFU %.1f%% of %.1f TFLOP/s per device" % (extra["mfu_pct"],
                                                                 extra["peak_tflops"])
         lines.append(line)
+    if extra.get("batch_norm_fold_line"):
+        lines.append(extra["batch_norm_fold_line"])
     if result.mode in ("forward_only", "eval"):
         lines += stats.console_lines_latency(extra)
     lines += stats.console_lines_cold_start(
