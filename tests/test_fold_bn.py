@@ -89,6 +89,30 @@ def test_refresh_folds_the_source_weights_again():
                                rtol=1e-5, atol=1e-5)
 
 
+def test_depthwise_and_separable_convolutions_fold():
+    x = inputs = keras.Input((10, 10, 3))
+    y = L.DepthwiseConv2D(3, depth_multiplier=2, padding="same", name="dw")(x)
+    y = L.BatchNormalization(name="bn_dw")(y)
+    y = L.ReLU()(y)
+    y = L.SeparableConv2D(5, 3, depth_multiplier=2, use_bias=False, name="sep")(y)
+    y = FusedBatchNorm(axis=-1, scale=True, name="bn_sep")(y)
+    model = keras.Model(inputs, L.GlobalAveragePooling2D()(y))
+    randomise_statistics(model, seed=11)
+    folded = fold_bn.fold_batch_norm(model)
+    assert folded.num_folded == 2
+    assert not any(isinstance(l, fold_bn.BATCH_NORMS) for l in folded.model.layers)
+    # Depthwise output channel c * multiplier + m takes the batch norm's channel c * 2 + m.
+    conv, bn = model.get_layer("dw"), model.get_layer("bn_dw")
+    s = bn.gamma.numpy() / np.sqrt(bn.moving_variance.numpy() + bn.epsilon)
+    kernel, _ = fold_bn.fold(conv, bn)
+    np.testing.assert_allclose(kernel.numpy(), conv.kernel.numpy() * s.reshape(3, 2), rtol=1e-6)
+    x = tf.random.stateless_normal([3, 10, 10, 3], seed=[7, 8])
+    want = model(x, training=False).numpy()
+    assert np.abs(want).max() > 0.1
+    np.testing.assert_allclose(folded.model(x, training=False).numpy(), want,
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_batch_norm_on_another_axis_than_the_channels_is_not_folded():
     x = inputs = keras.Input((6, 6, 4))
     y = L.Conv2D(6, 1, name="conv")(x)

@@ -36,9 +36,13 @@ def _channel_axis(conv) -> int:
     return 1 if conv.data_format == "channels_first" else 3
 
 
+CONVOLUTIONS = (keras.layers.Conv2D, keras.layers.DepthwiseConv2D, keras.layers.SeparableConv2D)
+
+
 def _foldable(conv, bn) -> bool:
-    """A plain Conv2D, linear, called once, whose one consumer is `bn` on its channel axis."""
-    if type(conv) is not keras.layers.Conv2D:  # noqa: E721 - subclasses may change the maths
+    """A plain (depthwise, separable) 2-D convolution, linear, called once, whose one consumer is
+    `bn` on its channel axis."""
+    if type(conv) not in CONVOLUTIONS:  # subclasses may change the maths
         return False
     if conv.activation is not keras.activations.linear:
         return False
@@ -97,8 +101,11 @@ class FoldedModel:
             if name in folded_bns or not target.weights:   # input layers are renamed
                 continue
             if name in self._bn_of:
-                kernel, bias = fold(layers[name], layers[self._bn_of[name]])
-                target.kernel.assign(kernel)
+                conv = layers[name]
+                kernel, bias = fold(conv, layers[self._bn_of[name]])
+                if isinstance(conv, keras.layers.SeparableConv2D):
+                    target.depthwise_kernel.assign(conv.depthwise_kernel)
+                getattr(target, _kernel_name(conv)).assign(kernel)
                 target.bias.assign(bias)
             else:
                 for dst, src in zip(target.weights, layers[name].weights):
@@ -117,8 +124,17 @@ def fold(conv, bn) -> tuple[tf.Tensor, tf.Tensor]:
     bias = bias * scale
     if bn.beta is not None:
         bias = bias + tf.convert_to_tensor(bn.beta)
-    # The kernel is (kh, kw, in, out) in either data format: scale its output channels.
-    return tf.convert_to_tensor(conv.kernel) * scale, bias
+    kernel = tf.convert_to_tensor(getattr(conv, _kernel_name(conv)))
+    # In either data format a Conv2D (or separable pointwise) kernel is (kh, kw, in, out), a
+    # depthwise one (kh, kw, in, multiplier) with output channel in * multiplier + m: scale the
+    # output channels.
+    depthwise = isinstance(conv, keras.layers.DepthwiseConv2D)
+    return kernel * tf.reshape(scale, kernel.shape[2:] if depthwise else [-1]), bias
+
+
+def _kernel_name(conv) -> str:
+    """The kernel whose output channels are the layer's (a separable one's pointwise kernel)."""
+    return "pointwise_kernel" if isinstance(conv, keras.layers.SeparableConv2D) else "kernel"
 
 
 def fold_batch_norm(model: keras.Model) -> Optional[FoldedModel]:
