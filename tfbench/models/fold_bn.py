@@ -18,6 +18,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
+from tfbench.models import clone
 from tfbench.models.fused_bn import FusedBatchNorm
 
 BATCH_NORMS = (FusedBatchNorm, keras.layers.BatchNormalization)
@@ -74,42 +75,29 @@ class FoldedModel:
         self._bn_of = {conv.name: bn.name for conv, bn in pairs}
         bn_dtype = {bn.name: bn.dtype_policy for _, bn in pairs}
 
-        def clone(layer):
+        def replace(layer):
             if layer.name in bn_dtype:
                 return keras.layers.Identity(name=layer.name, dtype=bn_dtype[layer.name])
-            # refresh() overwrites every weight: zeros skip drawing ~0.5 s of random kernels.
-            config = {key: "zeros" if key.endswith("_initializer") else value
-                      for key, value in layer.get_config().items()}
             if layer.name in self._bn_of:
-                config["use_bias"] = True
-            return layer.__class__.from_config(config)
+                return clone.rebuilt(layer, use_bias=True)
+            return None
 
-        def call(layer, *args, **kwargs):
-            # Keras' BatchNormalization is called with mask=..., which Identity does not take.
-            return layer(args[0]) if layer.name in bn_dtype else layer(*args, **kwargs)
-
-        self.model = keras.models.clone_model(source, clone_function=clone, call_function=call)
+        self.model = clone.clone_with(source, replace)
         self.num_folded = len(pairs)
         self.refresh(source)
 
     def refresh(self, source: keras.Model) -> None:
         """Copies `source`'s weights into the clone, folding each batch norm into its conv."""
-        folded_bns = set(self._bn_of.values())
+        clone.copy_weights(source, self.model,
+                           skip=set(self._bn_of) | set(self._bn_of.values()))
         layers = {layer.name: layer for layer in source.layers}
-        for target in self.model.layers:
-            name = target.name
-            if name in folded_bns or not target.weights:   # input layers are renamed
-                continue
-            if name in self._bn_of:
-                conv = layers[name]
-                kernel, bias = fold(conv, layers[self._bn_of[name]])
-                if isinstance(conv, keras.layers.SeparableConv2D):
-                    target.depthwise_kernel.assign(conv.depthwise_kernel)
-                getattr(target, _kernel_name(conv)).assign(kernel)
-                target.bias.assign(bias)
-            else:
-                for dst, src in zip(target.weights, layers[name].weights):
-                    dst.assign(src)
+        for name, bn_name in self._bn_of.items():
+            conv, target = layers[name], self.model.get_layer(name)
+            kernel, bias = fold(conv, layers[bn_name])
+            if isinstance(conv, keras.layers.SeparableConv2D):
+                target.depthwise_kernel.assign(conv.depthwise_kernel)
+            getattr(target, _kernel_name(conv)).assign(kernel)
+            target.bias.assign(bias)
 
 
 def fold(conv, bn) -> tuple[tf.Tensor, tf.Tensor]:
