@@ -14,6 +14,10 @@ Data format: with data_format="NCHW" the model transposes its NHWC input and bui
 channels_first where Keras supports it. ConvNeXt, DenseNet and NASNet have no channels_first
 implementation in Keras; for those (ModelSpec.channels_first=False) NCHW builds the NHWC network.
 
+Batch norm: each Keras BatchNormalization over a feature map runs as tfbench's FusedBatchNorm
+(one kernel, as tfbench's own models and the legacy script), with the same weights: Keras' layer
+runs as separate ops (MobileNet-V2 training 1.74x slower on a 2-core CPU).
+
 Legacy names: tf_cnn_benchmarks' TF1-only `mobilenet` was MobileNet V2 (depth multiplier 1,
 224), so `mobilenet` here is keras MobileNetV2 as well (`mobilenet_v1` is the original MobileNet);
 `nasnet` is NASNet-A Mobile (224) and `nasnetlarge` NASNet-A Large (331), both without the
@@ -27,6 +31,7 @@ from typing import Callable
 
 import keras
 
+from tfbench.models import fused_bn
 from tfbench.models import layers as L
 from tfbench.models.registry import IMAGENET, ModelSpec, register
 
@@ -45,7 +50,8 @@ def build_application(num_classes: int, image_size: int, data_format: str, facto
     with L.keras_image_data_format(layout):
         net = factory(include_top=True, weights=None, input_tensor=x,
                       classes=num_classes, classifier_activation=None, **kwargs)
-    return keras.Model(inputs, L.float32_logits(net.output), name=name)
+    model = keras.Model(inputs, L.float32_logits(net.output), name=name)
+    return fused_bn.with_fused_batch_norm(model)
 
 
 def _register(name: str, factory: Callable, image_size: int, batch_size: int, family: str,

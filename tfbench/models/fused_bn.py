@@ -74,3 +74,41 @@ class FusedBatchNorm(keras.layers.Layer):
         config.update(axis=self.axis, momentum=self.momentum, epsilon=self.epsilon,
                       center=self.center, scale=self.scale)
         return config
+
+
+def _swappable(layer) -> bool:
+    """A Keras BatchNormalization that FusedBatchNorm computes exactly: over the channels of one
+    4-D input, with no regulariser, constraint or cross-replica statistics."""
+    if type(layer) is not keras.layers.BatchNormalization or layer.synchronized:  # noqa: E721
+        return False
+    if any(getattr(layer, name) is not None for name in (
+            "gamma_regularizer", "beta_regularizer", "gamma_constraint", "beta_constraint")):
+        return False
+    if not isinstance(layer.axis, int) or len(layer._inbound_nodes) != 1:  # noqa: SLF001
+        return False
+    return len(layer.input.shape) == 4 and layer.axis % 4 in (1, 3)
+
+
+def with_fused_batch_norm(model: keras.Model) -> keras.Model:
+    """`model` with each Keras BatchNormalization over a 4-D tensor's channels computed by
+    FusedBatchNorm, and the same weights; `model` itself when it has none.
+
+    Keras' layer runs as separate moment and element-wise ops, which made MobileNet-V2 training
+    1.74x slower on a 2-core CPU. The two differ only in the moving variance, which the fused
+    kernel updates with the unbiased batch variance (a factor n / (n - 1) over n = batch x H x W
+    values per channel).
+    """
+    from tfbench.models import clone
+    if not any(_swappable(layer) for layer in model.layers):
+        return model
+
+    def replace(layer):
+        if not _swappable(layer):
+            return None
+        return FusedBatchNorm(axis=layer.axis, momentum=layer.momentum, epsilon=layer.epsilon,
+                              center=layer.center, scale=layer.scale, name=layer.name,
+                              dtype=layer.dtype_policy)
+
+    fused = clone.clone_with(model, replace)
+    clone.copy_weights(model, fused)
+    return fused
