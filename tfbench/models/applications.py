@@ -16,7 +16,7 @@ implementation in Keras; for those (ModelSpec.channels_first=False) NCHW builds 
 
 Batch norm: each Keras BatchNormalization over a feature map runs as tfbench's FusedBatchNorm
 (one kernel, as tfbench's own models and the legacy script), with the same weights: Keras' layer
-runs as separate ops (MobileNet-V2 training 1.74x slower on a 2-core CPU).
+runs as separate ops (MobileNet-V2 training 1.7-1.8x slower on a 2-core CPU).
 
 Legacy names: tf_cnn_benchmarks' TF1-only `mobilenet` was MobileNet V2 (depth multiplier 1,
 224), so `mobilenet` here is keras MobileNetV2 as well (`mobilenet_v1` is the original MobileNet);
