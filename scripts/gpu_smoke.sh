@@ -26,6 +26,7 @@ check forward_bs1 --device=gpu --model=resnet50 --forward_only --batch_size=1 --
 check forward_unfolded --device=gpu $S --forward_only --nofold_batch_norm
 check forward_folded_fp16 --device=gpu $S --forward_only --use_fp16
 check nchw_explicit --device=gpu $S --data_format=NCHW
+check application_fused_bn_nchw --device=gpu --model=mobilenet_v2 --batch_size=64 --num_batches=30 --data_format=NCHW
 if [ "$NGPU" -ge 2 ]; then
   check mirrored_all --device=gpu $S --num_gpus="$NGPU" --variable_update=replicated --all_reduce_spec=nccl
   check central_storage --device=gpu $S --num_gpus=2 --variable_update=parameter_server --local_parameter_device=cpu
