@@ -17,22 +17,13 @@ def clone_with(source: keras.Model, replace: Callable[[Layer], Optional[Layer]])
     """A clone of functional `source` in which `replace(layer)`, when not None, stands for
     `layer`. Every other layer is rebuilt from its config with zero initial weights: the caller
     copies the weights in (`copy_weights`), which skips drawing random kernels twice."""
-    replaced: set[str] = set()
-
     def clone(layer):
         substitute = replace(layer)
-        if substitute is not None:
-            replaced.add(layer.name)
-            return substitute
-        return rebuilt(layer)
+        return rebuilt(layer) if substitute is None else substitute
 
-    def call(layer, *args, **kwargs):
-        # A substitute may not take the mask Keras' own layer was called with.
-        if layer.name in replaced:
-            kwargs.pop("mask", None)
-        return layer(*args, **kwargs)
-
-    return keras.models.clone_model(source, clone_function=clone, call_function=call)
+    # Each node is called again with the arguments it recorded: a substitute for a layer whose
+    # call takes a mask (BatchNormalization) must take one too.
+    return keras.models.clone_model(source, clone_function=clone)
 
 
 def rebuilt(layer: Layer, **changes) -> Layer:

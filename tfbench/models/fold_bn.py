@@ -63,6 +63,21 @@ def foldable_pairs(model: keras.Model) -> list[tuple[keras.layers.Layer, keras.l
     return pairs
 
 
+class _PassThrough(keras.layers.Layer):
+    """What a folded batch norm becomes: its input, taking (and ignoring) the mask a Keras
+    BatchNormalization node was called with."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None):
+        return inputs
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
 class FoldedModel:
     """A clone of a functional model with each foldable batch norm merged into its convolution.
 
@@ -77,7 +92,7 @@ class FoldedModel:
 
         def replace(layer):
             if layer.name in bn_dtype:
-                return keras.layers.Identity(name=layer.name, dtype=bn_dtype[layer.name])
+                return _PassThrough(name=layer.name, dtype=bn_dtype[layer.name])
             if layer.name in self._bn_of:
                 return clone.rebuilt(layer, use_bias=True)
             return None

@@ -47,7 +47,9 @@ class FusedBatchNorm(keras.layers.Layer):
                                                initializer="ones", trainable=False,
                                                autocast=False, aggregation="mean")
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, mask=None):
+        # `mask` is taken (and unused, as in Keras' layer) so that this layer can stand in for a
+        # Keras BatchNormalization node, which records one, in a cloned graph.
         x = tf.convert_to_tensor(inputs)
         if x.dtype == tf.float64:
             x = tf.cast(x, tf.float32)
