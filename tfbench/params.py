@@ -185,3 +185,8 @@ def num_batches_and_epochs(p: "Params", global_batch: int, num_examples: int) ->
 def num_warmup_batches(p: "Params") -> int:
     return p.num_warmup_batches if p.num_warmup_batches is not None else \
         _DEFAULT_NUM_WARMUP_BATCHES
+
+
+def xla_requested(p: "Params") -> bool:
+    """--xla or its legacy spelling --xla_compile."""
+    return bool(p.xla or p.xla_compile)

@@ -104,7 +104,7 @@ def resolve(p) -> Resolved:
             eval_params, global_batch, examples)
     else:
         num_batches, num_epochs = params_lib.num_batches_and_epochs(p, global_batch, examples)
-    xla = bool(p.xla or p.xla_compile)
+    xla = params_lib.xla_requested(p)
     train_and_eval = mode == "training" and bool(
         p.eval_during_training_every_n_steps or p.eval_during_training_every_n_epochs
         or p.eval_during_training_at_specified_steps

@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfbench import cluster as cluster_lib
+from tfbench import params as params_lib
 from tfbench.devices import DevicePlan
 from tfbench.errors import UsageError
 
@@ -297,7 +298,7 @@ def _single_host(p, plan: DevicePlan) -> StrategyPlan:
         notices.append("--variable_update=%s without a cluster (--worker_hosts or TF_CONFIG): "
                        "running on this host alone as replicated (MirroredStrategy)" % vu)
         vu = "replicated"
-    if vu == "parameter_server" and plan.num_devices > 1 and (p.xla or p.xla_compile):
+    if vu == "parameter_server" and plan.num_devices > 1 and params_lib.xla_requested(p):
         # An XLA cluster reads only variables on its own device (tensorflow.org/xla/known_issues).
         notices.append("--xla: XLA cannot read variables held on another device, so each device "
                        "keeps its own copy (--variable_update=replicated instead of "
@@ -352,7 +353,7 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
                          "--num_gpus=%d splits the CPU only on a single host" % plan.num_devices)
     job_name = p.job_name or {"chief": "controller"}.get(cl.task_type, cl.task_type)
     if cl.mode == cluster_lib.PARAMETER_SERVER:
-        if p.xla or p.xla_compile:
+        if params_lib.xla_requested(p):
             raise UsageError("--xla cannot compile a step whose variables live on parameter "
                              "servers (XLA reads only variables on its own device): leave out "
                              "--ps_hosts (MultiWorkerMirroredStrategy) or --xla")
