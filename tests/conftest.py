@@ -8,3 +8,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # keep oneDNN's frozen-weight caching off here (test_frozen_weights runs it in its own process).
 os.environ.setdefault("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS", "0")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _float32_policy_after_each_test():
+    """In-process runs set Keras' global dtype policy (bf16, fp16); the next test starts from
+    Keras' default again, whatever order the tests run in."""
+    yield
+    if "keras" in sys.modules:
+        sys.modules["keras"].mixed_precision.set_dtype_policy("float32")
