@@ -31,7 +31,7 @@ def bare_loop(model: str, batch: int, size: int, steps_n: int, warmup: int,
     sys.path.insert(0, ROOT)
     import tensorflow as tf
 
-    from tfbench import optimizers, steps
+    from tfbench import fast_paths, optimizers, steps
     from tfbench.models import registry
     from tfbench.params import make_params
     spec = registry.get(model)
@@ -41,7 +41,7 @@ def bare_loop(model: str, batch: int, size: int, steps_n: int, warmup: int,
         net = spec.build(size, "NHWC")
         opt = optimizers.make_optimizer(make_params({"optimizer": "sgd"}), 0.001)
         opt.build(net.trainable_variables)
-    config = steps.StepConfig(spec.num_classes - 1, 4e-5)
+    config = steps.StepConfig(spec.num_classes - 1, 4e-5, fast_paths=fast_paths.for_device("cpu"))
     step = steps.Steps(net, opt, strategy, config).train_step()
     images = steps.synthetic_images(strategy, batch, size, optimizers.compute_dtype(precision))
     for _ in range(warmup):

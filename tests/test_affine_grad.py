@@ -5,13 +5,15 @@ import pytest
 import tensorflow as tf
 import keras
 
+from tfbench import fast_paths
 from tfbench.models import affine_grad
 from tfbench.models import layers as L
 
 
 @pytest.fixture
-def cpu_only(monkeypatch):
-    monkeypatch.setattr(affine_grad, "_no_gpu_visible", lambda: True)
+def cpu_only():
+    with fast_paths.using(fast_paths.for_device("cpu")):
+        yield
 
 
 @pytest.mark.parametrize("width,batch,expected", [
@@ -21,8 +23,10 @@ def test_chosen_for_layers_wider_than_the_batch(cpu_only, width, batch, expected
     assert affine_grad.transposed_input_grad(width, batch) is expected
 
 
-def test_never_chosen_when_a_gpu_is_visible(monkeypatch):
-    monkeypatch.setattr(affine_grad, "_no_gpu_visible", lambda: False)
+def test_never_chosen_for_a_gpu_step():
+    with fast_paths.using(fast_paths.for_device("gpu")):
+        assert affine_grad.transposed_input_grad(4096, 32) is False
+    # Outside any step the standard gradient is the one built.
     assert affine_grad.transposed_input_grad(4096, 32) is False
 
 

@@ -1,4 +1,5 @@
-"""The one-kernel SGD updates (plain with weight decay, and momentum) equal Keras' own updates."""
+"""The one-kernel SGD updates (plain with weight decay, and momentum) equal Keras' own updates,
+and only CPU steps take them."""
 
 import keras
 import numpy as np
@@ -6,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tfbench import lr, steps
+from tfbench.fast_paths import CPU, for_device
 
 
 def _model():
@@ -26,7 +28,7 @@ def test_fused_sgd_matches_keras_sgd():
             model = _model()
             opt = keras.optimizers.SGD(schedule)
             opt.build(model.trainable_variables)
-        st = steps.Steps(model, opt, strategy, steps.StepConfig(5, 1e-3))
+        st = steps.Steps(model, opt, strategy, steps.StepConfig(5, 1e-3, fast_paths=CPU))
         assert st._plain_sgd()
         if not fused:
             st._plain_sgd = lambda: False
@@ -44,12 +46,14 @@ def test_fused_sgd_matches_keras_sgd():
     assert total > base
 
 
-def _update_ops(weight_decay):
+def _update_ops(weight_decay, kind="cpu", momentum=0.0):
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():
         model = _model()
-        opt = keras.optimizers.SGD(0.1)
-    st = steps.Steps(model, opt, strategy, steps.StepConfig(5, weight_decay))
+        opt = keras.optimizers.SGD(0.1, momentum=momentum)
+        opt.build(model.trainable_variables)
+    st = steps.Steps(model, opt, strategy,
+                     steps.StepConfig(5, weight_decay, fast_paths=for_device(kind)))
     images = tf.random.normal([6, 4, 4, 3], seed=1)
     graph = tf.function(lambda: st._train_replica(images)).get_concrete_function().graph
     return [op.type for op in graph.get_operations()]
@@ -68,6 +72,16 @@ def test_sgd_applies_weight_decay_in_its_update():
     assert "ResourceApplyProximalGradientDescent" not in ops and "L2Loss" not in ops
 
 
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_gpu_steps_update_with_keras_own_ops(momentum):
+    """ResourceApplyProximalGradientDescent has a CPU kernel only: a GPU step must not hold it
+    (nor any other raw training kernel); the weight decay is differentiated, as Keras does."""
+    ops = _update_ops(1e-3, kind="gpu", momentum=momentum)
+    assert not [op for op in ops if op.startswith("ResourceApply")]
+    assert ops.count("L2Loss") == 2
+    assert "AssignSubVariableOp" in ops or "AssignVariableOp" in ops
+
+
 def _one_weight_update(grad):
     """The one weight 2.0 after one plain-SGD update (lr 0.5, weight decay 0.1) with `grad`."""
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
@@ -75,7 +89,7 @@ def _one_weight_update(grad):
         model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False)])
         model.layers[0].kernel.assign([[2.0]])
         opt = keras.optimizers.SGD(0.5)
-    st = steps.Steps(model, opt, strategy, steps.StepConfig(1, 0.1))
+    st = steps.Steps(model, opt, strategy, steps.StepConfig(1, 0.1, fast_paths=CPU))
     st._apply([grad], model.trainable_variables)
     return model.layers[0].kernel.numpy()
 
@@ -96,7 +110,7 @@ def test_fused_momentum_matches_keras_momentum(nesterov):
             model = _model()
             opt = keras.optimizers.SGD(0.1, momentum=0.9, nesterov=nesterov)
             opt.build(model.trainable_variables)
-        st = steps.Steps(model, opt, strategy, steps.StepConfig(5, 1e-3))
+        st = steps.Steps(model, opt, strategy, steps.StepConfig(5, 1e-3, fast_paths=CPU))
         assert st._momentum_sgd() and not st._plain_sgd()
         if not fused:
             st._momentum_sgd = lambda: False
@@ -120,7 +134,8 @@ def test_an_unbuilt_momentum_optimizer_keeps_the_keras_path():
     with strategy.scope():
         model = _model()
         opt = keras.optimizers.SGD(0.1, momentum=0.9)
-    assert not steps.Steps(model, opt, strategy, steps.StepConfig(5, 0.0))._momentum_sgd()
+    st = steps.Steps(model, opt, strategy, steps.StepConfig(5, 0.0, fast_paths=CPU))
+    assert not st._momentum_sgd()
 
 
 def test_clipping_keeps_the_keras_path():
@@ -129,7 +144,7 @@ def test_clipping_keeps_the_keras_path():
         model = _model()
         opt = keras.optimizers.SGD(0.1, momentum=0.9, nesterov=True, clipvalue=1.0)
         opt.build(model.trainable_variables)
-    st = steps.Steps(model, opt, strategy, steps.StepConfig(5, 0.0))
+    st = steps.Steps(model, opt, strategy, steps.StepConfig(5, 0.0, fast_paths=CPU))
     assert not st._plain_sgd() and not st._momentum_sgd()
 
 

@@ -12,6 +12,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from tfbench import fast_paths
 from tfbench.errors import UsageError
 
 
@@ -98,7 +99,7 @@ def set_environment(p, kind: str = "gpu", weights_change: bool = True) -> None:
     inference deployments do. TensorFlow reads the variable once per process, so a run that
     updates weights with it set would compute with stale weights: that is refused.
     """
-    if kind == "cpu":
+    if fast_paths.for_device(kind).frozen_weights:
         frozen = os.environ.get(FROZEN_WEIGHTS_ENV, "").strip().lower() in ("1", "true")
         if weights_change and frozen:
             raise UsageError(

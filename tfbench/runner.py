@@ -17,8 +17,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfbench import (classic_log, devices, flagdefs, lr, memory, monitors, optimizers, peak,
-                     stats, steps)
+from tfbench import (classic_log, devices, fast_paths, flagdefs, lr, memory, monitors,
+                     optimizers, peak, stats, steps)
 from tfbench import params as params_lib
 from tfbench import strategy as strategy_lib
 from tfbench.errors import NanLoss, OutOfMemory, UsageError, raise_if_stopped
@@ -400,7 +400,7 @@ class Benchmark:
             loss_scaling=scaling, loss_scale=scale,
             accum_steps=p.accum_steps if mode == "training" else 1,
             compute_accuracy=p.print_training_accuracy or mode != "training",
-            jit_compile=r.xla)
+            jit_compile=r.xla, fast_paths=fast_paths.for_device(r.device.kind))
 
     def _make_optimizer(self):
         p, r = self.p, self.r

@@ -13,8 +13,8 @@ from typing import Callable, Optional
 import keras
 import tensorflow as tf
 
+from tfbench import fast_paths as fast_paths_lib
 from tfbench import strategy as strategy_lib
-
 from tfbench.models.fused_bn import FusedBatchNorm
 
 NORM_LAYERS = (keras.layers.BatchNormalization, keras.layers.LayerNormalization,
@@ -63,6 +63,8 @@ class StepConfig:
     accum_steps: int = 1          # micro-batches per update; a step's batch holds all of them
     compute_accuracy: bool = False
     jit_compile: bool = False
+    # CPU-only rewrites; the default is the standard path every device can run.
+    fast_paths: fast_paths_lib.FastPaths = fast_paths_lib.STANDARD
 
 
 class Steps:
@@ -85,8 +87,12 @@ class Steps:
         batch = tf.shape(images)[0]
         return tf.random.uniform([batch], 0, self.config.num_label_classes, dtype=tf.int32)
 
+    def _call_model(self, images, training: bool):
+        with fast_paths_lib.using(self.config.fast_paths):
+            return self.model(images, training=training)
+
     def _losses(self, images, labels, training: bool, tape=None):
-        logits = self.model(images, training=training)
+        logits = self._call_model(images, training)
         base = cross_entropy(logits, labels)
         if not self.config.weight_decay:
             return logits, base, base
@@ -116,11 +122,12 @@ class Steps:
         return logits, base, total, grads
 
     def _fused_sgd(self) -> bool:
-        """Keras SGD on one replica with nothing Keras adds to the update (clipping, EMA,
+        """Keras SGD on one CPU replica with nothing Keras adds to the update (clipping, EMA,
         decoupled decay, accumulation): the update can be one TensorFlow training kernel per
         variable instead of Keras' chain of element-wise ops."""
         opt = self.optimizer
-        return (type(opt) is keras.optimizers.SGD and opt.clipvalue is None
+        return (self.config.fast_paths.fused_sgd_update
+                and type(opt) is keras.optimizers.SGD and opt.clipvalue is None
                 and opt.clipnorm is None and opt.global_clipnorm is None and not opt.use_ema
                 and not opt.weight_decay and not opt.gradient_accumulation_steps
                 and self.strategy.num_replicas_in_sync == 1)
@@ -225,7 +232,7 @@ class Steps:
         return sums / cfg.accum_steps
 
     def _predict(self, images):
-        return self.model(images, training=False)
+        return self._call_model(images, training=False)
 
     def _forward_replica(self, images, labels=None):
         if labels is None:

@@ -14,24 +14,21 @@ transpose_b, and oneDNN then rearranges the whole weight matrix on every call. A
 The second form reads W in its stored layout and transposes only the small [in, batch] result, so
 it wins when the layer is wider than the batch; narrow layers keep the usual form. The forward
 pass and the weight gradient are TensorFlow's own, so outputs and gradients are the same up to
-floating-point summation order. GPUs (cuBLAS transposes for free) keep the usual gradient.
+floating-point summation order. GPUs (cuBLAS transposes for free) keep the usual gradient: the
+rewrite is one of the CPU fast paths (tfbench.fast_paths), taken only when a CPU step is traced.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Optional
 
 import keras
 import tensorflow as tf
 
+from tfbench import fast_paths
+
 # The transposed form pays a transpose of [in, batch]; the usual one a pass over [in, out].
 MIN_WIDTH = 256
-
-
-@functools.lru_cache(maxsize=None)
-def _no_gpu_visible() -> bool:
-    return not tf.config.list_logical_devices("GPU")
 
 
 def transposed_input_grad(width: Optional[int], batch: Optional[int]) -> bool:
@@ -39,7 +36,7 @@ def transposed_input_grad(width: Optional[int], batch: Optional[int]) -> bool:
     computed as (W @ dy^T)^T."""
     if width is None or width < MIN_WIDTH or (batch is not None and width < batch):
         return False
-    return _no_gpu_visible()
+    return fast_paths.active().dense_input_grad
 
 
 @tf.custom_gradient
