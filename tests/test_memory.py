@@ -1,76 +1,121 @@
+"""Peak memory: device names TensorFlow accepts, device memory or nothing on GPU runs, GiB."""
+
 import pytest
 
 from tfbench import csv_out, memory
 
-GB = 1 << 30
+GIB = 1 << 30
 
 
-def test_cpu_device_is_not_available():
-    memory.reset_peak(["/device:CPU:0", "CPU:0"])
-    assert memory.peak_device_bytes(["/job:localhost/replica:0/task:0/device:CPU:0"]) == {
-        "/job:localhost/replica:0/task:0/device:CPU:0": None}
+@pytest.mark.parametrize("name,expected", [
+    ("/gpu:0", "GPU:0"),                                       # the runner's device plan
+    ("/job:localhost/replica:0/task:0/device:GPU:1", "GPU:1"),
+    ("/device:gpu:3", "GPU:3"),
+    ("GPU:2", "GPU:2"),
+    ("/cpu:0", "CPU:0"),
+    ("/job:worker/task:0", None),
+])
+def test_device_names_become_what_get_memory_info_takes(name, expected):
+    assert memory.tf_device(name) == expected
 
 
-def test_gpu_peak_read_and_reset_through_tensorflow(monkeypatch):
+class _FakeStats:
+    """tf.config.experimental's memory statistics, strict about device names as TF is."""
+
+    def __init__(self, peaks):
+        self.peaks = dict(peaks)
+        self.calls = []
+
+    def _check(self, device):
+        if device not in self.peaks:
+            raise ValueError("Failed parsing device name: '%s'" % device)
+
+    def reset_memory_stats(self, device):
+        self.calls.append(("reset", device))
+        self._check(device)
+
+    def get_memory_info(self, device):
+        self.calls.append(("info", device))
+        self._check(device)
+        return {"current": 10, "peak": self.peaks[device]}
+
+
+@pytest.fixture
+def stats(monkeypatch):
     import tensorflow as tf
-    calls = []
-    monkeypatch.setattr(tf.config.experimental, "reset_memory_stats",
-                        lambda d: calls.append(("reset", d)))
-
-    def info(device):
-        calls.append(("info", device))
-        if device == "GPU:1":
-            raise ValueError("no stats")
-        return {"current": 10, "peak": 3 * GB}
-
-    monkeypatch.setattr(tf.config.experimental, "get_memory_info", info)
-    names = ["/job:localhost/replica:0/task:0/device:GPU:0", "GPU:1", "/device:CPU:0"]
-    memory.reset_peak(names)
-    assert ("reset", "GPU:0") in calls and ("reset", "GPU:1") in calls
-    assert not any(d.startswith("CPU") for _, d in calls)
-    peaks = memory.peak_device_bytes(names)
-    assert peaks == {names[0]: 3 * GB, "GPU:1": None, "/device:CPU:0": None}
+    fake = _FakeStats({"GPU:0": 3 * GIB, "GPU:1": 5 * GIB})
+    monkeypatch.setattr(tf.config.experimental, "reset_memory_stats", fake.reset_memory_stats)
+    monkeypatch.setattr(tf.config.experimental, "get_memory_info", fake.get_memory_info)
+    return fake
 
 
-def test_reset_errors_are_swallowed(monkeypatch):
-    import tensorflow as tf
+def test_the_runners_gpu_names_read_device_memory(stats):
+    names = ("/gpu:0", "/gpu:1")
+    assert memory.reset_peak(names) is None
+    peaks, reason = memory.peak_device_bytes(names)
+    assert peaks == {"/gpu:0": 3 * GIB, "/gpu:1": 5 * GIB} and reason is None
+    assert stats.calls == [("reset", "GPU:0"), ("reset", "GPU:1"),
+                           ("info", "GPU:0"), ("info", "GPU:1")]
 
-    def boom(device):
-        raise ValueError("Failed parsing device name")
 
-    monkeypatch.setattr(tf.config.experimental, "reset_memory_stats", boom)
-    memory.reset_peak(["GPU:0"])
+def test_cpu_devices_are_never_asked(stats):
+    assert memory.reset_peak(["/device:CPU:0", "/cpu:1"]) is None
+    assert memory.peak_device_bytes(["/cpu:0"]) == ({"/cpu:0": None}, None)
+    assert stats.calls == []
+
+
+def test_a_device_without_statistics_says_why(stats):
+    peaks, reason = memory.peak_device_bytes(["/gpu:0", "/gpu:7"])
+    assert peaks == {"/gpu:0": 3 * GIB, "/gpu:7": None}
+    assert reason == "GPU:7: ValueError: Failed parsing device name: 'GPU:7'"
+    assert memory.reset_peak(["/gpu:7"]) == (
+        "could not reset the peak of GPU:7 (ValueError: Failed parsing device name: 'GPU:7')")
 
 
 def test_host_peak_rss_is_positive_bytes():
     rss = memory.host_peak_rss_bytes()
-    assert rss is not None and rss > 10 * (1 << 20)  # a Python process with numpy is > 10 MB
+    assert rss is not None and rss > 10 * (1 << 20)  # a Python process with numpy is > 10 MiB
 
 
-def test_summary_prefers_device_peak():
-    s = memory.memory_summary({"GPU:0": 4 * GB, "GPU:1": 2 * GB}, 1 * GB, images_per_sec=600.0)
+def test_gpu_summary_is_device_memory_in_gib():
+    s = memory.memory_summary("gpu", {"GPU:0": 4 * GIB, "GPU:1": 2 * GIB}, 1 * GIB,
+                              images_per_sec=600.0,
+                              warmup_peaks={"GPU:0": 7 * GIB, "GPU:1": 6 * GIB})
     assert s["peak_mem_gb"] == pytest.approx(4.0)
+    assert s["warmup_peak_mem_gb"] == pytest.approx(7.0)
     assert s["peak_mem_source"] == "device"
     assert s["host_peak_rss_gb"] == pytest.approx(1.0)
     assert s["images_per_sec_per_gb"] == pytest.approx(100.0)  # 600 / (4 + 2)
     assert s["device_peak_mem_gb"] == {"GPU:0": 4.0, "GPU:1": 2.0}
-    assert {"peak_mem_gb", "host_peak_rss_gb", "images_per_sec_per_gb"} <= set(
-        csv_out.COLUMN_NAMES)
+    assert {"peak_mem_gb", "warmup_peak_mem_gb", "host_peak_rss_gb",
+            "images_per_sec_per_gb"} <= set(csv_out.COLUMN_NAMES)
     assert memory.console_lines(s) == [
-        "Memory: peak 4.00 GB per device, host peak RSS 1.00 GB, 100.0 images/sec/GB"]
+        "Memory: peak 4.00 GiB per device (steady state; warm-up 7.00 GiB), host peak RSS "
+        "1.00 GiB, 100.0 images/sec/GiB"]
 
 
-def test_summary_falls_back_to_host_rss():
-    s = memory.memory_summary({"CPU:0": None}, 2 * GB, images_per_sec=50.0)
+def test_a_gpu_run_never_reports_host_memory_as_device_memory():
+    s = memory.memory_summary("gpu", {"/gpu:0": None}, 2 * GIB, images_per_sec=50.0,
+                              unavailable="GPU:0: ValueError: no stats")
+    assert s["peak_mem_gb"] is None and s["peak_mem_source"] is None
+    assert s["images_per_sec_per_gb"] is None
+    assert s["host_peak_rss_gb"] == pytest.approx(2.0)
+    assert memory.console_lines(s) == [
+        "Memory: device peak not available (GPU:0: ValueError: no stats); host peak RSS "
+        "2.00 GiB"]
+
+
+def test_cpu_summary_is_the_host_rss_labelled_so():
+    s = memory.memory_summary("cpu", {"/cpu:0": None}, 2 * GIB, images_per_sec=50.0)
     assert s["peak_mem_gb"] == pytest.approx(2.0)
     assert s["peak_mem_source"] == "host"
     assert s["images_per_sec_per_gb"] == pytest.approx(25.0)
     assert memory.console_lines(s) == [
-        "Memory: peak 2.00 GB host RSS (no device memory statistics), 25.0 images/sec/GB"]
+        "Memory: peak 2.00 GiB host RSS (no device memory statistics), 25.0 images/sec/GiB"]
 
 
 def test_summary_nothing_known():
-    s = memory.memory_summary({}, None, images_per_sec=50.0)
+    s = memory.memory_summary("cpu", {}, None, images_per_sec=50.0)
     assert s["peak_mem_gb"] is None and s["images_per_sec_per_gb"] is None
     assert memory.console_lines(s) == ["Memory: not available"]
 

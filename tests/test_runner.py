@@ -123,3 +123,35 @@ def test_tf_random_seed_makes_the_losses_repeatable(tmp_path):
     # Seeds outside numpy's range work, as TensorFlow's seeds always did.
     assert losses(-1) == losses(-1)
     assert len(losses(2**40)) == 3
+
+
+def test_memory_peak_is_reset_after_warm_up_and_the_warm_up_peak_kept(tmp_path, monkeypatch):
+    """cuDNN's autotuning scratch during warm-up must not count toward the memory figure."""
+    import json
+
+    from tfbench import memory
+    gib = 1 << 30
+    events = []
+
+    def reset(names):
+        events.append("reset")
+
+    def peaks(names):
+        # Autotuning happens during warm-up: a high peak until the second reset.
+        resets = events.count("reset")
+        events.append("read")
+        return {name: (9 if resets < 2 else 4) * gib for name in names}, None
+
+    monkeypatch.setattr(memory, "reset_peak", reset)
+    monkeypatch.setattr(memory, "peak_device_bytes", peaks)
+    code, lines = run_inprocess(
+        ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=4", "--csv_file=",
+         "--json_dir=" + str(tmp_path), "--num_batches=3", "--num_warmup_batches=2"], tmp_path)
+    assert code == 0
+    # Reset before warm-up; after warm-up read the warm-up peak, then reset; read at the end.
+    assert events == ["reset", "read", "reset", "read"]
+    (name,) = os.listdir(tmp_path)
+    with open(os.path.join(tmp_path, name)) as handle:
+        extra = json.load(handle)["extra"]
+    assert extra["peak_mem_gb"] == 4.0 and extra["warmup_peak_mem_gb"] == 9.0
+    assert "Memory: peak 4.00 GiB per device (steady state; warm-up 9.00 GiB)" in "\n".join(lines)

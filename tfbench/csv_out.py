@@ -18,7 +18,7 @@ from typing import Any, Iterator, Optional
 
 from tfbench.results import RunResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2   # 2: warmup_peak_mem_gb
 
 # (column, meaning). The README's CSV table is generated from this list.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -64,10 +64,12 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("latency_ms_p90", "90th percentile step time, ms"),
     ("latency_ms_p99", "99th percentile step time, ms"),
     ("latency_ms_mean", "mean step time, ms"),
-    ("peak_mem_gb", "peak device memory (host RSS on CPU), GB"),
-    ("host_peak_rss_gb", "host peak resident memory, GB"),
+    ("peak_mem_gb", "peak device memory over the timed steps, GiB (2^30 bytes); on CPU the "
+                    "host's peak RSS; empty on a GPU run whose device statistics are unavailable"),
+    ("warmup_peak_mem_gb", "peak device memory during warm-up (cuDNN autotuning included), GiB"),
+    ("host_peak_rss_gb", "host peak resident memory, GiB"),
     ("images_per_sec_per_gb", "images/sec divided by the summed peak memory of all devices "
-                              "(host RSS on CPU), per GB"),
+                              "(host RSS on CPU), per GiB"),
     ("power_w_mean", "mean GPU power over the steady state, W"),
     ("power_w_max", "max GPU power, W"),
     ("energy_j", "GPU energy over the timed loop, J"),

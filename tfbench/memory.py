@@ -1,10 +1,16 @@
 """Peak memory: per device (TensorFlow's allocator statistics) and host resident memory.
 
-GB here is 2**30 bytes, the unit nvidia-smi and TensorFlow's own messages use.
+Figures are in GiB (2**30 bytes); nvidia-smi prints MiB (2**20 bytes).
 
 Device peaks come from tf.config.experimental.get_memory_info, which tracks TensorFlow's
-allocator on GPUs (and TPUs). CPU devices have no such statistics (TF returns zeros or raises),
-so they report None, "not available", and the CSV falls back to the host peak RSS.
+allocator on GPUs (and TPUs). CPU devices have no such statistics, so a CPU run reports the
+host's peak resident memory instead, labelled as such. A GPU run reports device memory or
+nothing: when the statistics cannot be read, the figure is empty and one line says why, so host
+memory never appears under a device label.
+
+The runner resets the device peak after warm-up, so the figure is the steady state's: cuDNN's
+autotuning tries algorithms with scratch buffers (up to 4 GiB by default) during the first steps.
+The warm-up's own peak is kept apart.
 """
 
 from __future__ import annotations
@@ -13,49 +19,65 @@ import resource
 import sys
 from typing import Iterable, Optional
 
-GB = float(1 << 30)
+GIB = float(1 << 30)
+
+
+def tf_device(device_name: str) -> Optional[str]:
+    """Any TensorFlow device name ("/gpu:0", "/job:localhost/replica:0/task:0/device:GPU:1",
+    "GPU:0") as get_memory_info and reset_memory_stats take it ("GPU:0"); None when the name
+    has no device type and index."""
+    import tensorflow as tf
+    spec = tf.DeviceSpec.from_string(device_name)
+    if not spec.device_type or spec.device_index is None:
+        return None
+    return "%s:%d" % (spec.device_type.upper(), spec.device_index)
 
 
 def _is_accelerator(device_name: str) -> bool:
-    kind = device_name.rsplit("/", 1)[-1].split(":")[0].upper()
-    if kind == "DEVICE":  # "/job:x/replica:0/task:0/device:GPU:0"
-        kind = device_name.rsplit("/", 1)[-1].split(":")[1].upper()
-    return kind in ("GPU", "TPU")
+    device = tf_device(device_name)
+    return device is not None and device.split(":")[0] in ("GPU", "TPU")
 
 
-def _tf_device(device_name: str) -> str:
-    """"/job:localhost/replica:0/task:0/device:GPU:1" -> "GPU:1" (what get_memory_info takes)."""
-    tail = device_name.rsplit("/", 1)[-1]
-    return tail[len("device:"):] if tail.lower().startswith("device:") else tail
+def _why(exc: BaseException) -> str:
+    return "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
 
 
-def reset_peak(device_names: Iterable[str]) -> None:
-    """Resets the allocator peak of each accelerator, so the next peak covers this run only."""
+def reset_peak(device_names: Iterable[str]) -> Optional[str]:
+    """Resets each accelerator's allocator peak to the memory in use now; None, or why a
+    device's peak could not be reset (its peak then also covers what ran before)."""
     import tensorflow as tf
     for name in device_names:
         if not _is_accelerator(name):
             continue
         try:
-            tf.config.experimental.reset_memory_stats(_tf_device(name))
-        except (ValueError, RuntimeError, tf.errors.OpError):
-            pass  # no stats on this device: peak_device_bytes reports None
+            tf.config.experimental.reset_memory_stats(tf_device(name))
+        except (ValueError, RuntimeError, tf.errors.OpError) as exc:
+            return "could not reset the peak of %s (%s)" % (tf_device(name), _why(exc))
+    return None
 
 
-def peak_device_bytes(device_names: Iterable[str]) -> dict[str, Optional[int]]:
-    """{device name: peak bytes allocated by TensorFlow, or None when not available}."""
+def peak_device_bytes(device_names: Iterable[str]
+                      ) -> tuple[dict[str, Optional[int]], Optional[str]]:
+    """({device name: peak bytes allocated by TensorFlow, None where not available}, None or
+    why an accelerator's peak could not be read)."""
     import tensorflow as tf
     peaks: dict[str, Optional[int]] = {}
+    reason = None
     for name in device_names:
         peaks[name] = None
         if not _is_accelerator(name):
             continue
         try:
-            info = tf.config.experimental.get_memory_info(_tf_device(name))
-        except (ValueError, RuntimeError, tf.errors.OpError):
+            info = tf.config.experimental.get_memory_info(tf_device(name))
+        except (ValueError, RuntimeError, tf.errors.OpError) as exc:
+            reason = reason or "%s: %s" % (tf_device(name), _why(exc))
             continue
         peak = info.get("peak") if isinstance(info, dict) else None
-        peaks[name] = int(peak) if peak else None
-    return peaks
+        if peak:
+            peaks[name] = int(peak)
+        else:
+            reason = reason or "%s: TensorFlow reported no peak" % tf_device(name)
+    return peaks, reason
 
 
 def host_peak_rss_bytes() -> Optional[int]:
@@ -76,52 +98,67 @@ def host_peak_rss_bytes() -> Optional[int]:
 
 def images_per_sec_per_gb(images_per_sec: Optional[float],
                           memory_gb: Optional[float]) -> Optional[float]:
-    """Throughput per GB of memory used; None when either figure is missing or zero."""
+    """Throughput per GiB of memory used; None when either figure is missing or zero."""
     if not images_per_sec or not memory_gb:
         return None
     return images_per_sec / memory_gb
 
 
-def memory_summary(device_peaks: dict[str, Optional[int]],
-                   host_rss_bytes: Optional[int],
-                   images_per_sec: Optional[float] = None) -> dict:
-    """The memory figures of one run, keyed by CSV column where one exists.
+def memory_summary(device_kind: str, device_peaks: dict[str, Optional[int]],
+                   host_rss_bytes: Optional[int], images_per_sec: Optional[float] = None,
+                   unavailable: Optional[str] = None,
+                   warmup_peaks: Optional[dict[str, Optional[int]]] = None) -> dict:
+    """The memory figures of one run, keyed by CSV column where one exists (GiB throughout).
 
-    peak_mem_gb is the largest per-device peak (the figure that limits batch size) when any
-    device reports one, else the host peak RSS. images_per_sec_per_gb divides images/sec by the
-    memory all devices used together (the sum of their peaks), so it does not grow with the
-    number of GPUs; with one device that is images/sec / peak_mem_gb. (NVML's used memory,
-    which includes the CUDA context and TF's reserved pool, is in the NVML monitor's summary.)
+    peak_mem_gb is the largest per-device peak of the timed steps (the figure that limits batch
+    size). On a CPU run, which has no device statistics, it is the host's peak RSS
+    (peak_mem_source "host"); on an accelerator run it is device memory or empty, with
+    `memory_unavailable` saying why. images_per_sec_per_gb divides images/sec by the memory all
+    devices used together (the sum of their peaks), so it does not grow with the number of GPUs.
+    warmup_peak_mem_gb is the largest per-device peak of the warm-up steps (autotuning included).
+    (NVML's used memory, which includes the CUDA context and TF's reserved pool, is in the NVML
+    monitor's summary.)
     """
     known = {name: b for name, b in device_peaks.items() if b}
-    host_gb = host_rss_bytes / GB if host_rss_bytes else None
+    host_gb = host_rss_bytes / GIB if host_rss_bytes else None
+    warm = [b for b in (warmup_peaks or {}).values() if b]
+    out = {"peak_mem_gb": None, "peak_mem_source": None, "host_peak_rss_gb": host_gb,
+           "images_per_sec_per_gb": None,
+           "warmup_peak_mem_gb": max(warm) / GIB if warm else None,
+           "device_peak_mem_gb": {name: (b / GIB if b else None)
+                                  for name, b in device_peaks.items()},
+           "memory_unavailable": None}
     if known:
-        peak_gb = max(known.values()) / GB
-        total_gb = sum(known.values()) / GB
-        source = "device"
+        out.update(peak_mem_gb=max(known.values()) / GIB, peak_mem_source="device",
+                   images_per_sec_per_gb=images_per_sec_per_gb(
+                       images_per_sec, sum(known.values()) / GIB))
+    elif device_kind == "cpu":
+        out.update(peak_mem_gb=host_gb, peak_mem_source="host" if host_gb is not None else None,
+                   images_per_sec_per_gb=images_per_sec_per_gb(images_per_sec, host_gb))
     else:
-        peak_gb = total_gb = host_gb
-        source = "host" if host_gb is not None else None
-    return {
-        "peak_mem_gb": peak_gb,
-        "peak_mem_source": source,
-        "host_peak_rss_gb": host_gb,
-        "images_per_sec_per_gb": images_per_sec_per_gb(images_per_sec, total_gb),
-        "device_peak_mem_gb": {name: (b / GB if b else None) for name, b in device_peaks.items()},
-    }
+        out["memory_unavailable"] = unavailable or "no device reported a peak"
+    return out
 
 
 def console_lines(summary: dict) -> list[str]:
-    """`Memory: peak 12.34 GB per device (device), host peak RSS 3.21 GB, 123.4 images/sec/GB`"""
+    """`Memory: peak 12.34 GiB per device (steady state; warm-up 14.02 GiB), host peak RSS
+    3.21 GiB, 123.4 images/sec/GiB`"""
+    if summary.get("memory_unavailable"):
+        line = "Memory: device peak not available (%s)" % summary["memory_unavailable"]
+        if summary.get("host_peak_rss_gb") is not None:
+            line += "; host peak RSS %.2f GiB" % summary["host_peak_rss_gb"]
+        return [line]
     if summary.get("peak_mem_gb") is None:
         return ["Memory: not available"]
-    line = "Memory: peak %.2f GB" % summary["peak_mem_gb"]
+    line = "Memory: peak %.2f GiB" % summary["peak_mem_gb"]
     if summary.get("peak_mem_source") == "device":
         line += " per device"
+        if summary.get("warmup_peak_mem_gb") is not None:
+            line += " (steady state; warm-up %.2f GiB)" % summary["warmup_peak_mem_gb"]
         if summary.get("host_peak_rss_gb") is not None:
-            line += ", host peak RSS %.2f GB" % summary["host_peak_rss_gb"]
+            line += ", host peak RSS %.2f GiB" % summary["host_peak_rss_gb"]
     else:
         line += " host RSS (no device memory statistics)"
     if summary.get("images_per_sec_per_gb") is not None:
-        line += ", %.1f images/sec/GB" % summary["images_per_sec_per_gb"]
+        line += ", %.1f images/sec/GiB" % summary["images_per_sec_per_gb"]
     return [line]

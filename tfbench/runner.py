@@ -159,6 +159,8 @@ class Benchmark:
         self.r = resolve(p)
         self.monitors: list = []
         self.model = None
+        self._memory_reset_error: Optional[str] = None
+        self._warmup_peaks: Optional[dict] = None
 
     # ------------------------------------------------------------------------------------
     def run(self, result: Optional[RunResult] = None) -> RunResult:
@@ -192,7 +194,7 @@ class Benchmark:
             sp.serve()
             res.extra["server_task"], res.images_per_sec = sp.cluster.label, 0.0
             return res
-        memory.reset_peak(r.device.names)
+        self._memory_reset_error = memory.reset_peak(r.device.names)
         self.monitors = monitors.create(r.device.kind, self._gpu_indices(),
                                         p.monitor_interval_ms / 1000.0)
         for m in self.monitors:
@@ -222,6 +224,15 @@ class Benchmark:
             # On a failure the FLOP count (a second trace of the model) is skipped.
             self._finish_measurements(res, env_before, failed=sys.exc_info()[0] is not None)
         return res
+
+    def _steady_state(self) -> None:
+        """Warm-up is over: monitors start their steady-state window, and the device memory peak
+        so far (autotuning scratch included) is kept apart before the peak is reset."""
+        for m in self.monitors:
+            m.mark_steady()
+        names = self.r.device.names
+        self._warmup_peaks = memory.peak_device_bytes(names)[0]
+        self._memory_reset_error = self._memory_reset_error or memory.reset_peak(names)
 
     def _gpu_indices(self) -> Optional[list[int]]:
         if self.r.device.kind != "gpu":
@@ -260,8 +271,11 @@ class Benchmark:
         res.extra.update(stats.latency_summary(res.step_times))
         res.extra.update({k: v for k, v in stats.cold_start_summary(
             res.warmup_times, res.step_times).items() if k not in ("first_step_sec",)})
-        mem = memory.memory_summary(memory.peak_device_bytes(self.r.device.names),
-                                    memory.host_peak_rss_bytes(), local_ips)
+        peaks, unavailable = memory.peak_device_bytes(r.device.names)
+        if self._memory_reset_error:   # the peak would also cover the warm-up
+            peaks, unavailable = dict.fromkeys(peaks), self._memory_reset_error
+        mem = memory.memory_summary(r.device.kind, peaks, memory.host_peak_rss_bytes(),
+                                    local_ips, unavailable, self._warmup_peaks)
         res.extra.update(mem)
         if self.monitors:
             res.extra.update(monitors.summary(self.monitors, timed_images, local_ips))
@@ -450,7 +464,6 @@ class Benchmark:
             # Nothing restores into the source here: drop it, so the peak memory from now on
             # holds one copy of the weights, as an unfolded run does.
             model = self.model = folding.model
-            memory.reset_peak(r.device.names)
         builder = steps.Steps(model, optimizer, self.strategy, self._step_config(r.mode))
         accum = p.accum_steps if training else 1
         inputs, from_iterator = self._inputs(r.batch_size * accum, train=True)
@@ -494,8 +507,7 @@ class Benchmark:
         if p.trace_file:
             self._trace(s)
         self.emit("Done warm up")
-        for m in self.monitors:
-            m.mark_steady()
+        self._steady_state()
 
         num_timed = max(r.num_batches - s.init_global_step, 0)
         totals = []
@@ -642,8 +654,7 @@ class Benchmark:
             res.warmup_times.append(time.perf_counter() - t0)
             raise_if_stopped()
         self.emit("Done warm up")
-        for m in self.monitors:
-            m.mark_steady()
+        self._steady_state()
         self.emit(classic_log.step_header(p.loss_type_to_report, False))
         loop_start = time.perf_counter()
         for i in range(r.num_batches):
