@@ -170,7 +170,7 @@ def test_summary_lines_format():
         "tfbench 0.1.0 (git 0123456789, modified) | TensorFlow 2.21.0 (v2.21.0-0-gabc, "
         "CUDA 12.5.1, cuDNN 9) | Keras 3.15.1 | Python 3.11.7",
         "GPU: none visible to NVML (no NVIDIA driver: NVML library not found)",
-        "CPU: AMD EPYC 7B13 (8 logical / 4 physical cores), 32.0 GB RAM | Linux 6.1.0 "
+        "CPU: AMD EPYC 7B13 (8 logical / 4 physical cores), 32.0 GiB RAM | Linux 6.1.0 "
         "(Ubuntu 22.04.4 LTS) | VM: kvm, Google Compute Engine | container: docker "
         "(NVIDIA TensorFlow 25.02-tf2)",
         "Env: TF_GPU_THREAD_MODE=gpu_private",

@@ -49,7 +49,7 @@ def test_host_monitor_with_fake_psutil():
     assert s["host_rss_gb_max"] == pytest.approx(3.0)
     assert s["num_cpus"] == 8
     assert mon.console_lines() == [
-        "Host CPU: 90% busy (system, 8 cores), process 170% (100% = one core), RSS max 3.00 GB"]
+        "Host CPU: 90% busy (system, 8 cores), process 170% (100% = one core), RSS max 3.00 GiB"]
     assert mon.warnings() == []
 
 

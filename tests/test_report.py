@@ -57,8 +57,8 @@ def test_report_tables_and_plots(tmp_path, study_csv):
     results = tables.parse_markdown(md[md.index("## Results"):])
     first = results[0]
     assert (first["Model"], first["Device"], first["Devices"], first["Images/sec"],
-            first["p50 latency (ms)"], first["p99 latency (ms)"], first["Peak memory (GB)"],
-            first["Power (W)"], first["Images/sec per GB"], first["Images/sec per W"],
+            first["p50 latency (ms)"], first["p99 latency (ms)"], first["Peak memory (GiB)"],
+            first["Power (W)"], first["Images/sec per GiB"], first["Images/sec per W"],
             first["Scaling efficiency (%)"]) == (
         "resnet50", "NVIDIA A100-SXM4-40GB", "1", "900.0", "60.00", "70.00", "10.000", "250",
         "90.0", "3.60", "100.0")
@@ -100,7 +100,7 @@ def test_plot_axes_are_labelled_with_units(tmp_path, study_csv):
     ax, mem_ax = fig.axes
     assert ax.get_xlabel() == "Batch size per device (images)"
     assert ax.get_ylabel() == "Throughput (images/sec)"
-    assert mem_ax.get_ylabel() == "Peak memory (GB)"
+    assert mem_ax.get_ylabel() == "Peak memory (GiB)"
     assert ax.get_title().startswith("resnet50 on NVIDIA A100-SXM4-40GB: throughput vs batch")
     fig = plots.scaling_plot(sections["scaling"].frame, str(tmp_path / "s.png"))
     assert fig.axes[0].get_ylabel() == "Scaling efficiency (%)"

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import tfbench
 
-GB = float(1 << 30)
+GB = float(1 << 30)   # GiB: every *_gb figure is in 2**30 bytes
 
 ENV_PREFIXES = ("TF_", "XLA_", "NCCL_", "OMP_", "KMP_", "MKL_", "ONEDNN_", "DNNL_", "CUDA_",
                 "CUDNN_", "TPU_", "HOROVOD_")
@@ -422,7 +422,7 @@ def summary_lines(env: dict[str, Any]) -> list[str]:
         host += ", cgroup limit %g" % cpu["cgroup_cpu_limit"]
     host += ")"
     if mem.get("total_bytes"):
-        host += ", %.1f GB RAM" % (mem["total_bytes"] / GB)
+        host += ", %.1f GiB RAM" % (mem["total_bytes"] / GB)
     host += " | %s %s" % (osinfo.get("system"), osinfo.get("kernel"))
     if osinfo.get("distribution"):
         host += " (%s)" % osinfo["distribution"]

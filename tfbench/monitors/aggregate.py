@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable, Optional
 
-GB = float(1 << 30)
+GB = float(1 << 30)   # GiB: every *_gb figure is in 2**30 bytes
 
 # NVML clocks event (throttle) reason bits, nvml.h nvmlClocksEventReason* / ThrottleReason*.
 THROTTLE_REASONS: tuple[tuple[int, str], ...] = (

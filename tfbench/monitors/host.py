@@ -59,7 +59,7 @@ class HostMonitor(Monitor):
 
     def console_lines(self, images: Optional[int] = None,
                       images_per_sec: Optional[float] = None) -> list[str]:
-        """`Host CPU: 85% busy (system), process 170% (100% = one core), RSS max 3.21 GB`"""
+        """`Host CPU: 85% busy (system), process 170% (100% = one core), RSS max 3.21 GiB`"""
         if not self.available:
             return ["Host CPU: not available (%s)" % self.unavailable_reason]
         s = self.summary()
@@ -70,5 +70,5 @@ class HostMonitor(Monitor):
         if s.get("process_cpu_pct_mean") is not None:
             line += ", process %.0f%% (100%% = one core)" % s["process_cpu_pct_mean"]
         if s.get("host_rss_gb_max") is not None:
-            line += ", RSS max %.2f GB" % s["host_rss_gb_max"]
+            line += ", RSS max %.2f GiB" % s["host_rss_gb_max"]
         return [line]

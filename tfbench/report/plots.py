@@ -84,7 +84,7 @@ def batch_size_plot(group: pd.DataFrame, path: str) -> Figure:
     if mem.notna().any():
         ax2 = ax.twinx()
         ax2.plot(group["batch_size"], mem, "s--", color=_SECOND_COLOR, label="peak memory")
-        ax2.set_ylabel("Peak memory (GB)", color=_SECOND_COLOR)
+        ax2.set_ylabel("Peak memory (GiB)", color=_SECOND_COLOR)
         ax2.set_ylim(bottom=0)
     ax.legend(loc="lower right")
     ax.grid(True, alpha=0.3)
