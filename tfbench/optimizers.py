@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 
 from tfbench.errors import UsageError
 
@@ -44,6 +45,27 @@ def make_optimizer(p, learning_rate) -> keras.optimizers.Optimizer:
         return keras.optimizers.Adam(learning_rate, beta_1=p.adam_beta1, beta_2=p.adam_beta2,
                                      epsilon=p.adam_epsilon, **kwargs)
     raise UsageError("--optimizer=%s is not one of momentum, sgd, rmsprop, adam" % p.optimizer)
+
+
+class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """Keras' dynamic loss scaling, deciding "finite or not" on every replica's gradients.
+
+    Keras 3 checks the gradients before they are all-reduced (the inner optimizer reduces
+    them). Under a merge call (MirroredStrategy, MultiWorkerMirroredStrategy) it then takes the
+    first replica's answer, so another replica's overflow reaches the weights; without one (XLA
+    on GPUs) each replica decides alone, and replicas that branch differently hang in the
+    all-reduce inside one branch. Here each replica's answer is summed over all replicas (one
+    scalar all-reduce per step) before any of them decides, so all take the same branch.
+    """
+
+    def check_finite(self, grads):
+        finite = super().check_finite(grads)
+        context = tf.distribute.get_replica_context()
+        if context is None or context.num_replicas_in_sync == 1:
+            return finite
+        overflows = context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                       1.0 - tf.cast(finite, tf.float32))
+        return tf.equal(overflows, 0.0)
 
 
 def loss_scaling(p, precision: str) -> tuple[str, float]:

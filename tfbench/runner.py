@@ -425,7 +425,7 @@ class Benchmark:
         opt = optimizers.make_optimizer(p, lr.Schedule(plan))
         scaling, scale = optimizers.loss_scaling(p, r.precision)
         if scaling == "dynamic":
-            opt = keras.optimizers.LossScaleOptimizer(
+            opt = optimizers.LossScaleOptimizer(
                 opt, initial_scale=scale, dynamic_growth_steps=p.fp16_inc_loss_scale_every_n)
         return opt
 

@@ -317,4 +317,21 @@ def synthetic_images(strategy: tf.distribute.Strategy, batch_size: int, image_si
             [batch_size, image_size, image_size, 3], mean=127.0, stddev=60.0, seed=seed), dtype)
     if strategy_lib.is_parameter_server(strategy):
         return strategy_lib.per_worker_synthetic(strategy, make)
-    return strategy.experimental_distribute_values_from_function(make)
+
+    def make_on_replica_device(context):
+        # TensorFlow calls this without a device scope: unplaced, every replica's batch would
+        # live on the first device and be copied to its replica on every step.
+        with tf.device(replica_device(strategy, context)):
+            return make(context)
+    return strategy.experimental_distribute_values_from_function(make_on_replica_device)
+
+
+def replica_device(strategy: tf.distribute.Strategy,
+                   context: tf.distribute.experimental.ValueContext) -> str:
+    """This worker's compute device for the replica `context` describes.
+
+    Replica ids count every worker's replicas (MultiWorkerMirroredStrategy numbers them worker by
+    worker), and each worker creates values for its own local replicas only.
+    """
+    local = strategy.extended.worker_devices
+    return local[context.replica_id_in_sync_group % len(local)]

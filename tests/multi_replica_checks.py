@@ -1,0 +1,131 @@
+"""GPU-path checks on 2 logical CPU devices, run in a fresh process by test_multi_replica.py.
+
+What each replica's inputs live on, how replicas agree on dynamic loss scaling, and that batch
+norm statistics add no cross-replica reduction: on GPUs these decide scaling efficiency and
+correctness, and the same tf.distribute code runs on logical CPU devices. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from tfbench import optimizers, steps  # noqa: E402
+from tfbench.models.fused_bn import FusedBatchNorm  # noqa: E402
+
+DEVICES = ("/cpu:0", "/cpu:1")
+
+
+def _input_devices(strategy) -> list[str]:
+    images = steps.synthetic_images(strategy, 2, 4, "float32")
+    return [tf.DeviceSpec.from_string(v.device).to_string()
+            for v in strategy.experimental_local_results(images)]
+
+
+def _model():
+    keras.utils.set_random_seed(5)
+    return keras.Sequential([keras.Input((4, 4, 3)), keras.layers.Flatten(),
+                             keras.layers.Dense(5)])
+
+
+def _replica_values(variable) -> list[np.ndarray]:
+    return [v.numpy() for v in variable.value.values]
+
+
+def _overflow_on_replica_1(strategy) -> dict:
+    """One dynamic-loss-scaling step in which only replica 1's gradient overflows."""
+    with strategy.scope():
+        model = _model()
+        opt = optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1), initial_scale=1024.0)
+        opt.build(model.trainable_variables)
+    before = [_replica_values(v) for v in model.trainable_variables]
+    st = steps.Steps(model, opt, strategy,
+                     steps.StepConfig(5, 0.0, loss_scaling="dynamic", loss_scale=1024.0))
+    clean = st._gradients
+
+    def overflowing(images, labels):
+        logits, base, total, grads = clean(images, labels)
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        poison = tf.where(tf.equal(replica, 1), np.inf, 0.0)
+        return logits, base, total, [grads[0] + poison] + list(grads[1:])
+
+    st._gradients = overflowing
+    step = st.train_step()
+    step(steps.synthetic_images(strategy, 2, 4, "float32")).numpy()
+    after = [_replica_values(v) for v in model.trainable_variables]
+    return {
+        "weights_unchanged": all(np.array_equal(a, b) for va, vb in zip(before, after)
+                                 for a, b in zip(va, vb)),
+        "weights_finite": all(np.isfinite(a).all() for va in after for a in va),
+        "replicas_identical": all(np.array_equal(va[0], va[1]) for va in after),
+        "scale": float(opt.dynamic_scale.numpy()),
+        "iterations": int(opt.iterations.numpy()),
+    }
+
+
+def _replica_decisions(strategy) -> list[bool]:
+    """check_finite in replica context (the path without a merge call: XLA on GPUs)."""
+    with strategy.scope():
+        opt = optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+        opt.build([tf.Variable(tf.zeros([3]))])
+
+    @tf.function
+    def decide():
+        def replica_fn():
+            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+            grad = tf.where(tf.equal(replica, 1), np.inf, 1.0) * tf.ones([3])
+            return opt.check_finite([grad])
+        return strategy.run(replica_fn)
+    return [bool(v.numpy()) for v in strategy.experimental_local_results(decide())]
+
+
+def _batch_norm(strategy) -> dict:
+    """A training step of FusedBatchNorm with different data on each replica."""
+    with strategy.scope():
+        layer = FusedBatchNorm()
+        layer.build((4, 3, 3, 2))
+    images = strategy.experimental_distribute_values_from_function(
+        lambda ctx: tf.random.stateless_normal([4, 3, 3, 2], seed=[1, 2])
+        + 10.0 * float(ctx.replica_id_in_sync_group))
+
+    @tf.function
+    def train(x):
+        return strategy.run(lambda x: tf.reduce_sum(layer(x, training=True)), args=(x,))
+    train(images)
+    ops = [op.type for op in train.get_concrete_function(images).graph.get_operations()]
+    out = {"aggregation": layer.moving_mean.aggregation,
+           "reductions": sum(op in ("AddN", "CollectiveReduceV2", "NcclAllReduce")
+                             for op in ops)}
+    if hasattr(layer.moving_mean.value, "values"):
+        means = _replica_values(layer.moving_mean)
+        out["replica_means_differ"] = not np.allclose(means[0], means[1])
+    return out
+
+
+def main() -> None:
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * len(DEVICES))
+    mirrored = tf.distribute.MirroredStrategy(list(DEVICES))
+    central = tf.distribute.experimental.CentralStorageStrategy(
+        compute_devices=list(DEVICES), parameter_device="/cpu:0")
+    out = {
+        "input_devices": _input_devices(mirrored),
+        "input_devices_central": _input_devices(central),
+        "overflow_mirrored": _overflow_on_replica_1(mirrored),
+        "replica_decisions": _replica_decisions(mirrored),
+        "batch_norm_mirrored": _batch_norm(mirrored),
+        "batch_norm_central": _batch_norm(central),
+    }
+    print("RESULT " + json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""GPU-path behaviour of several replicas, checked on 2 logical CPU devices.
+
+The checks run in a fresh process (tests/multi_replica_checks.py): the CPU can be split into
+logical devices only before TensorFlow initialises.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT
+
+
+@pytest.fixture(scope="module")
+def checks():
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "multi_replica_checks.py")],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=300, env=env)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+@pytest.mark.parametrize("key", ["input_devices", "input_devices_central"])
+def test_each_replicas_synthetic_batch_lives_on_its_own_device(checks, key):
+    # Created on the first device, every batch would be copied to its replica every step.
+    assert checks[key] == ["/job:localhost/replica:0/task:0/device:CPU:0",
+                           "/job:localhost/replica:0/task:0/device:CPU:1"]
+
+
+def test_an_overflow_on_one_replica_skips_the_step_on_all(checks):
+    got = checks["overflow_mirrored"]
+    assert got["weights_unchanged"] and got["weights_finite"] and got["replicas_identical"]
+    assert got["scale"] == 512.0          # halved from 1024
+    assert got["iterations"] == 0         # no update was applied
+
+
+def test_replicas_decide_finiteness_together(checks):
+    # Without a merge call (XLA on GPUs) each replica decides in its own context.
+    assert checks["replica_decisions"] == [False, False]
+
+
+def test_batch_norm_statistics_are_not_reduced_across_replicas(checks):
+    mirrored = checks["batch_norm_mirrored"]
+    assert mirrored == {"aggregation": "none", "reductions": 0, "replica_means_differ": True}
+
+
+def test_central_storage_writes_the_first_replicas_statistics(checks):
+    # One copy for all replicas: "none" is refused there, "mean" would reduce every step.
+    assert checks["batch_norm_central"] == {"aggregation": "only_first_replica",
+                                            "reductions": 0}
