@@ -205,6 +205,28 @@ def test_horovod_averages_gradients_and_broadcasts_initial_state(fake_horovod):
     assert reduced == [("allreduce", "average", "/cpu:0")] * len(model.trainable_variables)
 
 
+def test_horovod_with_xla_compiles_around_the_allreduce(fake_horovod):
+    """Horovod's allreduce has no XLA kernel: with --xla the step compiles the replica's forward
+    and backward pass and keeps the allreduce outside (a py_function has no XLA kernel either)."""
+    def allreduce(tensor, op=None, device_dense=""):
+        fake_horovod.calls.append(("allreduce", op, device_dense))
+        return tf.py_function(lambda t: t, [tensor], tensor.dtype)
+    fake_horovod.allreduce = allreduce
+    sp = strategy_lib.make_strategy(make_params({"variable_update": "horovod", "device": "cpu",
+                                                 "xla": True}), CPU1)
+    with sp.strategy.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+        opt = keras.optimizers.SGD(0.1)
+        opt.build(model.trainable_variables)
+    builder = steps.Steps(model, opt, sp.strategy, steps.StepConfig(
+        num_label_classes=3, weight_decay=0.0, jit_compile=True))
+    images = tf.constant(np.ones((2, 4), "float32"))
+    out = builder.train_step()(sp.strategy.experimental_distribute_values_from_function(
+        lambda _: images)).numpy()
+    assert np.all(np.isfinite(out))
+    assert [c[0] for c in fake_horovod.calls].count("allreduce") == 2
+
+
 def test_horovod_runs_one_device_per_process(fake_horovod):
     with pytest.raises(UsageError, match="one device per process"):
         strategy_lib.make_strategy(make_params({"variable_update": "horovod", "device": "cpu",

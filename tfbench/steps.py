@@ -251,9 +251,11 @@ class Steps:
         # Parameter-server workers read their inputs from their own per-worker iterator.
         from_iterator = from_iterator or parameter_server
         # XLA compiles the whole step on one device with in-graph inputs. Otherwise (several
-        # replicas, or an input iterator) it compiles each replica's forward (and backward)
-        # pass; the optimizer update, a cross-replica merge, stays outside the XLA cluster.
-        whole_step_jit = bool(jit and single and not from_iterator)
+        # replicas, an input iterator, or horovod, whose allreduce has no XLA kernel) it
+        # compiles each replica's forward (and backward) pass; the gradient reduction and the
+        # optimizer update stay outside the XLA cluster.
+        horovod = isinstance(strategy, strategy_lib.HorovodStrategy)
+        whole_step_jit = bool(jit and single and not from_iterator and not horovod)
         per_replica_jit = bool(jit and not whole_step_jit)
         # autograph=False: the step's control flow is plain Python (over flags and layers), and
         # converting the step and every Keras call it makes cost 0.5-0.7 s of the first step.
