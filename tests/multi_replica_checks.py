@@ -35,19 +35,50 @@ def _model():
                              keras.layers.Dense(5)])
 
 
-def _replica_values(variable) -> list[np.ndarray]:
-    return [v.numpy() for v in variable.value.values]
+def _replica_values(strategy, variable) -> list[np.ndarray]:
+    """Each replica's copy (one value where the strategy keeps one copy)."""
+    return [v.numpy() for v in strategy.experimental_local_results(variable.value)]
+
+
+def _scaled_steps(strategy, loss_scaling="dynamic", growth_steps=2000):
+    with strategy.scope():
+        model = _model()
+        opt = keras.optimizers.SGD(0.1)
+        if loss_scaling == "dynamic":
+            opt = optimizers.LossScaleOptimizer(opt, initial_scale=1024.0,
+                                                dynamic_growth_steps=growth_steps)
+        opt.build(model.trainable_variables)
+    st = steps.Steps(model, opt, strategy,
+                     steps.StepConfig(5, 0.0, loss_scaling=loss_scaling, loss_scale=1024.0))
+    return model, opt, st
+
+
+def _images(strategy):
+    return steps.synthetic_images(strategy, 2, 4, "float32", seed=7)
+
+
+def _scale_growth(strategy) -> dict:
+    """Finite steps: the update equals the unscaled one, and the scale doubles every 2 steps."""
+    model, opt, st = _scaled_steps(strategy, growth_steps=2)
+    plain_model, _, plain = _scaled_steps(strategy, loss_scaling="none")
+    step, plain_step = st.train_step(), plain.train_step()
+    images = _images(strategy)
+    state = []
+    for _ in range(3):
+        step(images).numpy()
+        plain_step(images).numpy()
+        state.append((int(opt.step_counter.numpy()), float(opt.dynamic_scale.numpy())))
+    diff = max(float(np.max(np.abs(a - b))) for v, w in zip(model.trainable_variables,
+                                                           plain_model.trainable_variables)
+               for a, b in zip(_replica_values(strategy, v), _replica_values(strategy, w)))
+    return {"state": state, "weight_diff_to_unscaled": diff,
+            "iterations": int(opt.iterations.numpy())}
 
 
 def _overflow_on_replica_1(strategy) -> dict:
     """One dynamic-loss-scaling step in which only replica 1's gradient overflows."""
-    with strategy.scope():
-        model = _model()
-        opt = optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1), initial_scale=1024.0)
-        opt.build(model.trainable_variables)
-    before = [_replica_values(v) for v in model.trainable_variables]
-    st = steps.Steps(model, opt, strategy,
-                     steps.StepConfig(5, 0.0, loss_scaling="dynamic", loss_scale=1024.0))
+    model, opt, st = _scaled_steps(strategy)
+    before = [_replica_values(strategy, v) for v in model.trainable_variables]
     clean = st._gradients
 
     def overflowing(images, labels):
@@ -58,13 +89,13 @@ def _overflow_on_replica_1(strategy) -> dict:
 
     st._gradients = overflowing
     step = st.train_step()
-    step(steps.synthetic_images(strategy, 2, 4, "float32")).numpy()
-    after = [_replica_values(v) for v in model.trainable_variables]
+    step(_images(strategy)).numpy()
+    after = [_replica_values(strategy, v) for v in model.trainable_variables]
     return {
         "weights_unchanged": all(np.array_equal(a, b) for va, vb in zip(before, after)
                                  for a, b in zip(va, vb)),
         "weights_finite": all(np.isfinite(a).all() for va in after for a in va),
-        "replicas_identical": all(np.array_equal(va[0], va[1]) for va in after),
+        "replicas_identical": all(np.array_equal(va[0], va[-1]) for va in after),
         "scale": float(opt.dynamic_scale.numpy()),
         "iterations": int(opt.iterations.numpy()),
     }
@@ -104,7 +135,7 @@ def _batch_norm(strategy) -> dict:
            "reductions": sum(op in ("AddN", "CollectiveReduceV2", "NcclAllReduce")
                              for op in ops)}
     if hasattr(layer.moving_mean.value, "values"):
-        means = _replica_values(layer.moving_mean)
+        means = _replica_values(strategy, layer.moving_mean)
         out["replica_means_differ"] = not np.allclose(means[0], means[1])
     return out
 
@@ -120,6 +151,9 @@ def main() -> None:
         "input_devices": _input_devices(mirrored),
         "input_devices_central": _input_devices(central),
         "overflow_mirrored": _overflow_on_replica_1(mirrored),
+        "overflow_central": _overflow_on_replica_1(central),
+        "growth_mirrored": _scale_growth(mirrored),
+        "growth_central": _scale_growth(central),
         "replica_decisions": _replica_decisions(mirrored),
         "batch_norm_mirrored": _batch_norm(mirrored),
         "batch_norm_central": _batch_norm(central),

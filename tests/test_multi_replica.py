@@ -32,11 +32,22 @@ def test_each_replicas_synthetic_batch_lives_on_its_own_device(checks, key):
                            "/job:localhost/replica:0/task:0/device:CPU:1"]
 
 
-def test_an_overflow_on_one_replica_skips_the_step_on_all(checks):
-    got = checks["overflow_mirrored"]
+@pytest.mark.parametrize("strategy", ["mirrored", "central"])
+def test_an_overflow_on_one_replica_skips_the_step_on_all(checks, strategy):
+    got = checks["overflow_" + strategy]
     assert got["weights_unchanged"] and got["weights_finite"] and got["replicas_identical"]
     assert got["scale"] == 512.0          # halved from 1024
     assert got["iterations"] == 0         # no update was applied
+
+
+@pytest.mark.parametrize("strategy", ["mirrored", "central"])
+def test_dynamic_loss_scaling_updates_as_unscaled_and_grows_the_scale(checks, strategy):
+    # Central storage is the legacy default --variable_update=parameter_server on several
+    # devices, where Keras' own loss-scale update could not run at all.
+    got = checks["growth_" + strategy]
+    assert got["state"] == [[1, 1024.0], [0, 2048.0], [1, 2048.0]]
+    assert got["iterations"] == 3
+    assert got["weight_diff_to_unscaled"] < 1e-6
 
 
 def test_replicas_decide_finiteness_together(checks):

@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 
 from tfbench.errors import UsageError
+from tfbench.models.fused_bn import statistics_aggregation
 
 POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
 DEFAULT_STATIC_LOSS_SCALE = 128.0
@@ -48,15 +49,38 @@ def make_optimizer(p, learning_rate) -> keras.optimizers.Optimizer:
 
 
 class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
-    """Keras' dynamic loss scaling, deciding "finite or not" on every replica's gradients.
+    """Keras' dynamic loss scaling, correct on several replicas.
 
-    Keras 3 checks the gradients before they are all-reduced (the inner optimizer reduces
-    them). Under a merge call (MirroredStrategy, MultiWorkerMirroredStrategy) it then takes the
-    first replica's answer, so another replica's overflow reaches the weights; without one (XLA
-    on GPUs) each replica decides alone, and replicas that branch differently hang in the
-    all-reduce inside one branch. Here each replica's answer is summed over all replicas (one
-    scalar all-reduce per step) before any of them decides, so all take the same branch.
+    - "Finite or not" is decided on every replica's gradients. Keras 3 checks them before they
+      are all-reduced (the inner optimizer reduces them); under a merge call (MirroredStrategy,
+      MultiWorkerMirroredStrategy) it then takes the first replica's answer, so another
+      replica's overflow reaches the weights, and without one (XLA on GPUs) each replica decides
+      alone and replicas that branch differently hang in the all-reduce inside one branch. Here
+      each replica's answer is summed over all replicas (one scalar all-reduce per step) first.
+    - The scale and its counter are written without a cond. Keras writes them in a cond inside
+      the replica context; a strategy that keeps one copy of each variable (CentralStorageStrategy,
+      the legacy default --variable_update=parameter_server on several GPUs) can only take that
+      write through a merge call, which a cond branch cannot hold, so the step failed there.
     """
+
+    def add_variable(self, *args, **kwargs):
+        # The scale state is written by every replica (the same values): each keeps its own
+        # copy, as Keras has it, or the first replica writes the one copy a strategy keeps.
+        if kwargs.get("aggregation") == "none":
+            kwargs["aggregation"] = statistics_aggregation(tf.distribute.get_strategy())
+        return super().add_variable(*args, **kwargs)
+
+    def _stateful_handle_finite_grads(self, grads, trainable_variables):
+        variables = trainable_variables or self._trainable_variables
+        overwritten = getattr(self, "_overwrite_variable_with_gradient", lambda v: False)
+        scale = tf.convert_to_tensor(self.dynamic_scale)
+        self.inner_optimizer.apply(
+            [g if g is None or overwritten(v) else g / scale for g, v in zip(grads, variables)],
+            trainable_variables=trainable_variables)
+        grow = tf.equal(self.step_counter, self.dynamic_growth_steps - 1)
+        counter = tf.convert_to_tensor(self.step_counter)
+        self.step_counter.assign(tf.where(grow, tf.zeros_like(counter), counter + 1))
+        self.dynamic_scale.assign(tf.where(grow, scale * 2.0, scale))
 
     def check_finite(self, grads):
         finite = super().check_finite(grads)
