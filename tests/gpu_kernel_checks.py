@@ -1,0 +1,209 @@
+"""Traces the steps a GPU run builds, on the CPU, and lists the ops that have no GPU kernel.
+
+Run in a fresh process by test_gpu_kernels.py (several replicas need logical CPU devices, which
+exist only if configured before TensorFlow initialises). Each configuration goes through the
+runner exactly as `--device=gpu` does (device plan, model, optimizer, step config, inputs); only
+the strategy's devices are logical CPU devices, which changes no op of the step. The kernel
+registry of the full `tensorflow` wheel lists GPU kernels on any machine, so an op that a GPU
+could not run shows here. Prints one JSON object: configuration -> missing ops.
+
+Usage: gpu_kernel_checks.py [quick|all]   (quick: one small model only; all: every family)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import tensorflow as tf  # noqa: E402
+from tensorflow.core.framework import types_pb2  # noqa: E402
+from tensorflow.python.framework import kernels  # noqa: E402
+from tensorflow.python.framework import op_def_registry  # noqa: E402
+
+from tfbench import devices, runner, strategy as strategy_lib  # noqa: E402
+from tfbench.models import registry  # noqa: E402
+from tfbench.params import make_params  # noqa: E402
+from tfbench.results import RunResult  # noqa: E402
+
+NUM_DEVICES = 2
+# One model of each family, at its smallest image size: every kind of layer tfbench builds.
+FAMILIES = ("lenet", "alexnet", "resnet50_v1.5", "resnet50_v2", "resnet20", "official_resnet18",
+            "densenet40_k12", "googlenet", "inception3", "inception4", "overfeat", "vgg11",
+            "mobilenet", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
+            "convnext_tiny", "densenet121", "xception", "nasnet", "vit_tiny")
+# The families whose steps hold every (op, dtype) pair that the steps of all FAMILIES hold
+# (measured on TF 2.21 with FAMILIES traced in full): what the test suite traces, to stay fast.
+# TFBENCH_GPU_KERNEL_MODELS=all traces every family (about 4 minutes on 2 cores).
+REPRESENTATIVE = ("lenet", "alexnet", "resnet50_v1.5", "mobilenet_v3_large", "efficientnet_b0",
+                  "inception3", "convnext_tiny", "vit_tiny")
+# Forward-only steps add one op type over training (the folded convolution's bias): traced for
+# one model unless every family is.
+FORWARD = ("resnet50_v1.5",)
+# Attributes through which an op calls a function.
+_FUNC_ATTRS = ("f", "then_branch", "else_branch", "body", "cond", "branches")
+
+
+class _Gpu:
+    def __init__(self, i):
+        self.name = "/physical_device:GPU:%d" % i
+
+
+# --- the kernel registry ---------------------------------------------------------------------
+
+_GPU_KERNELS: dict[str, list] = {}
+
+
+def _gpu_kernels(op: str) -> list:
+    if op not in _GPU_KERNELS:
+        _GPU_KERNELS[op] = [k for k in kernels.get_registered_kernels_for_op(op).kernel
+                            if k.device_type in ("GPU", "DEFAULT")]
+    return _GPU_KERNELS[op]
+
+
+def _attr_types(node, name: str) -> list[int]:
+    if name in node.attr:
+        value = node.attr[name]
+        return list(value.list.type) if value.HasField("list") else [value.type]
+    op_def = op_def_registry.get(node.op)
+    for attr in op_def.attr if op_def else ():
+        if attr.name == name and attr.HasField("default_value"):
+            value = attr.default_value
+            return list(value.list.type) if value.HasField("list") else [value.type]
+    return []
+
+
+def _matches(kernel, node) -> bool:
+    for constraint in kernel.constraint:
+        allowed = set(constraint.allowed_values.list.type)
+        if not all(t in allowed for t in _attr_types(node, constraint.name)):
+            return False
+    return True
+
+
+def missing_gpu_kernel(node) -> str | None:
+    """'Op(T=half)' when no GPU kernel takes this node's op and types, else None."""
+    found = _gpu_kernels(node.op)
+    if found and any(_matches(k, node) for k in found):
+        return None
+    types = ",".join(sorted({"%s=%s" % (c.name, types_pb2.DataType.Name(t)[3:].lower())
+                             for k in found for c in k.constraint
+                             for t in _attr_types(node, c.name)}))
+    return "%s(%s)" % (node.op, types) if types else node.op
+
+
+# --- the graph walk --------------------------------------------------------------------------
+
+def _callees(node, library: dict) -> list[str]:
+    names = [node.op] if node.op in library else []
+    for attr in _FUNC_ATTRS:
+        if attr in node.attr:
+            value = node.attr[attr]
+            names += [f.name for f in value.list.func] if value.HasField("list") \
+                else [value.func.name]
+    return [n for n in names if n in library]
+
+
+def ops_without_gpu_kernel(graph_def) -> list[str]:
+    """Every op of the graph and of the functions it calls, XLA-compiled functions excepted
+    (XLA compiles those; its own op coverage is exercised by the --xla runs on CPU)."""
+    library = {f.signature.name: f for f in graph_def.library.function}
+    missing: set[str] = set()
+    seen: set[str] = set()
+    pending = list(graph_def.node)
+    while pending:
+        node = pending.pop()
+        if node.op not in library:
+            why = missing_gpu_kernel(node)
+            if why:
+                missing.add(why)
+        for name in _callees(node, library):
+            function = library[name]
+            if name in seen or function.attr["_XlaMustCompile"].b:
+                continue
+            seen.add(name)
+            pending.extend(function.node_def)
+    return sorted(missing)
+
+
+# --- the steps a GPU run builds ----------------------------------------------------------------
+
+def gpu_step_graph(flags: dict):
+    """The concrete step function `tfbench --device=gpu FLAGS` would build and run."""
+    p = make_params(dict(device="gpu", **flags))
+    bench = runner.Benchmark(p, emit=lambda line: None)
+    plan = bench.r.device
+    assert plan.kind == "gpu", plan
+    # The same strategy type on logical CPU devices (make_strategy decides by flags and count).
+    cpu_plan = devices.DevicePlan("cpu", plan.num_devices,
+                                  tuple("/cpu:%d" % i for i in range(plan.num_devices)),
+                                  plan.data_format)
+    bench.strategy = strategy_lib.make_strategy(p, cpu_plan).strategy
+    setup = bench._setup_train_or_forward(RunResult())
+    return setup.step_fn.function.get_concrete_function(setup.inputs).graph.as_graph_def()
+
+
+def configurations(models: str = "") -> dict[str, dict]:
+    """name -> flags: every optimizer, precision, mode and replica count on a small model, then
+    the model families ("quick": none; "all": every family; else the representative ones)."""
+    small = {"model": "trivial", "image_size": 16, "batch_size": 4}
+    configs: dict[str, dict] = {}
+    precisions = {"fp32": {}, "fp16": {"use_fp16": True},
+                  "fp16_dynamic": {"use_fp16": True, "fp16_enable_auto_loss_scale": True},
+                  "bf16": {"precision": "bf16"}}
+    for optimizer in ("sgd", "momentum", "rmsprop", "adam"):
+        for precision, extra in precisions.items():
+            for n in (1, NUM_DEVICES):
+                configs["trivial/train/%s/%s/%dgpu" % (optimizer, precision, n)] = dict(
+                    small, optimizer=optimizer, num_gpus=n, **extra)
+    for precision, extra in precisions.items():
+        if precision != "fp16_dynamic":
+            for n in (1, NUM_DEVICES):
+                configs["trivial/forward/%s/%dgpu" % (precision, n)] = dict(
+                    small, forward_only=True, num_gpus=n, **extra)
+    for n in (1, NUM_DEVICES):
+        configs["trivial/train/accum2/%dgpu" % n] = dict(small, accum_steps=2, num_gpus=n)
+        configs["trivial/train/weight_decay0/%dgpu" % n] = dict(small, weight_decay=0.0,
+                                                                 num_gpus=n)
+        configs["trivial/train/clip/%dgpu" % n] = dict(small, gradient_clip=1.0, num_gpus=n)
+    for variable_update in ("replicated", "independent"):
+        configs["trivial/train/%s/%dgpu" % (variable_update, NUM_DEVICES)] = dict(
+            small, variable_update=variable_update, num_gpus=NUM_DEVICES)
+    configs["trivial/train/xla_per_replica/%dgpu" % NUM_DEVICES] = dict(
+        small, xla=True, variable_update="replicated", num_gpus=NUM_DEVICES, use_fp16=True,
+        fp16_enable_auto_loss_scale=True)
+    if models == "quick":
+        return configs
+    # Each family's op types, in fp16 (with dynamic loss scaling) and bf16.
+    every = models == "all"
+    for model in FAMILIES if every else REPRESENTATIVE:
+        size = max(32, registry.get(model).min_image_size)
+        base = {"model": model, "image_size": size, "batch_size": 2}
+        configs["%s/train/fp16_dynamic/1gpu" % model] = dict(
+            base, use_fp16=True, fp16_enable_auto_loss_scale=True)
+        configs["%s/train/bf16/1gpu" % model] = dict(base, precision="bf16")
+        if every or model in FORWARD:
+            configs["%s/forward/fp16/1gpu" % model] = dict(base, forward_only=True,
+                                                           use_fp16=True)
+    return configs
+
+
+def main() -> None:
+    models = sys.argv[1] if len(sys.argv) > 1 else ""
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_DEVICES)
+    devices.visible_gpus = lambda: [_Gpu(i) for i in range(NUM_DEVICES)]
+    out, times = {}, {}
+    for name, flags in configurations(models).items():
+        start = time.perf_counter()
+        out[name] = ops_without_gpu_kernel(gpu_step_graph(flags))
+        times[name] = round(time.perf_counter() - start, 2)
+    print("RESULT " + json.dumps({"missing": out, "seconds": times}))
+
+
+if __name__ == "__main__":
+    main()

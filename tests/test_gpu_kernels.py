@@ -1,0 +1,77 @@
+"""Every op of every step a GPU run builds has a GPU kernel for its types.
+
+A GPU step that holds a CPU-only op cannot be placed next to its variables, and no CPU test
+notices. The full `tensorflow` wheel registers its GPU kernels on any machine, so the steps are
+traced here exactly as `--device=gpu` builds them (tests/gpu_kernel_checks.py) and each op is
+looked up in the kernel registry. `tensorflow-cpu` registers none: there the test skips.
+
+TFBENCH_GPU_KERNEL_MODELS=all traces every model family instead of the representative ones.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.framework import kernels
+
+from helpers import ROOT
+
+GPU_KERNELS_REGISTERED = any(
+    k.device_type == "GPU"
+    for k in kernels.get_registered_kernels_for_op("ResourceApplyGradientDescent").kernel)
+
+pytestmark = pytest.mark.skipif(
+    not GPU_KERNELS_REGISTERED,
+    reason="this TensorFlow registers no GPU kernels (tensorflow-cpu); the README's test command "
+           "installs the full tensorflow wheel")
+
+
+@pytest.fixture(scope="module")
+def checker():
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import gpu_kernel_checks
+    return gpu_kernel_checks
+
+
+def test_the_check_names_cpu_only_ops_and_unsupported_types(checker):
+    var = tf.Variable(np.ones(3, np.float32))
+
+    @tf.function(jit_compile=True)
+    def compiled(x):
+        # Compiled by XLA, whose kernels are not TensorFlow's: not looked up.
+        tf.raw_ops.ResourceApplyProximalGradientDescent(
+            var=var.handle, alpha=0.1, l1=0.0, l2=0.0, delta=x)
+        return x
+
+    @tf.function
+    def nested(x):
+        tf.raw_ops.ResourceApplyProximalGradientDescent(
+            var=var.handle, alpha=0.1, l1=0.0, l2=0.0, delta=x * 2)   # a CPU kernel only
+        return tf.matmul(tf.ones([2, 2], tf.int32), tf.ones([2, 2], tf.int32))  # no int32 GPU
+
+    @tf.function
+    def step(x):
+        compiled(x)
+        return tf.nn.relu(x), nested(x)
+
+    graph = step.get_concrete_function(tf.TensorSpec([3], tf.float32)).graph.as_graph_def()
+    assert checker.ops_without_gpu_kernel(graph) == [
+        "MatMul(T=int32)", "ResourceApplyProximalGradientDescent"]
+
+
+def test_every_op_of_every_gpu_step_has_a_gpu_kernel():
+    models = os.environ.get("TFBENCH_GPU_KERNEL_MODELS", "")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tests", "gpu_kernel_checks.py")]
+        + ([models] if models else []), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, timeout=900, env=env)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-3000:]
+    missing = json.loads(lines[-1][len("RESULT "):])["missing"]
+    assert len(missing) >= 60   # every optimizer x precision x replicas, and the families
+    assert {name: ops for name, ops in missing.items() if ops} == {}
