@@ -40,6 +40,8 @@ def gpu_model(gpu) -> Optional[str]:
         return tf.config.experimental.get_device_details(gpu).get("device_name") or None
     except ValueError:   # not a device TensorFlow listed (a test's stand-in)
         return None
+    except RuntimeError:   # a compute capability TensorFlow cannot parse: the name is unknown
+        return None
 
 
 # Minimum Linux driver per CUDA major version under minor-version compatibility.
