@@ -46,7 +46,7 @@ CASES = [
      "At most one of"),
     (["--stop_at_top_1_accuracy=0.5"], "--eval_during_training_*"),
     (["--save_model_steps=2", "--save_model_secs=10"], "--save_model_steps and"),
-    (["--device=gpu"], "--device=gpu was given but no GPU is visible"),
+    (["--device=gpu"], "--device=gpu asks for GPUs but none is visible"),
     (["--data_only"], "--data_only needs real data"),
     (["--diagnose_input"], "--diagnose_input needs real data"),
     (["--variable_update=horovod"], "horovod"),

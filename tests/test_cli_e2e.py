@@ -137,7 +137,7 @@ def test_legacy_script_path_and_flagfile(tmp_path):
 # The full bad-input matrix runs in-process (test_bad_input.py); these check real processes.
 @pytest.mark.parametrize("args, message", [
     (["--model=nosuchnet"], "Invalid model name 'nosuchnet'. Valid names: "),
-    (["--device=gpu"], "--device=gpu was given but no GPU is visible"),
+    (["--device=gpu"], "--device=gpu asks for GPUs but none is visible"),
     (["--distortions", "False"], "Received unknown positional arguments: False"),
 ])
 def test_bad_input_one_line_no_traceback(tmp_path, args, message):

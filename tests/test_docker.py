@@ -3,6 +3,8 @@
 import os
 import re
 
+import pytest
+
 from helpers import ROOT
 
 
@@ -30,18 +32,49 @@ def test_ngc_dockerfile_keeps_the_container_tensorflow():
 
 def test_pip_dockerfile_installs_the_gpu_extra():
     lines = _instructions(_read("Dockerfile.pip"))
-    assert lines[0].startswith("FROM nvidia/cuda:")
     assert any(re.search(r'pip install .*"/opt/tfbench\[gpu\]"', l) for l in lines)
     assert '"gpu": ["tensorflow[and-cuda]"' in _setup_text()
 
 
+def test_pip_image_starts_on_every_driver_the_cuda_wheels_support():
+    # A CUDA base image's NVIDIA_REQUIRE_CUDA makes the container toolkit refuse drivers older
+    # than its CUDA (nvidia/cuda:12.8 needs 570+); the wheels' CUDA 12 runs from 525.60.13 on.
+    text = _read("Dockerfile.pip")
+    lines = _instructions(text)
+    assert lines[0] == "FROM ubuntu:24.04"
+    assert "NVIDIA_REQUIRE_CUDA" not in "\n".join(lines)
+    env = " ".join(l for l in lines if l.startswith("ENV") or l.startswith("NVIDIA_"))
+    assert "NVIDIA_VISIBLE_DEVICES=all" in env
+    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in env
+    assert "525.60.13" in text
+
+
+def test_the_cuda_wheels_are_cuda_12():
+    # The driver floor above (CUDA 12 minor-version compatibility) holds for these pins.
+    from importlib import metadata
+    try:
+        requires = metadata.requires("tensorflow") or []
+    except metadata.PackageNotFoundError:
+        pytest.skip("the full tensorflow distribution is not installed")
+    cuda = [r for r in requires if 'extra == "and-cuda"' in r.replace("'", '"')]
+    if not cuda:
+        pytest.skip("this tensorflow has no and-cuda extra")
+    names = [re.match(r"[A-Za-z0-9_.-]+", r).group(0) for r in cuda]
+    assert all(n.endswith("-cu12") for n in names), names
+
+
 def test_entry_points_exist_in_setup():
     setup = _setup_text()
-    for name in ("Dockerfile", "Dockerfile.pip"):
-        entry = [l for l in _instructions(_read(name)) if l.startswith("ENTRYPOINT")]
-        assert entry == ['ENTRYPOINT ["tfbench"]']
+    entry = [l for l in _instructions(_read("Dockerfile.pip")) if l.startswith("ENTRYPOINT")]
+    assert entry == ['ENTRYPOINT ["tfbench"]']
     assert '"tfbench=tfbench.cli:entry_point"' in setup
     assert '"tf_cnn_benchmarks=tfbench.cli:entry_point"' in setup
+
+
+def test_ngc_image_keeps_nvidias_entrypoint_in_front():
+    # It sets up CUDA forward compatibility on older drivers; tfbench runs behind it.
+    entry = [l for l in _instructions(_read("Dockerfile")) if l.startswith("ENTRYPOINT")]
+    assert entry == ['ENTRYPOINT ["/opt/nvidia/nvidia_entrypoint.sh", "tfbench"]']
 
 
 def test_readme_shows_build_and_run():
@@ -50,3 +83,12 @@ def test_readme_shows_build_and_run():
     assert "docker build -f docker/Dockerfile -t tfbench:ngc ." in readme
     assert "docker build -f docker/Dockerfile.pip -t tfbench:pip ." in readme
     assert "--gpus all" in readme and "--shm-size" in readme
+
+
+def test_readme_says_which_driver_each_image_needs():
+    with open(os.path.join(ROOT, "README.md")) as handle:
+        readme = handle.read()
+    section = readme[readme.index("### In an NVIDIA TensorFlow container, or with Docker"):]
+    section = section[:section.index("\n## ")]
+    assert "570" in section and "forward compatibility" in section
+    assert "525.60.13" in section and "ubuntu:24.04" in section

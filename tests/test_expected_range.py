@@ -112,3 +112,20 @@ def test_model_and_precision_aliases():
     assert er.normalize_precision("") == er.normalize_precision("tf32") == "fp32"
     assert er.normalize_precision("mixed_float16") == "fp16"
     assert er.normalize_mode("inference") == "forward_only"
+
+
+@pytest.mark.parametrize("name", ["NVIDIA A100-SXM4-40GB MIG 1g.5gb",
+                                  "NVIDIA A100-SXM4-40GB MIG 7g.40gb",
+                                  "NVIDIA H100 80GB HBM3 MIG 1g.10gb"])
+def test_a_mig_slice_is_not_judged_against_whole_gpu_figures(name):
+    verdict, text = er.expected_range(name, "resnet50", "training", "fp16", 1, 300.0)
+    assert verdict is None
+    assert text == ("Expected range: none for %s, a MIG slice (published figures are whole "
+                    "GPUs)" % name)
+    assert er.matching_references(name, "resnet50", "training", "fp16", 1) == []
+
+
+@pytest.mark.parametrize("name, form", [("NVIDIA H100 NVL", "NVL"), ("NVIDIA H200 NVL", "NVL")])
+def test_nvl_boards_are_not_judged_against_sxm_figures(name, form):
+    assert str(er.normalize_gpu(name)).endswith(form)
+    assert er.matching_references(name, "resnet50", "training", "fp16", 1) == []

@@ -29,6 +29,7 @@ class FakeNvml:
     NVML_TEMPERATURE_GPU = 0
     NVML_CLOCK_SM = 1
     NVML_NVLINK_MAX_LINKS = 18
+    NVML_DEVICE_MIG_ENABLE = 1
 
     def __init__(self, gpus, init_error=None, old_driver=False):
         self.gpus = gpus
@@ -53,10 +54,35 @@ class FakeNvml:
         return self.gpus[i]
 
     def nvmlDeviceGetHandleByUUID(self, uuid):
-        for g in self.gpus:
+        for g in self.gpus + [m for g in self.gpus for m in g.get("mig") or [] if m]:
             if g["uuid"] == uuid:
                 return g
         raise FakeNvmlError(2)
+
+    def nvmlDeviceGetPciInfo(self, h):
+        bus = h.get("bus", self.gpus.index(h))
+        return types.SimpleNamespace(domain=0, bus=bus, device=0,
+                                     busId=b"00000000:%02X:00.0" % bus)
+
+    def nvmlDeviceGetMigMode(self, h):
+        if "mig" not in h:
+            raise FakeNvmlError(3)
+        return (1, 1)
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, h):
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h, i):
+        slots = h["mig"]
+        if i >= len(slots) or slots[i] is None:
+            raise FakeNvmlError(6)   # NVML_ERROR_NOT_FOUND
+        return slots[i]
+
+    def nvmlDeviceGetGpuInstanceId(self, h):
+        return h["gi"]
+
+    def nvmlDeviceGetComputeInstanceId(self, h):
+        return h["ci"]
 
     def nvmlSystemGetDriverVersion(self):
         return "550.54.15"
@@ -192,7 +218,7 @@ def test_sampler_reads_through_injected_nvml():
 
 def test_static_info_pcie_nvlink():
     fake = FakeNvml([a100(), a100("GPU-bbbb", nvlinks=0)])
-    mon = NvmlMonitor(None, interval_sec=0, nvml=fake, environ={})
+    mon = NvmlMonitor(None, interval_sec=0, nvml=fake, environ=PCI)
     d0, d1 = mon.devices
     assert d0["gpu"] == 0 and d0["nvlink_active_links"] == 12
     assert d1["gpu"] == 1 and d1["nvlink_active_links"] is None
@@ -224,17 +250,105 @@ def test_old_driver_falls_back_to_throttle_reasons_call():
     assert fake.calls.count(("event_reasons", "GPU-aaaa")) == 1
 
 
-def test_cuda_visible_devices_maps_to_nvml_devices():
-    gpus = [a100("GPU-0"), a100("GPU-1"), a100("GPU-2")]
-    fake = FakeNvml(gpus)
-    handles = nvml_mod.resolve_handles(fake, [0, 1], {"CUDA_VISIBLE_DEVICES": "2,0"})
-    assert [(i, h["uuid"]) for i, h in handles] == [(0, "GPU-2"), (1, "GPU-0")]
-    handles = nvml_mod.resolve_handles(fake, None, {"CUDA_VISIBLE_DEVICES": "GPU-1"})
-    assert [(i, h["uuid"]) for i, h in handles] == [(0, "GPU-1")]
+PCI = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
+def uuids(handles):
+    return [(i, h["uuid"]) for i, h in handles]
+
+
+def on_bus(uuid, bus, **extra):
+    return dict(a100(uuid), bus=bus, **extra)
+
+
+def mig(uuid, gi, ci):
+    return {"uuid": uuid, "name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "gi": gi, "ci": ci}
+
+
+# NVML's index order (the list order) is not the PCI bus order here.
+THREE = [on_bus("GPU-c3", 0x3b), on_bus("GPU-a1", 0x07), on_bus("GPU-b2", 0x1a)]
+
+
+def test_indices_follow_the_pci_bus_order_cuda_uses():
+    fake = FakeNvml(THREE)
+    assert uuids(nvml_mod.resolve_handles(fake, None, PCI)) == [
+        (0, "GPU-a1"), (1, "GPU-b2"), (2, "GPU-c3")]
+    handles = nvml_mod.resolve_handles(fake, [0, 1], dict(PCI, CUDA_VISIBLE_DEVICES="2,0"))
+    assert uuids(handles) == [(0, "GPU-c3"), (1, "GPU-a1")]
+    assert uuids(nvml_mod.resolve_handles(fake, [1], PCI)) == [(1, "GPU-b2")]
+
+
+@pytest.mark.parametrize("environ", [{}, {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"},
+                                     {"CUDA_VISIBLE_DEVICES": "0"}])
+def test_fastest_first_cannot_be_mapped_by_index(environ):
+    with pytest.raises(nvml_mod.UnmappedGpu, match="CUDA numbers GPUs fastest first"):
+        nvml_mod.resolve_handles(FakeNvml(THREE), [0], environ)
+    # One GPU has one order; UUIDs need no order.
+    assert uuids(nvml_mod.resolve_handles(FakeNvml([a100("GPU-x")]), [0], environ)) == [
+        (0, "GPU-x")]
+    handles = nvml_mod.resolve_handles(FakeNvml(THREE), None,
+                                       dict(environ, CUDA_VISIBLE_DEVICES="GPU-b2,GPU-c3"))
+    assert uuids(handles) == [(0, "GPU-b2"), (1, "GPU-c3")]
+
+
+def test_uuids_and_unique_uuid_prefixes():
+    fake = FakeNvml([a100("GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"),
+                     a100("GPU-8932aaaa-0000-0000-0000-000000000000")])
+    env = {"CUDA_VISIBLE_DEVICES": "GPU-8932f937"}
+    assert uuids(nvml_mod.resolve_handles(fake, None, env)) == [
+        (0, "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6")]
+    with pytest.raises(nvml_mod.UnmappedGpu, match="'GPU-8932' matches 2 devices"):
+        nvml_mod.resolve_handles(fake, None, {"CUDA_VISIBLE_DEVICES": "GPU-8932"})
+    with pytest.raises(nvml_mod.UnmappedGpu, match="'GPU-ffff' matches no device NVML sees"):
+        nvml_mod.resolve_handles(fake, None, {"CUDA_VISIBLE_DEVICES": "GPU-ffff"})
+
+
+MIG_GPU = on_bus("GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f", 0x07, mig=[
+    mig("MIG-11111111-2222-3333-4444-555555555555", 7, 0), None,
+    mig("MIG-66666666-7777-8888-9999-000000000000", 8, 0)])
+
+
+@pytest.mark.parametrize("entry, slice_uuid", [
+    ("MIG-66666666-7777-8888-9999-000000000000", "MIG-66666666-7777-8888-9999-000000000000"),
+    ("MIG-6666", "MIG-66666666-7777-8888-9999-000000000000"),
+    ("MIG-GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f/7/0",
+     "MIG-11111111-2222-3333-4444-555555555555"),
+])
+def test_mig_ids_map_to_the_slice(entry, slice_uuid):
+    fake = FakeNvml([on_bus("GPU-0", 0x01), MIG_GPU])
+    handles = nvml_mod.resolve_handles(fake, None, {"CUDA_VISIBLE_DEVICES": entry})
+    assert uuids(handles) == [(0, slice_uuid)]
+
+
+def test_a_gpu_in_mig_mode_maps_to_its_only_slice_and_never_to_the_whole_gpu():
+    one = on_bus("GPU-m", 0x07, mig=[None, mig("MIG-only", 3, 0)])
+    assert uuids(nvml_mod.resolve_handles(FakeNvml([one]), None, {})) == [(0, "MIG-only")]
+    with pytest.raises(nvml_mod.UnmappedGpu, match="GPU 1 is in MIG mode with 2 slices"):
+        nvml_mod.resolve_handles(FakeNvml([on_bus("GPU-0", 0x01), MIG_GPU]), [1], PCI)
+    with pytest.raises(nvml_mod.UnmappedGpu, match="no MIG slice with GPU instance 9"):
+        nvml_mod.resolve_handles(FakeNvml([MIG_GPU]), None, {
+            "CUDA_VISIBLE_DEVICES": "MIG-GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f/9/0"})
+
+
+def test_cuda_stops_at_the_first_entry_it_cannot_use():
+    fake = FakeNvml(THREE)
+    assert uuids(nvml_mod.resolve_handles(fake, None, dict(PCI, CUDA_VISIBLE_DEVICES="1,7,0"))) \
+        == [(0, "GPU-b2")]
     assert nvml_mod.resolve_handles(fake, None, {"CUDA_VISIBLE_DEVICES": "-1"}) == []
     assert nvml_mod.resolve_handles(fake, None, {"CUDA_VISIBLE_DEVICES": ""}) == []
-    assert len(nvml_mod.resolve_handles(fake, None, {})) == 3
-    assert nvml_mod.resolve_handles(fake, [5], {}) == []
+    with pytest.raises(nvml_mod.UnmappedGpu, match=r"GPU 1: CUDA sees 1 GPU\(s\)"):
+        nvml_mod.resolve_handles(fake, [0, 1], dict(PCI, CUDA_VISIBLE_DEVICES="1,7,0"))
+    with pytest.raises(nvml_mod.UnmappedGpu, match="GPU 5: CUDA sees 3 GPU"):
+        nvml_mod.resolve_handles(fake, [5], PCI)
+
+
+def test_a_gpu_that_cannot_be_matched_makes_the_monitor_unavailable_with_the_reason():
+    mon = NvmlMonitor([0, 1], interval_sec=0, nvml=FakeNvml(THREE), environ={})
+    assert not mon.available
+    assert mon.console_lines() == [
+        "GPU power: not available (CUDA numbers GPUs fastest first (CUDA_DEVICE_ORDER=unset), "
+        "an order NVML cannot tell; set CUDA_DEVICE_ORDER=PCI_BUS_ID or name the GPUs by UUID "
+        "in CUDA_VISIBLE_DEVICES)"]
 
 
 def test_background_thread_samples_between_marks():

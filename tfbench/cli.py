@@ -16,7 +16,7 @@ from typing import Callable, Optional, Sequence
 
 from absl import flags
 
-from tfbench import errors, flagdefs
+from tfbench import errors, flagdefs, startup_env
 from tfbench.errors import EXIT_OK, EXIT_USAGE, Interrupted, TfbenchError, UsageError
 
 # name -> (module, one-line description)
@@ -207,6 +207,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def entry_point() -> None:
     """Console-script entry: nothing may reach stdout or stderr after the footer."""
+    # CUDA_DEVICE_ORDER=PCI_BUS_ID before TensorFlow starts CUDA (tfbench.startup_env).
+    startup_env.apply()
     # Keep TF's C++ INFO chatter off stderr; warnings and errors still show.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     code = main(sys.argv)

@@ -1,18 +1,20 @@
 """Device selection and runtime configuration, done before TensorFlow creates its context.
 
 `--device=cpu --num_gpus=N` splits the CPU into N logical devices (as the legacy script does), so
-every multi-replica code path runs on a machine without a GPU.
+every multi-replica code path runs on a machine without a GPU. Without a visible GPU only the
+plain single-device default falls back to the CPU (saying so); a run that asks for GPUs
+(--device=gpu, --num_gpus>1, --gpu_indices) is refused with what is visible and why.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 import tensorflow as tf
 
-from tfbench import fast_paths
+from tfbench import fast_paths, gpu_names
 from tfbench.errors import UsageError
 
 
@@ -24,10 +26,95 @@ class DevicePlan:
     data_format: str
     notices: tuple[str, ...] = ()
     gpu_indices: tuple[int, ...] = ()   # physical GPUs chosen (they become /gpu:0, /gpu:1, ...)
+    gpu_models: tuple[Optional[str], ...] = ()  # their model names, as CUDA reports them
 
 
 def visible_gpus() -> list:
     return tf.config.list_physical_devices("GPU")
+
+
+def gpu_model(gpu) -> Optional[str]:
+    """CUDA's name of a physical GPU ('NVIDIA A100-SXM4-40GB', '... MIG 1g.5gb'); None when
+    TensorFlow has no details for it. Reading it creates no CUDA context."""
+    try:
+        return tf.config.experimental.get_device_details(gpu).get("device_name") or None
+    except ValueError:   # not a device TensorFlow listed (a test's stand-in)
+        return None
+    except RuntimeError:   # a compute capability TensorFlow cannot parse: the name is unknown
+        return None
+
+
+# Minimum Linux driver per CUDA major version under minor-version compatibility.
+_MIN_DRIVER = {12: "525.60.13", 11: "450.80.02"}
+
+
+def _nvml_view(nvml: Any = None) -> str:
+    """What the NVIDIA driver sees, in a few words ('NVML: 8 x NVIDIA A100-SXM4-80GB, driver
+    470.82.01 (CUDA 11.4)' or 'NVML: no NVIDIA driver: ...')."""
+    from tfbench.monitors import nvml as nvml_mod
+    module, reason = nvml_mod.open_nvml(nvml)
+    if module is None:
+        return "NVML: %s" % reason
+    try:
+        count = module.nvmlDeviceGetCount()
+        names = [nvml_mod._text(module.nvmlDeviceGetName(module.nvmlDeviceGetHandleByIndex(i)))
+                 for i in range(count)]
+        system = nvml_mod.system_info(module)
+    except Exception as exc:  # noqa: BLE001 - NVMLError from a half-working driver
+        return nvml_mod._reason(exc)
+    finally:
+        nvml_mod.close_nvml(module)
+    groups: dict[str, int] = {}
+    for name in names:
+        groups[name] = groups.get(name, 0) + 1
+    gpus = ", ".join("%d x %s" % (n, name) for name, n in groups.items()) or "no GPU"
+    return "NVML: %s, driver %s (CUDA %s)" % (gpus, system["driver_version"],
+                                               system["cuda_driver_version"])
+
+
+def no_gpu_message(request: str, environ: Optional[Mapping[str, str]] = None,
+                   build_info: Optional[Mapping[str, Any]] = None, nvml: Any = None) -> str:
+    """One line: what asked for GPUs, what is visible, the usual causes and the CPU option."""
+    environ = os.environ if environ is None else environ
+    build = dict(tf.sysconfig.get_build_info()) if build_info is None else dict(build_info)
+    seen = ["TensorFlow sees none"]
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        seen.append("CUDA_VISIBLE_DEVICES=%r" % environ["CUDA_VISIBLE_DEVICES"])
+    view = _nvml_view(nvml)
+    seen.append(view)
+    causes = []
+    cuda = build.get("cuda_version")
+    if not build.get("is_cuda_build"):
+        causes.append("this TensorFlow has no GPU support (tensorflow-cpu, or a CPU wheel): "
+                      "install tensorflow[and-cuda]")
+    else:
+        seen.append("TensorFlow built for CUDA %s" % cuda)
+        major = int(str(cuda).split(".")[0]) if str(cuda).split(".")[0].isdigit() else None
+        causes.append("no NVIDIA driver, or one older than CUDA %s needs%s" % (
+            major or cuda, " (%s or newer)" % _MIN_DRIVER[major] if major in _MIN_DRIVER
+            else ""))
+    causes += ["a container started without `--gpus all`",
+               "CUDA_VISIBLE_DEVICES hiding the GPUs"]
+    return ("%s asks for GPUs but none is visible (%s). Usual causes: %s. Add --device=cpu to run "
+            "on the CPU (with --num_gpus=N, as N logical devices)"
+            % (request, "; ".join(seen), ", ".join(causes)))
+
+
+def _gpu_request(p) -> Optional[str]:
+    """The flag that asks for GPUs beyond the single-device default, None for that default.
+
+    A legacy one-GPU line such as `--num_gpus=1 --variable_update=replicated
+    --all_reduce_spec=nccl` is that default: one device has nothing to all-reduce, on a GPU
+    too, so the all-reduce spec asks for nothing and the line runs on the CPU like a plain
+    `--model=resnet50`. With more devices --num_gpus already asks for GPUs.
+    """
+    if p.is_explicit("device") and p.device.lower() == "gpu":
+        return "--device=gpu"
+    if p.gpu_indices:
+        return "--gpu_indices=%s" % p.gpu_indices
+    if p.num_gpus > 1:
+        return "--num_gpus=%d" % p.num_gpus
+    return None
 
 
 def _parse_indices(text: str) -> list[int]:
@@ -55,15 +142,15 @@ def plan_devices(p) -> DevicePlan:
     notices = []
     gpus = visible_gpus()
     kind = p.device.lower()
-    if not p.is_explicit("device") and not gpus:
+    if kind == "gpu" and not gpus:
+        request = _gpu_request(p)
+        if request is not None:
+            raise UsageError(no_gpu_message(request))
         kind = "cpu"
         notices.append("No GPU visible: running on CPU (--device=cpu)")
-    elif kind == "gpu" and not gpus:
-        raise UsageError("--device=gpu was given but no GPU is visible to TensorFlow "
-                         "(check the driver, CUDA_VISIBLE_DEVICES and that a GPU build of "
-                         "TensorFlow is installed), or use --device=cpu")
     n = p.num_gpus
     indices: list[int] = []
+    models: list[Optional[str]] = []
     if kind == "gpu":
         indices = _parse_indices(p.gpu_indices) if p.gpu_indices else list(range(n))
         local_rank = _horovod_local_rank() if p.variable_update == "horovod" else None
@@ -79,13 +166,35 @@ def plan_devices(p) -> DevicePlan:
         if max(indices) >= len(gpus) or n > len(gpus):
             raise UsageError("asked for %d GPU(s) (indices %s) but only %d visible: %s"
                              % (n, indices, len(gpus), ", ".join(names_visible) or "none"))
+        models = [gpu_model(gpus[i]) for i in indices[:n]]
+        notices.extend(_model_notices(indices[:n], models))
+    elif p.gpu_indices:
+        notices.append("--gpu_indices=%s has no effect on the CPU; ignored" % p.gpu_indices)
     data_format = p.data_format
     if not p.is_explicit("data_format"):
         data_format = "NHWC" if kind == "cpu" else "NCHW"
     elif kind == "cpu" and data_format == "NCHW" and not p.mkl:
         raise UsageError("--data_format=NCHW is not supported on CPU; use --data_format=NHWC")
     names = tuple("/%s:%d" % (kind, i) for i in range(n))
-    return DevicePlan(kind, n, names, data_format, tuple(notices), tuple(indices[:n]))
+    return DevicePlan(kind, n, names, data_format, tuple(notices), tuple(indices[:n]),
+                      tuple(models))
+
+
+def _model_notices(indices: list[int], models: list[Optional[str]]) -> list[str]:
+    """A MIG slice, or GPUs of different models: no datasheet peak or published range fits."""
+    notices = []
+    for index, model in zip(indices, models):
+        key = gpu_names.parse(model)
+        if key is not None and key.mig is not None:
+            notices.append("GPU %d is a MIG slice (%s): it has a fraction of the GPU's SMs and "
+                           "memory, so there is no datasheet peak (MFU needs --peak_tflops or "
+                           "`tfbench peak` on the slice) and no published expected range"
+                           % (index, model))
+    distinct = list(dict.fromkeys(m or "unknown GPU" for m in models))
+    if len(distinct) > 1:
+        notices.append("The GPUs used are of different models (%s): no one datasheet peak or "
+                       "published expected range describes them" % ", ".join(distinct))
+    return notices
 
 
 FROZEN_WEIGHTS_ENV = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
@@ -168,11 +277,13 @@ def cpu_model_name() -> str:
 
 
 def device_name(plan: DevicePlan) -> str:
-    """A human name for the CSV: the GPU's name, or the CPU model."""
-    if plan.kind == "gpu":
-        try:
-            details = tf.config.experimental.get_device_details(visible_gpus()[0])
-            return details.get("device_name", "gpu")
-        except (IndexError, ValueError, RuntimeError):
-            return "gpu"
-    return cpu_model_name()
+    """A human name for the CSV: the model of the GPUs the plan uses (not physical GPU 0), the
+    models joined by ' + ' when they differ, or the CPU model."""
+    if plan.kind != "gpu":
+        return cpu_model_name()
+    models = plan.gpu_models
+    if not models:
+        gpus = visible_gpus()
+        models = tuple(gpu_model(gpus[i]) for i in plan.gpu_indices or range(plan.num_devices))
+    distinct = dict.fromkeys(m or "unknown GPU" for m in models)
+    return gpu_names.MIXED_SEPARATOR.join(distinct) or "unknown GPU"

@@ -23,6 +23,7 @@ import time
 from typing import Any, Callable, Iterable, Optional
 
 import tfbench
+from tfbench import startup_env
 
 GB = float(1 << 30)   # GiB: every *_gb figure is in 2**30 bytes
 
@@ -350,6 +351,8 @@ def capture(argv: Optional[list[str]] = None, *, import_tf: bool = True,
         "command": _safe(lambda: shlex.join(argv)),
         "argv": argv,
         "env_vars": _safe(relevant_env_vars, {}),
+        # Which of them tfbench set itself (CUDA_DEVICE_ORDER), as opposed to the user.
+        "set_by_tfbench": _safe(startup_env.set_by_tfbench, []),
     }
     env["tfbench"] = _safe(_tfbench, {})
     env["python"] = _safe(_python, {})

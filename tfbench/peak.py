@@ -2,9 +2,12 @@
 
 MFU = achieved model TFLOP/s / (peak TFLOP/s per device x devices).
 * GPUs: the shipped table (reference_data/gpu_peaks.csv: dense fp32 / tf32 / fp16 / bf16 peaks
-  with their source). TensorFlow runs fp32 convolutions and matmuls on TF32 tensor cores on
-  Ampere and newer, so fp32 runs use the tf32 column where a GPU has one.
-* Anything else (CPUs, unknown GPUs): `tfbench peak` measures achievable FLOP/s with a large
+  with their source), matched on the parsed model name (tfbench.gpu_names: family and form
+  factor, so 'Tesla V100-PCIE-16GB' gets the PCIe row and 'NVIDIA H100 NVL' its own).
+  TensorFlow runs fp32 convolutions and matmuls on TF32 tensor cores on Ampere and newer, so
+  fp32 runs use the tf32 column where a GPU has one.
+* Anything else (CPUs, unknown GPUs, MIG slices, which have a fraction of the GPU's SMs):
+  `tfbench peak` measures achievable FLOP/s with a large
   matmul and a large 3x3 convolution training step in each precision, keeps the better of the
   two, and caches it per device and TensorFlow version; runs then use the cached figure.
 * --peak_tflops overrides both.
@@ -14,31 +17,51 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import io
 import json
 import os
-import re
 import time
 from importlib import resources
 from typing import Optional
 
+from tfbench import gpu_names
 from tfbench.errors import UsageError
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 
 
-def _table() -> list[dict[str, str]]:
+@functools.lru_cache(maxsize=1)
+def _table() -> tuple[tuple[gpu_names.GpuKey, dict[str, str]], ...]:
     text = resources.files("tfbench").joinpath("reference_data/gpu_peaks.csv").read_text()
-    return list(csv.DictReader(io.StringIO(text)))
+    rows = list(csv.DictReader(io.StringIO(text)))
+    return tuple((gpu_names.parse(row["gpu"]), row) for row in rows)
+
+
+def peak_row(device_name: str) -> Optional[dict[str, str]]:
+    """The table row of this GPU model: the row of its family and form (a row naming 'SXM2'
+    only fits SXM2 boards), else its family's row without a form. None for unknown GPUs,
+    MIG slices (a fraction of the GPU) and mixed sets."""
+    gpu = gpu_names.parse(device_name)
+    if gpu is None or gpu.mig is not None:
+        return None
+    family = [(key, row) for key, row in _table() if key.family == gpu.family]
+    for key, row in family:
+        if gpu_names.form_fits(key, gpu):
+            return row
+    for key, row in family:
+        if key.form is None:
+            return row
+    return None
 
 
 def gpu_peak(device_name: str, precision: str) -> Optional[tuple[float, str]]:
     """(dense peak TFLOP/s of one GPU, source) from the table, or None when unknown."""
-    for row in _table():  # most specific names first in the file
-        if re.search(r"\b%s\b" % re.escape(row["gpu"]), device_name or ""):
-            column = "tf32" if precision == "fp32" and row["tf32"] else precision
-            return (float(row[column]), row["source"]) if row.get(column) else None
-    return None
+    row = peak_row(device_name)
+    if row is None:
+        return None
+    column = "tf32" if precision == "fp32" and row["tf32"] else precision
+    return (float(row[column]), row["source"]) if row.get(column) else None
 
 
 def gpu_peak_tflops(device_name: str, precision: str) -> Optional[float]:

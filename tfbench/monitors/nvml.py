@@ -6,14 +6,21 @@ system_info() describe the GPUs for the environment manifest. The NVML module is
 everywhere, so tests inject a fake.
 
 GPU numbering: tfbench's GPU indices are CUDA's, i.e. positions in CUDA_VISIBLE_DEVICES when it
-is set. They are mapped to NVML devices through CUDA_VISIBLE_DEVICES (indices or UUIDs). NVML
-orders GPUs by PCI bus id; CUDA does too with CUDA_DEVICE_ORDER=PCI_BUS_ID, and on machines with
-identical GPUs its default order agrees.
+is set. resolve_handles() maps them to NVML devices the way CUDA reads CUDA_VISIBLE_DEVICES: an
+integer is a position in CUDA's enumeration, which follows the PCI bus id under
+CUDA_DEVICE_ORDER=PCI_BUS_ID (tfbench sets it at start-up) and is otherwise "fastest first",
+an order NVML cannot reproduce (so only a single GPU maps); 'GPU-<uuid>' (or a unique prefix)
+is looked up by UUID; a MIG slice, 'MIG-<uuid>' (R470+) or 'MIG-GPU-<uuid>/<gi>/<ci>' (R450),
+maps to the slice's own NVML handle, whose readings (memory) are the slice's and whose
+whole-GPU readings (power) NVML refuses. CUDA stops at the first entry it cannot use. A GPU
+that cannot be matched for certain makes the monitor "not available" with the reason, never a
+reading of another GPU.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -32,6 +39,8 @@ def _text(value: Any) -> str:
 
 
 def _reason(exc: BaseException) -> str:
+    if isinstance(exc, UnmappedGpu):
+        return str(exc)
     code = getattr(exc, "value", None)
     if code == _ERROR_LIBRARY_NOT_FOUND:
         return "no NVIDIA driver: NVML library not found"
@@ -74,31 +83,135 @@ def _parse_visible(value: Optional[str]) -> Optional[list[str]]:
     return entries
 
 
+class UnmappedGpu(Exception):
+    """A CUDA GPU that cannot be matched to one NVML device for certain."""
+
+
+_MIG_R450 = re.compile(r"^MIG-(GPU-[0-9A-Fa-f-]+)/(\d+)/(\d+)$")
+
+
+def _uuid(nvml: Any, handle: Any) -> str:
+    return _text(nvml.nvmlDeviceGetUUID(handle))
+
+
+def _gpus(nvml: Any) -> list[Any]:
+    return [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+
+
+def _cuda_order(nvml: Any, environ: Mapping[str, str]) -> list[Any]:
+    """NVML handles of the GPUs in the order CUDA numbers them (before CUDA_VISIBLE_DEVICES)."""
+    gpus = _gpus(nvml)
+    order = environ.get("CUDA_DEVICE_ORDER")
+    if order == "PCI_BUS_ID":
+        # NVML's own index order is not guaranteed to be the bus order: sort by the bus id.
+        def bus_id(handle):
+            info = nvml.nvmlDeviceGetPciInfo(handle)
+            return (info.domain, info.bus, info.device)
+        return sorted(gpus, key=bus_id)
+    if len(gpus) <= 1:
+        return gpus
+    raise UnmappedGpu(
+        "CUDA numbers GPUs fastest first (CUDA_DEVICE_ORDER=%s), an order NVML cannot tell; "
+        "set CUDA_DEVICE_ORDER=PCI_BUS_ID or name the GPUs by UUID in CUDA_VISIBLE_DEVICES"
+        % (order if order is not None else "unset"))
+
+
+def _slices(nvml: Any, gpu: Any) -> tuple[bool, list[Any]]:
+    """(is the GPU in MIG mode, the NVML handles of the MIG slices this process can see)."""
+    try:
+        current, _pending = nvml.nvmlDeviceGetMigMode(gpu)
+    except (nvml.NVMLError, AttributeError):   # no MIG on this GPU, or an old nvidia-ml-py
+        return False, []
+    if current != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
+        return False, []
+    slices = []
+    for i in range(nvml.nvmlDeviceGetMaxMigDeviceCount(gpu)):
+        try:
+            slices.append(nvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, i))
+        except nvml.NVMLError:
+            continue   # no slice at this index
+    return True, slices
+
+
+def _as_cuda_sees(nvml: Any, gpu: Any, label: str) -> Any:
+    """A whole GPU, or the one slice CUDA uses on a GPU in MIG mode."""
+    mig, slices = _slices(nvml, gpu)
+    if not mig:
+        return gpu
+    if len(slices) == 1:
+        return slices[0]
+    raise UnmappedGpu("%s is in MIG mode with %d slices visible and CUDA uses one of them: name "
+                      "it in CUDA_VISIBLE_DEVICES (MIG-<uuid>, see nvidia-smi -L)"
+                      % (label, len(slices)))
+
+
+def _by_uuid(nvml: Any, entry: str, candidates: Callable[[], list[Any]]) -> Any:
+    """The GPU or MIG slice with this UUID, or with this unique UUID prefix (CUDA takes both)."""
+    try:
+        return nvml.nvmlDeviceGetHandleByUUID(entry)   # takes GPU and MIG UUIDs
+    except nvml.NVMLError:
+        pass
+    found = [h for h in candidates() if _uuid(nvml, h).lower().startswith(entry.lower())]
+    if len(found) != 1:
+        raise UnmappedGpu("CUDA_VISIBLE_DEVICES entry %r matches %s" % (
+            entry, "no device NVML sees" if not found else "%d devices" % len(found)))
+    return found[0]
+
+
+def _resolve_entry(nvml: Any, entry: str, order: Callable[[], list[Any]]) -> Optional[Any]:
+    """The NVML handle of one CUDA_VISIBLE_DEVICES entry; None where CUDA stops reading."""
+    if entry.isdigit():
+        gpus = order()
+        if int(entry) >= len(gpus):
+            return None
+        return _as_cuda_sees(nvml, gpus[int(entry)], "GPU %s" % entry)
+    r450 = _MIG_R450.match(entry)
+    if r450:
+        gpu = _by_uuid(nvml, r450.group(1), lambda: _gpus(nvml))
+        gi, ci = int(r450.group(2)), int(r450.group(3))
+        for mig in _slices(nvml, gpu)[1]:
+            if (nvml.nvmlDeviceGetGpuInstanceId(mig), nvml.nvmlDeviceGetComputeInstanceId(mig)) \
+                    == (gi, ci):
+                return mig
+        raise UnmappedGpu("CUDA_VISIBLE_DEVICES entry %r: no MIG slice with GPU instance %d, "
+                          "compute instance %d" % (entry, gi, ci))
+    if entry.startswith("MIG-"):
+        return _by_uuid(nvml, entry, lambda: [m for g in _gpus(nvml) for m in _slices(nvml, g)[1]])
+    if entry.startswith("GPU-"):
+        return _as_cuda_sees(nvml, _by_uuid(nvml, entry, lambda: _gpus(nvml)), entry)
+    return None
+
+
 def resolve_handles(nvml: Any, gpu_indices: Optional[Sequence[int]] = None,
                     environ: Optional[Mapping[str, str]] = None) -> list[tuple[int, Any]]:
-    """[(CUDA index, NVML handle)] for the GPUs to watch; None = every visible GPU."""
+    """[(CUDA index, NVML handle)] for the GPUs to watch; None = every GPU CUDA sees.
+
+    Raises UnmappedGpu when one of them cannot be matched for certain.
+    """
     environ = os.environ if environ is None else environ
-    count = nvml.nvmlDeviceGetCount()
     visible = _parse_visible(environ.get("CUDA_VISIBLE_DEVICES"))
-    if visible is None:
-        visible = [str(i) for i in range(count)]
-    wanted = range(len(visible)) if gpu_indices is None else gpu_indices
-    handles = []
+    entries = visible if visible is not None else [
+        str(i) for i in range(nvml.nvmlDeviceGetCount())]
+    cached: list[list[Any]] = []
+
+    def order() -> list[Any]:
+        if not cached:
+            cached.append(_cuda_order(nvml, environ))
+        return cached[0]
+
+    needed = len(entries) if gpu_indices is None else max(gpu_indices, default=-1) + 1
+    devices: list[Any] = []   # NVML handle of CUDA GPU 0, 1, ...
+    for entry in entries[:needed]:
+        handle = _resolve_entry(nvml, entry, order)
+        if handle is None:
+            break
+        devices.append(handle)
+    wanted = range(len(devices)) if gpu_indices is None else gpu_indices
     for index in wanted:
-        if not 0 <= index < len(visible):
-            continue
-        entry = visible[index]
-        try:
-            if entry.isdigit():
-                if int(entry) >= count:
-                    continue
-                handle = nvml.nvmlDeviceGetHandleByIndex(int(entry))
-            else:
-                handle = nvml.nvmlDeviceGetHandleByUUID(entry)
-        except nvml.NVMLError:
-            continue
-        handles.append((index, handle))
-    return handles
+        if not 0 <= index < len(devices):
+            raise UnmappedGpu("GPU %d: CUDA sees %d GPU(s) (CUDA_VISIBLE_DEVICES=%r)"
+                              % (index, len(devices), environ.get("CUDA_VISIBLE_DEVICES")))
+    return [(index, devices[index]) for index in wanted]
 
 
 class GpuReader:

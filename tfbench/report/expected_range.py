@@ -18,59 +18,19 @@ import re
 from importlib import resources
 from typing import Optional
 
+from tfbench import gpu_names
+
 DEFAULT_TOLERANCE = 0.10
 
-_DROP_WORDS = {"NVIDIA", "TESLA", "GEFORCE", "QUADRO"}
-_FORM_WORDS = {"SXM": "SXM", "SXM2": "SXM", "SXM3": "SXM", "SXM4": "SXM", "SXM5": "SXM",
-               "PCIE": "PCIe", "NVL": "NVL"}
-_FAMILY_TOKEN = re.compile(r"^[A-Z]{1,3}\d{1,4}[A-Z]{0,2}$")
-_MEM_TOKEN = re.compile(r"^(\d+)GB$")
-
-
-@dataclasses.dataclass(frozen=True)
-class GpuKey:
-    """A GPU as (family, memory in GB, form factor); None means 'not stated'."""
-
-    family: str
-    mem_gb: Optional[int] = None
-    form: Optional[str] = None
-
-    def matches(self, other: "GpuKey") -> bool:
-        return (self.family == other.family
-                and (self.mem_gb is None or other.mem_gb is None or self.mem_gb == other.mem_gb)
-                and (self.form is None or other.form is None or self.form == other.form))
-
-    def __str__(self) -> str:
-        return " ".join(str(p) for p in (self.family, self.mem_gb and "%dGB" % self.mem_gb,
-                                         self.form) if p)
+GpuKey = gpu_names.GpuKey
 
 
 def normalize_gpu(name: Optional[str]) -> Optional[GpuKey]:
     """Parses NVML/TF names ('NVIDIA A100-SXM4-40GB', 'Tesla T4') and our own ('A100 40GB SXM').
 
-    None for CPUs and names without a recognisable GPU model.
+    None for CPUs, mixed sets and names without a recognisable GPU model (tfbench.gpu_names).
     """
-    if not name:
-        return None
-    upper = name.upper()
-    if "CPU" in upper or "GHZ" in upper:
-        return None
-    tokens = [t for t in re.split(r"[^A-Z0-9]+", upper) if t and t not in _DROP_WORDS]
-    family = mem = form = None
-    for i, token in enumerate(tokens):
-        if token in _FORM_WORDS:
-            form = form or _FORM_WORDS[token]
-        elif _MEM_TOKEN.match(token):
-            mem = mem or int(_MEM_TOKEN.match(token).group(1))
-        elif family is None and token == "RTX" and i + 1 < len(tokens):
-            family = "RTX " + tokens[i + 1]
-        elif family is None and _FAMILY_TOKEN.match(token) and not token.startswith("HBM"):
-            family = token
-    if family is None:
-        return None
-    if form is None and family in ("H100", "H200") and "HBM3" in tokens:
-        form = "SXM"  # NVML calls the SXM5 H100 'NVIDIA H100 80GB HBM3'
-    return GpuKey(family, mem, form)
+    return gpu_names.parse(name)
 
 
 def normalize_model(name: str) -> str:
@@ -173,10 +133,14 @@ def expected_range(device_name: Optional[str], model: str, mode: str, precision:
     """(verdict 'within' | 'below' | 'above' | None, one line naming the band and its sources).
 
     (None, "") when the GPU is not in the reference table at all (including CPUs); (None, text)
-    when the GPU is known but nothing matches, or no throughput was measured.
+    when the GPU is known but nothing matches, no throughput was measured, or it is a MIG
+    slice (a fraction of a GPU, which no published figure describes).
     """
     refs_all = references if references is not None else load_references()
     gpu = normalize_gpu(device_name)
+    if gpu is not None and gpu.mig is not None:
+        return None, ("Expected range: none for %s, a MIG slice (published figures are whole "
+                      "GPUs)" % device_name)
     if gpu is None or not any((k := normalize_gpu(r.gpu)) is not None and k.matches(gpu)
                               for r in refs_all):
         return None, ""
