@@ -180,3 +180,11 @@ def test_resolver_carries_the_cluster():
     resolver = plan.resolver()
     assert resolver.cluster_spec().as_dict() == {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}
     assert (resolver.task_type, resolver.task_id, resolver.rpc_layer) == ("worker", 1, "grpc")
+
+
+def test_resolver_carries_the_local_gpu_count_and_nothing_for_cpu():
+    plan = _plan(job_name="worker", worker_hosts="127.0.0.1:1,127.0.0.1:2", task_index=0)
+    assert plan.resolver(num_gpus=2).num_accelerators() == {"GPU": 2}
+    assert plan.resolver().num_accelerators() == {}
+    assert plan.resolver(num_gpus=0).num_accelerators() == {}
+

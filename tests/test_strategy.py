@@ -233,3 +233,46 @@ def test_horovod_process_takes_its_local_rank_gpu(fake_horovod, monkeypatch):
     monkeypatch.setattr(devices, "visible_gpus", lambda: [Gpu(i) for i in range(4)])
     plan = devices.plan_devices(make_params({"variable_update": "horovod", "device": "gpu"}))
     assert (plan.num_devices, plan.names, plan.gpu_indices) == (1, ("/gpu:0",), (1,))
+
+
+class _CapturedStrategy:
+    """Stands in for MultiWorkerMirroredStrategy: keeps what tfbench passes to it."""
+
+    def __init__(self, cluster_resolver=None, communication_options=None):
+        self.cluster_resolver = cluster_resolver
+        self.communication_options = communication_options
+
+
+@pytest.fixture
+def captured_multi_worker(monkeypatch):
+    from tfbench import cluster
+    monkeypatch.setattr(cluster, "rendezvous", lambda *args, **kwargs: None)
+    monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", _CapturedStrategy)
+
+    def make(plan, **flags):
+        p = make_params(dict(device=plan.kind, job_name="worker", task_index=0,
+                             worker_hosts="127.0.0.1:1,127.0.0.1:2", **flags))
+        return strategy_lib.make_strategy(p, plan).strategy
+    return make
+
+
+def _local_devices(resolver):
+    """The devices MultiWorkerMirroredStrategy computes on, as TensorFlow derives them."""
+    from tensorflow.python.distribute import collective_all_reduce_strategy as mwms
+    devices, _ = mwms.CollectiveAllReduceExtended._initialize_local_devices(
+        None, resolver, "/job:worker/task:0")
+    return devices
+
+
+def test_multi_worker_strategy_computes_on_the_planned_gpus(captured_multi_worker):
+    resolver = captured_multi_worker(GPU2).cluster_resolver
+    assert resolver.num_accelerators() == {"GPU": 2}
+    assert _local_devices(resolver) == ("/job:worker/task:0/device:GPU:0",
+                                        "/job:worker/task:0/device:GPU:1")
+
+
+def test_multi_worker_strategy_on_cpu_keeps_one_cpu_device(captured_multi_worker):
+    resolver = captured_multi_worker(CPU1).cluster_resolver
+    assert resolver.num_accelerators() == {}
+    assert _local_devices(resolver) == ("/job:worker/task:0/device:CPU:0",)
+

@@ -86,11 +86,16 @@ class ClusterPlan:
         import tensorflow as tf
         return tf.train.ClusterSpec(self.job_dict)
 
-    def resolver(self, rpc_layer: str = "grpc"):
+    def resolver(self, rpc_layer: str = "grpc", num_gpus: int = 0):
+        """This task's resolver; num_gpus is its local GPU count.
+
+        MultiWorkerMirroredStrategy computes on GPU:0..num_accelerators()["GPU"]-1 of each
+        worker, and on CPU:0 without it.
+        """
         import tensorflow as tf
         return tf.distribute.cluster_resolver.SimpleClusterResolver(
             self.cluster_spec(), task_type=self.task_type, task_id=self.task_index,
-            rpc_layer=rpc_layer)
+            rpc_layer=rpc_layer, num_accelerators={"GPU": num_gpus} if num_gpus else None)
 
 
 def task_label(job: str, index: int) -> str:

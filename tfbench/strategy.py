@@ -394,9 +394,11 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=impl, timeout_seconds=float(timeout))
     cluster_lib.rendezvous(cl, timeout)
+    resolver = cl.resolver(p.server_protocol,
+                           num_gpus=plan.num_devices if plan.kind == "gpu" else 0)
     strategy = cluster_lib.run_bounded(
         lambda: tf.distribute.MultiWorkerMirroredStrategy(
-            cluster_resolver=cl.resolver(p.server_protocol), communication_options=options),
+            cluster_resolver=resolver, communication_options=options),
         cl, timeout, "waiting for all workers to join")
     return StrategyPlan(strategy, vu, p.all_reduce_spec, vu in ALL_REDUCE_VALUES,
                         num_workers=cl.num_workers, notices=tuple(notices), job_name=job_name,
