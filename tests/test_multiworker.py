@@ -134,3 +134,34 @@ def test_a_worker_killed_mid_run_stops_the_other_with_a_clear_error(tmp_path):
     import csv
     row = list(csv.DictReader(open(tmp_path / "w0.csv")))[0]
     assert row["status"] == "error" and int(row["steps_run"]) >= 3
+
+
+def test_a_hung_worker_stops_the_other_within_the_heartbeat_timeout(tmp_path):
+    """A stopped (not dead) peer still accepts connections: the coordination service's
+    heartbeats find it, with no per-collective timeout in the steps."""
+    import signal
+    import time
+    hosts = ",".join("127.0.0.1:%d" % p for p in _free_ports(2))
+    args = [a for a in TINY if not a.startswith("--num_batches")] + [
+        "--num_batches=100000", "--job_name=worker", "--worker_hosts=" + hosts,
+        "--variable_update=collective_all_reduce", "--cluster_timeout_secs=60", "--json_dir="]
+    procs = [_start(args + ["--task_index=%d" % i], tmp_path) for i in range(2)]
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            if procs[0].stdout.readline().startswith("3\timages/sec:"):
+                break
+        procs[1].send_signal(signal.SIGSTOP)
+        started = time.time()
+        out = procs[0].communicate(timeout=60)[0]
+        elapsed = time.time() - started
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert procs[0].returncode == 5, out[-2000:]
+    assert out.strip().splitlines()[-1] == (
+        "tfbench: error: worker 0: lost the cluster (UnavailableError); no heartbeat from "
+        "worker 1 (hung, or cut off from this host)")
+    assert "Traceback" not in out
+    assert elapsed < 40   # TensorFlow's heartbeat timeout is 10 s; --cluster_timeout_secs 60

@@ -276,3 +276,15 @@ def test_multi_worker_strategy_on_cpu_keeps_one_cpu_device(captured_multi_worker
     assert resolver.num_accelerators() == {}
     assert _local_devices(resolver) == ("/job:worker/task:0/device:CPU:0",)
 
+
+@pytest.mark.parametrize("plan,spec,name", [(CPU1, None, "AUTO"), (CPU1, "ring", "RING"),
+                                            (GPU2, "nccl", "NCCL")])
+def test_multi_worker_collectives_carry_no_per_collective_timeout(captured_multi_worker, plan,
+                                                                  spec, name):
+    # A timeout starts a thread per collective (TensorFlow: a debugging aid); lost peers are
+    # found by the coordination service's heartbeats instead.
+    options = captured_multi_worker(plan, all_reduce_spec=spec,
+                                    cluster_timeout_secs=7).communication_options
+    assert options.timeout_seconds is None
+    assert options.implementation == getattr(
+        tf.distribute.experimental.CommunicationImplementation, name)

@@ -391,11 +391,12 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
         notices.append("Cluster without ps: MultiWorkerMirroredStrategy "
                        "(--variable_update=collective_all_reduce)")
     impl, impl_label = collective_implementation(p.all_reduce_spec, plan)
-    options = tf.distribute.experimental.CommunicationOptions(
-        implementation=impl, timeout_seconds=float(timeout))
-    cluster_lib.rendezvous(cl, timeout)
+    # No timeout_seconds: it starts a thread per collective. A lost peer aborts the collectives
+    # through the coordination service (see tfbench.cluster).
+    options = tf.distribute.experimental.CommunicationOptions(implementation=impl)
     resolver = cl.resolver(p.server_protocol,
                            num_gpus=plan.num_devices if plan.kind == "gpu" else 0)
+    cluster_lib.rendezvous(cl, timeout)
     strategy = cluster_lib.run_bounded(
         lambda: tf.distribute.MultiWorkerMirroredStrategy(
             cluster_resolver=resolver, communication_options=options),
