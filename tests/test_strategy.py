@@ -41,6 +41,38 @@ def test_xring_runs_as_hierarchical_copy_and_says_so():
                        "using hierarchical copy (HierarchicalCopyAllReduce)"]
 
 
+def _plan(kind, n):
+    return DevicePlan(kind, n, tuple("/%s:%d" % (kind, i) for i in range(n)), "NHWC")
+
+
+@pytest.mark.parametrize("n", [2, 4, 6, 8])
+@pytest.mark.parametrize("spec,hierarchical", [("xring", False), (None, True),
+                                               ("hierarchical_copy", True)])
+def test_hierarchical_copy_runs_on_even_device_counts(n, spec, hierarchical):
+    ops, label, _ = strategy_lib.cross_device_ops(spec, _plan("gpu", n), hierarchical)
+    assert isinstance(ops, tf.distribute.HierarchicalCopyAllReduce)
+    assert label == "hierarchical_copy"
+
+
+@pytest.mark.parametrize("n", [3, 5, 7])
+@pytest.mark.parametrize("spec,hierarchical", [("xring", False), (None, True)])
+def test_hierarchical_copy_on_odd_device_counts_reduces_to_one_device(n, spec, hierarchical):
+    ops, label, notices = strategy_lib.cross_device_ops(spec, _plan("gpu", n), hierarchical)
+    assert isinstance(ops, tf.distribute.ReductionToOneDevice)
+    assert ops.reduce_to_device == "/gpu:0" and label == "reduction_to_one_device(/gpu:0)"
+    assert notices[-1] == ("HierarchicalCopyAllReduce sums two halves of the devices and would "
+                           "leave /gpu:%d (of %d) out: reducing to one device (/gpu:0) instead"
+                           % (n - 1, n))
+
+
+def test_hierarchical_copy_ignored_outside_replicated_gives_no_odd_count_notice():
+    sp = strategy_lib.make_strategy(make_params(
+        {"variable_update": "parameter_server", "device": "cpu", "num_gpus": 3,
+         "hierarchical_copy": True}), _plan("cpu", 3))
+    assert isinstance(sp.strategy, tf.distribute.experimental.CentralStorageStrategy)
+    assert [n for n in sp.notices if "HierarchicalCopyAllReduce" in n] == []
+
+
 def test_no_spec_is_tf_default_and_hierarchical_copy_flag():
     assert strategy_lib.cross_device_ops(None, GPU2, False) == (None, None, [])
     ops, label, _ = strategy_lib.cross_device_ops(None, GPU2, True)

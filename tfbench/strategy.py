@@ -222,7 +222,7 @@ def cross_device_ops(spec: Optional[str], plan: DevicePlan, hierarchical: bool):
     """(CrossDeviceOps or None for TF's default, label of what runs, notices)."""
     notices: list[str] = []
     if hierarchical and not spec:
-        return tf.distribute.HierarchicalCopyAllReduce(), "hierarchical_copy", notices
+        return _hierarchical_copy(1, plan, notices)
     if not spec:
         return None, None, notices
     if "/" in spec or ":" in spec:
@@ -242,8 +242,7 @@ def cross_device_ops(spec: Optional[str], plan: DevicePlan, hierarchical: bool):
         if name == "xring":
             notices.append("--all_reduce_spec=xring: TF2 has no ring all-reduce within one "
                            "host; using hierarchical copy (HierarchicalCopyAllReduce)")
-        return (tf.distribute.HierarchicalCopyAllReduce(num_packs=packs), "hierarchical_copy",
-                notices)
+        return _hierarchical_copy(packs, plan, notices)
     if name in ("pscpu", "psgpu"):
         if name == "psgpu" and plan.kind != "gpu":
             raise UsageError("--all_reduce_spec=psgpu needs GPUs; on CPU use pscpu")
@@ -255,6 +254,24 @@ def cross_device_ops(spec: Optional[str], plan: DevicePlan, hierarchical: bool):
                 "reduction_to_one_device(%s)" % device, notices)
     raise UsageError("--all_reduce_spec=%s cannot be honoured under TF2: use nccl, "
                      "hierarchical_copy (or xring), pscpu or psgpu" % spec)
+
+
+def _hierarchical_copy(packs: int, plan: DevicePlan, notices: list[str]):
+    """HierarchicalCopyAllReduce where it sums every device's value: an even device count.
+
+    TensorFlow (cross_device_utils.aggregate_gradients_using_hierarchical_copy, 2.17 to 2.21)
+    sums devices [0, n//2) and [n//2, 2*(n//2)), so with an odd n the last device's gradient
+    is left out, silently. Any even n (6 too) is covered.
+    """
+    n = plan.num_devices
+    if n > 1 and n % 2:
+        device = plan.names[0]
+        notices.append("HierarchicalCopyAllReduce sums two halves of the devices and would "
+                       "leave %s (of %d) out: reducing to one device (%s) instead"
+                       % (plan.names[-1], n, device))
+        return (tf.distribute.ReductionToOneDevice(reduce_to_device=device),
+                "reduction_to_one_device(%s)" % device, notices)
+    return tf.distribute.HierarchicalCopyAllReduce(num_packs=packs), "hierarchical_copy", notices
 
 
 def collective_implementation(spec: Optional[str], plan: DevicePlan):
