@@ -104,6 +104,7 @@ def main() -> None:
     sp = strategy_lib.make_strategy(make_params({"variable_update": "parameter_server",
                                                  "device": "cpu", "num_gpus": 2}), plan)
     out["ps_strategy"] = type(sp.strategy).__name__
+    mp_strategy = sp.strategy
     _, mp = _train(sp.strategy, init, images, labels)
     out["ps_weight_diff"] = diff_to_base(mp)
     lx, mx = _train(mirrored, init, images, labels, jit=True)
@@ -128,6 +129,15 @@ def main() -> None:
     out["independent_replicas_diff"] = max(
         float(np.max(np.abs(a - b))) for a, b in
         zip(_replica_weights(mi, 0), _replica_weights(mi, 1)))
+
+    # Real data: every replica takes its own batch of 3 from the host's one input pipeline.
+    def numbered(index, count):
+        return tf.data.Dataset.range(100).shard(count, index).batch(3).repeat()
+    for name, strategy in (("mirrored", mirrored), ("central_storage", mp_strategy),
+                           ("independent", sp.strategy)):
+        element = next(strategy_lib.distribute_inputs(strategy, numbered))
+        out["inputs_" + name] = [np.asarray(x).tolist()
+                                 for x in strategy.experimental_local_results(element)]
 
     # Replicated with an explicit reduction.
     for spec in ("pscpu", "hierarchical_copy"):

@@ -80,6 +80,11 @@ def test_hierarchical_copy_on_three_devices_gives_the_single_device_update(check
         "out: reducing to one device (/cpu:0) instead")
 
 
+@pytest.mark.parametrize("name", ["mirrored", "central_storage", "independent"])
+def test_real_data_gives_each_replica_its_own_batch(checks, name):
+    assert checks["inputs_" + name] == [[0, 1, 2], [3, 4, 5]]
+
+
 def test_independent_replicas_train_alone_on_their_share(checks):
     assert checks["independent_label"] == "independent"
     assert max(checks["independent_vs_alone"]) < 1e-5

@@ -180,10 +180,11 @@ class _FakeHorovod(types.ModuleType):
 
     Average = "average"
 
-    def __init__(self, size=1, local_rank=0):
+    def __init__(self, size=1, local_rank=0, rank=0):
         super().__init__("horovod.tensorflow")
         self._size = size
         self._local_rank = local_rank
+        self._rank = rank
         self.calls = []
 
     def init(self):
@@ -193,7 +194,7 @@ class _FakeHorovod(types.ModuleType):
         return self._size
 
     def rank(self):
-        return 0
+        return self._rank
 
     def local_rank(self):
         return self._local_rank
@@ -208,7 +209,7 @@ class _FakeHorovod(types.ModuleType):
 
 @pytest.fixture
 def fake_horovod(monkeypatch):
-    hvd = _FakeHorovod(size=4, local_rank=1)
+    hvd = _FakeHorovod(size=4, local_rank=1, rank=3)
     package = types.ModuleType("horovod")
     package.tensorflow = hvd
     monkeypatch.setitem(sys.modules, "horovod", package)
@@ -320,3 +321,44 @@ def test_multi_worker_collectives_carry_no_per_collective_timeout(captured_multi
     assert options.timeout_seconds is None
     assert options.implementation == getattr(
         tf.distribute.experimental.CommunicationImplementation, name)
+
+
+@pytest.mark.parametrize("args,shard", [
+    ((0, 1), (0, 1)),                 # one host
+    ((1, 2), (1, 2)),                 # worker 1 of 2 (its input context)
+    ((0, 1, 3, 4), (3, 4)),           # horovod rank 3 of 4
+    ((1, 2, 1, 3), (3, 6)),           # input pipeline 1 of 2 in process 1 of 3
+])
+def test_pipeline_shard(args, shard):
+    assert strategy_lib.pipeline_shard(*args) == shard
+
+
+def _first_batches(iterator, count=2):
+    return [np.asarray(next(iterator)).tolist() for _ in range(count)]
+
+
+def _numbers(index, count, batch=2):
+    """Example ids 0..11 split as a reader splits them by index, in replica batches."""
+    return tf.data.Dataset.range(12).shard(count, index).repeat().batch(batch)
+
+
+def test_horovod_ranks_read_their_own_part_of_the_data(fake_horovod):
+    """--variable_update=horovod: rank 3 of 4 reads examples 3, 7, 11, ... (issue 23.3)."""
+    sp = strategy_lib.make_strategy(make_params({"variable_update": "horovod", "device": "cpu"}),
+                                    CPU1)
+    assert strategy_lib.process_rank(sp.strategy) == (3, 4)
+    assert strategy_lib.process_shard(sp.strategy) == (3, 4)
+    shards = []
+
+    def make(index, count):
+        shards.append((index, count))
+        return _numbers(index, count)
+    assert _first_batches(strategy_lib.distribute_inputs(sp.strategy, make)) == [[3, 7], [11, 3]]
+    assert shards == [(3, 4)]
+
+
+def test_one_host_reads_all_the_data_in_replica_batches():
+    one = tf.distribute.OneDeviceStrategy("/cpu:0")
+    assert strategy_lib.process_shard(one) == (0, 1)
+    iterator = strategy_lib.distribute_inputs(one, _numbers)
+    assert _first_batches(iterator, 3) == [[0, 1], [2, 3], [4, 5]]

@@ -420,19 +420,28 @@ class Benchmark:
                                       optimizers.compute_dtype(self.r.precision))
 
     def _dataset(self, batch_per_replica: int, train: bool):
-        """This worker's tf.data pipeline: one step's batch over all local replicas."""
+        """This process's pipeline, read without tf.distribute (--data_only): one step's batch
+        over all local replicas, from the part of the data its replicas would read."""
+        index, count = strategy_lib.process_shard(self.strategy)
+        return self._pipeline(batch_per_replica * self.r.device.num_devices, train, index, count)
+
+    def _pipeline(self, batch_size: int, train: bool, index=0, count: int = 1):
+        """Input pipeline `index` of `count`: batches of batch_size from its part of the data."""
         from tfbench import data
         r = self.r
         return data.make_dataset(self.p, dataset_name=r.spec.dataset, image_size=r.image_size,
-                                 batch_size=batch_per_replica * r.device.num_devices,
-                                 train=train, dtype=optimizers.compute_dtype(r.precision))
+                                 batch_size=batch_size, train=train,
+                                 dtype=optimizers.compute_dtype(r.precision),
+                                 shard=data.Shard(index, count))
 
     def _inputs(self, batch_per_replica: int, train: bool):
-        """(step inputs, from_iterator): synthetic per-replica images or a distributed iterator."""
+        """(step inputs, from_iterator): synthetic per-replica images or a distributed iterator
+        that gives every replica batch_per_replica real images, as synthetic inputs do."""
         if not self.r.real_data:
             return self._images(batch_per_replica), False
-        dataset = self._dataset(batch_per_replica, train)
-        return strategy_lib.distribute_dataset(self.strategy, dataset), True
+        return strategy_lib.distribute_inputs(
+            self.strategy,
+            lambda index, count: self._pipeline(batch_per_replica, train, index, count)), True
 
     # ------------------------------------------------------------------------------------
     def _setup_train_or_forward(self, res: RunResult) -> _Setup:

@@ -181,14 +181,6 @@ class ScheduledStep:
         return tf.constant(out)
 
 
-def distribute_dataset(strategy: tf.distribute.Strategy, dataset: tf.data.Dataset):
-    """An iterator of per-replica batches; per worker on a parameter-server cluster."""
-    if is_parameter_server(strategy):
-        return iter(coordinator(strategy).create_per_worker_dataset(
-            strategy.experimental_distribute_dataset(dataset)))
-    return iter(strategy.experimental_distribute_dataset(dataset))
-
-
 def distributed_failure(exc: BaseException, sp: StrategyPlan):
     """A DistributedError for a peer failure during a multi-host run, else None."""
     return cluster_lib.as_distributed_error(exc, sp.cluster)
@@ -423,6 +415,63 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
                         start_lines=("Starting worker %d" % cl.worker_rank,), cluster=cl,
                         reduction="collective all-reduce (%s) over %d workers"
                         % (impl_label, cl.num_workers))
+
+
+# --- input pipelines ------------------------------------------------------------------------
+
+def pipeline_shard(pipeline_id, num_pipelines: int, rank=0, size: int = 1) -> tuple:
+    """(index, count) of input pipeline `pipeline_id` of `num_pipelines` in process `rank` of
+    `size`: the part of the data it reads (every count-th example from index). Ints, or a
+    tensor index on a parameter-server worker."""
+    return rank * num_pipelines + pipeline_id, size * num_pipelines
+
+
+def process_rank(strategy: tf.distribute.Strategy) -> tuple[int, int]:
+    """(rank, size) among processes that tf.distribute does not know of: horovod's."""
+    if isinstance(strategy, HorovodStrategy):
+        return strategy.hvd.rank(), strategy.hvd.size()
+    return 0, 1
+
+
+def distribute_inputs(strategy: tf.distribute.Strategy, make: Callable[..., tf.data.Dataset]):
+    """An iterator giving every replica its own batch; per worker on a parameter-server cluster.
+
+    make(index, count) builds input pipeline `index` of `count` (see pipeline_shard), batched
+    per replica: each replica takes whole batches from its worker's pipeline. A dataset handed
+    to experimental_distribute_dataset would instead be taken as the global batch and split
+    over every worker's replicas.
+    """
+    if is_parameter_server(strategy):
+        _, num = _PS_CLUSTERS.get(id(strategy), (None, 1))
+
+        def per_worker():
+            def dataset_fn(context):
+                # Each worker runs the traced function; its index is known only there.
+                worker = tf.distribute.coordinator.experimental_get_current_worker_index()
+                return make(*pipeline_shard(context.input_pipeline_id,
+                                            context.num_input_pipelines, worker, num))
+            return strategy.distribute_datasets_from_function(dataset_fn)
+        return iter(coordinator(strategy).create_per_worker_dataset(per_worker))
+    rank, size = process_rank(strategy)
+
+    def dataset_fn(context):
+        return make(*pipeline_shard(context.input_pipeline_id, context.num_input_pipelines,
+                                    rank, size))
+    return iter(strategy.distribute_datasets_from_function(dataset_fn))
+
+
+def process_shard(strategy: tf.distribute.Strategy) -> tuple[int, int]:
+    """(index, count) of this process's part of the data, read without tf.distribute
+    (--data_only): the same part its replicas read through distribute_inputs."""
+    rank, size = process_rank(strategy)
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        # One input pipeline per worker, numbered chief first (as TensorFlow numbers them).
+        resolver = strategy.cluster_resolver
+        jobs = resolver.cluster_spec().as_dict()
+        chiefs = len(jobs.get("chief", ()))
+        worker = resolver.task_id + (chiefs if resolver.task_type == "worker" else 0)
+        return pipeline_shard(worker, chiefs + len(jobs.get("worker", ())), rank, size)
+    return pipeline_shard(0, 1, rank, size)
 
 
 def per_worker_synthetic(strategy: tf.distribute.Strategy, make: Callable):
