@@ -211,9 +211,12 @@ def test_two_workers_on_real_data_count_the_images_synthetic_data_counts(tmp_pat
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     multiworker_checks.write_labelled_split(str(data_dir), "train", 2, 8, 1)
+    multiworker_checks.write_labelled_split(str(data_dir), "validation", 2, 4, 101)
     hosts = ",".join("127.0.0.1:%d" % p for p in _free_ports(2))
     common = TINY + ["--cluster_timeout_secs=60", "--job_name=worker", "--worker_hosts=" + hosts,
-                     "--variable_update=collective_all_reduce", "--data_dir=%s" % data_dir]
+                     "--variable_update=collective_all_reduce", "--data_dir=%s" % data_dir,
+                     "--eval_during_training_every_n_steps=4", "--num_eval_batches=2",
+                     "--eval_batch_size=2"]
     procs = [_start(common + ["--task_index=%d" % i, "--json_dir=%s" % (tmp_path / str(i))],
                     tmp_path) for i in range(2)]
     codes, outs = _finish(procs, timeout=120)
@@ -222,6 +225,9 @@ def test_two_workers_on_real_data_count_the_images_synthetic_data_counts(tmp_pat
     assert len(losses[0]) == 4 and losses[0] == losses[1]
     for i, out in enumerate(outs):
         assert "Dataset:     imagenet" in out.splitlines()
+        # 2 evaluation batches of 2 on each of the 2 workers: the 8 validation images.
+        accuracy = [l for l in out.splitlines() if l.startswith("Accuracy @ 1 = ")]
+        assert accuracy and all(l.endswith("[8 examples]") for l in accuracy), accuracy
         run = _manifest(tmp_path / str(i))
         assert run["num_workers"] == 2 and run["global_batch_size"] == 8
         counted = run["images_per_sec"] * run["wall_time"]

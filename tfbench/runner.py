@@ -600,7 +600,7 @@ class Benchmark:
         eval_params = p.replace(num_batches=p.num_eval_batches if p.num_eval_batches is not None
                                 else (None if p.num_eval_epochs is not None else p.num_batches),
                                 num_epochs=p.num_eval_epochs)
-        global_eval = r.eval_batch_size * r.device.num_devices
+        global_eval = r.eval_batch_size * r.device.num_devices * r.num_workers
         return params_lib.num_batches_and_epochs(
             eval_params, global_eval, registry.NUM_EVAL_EXAMPLES[r.spec.dataset])[0]
 
@@ -675,7 +675,8 @@ class Benchmark:
 
         Each step's time (with its host fetch) goes to `times` when given."""
         p, r = self.p, self.r
-        global_eval = r.eval_batch_size * r.device.num_devices
+        # Every worker evaluates its own part of the data (tfbench.strategy.distribute_inputs).
+        global_eval = r.eval_batch_size * r.device.num_devices * r.num_workers
         top1s, top5s = [], []
         times = times if times is not None else []
         window_start = time.perf_counter()
