@@ -16,7 +16,9 @@
 
 Steps (tfbench.steps) asks this module how to scale and reduce gradients (`gradient_divisor`,
 `reduce_gradients`), whether to broadcast initial state (`sync_initial_state`) and how to run a
-step on a parameter-server cluster (`coordinator`, `ScheduledStep`).
+step on a parameter-server cluster (`coordinator`, `ScheduledStep`). The runner feeds real data
+through `distribute_inputs`: one input pipeline per worker (or horovod process), each replica
+taking its own batches, each pipeline reading its own part of the data.
 """
 
 from __future__ import annotations
