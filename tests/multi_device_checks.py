@@ -1,7 +1,8 @@
-"""Numerical checks on 2 logical CPU devices, run in a fresh process by test_multi_device.py.
+"""Numerical checks on logical CPU devices, run in a fresh process by test_multi_device.py.
 
-The CPU can be split into logical devices only before TensorFlow initialises, which a shared
-pytest process cannot promise, so these checks run here and print one JSON object.
+`python multi_device_checks.py [N]`: N = 2 (default) runs the general checks, N = 3 those of an
+odd device count. The CPU can be split into logical devices only before TensorFlow initialises,
+which a shared pytest process cannot promise, so these checks run here and print one JSON object.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from tfbench import steps, strategy as strategy_lib  # noqa: E402
 from tfbench.devices import DevicePlan  # noqa: E402
 from tfbench.params import make_params  # noqa: E402
 
-DEVICES = ("/cpu:0", "/cpu:1")
-BATCH, SIZE, CLASSES = 8, 8, 10
+NUM_DEVICES = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+DEVICES = tuple("/cpu:%d" % i for i in range(NUM_DEVICES))
+BATCH, SIZE, CLASSES = 4 * NUM_DEVICES, 8, 10
 
 
 def _model(norm: bool = False):
@@ -81,6 +83,12 @@ def main() -> None:
             else _replica_weights(model, replica)
         return max(float(np.max(np.abs(a - b))) for a, b in zip(base_weights, got))
 
+    plan = DevicePlan("cpu", NUM_DEVICES, DEVICES, "NHWC")
+    if NUM_DEVICES % 2:
+        odd_count_checks(out, plan, init, images, labels, diff_to_base)
+        print("RESULT " + json.dumps(out))
+        return
+
     # 2 replicas of 4 = 1 device on the same 8 images, with and without weight decay.
     for wd in (0.0, 0.01):
         l1, m1 = _train(one, init, images, labels, weight_decay=wd)
@@ -93,10 +101,10 @@ def main() -> None:
                                  zip(_replica_weights(m2, 0), _replica_weights(m2, 1)))}
 
     # Central storage (parameter_server) and XLA per replica give the same update too.
-    plan = DevicePlan("cpu", 2, DEVICES, "NHWC")
     sp = strategy_lib.make_strategy(make_params({"variable_update": "parameter_server",
                                                  "device": "cpu", "num_gpus": 2}), plan)
     out["ps_strategy"] = type(sp.strategy).__name__
+    mp_strategy = sp.strategy
     _, mp = _train(sp.strategy, init, images, labels)
     out["ps_weight_diff"] = diff_to_base(mp)
     lx, mx = _train(mirrored, init, images, labels, jit=True)
@@ -122,6 +130,15 @@ def main() -> None:
         float(np.max(np.abs(a - b))) for a, b in
         zip(_replica_weights(mi, 0), _replica_weights(mi, 1)))
 
+    # Real data: every replica takes its own batch of 3 from the host's one input pipeline.
+    def numbered(index, count):
+        return tf.data.Dataset.range(100).shard(count, index).batch(3).repeat()
+    for name, strategy in (("mirrored", mirrored), ("central_storage", mp_strategy),
+                           ("independent", sp.strategy)):
+        element = next(strategy_lib.distribute_inputs(strategy, numbered))
+        out["inputs_" + name] = [np.asarray(x).tolist()
+                                 for x in strategy.experimental_local_results(element)]
+
     # Replicated with an explicit reduction.
     for spec in ("pscpu", "hierarchical_copy"):
         sp = strategy_lib.make_strategy(make_params({"variable_update": "replicated",
@@ -131,6 +148,21 @@ def main() -> None:
         out["spec_" + spec] = {"label": sp.all_reduce_label,
                                "weight_diff": diff_to_base(ms, 0)}
     print("RESULT " + json.dumps(out))
+
+
+def odd_count_checks(out, plan, init, images, labels, diff_to_base) -> None:
+    """Hierarchical copy over an odd number of devices, as TensorFlow runs it and as tfbench."""
+    raw = tf.distribute.MirroredStrategy(
+        list(DEVICES), cross_device_ops=tf.distribute.HierarchicalCopyAllReduce())
+    _, mr = _train(raw, init, images, labels)
+    out["tf_hierarchical_copy_weight_diff"] = diff_to_base(mr, 0)
+    for name, flags in (("hierarchical_copy", {"hierarchical_copy": True}),
+                        ("xring", {"all_reduce_spec": "xring"})):
+        sp = strategy_lib.make_strategy(make_params(dict(
+            variable_update="replicated", device="cpu", num_gpus=NUM_DEVICES, **flags)), plan)
+        _, ms = _train(sp.strategy, init, images, labels)
+        out["odd_" + name] = {"label": sp.all_reduce_label, "notices": list(sp.notices),
+                              "weight_diffs": [diff_to_base(ms, i) for i in range(NUM_DEVICES)]}
 
 
 if __name__ == "__main__":

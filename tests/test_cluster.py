@@ -180,3 +180,59 @@ def test_resolver_carries_the_cluster():
     resolver = plan.resolver()
     assert resolver.cluster_spec().as_dict() == {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}
     assert (resolver.task_type, resolver.task_id, resolver.rpc_layer) == ("worker", 1, "grpc")
+
+
+def test_resolver_carries_the_local_gpu_count_and_nothing_for_cpu():
+    plan = _plan(job_name="worker", worker_hosts="127.0.0.1:1,127.0.0.1:2", task_index=0)
+    assert plan.resolver(num_gpus=2).num_accelerators() == {"GPU": 2}
+    assert plan.resolver().num_accelerators() == {}
+    assert plan.resolver(num_gpus=0).num_accelerators() == {}
+
+
+# What TensorFlow says when a peer stops sending heartbeats (a hung or cut-off task), as
+# recorded from a stopped worker: TF 2.21, then TF 2.17.
+_HEARTBEAT_2_21 = (
+    "Graph execution error:\n\nDetected at node CollectiveReduceV2 defined at (most recent call "
+    "last):\n  File \"x.py\", line 9, in <module>\n\nCollective ops is aborted by: Error reported "
+    "from /job:worker/task:1: The following tasks are unhealthy (stopped sending heartbeats):\n"
+    "/job:worker/replica:0/task:1\nThe tasks have crashed. Check the task logs for an earlier "
+    "error, or scheduler events (e.g. preemption, eviction) to debug further.\nThe error could be "
+    "from a previous operation. Restart your program to reset.\n\t [[{{node CollectiveReduceV2}}]]"
+    " [Op:__inference_step_31]")
+_HEARTBEAT_2_17 = (
+    "Graph execution error:\n\nDetected at node CollectiveReduceV2 defined at (most recent call "
+    "last):\n  File \"x.py\", line 9, in <module>\n\nCollective ops is aborted by: Error reported "
+    "from /job:worker/task:1: Task /job:worker/replica:0/task:1 heartbeat timeout. This indicates "
+    "that the remote task has failed, got preempted, or crashed unexpectedly. Check the task logs "
+    "for an earlier error to debug further.\nThe error could be from a previous operation. "
+    "Restart your program to reset.\n\t [[{{node CollectiveReduceV2}}]] [Op:__inference_step_31]")
+
+
+@pytest.mark.parametrize("message", [_HEARTBEAT_2_21, _HEARTBEAT_2_17])
+def test_a_peer_without_heartbeats_is_named(message):
+    import tensorflow as tf
+    server = socket.create_server(("127.0.0.1", 0))   # a hung peer still accepts connections
+    try:
+        hosts = "127.0.0.1:%d,127.0.0.1:%d" % (_free_ports(1)[0], server.getsockname()[1])
+        plan = _plan(job_name="worker", worker_hosts=hosts, task_index=0)
+        failure = cluster.as_distributed_error(tf.errors.UnavailableError(None, None, message),
+                                               plan)
+    finally:
+        server.close()
+    assert str(failure) == ("worker 0: lost the cluster (UnavailableError); no heartbeat from "
+                            "worker 1 (hung, or cut off from this host)")
+
+
+def test_other_peer_failures_keep_tensorflows_cause_without_the_trace():
+    import tensorflow as tf
+    server = socket.create_server(("127.0.0.1", 0))
+    try:
+        hosts = "127.0.0.1:%d,127.0.0.1:%d" % (_free_ports(1)[0], server.getsockname()[1])
+        plan = _plan(job_name="worker", worker_hosts=hosts, task_index=0)
+        message = ("Graph execution error:\n\nDetected at node X defined at (most recent call "
+                   "last):\n  File \"x.py\", line 9\n\nCollective ops is aborted by: peer went "
+                   "away\nThe error could be from a previous operation.")
+        failure = cluster.as_distributed_error(tf.errors.AbortedError(None, None, message), plan)
+    finally:
+        server.close()
+    assert str(failure) == "worker 0: lost the cluster (AbortedError); peer went away"

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from tfbench import data
-from tfbench.data import tfds_reader
+from tfbench.data import factory, tfds_reader
 from tfbench.errors import UsageError
 from tfbench.params import make_params
 
@@ -143,3 +143,23 @@ def test_real_tiny_prepared_dataset(tmp_path):
     missing = make_params({"data_dir": str(tmp_path / "empty"), "data_name": "tfds:mnist"})
     with pytest.raises(UsageError, match="not prepared.*download_and_prepare"):
         data.num_examples(missing, "imagenet", True)
+
+
+def test_pipelines_sharing_tfds_data_split_its_records(monkeypatch, tmp_path):
+    module, calls = _fake_tfds()
+    monkeypatch.setitem(sys.modules, "tensorflow_datasets", module)
+    params = make_params({"data_dir": str(tmp_path), "data_name": "tfds:fake"})
+    seen = []
+    for i in range(2):
+        source = factory.make_source(params, dataset_name="cifar10", image_size=8, train=True,
+                                     seed=4, shard=data.Shard(i, 2))
+        seen.append([int(label) for _, label in source.elements.as_numpy_iterator()])
+        # Every pipeline reads the files in one order and keeps its records.
+        assert calls["as_dataset"]["shuffle_files"] is False
+    assert seen == [[0, 2], [1]]
+    sloppy = make_params({"data_dir": str(tmp_path), "data_name": "tfds:fake",
+                          "datasets_sloppy_parallel_interleave": True})
+    with pytest.raises(UsageError, match="--datasets_sloppy_parallel_interleave cannot be used "
+                                         "when 2 workers or processes share tfds data"):
+        data.make_dataset(sloppy, dataset_name="cifar10", image_size=8, batch_size=1,
+                          train=True, shard=data.Shard(0, 2))

@@ -134,3 +134,121 @@ def test_a_worker_killed_mid_run_stops_the_other_with_a_clear_error(tmp_path):
     import csv
     row = list(csv.DictReader(open(tmp_path / "w0.csv")))[0]
     assert row["status"] == "error" and int(row["steps_run"]) >= 3
+
+
+def test_a_hung_worker_stops_the_other_within_the_heartbeat_timeout(tmp_path):
+    """A stopped (not dead) peer still accepts connections: the coordination service's
+    heartbeats find it, with no per-collective timeout in the steps."""
+    import signal
+    import time
+    hosts = ",".join("127.0.0.1:%d" % p for p in _free_ports(2))
+    args = [a for a in TINY if not a.startswith("--num_batches")] + [
+        "--num_batches=100000", "--job_name=worker", "--worker_hosts=" + hosts,
+        "--variable_update=collective_all_reduce", "--cluster_timeout_secs=60", "--json_dir="]
+    procs = [_start(args + ["--task_index=%d" % i], tmp_path) for i in range(2)]
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            if procs[0].stdout.readline().startswith("3\timages/sec:"):
+                break
+        procs[1].send_signal(signal.SIGSTOP)
+        started = time.time()
+        out = procs[0].communicate(timeout=60)[0]
+        elapsed = time.time() - started
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert procs[0].returncode == 5, out[-2000:]
+    assert out.strip().splitlines()[-1] == (
+        "tfbench: error: worker 0: lost the cluster (UnavailableError); no heartbeat from "
+        "worker 1 (hung, or cut off from this host)")
+    assert "Traceback" not in out
+    assert elapsed < 40   # TensorFlow's heartbeat timeout is 10 s; --cluster_timeout_secs 60
+
+
+def _run_workers(script_args, tmp_path, num_workers=2, timeout=120):
+    hosts = ",".join("127.0.0.1:%d" % p for p in _free_ports(num_workers))
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
+    script = os.path.join(ROOT, "tests", "multiworker_checks.py")
+    procs = [subprocess.Popen([sys.executable, script, str(i), hosts] + script_args, cwd=tmp_path,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i in range(num_workers)]
+    codes, outs = _finish(procs, timeout)
+    results = []
+    for code, out in zip(codes, outs):
+        lines = [l for l in out.splitlines() if l.startswith("RESULT ")]
+        assert code == 0 and lines, "\n=====\n".join(o[-2500:] for o in outs)
+        results.append(json.loads(lines[-1][len("RESULT "):]))
+    return results
+
+
+def test_real_data_gives_every_replica_its_batch_and_every_example_to_one_worker(tmp_path):
+    """Two workers, 4 training files (sharded by file) and 1 validation file (by record)."""
+    import multiworker_checks
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    train = multiworker_checks.write_labelled_split(str(data_dir), "train", 4, 4, 1)
+    evaluation = multiworker_checks.write_labelled_split(str(data_dir), "validation", 1, 8, 101)
+    # One epoch: each worker reads 8 training examples (2 steps of 4), 4 validation (2 of 2).
+    workers = _run_workers([str(data_dir), "4", "2", "2", "2"], tmp_path)
+    for i, got in enumerate(workers):
+        assert got["worker_devices"] == ["/job:worker/replica:0/task:%d/device:CPU:0" % i]
+        (replica,) = got["train"]
+        assert replica["batch_sizes"] == [4, 4] == got["synthetic_batch_sizes"] * 2
+        (eval_replica,) = got["eval"]
+        assert eval_replica["batch_sizes"] == [2, 2]
+        assert got["process_shard"] == [i, 2]     # what --data_only reads
+    for split, labels in (("train", train), ("eval", evaluation)):
+        seen = [w[split][0]["labels"] for w in workers]
+        assert all(len(set(s)) == len(s) for s in seen)          # no example twice in an epoch
+        assert sorted(seen[0] + seen[1]) == sorted(labels)       # each by exactly one worker
+
+
+def test_two_workers_on_real_data_count_the_images_synthetic_data_counts(tmp_path):
+    import multiworker_checks
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    multiworker_checks.write_labelled_split(str(data_dir), "train", 2, 8, 1)
+    multiworker_checks.write_labelled_split(str(data_dir), "validation", 2, 4, 101)
+    hosts = ",".join("127.0.0.1:%d" % p for p in _free_ports(2))
+    common = TINY + ["--cluster_timeout_secs=60", "--job_name=worker", "--worker_hosts=" + hosts,
+                     "--variable_update=collective_all_reduce", "--data_dir=%s" % data_dir,
+                     "--eval_during_training_every_n_steps=4", "--num_eval_batches=2",
+                     "--eval_batch_size=2"]
+    procs = [_start(common + ["--task_index=%d" % i, "--json_dir=%s" % (tmp_path / str(i))],
+                    tmp_path) for i in range(2)]
+    codes, outs = _finish(procs, timeout=120)
+    assert codes == [0, 0], "\n=====\n".join(o[-2500:] for o in outs)
+    losses = [_step_losses(out) for out in outs]
+    assert len(losses[0]) == 4 and losses[0] == losses[1]
+    for i, out in enumerate(outs):
+        assert "Dataset:     imagenet" in out.splitlines()
+        # 2 evaluation batches of 2 on each of the 2 workers: the 8 validation images.
+        accuracy = [l for l in out.splitlines() if l.startswith("Accuracy @ 1 = ")]
+        assert accuracy and all(l.endswith("[8 examples]") for l in accuracy), accuracy
+        run = _manifest(tmp_path / str(i))
+        assert run["num_workers"] == 2 and run["global_batch_size"] == 8
+        counted = run["images_per_sec"] * run["wall_time"]
+        assert abs(counted - len(run["step_times"]) * 8) < 1e-6 * counted
+
+
+def test_parameter_server_cluster_on_real_data(tmp_path):
+    """Each worker builds its part of the data (its index known only on the worker)."""
+    import multiworker_checks
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    multiworker_checks.write_labelled_split(str(data_dir), "train", 2, 8, 1)
+    ps, w0, w1, controller = ("127.0.0.1:%d" % p for p in _free_ports(4))
+    common = TINY + ["--worker_hosts=%s,%s" % (w0, w1), "--ps_hosts=" + ps,
+                     "--controller_host=" + controller, "--cluster_timeout_secs=60",
+                     "--json_dir=", "--data_dir=%s" % data_dir]
+    procs = [_start(common + ["--job_name=%s" % job, "--task_index=%d" % index], tmp_path)
+             for job, index in (("ps", 0), ("worker", 0), ("worker", 1), ("controller", 0))]
+    codes, outs = _finish(procs, timeout=150)
+    assert codes == [0, 0, 0, 0], "\n=====\n".join(o[-2500:] for o in outs)
+    lines = outs[-1].splitlines()
+    assert "Dataset:     imagenet" in lines and "Batch size:  8 global" in lines
+    assert len(_step_losses(outs[-1])) == 4
+    assert lines[-2].startswith("total images/sec: ")

@@ -2,6 +2,7 @@
 
 import csv
 
+import numpy as np
 import pytest
 
 from helpers import run_cli, run_inprocess
@@ -94,3 +95,55 @@ def test_corrupt_record_names_the_file(tmp_path, fake_dir):
     assert code == 2
     row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
     assert row["status"] == "error" and victim.name in row["error"]
+
+
+class _Horovod:
+    """horovod.tensorflow as the runner uses it, for process `rank` of `size`."""
+
+    Average = "average"
+
+    def __init__(self, rank, size):
+        self._rank, self._size = rank, size
+
+    def init(self):
+        pass
+
+    def rank(self):
+        return self._rank
+
+    def size(self):
+        return self._size
+
+    def local_rank(self):
+        return self._rank
+
+    def broadcast_variables(self, variables, root_rank):
+        pass
+
+
+def _epoch_labels(data_dir, monkeypatch, rank, size, train):
+    """Labels one horovod process's replica reads in one epoch, through the runner's input path."""
+    import sys
+    import types
+    from tfbench import runner, strategy as strategy_lib
+    from tfbench.params import make_params
+    hvd = _Horovod(rank, size)
+    monkeypatch.setitem(sys.modules, "horovod", types.SimpleNamespace(tensorflow=hvd))
+    monkeypatch.setitem(sys.modules, "horovod.tensorflow", hvd)
+    p = make_params({"device": "cpu", "model": "trivial", "image_size": 16, "batch_size": 2,
+                     "data_dir": data_dir, "variable_update": "horovod"})
+    bench = runner.Benchmark(p, emit=lambda line: None)
+    bench.strategy = strategy_lib.make_strategy(p, bench.r.device).strategy
+    iterator, from_iterator = bench._inputs(2, train=train)
+    assert from_iterator
+    labels = [next(iterator)[1].numpy() for _ in range(8 // size // 2)]
+    return sorted(np.concatenate(labels).tolist())
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_horovod_processes_read_disjoint_shares_of_real_data(tmp_path, monkeypatch, train):
+    """Issue 23.3: every rank used to read the same batches."""
+    from multiworker_checks import write_labelled_split
+    labels = write_labelled_split(str(tmp_path), "train" if train else "validation", 4, 2, 1)
+    parts = [_epoch_labels(str(tmp_path), monkeypatch, rank, 2, train) for rank in range(2)]
+    assert sorted(parts[0] + parts[1]) == labels

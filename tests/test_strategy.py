@@ -41,6 +41,38 @@ def test_xring_runs_as_hierarchical_copy_and_says_so():
                        "using hierarchical copy (HierarchicalCopyAllReduce)"]
 
 
+def _plan(kind, n):
+    return DevicePlan(kind, n, tuple("/%s:%d" % (kind, i) for i in range(n)), "NHWC")
+
+
+@pytest.mark.parametrize("n", [2, 4, 6, 8])
+@pytest.mark.parametrize("spec,hierarchical", [("xring", False), (None, True),
+                                               ("hierarchical_copy", True)])
+def test_hierarchical_copy_runs_on_even_device_counts(n, spec, hierarchical):
+    ops, label, _ = strategy_lib.cross_device_ops(spec, _plan("gpu", n), hierarchical)
+    assert isinstance(ops, tf.distribute.HierarchicalCopyAllReduce)
+    assert label == "hierarchical_copy"
+
+
+@pytest.mark.parametrize("n", [3, 5, 7])
+@pytest.mark.parametrize("spec,hierarchical", [("xring", False), (None, True)])
+def test_hierarchical_copy_on_odd_device_counts_reduces_to_one_device(n, spec, hierarchical):
+    ops, label, notices = strategy_lib.cross_device_ops(spec, _plan("gpu", n), hierarchical)
+    assert isinstance(ops, tf.distribute.ReductionToOneDevice)
+    assert ops.reduce_to_device == "/gpu:0" and label == "reduction_to_one_device(/gpu:0)"
+    assert notices[-1] == ("HierarchicalCopyAllReduce sums two halves of the devices and would "
+                           "leave /gpu:%d (of %d) out: reducing to one device (/gpu:0) instead"
+                           % (n - 1, n))
+
+
+def test_hierarchical_copy_ignored_outside_replicated_gives_no_odd_count_notice():
+    sp = strategy_lib.make_strategy(make_params(
+        {"variable_update": "parameter_server", "device": "cpu", "num_gpus": 3,
+         "hierarchical_copy": True}), _plan("cpu", 3))
+    assert isinstance(sp.strategy, tf.distribute.experimental.CentralStorageStrategy)
+    assert [n for n in sp.notices if "HierarchicalCopyAllReduce" in n] == []
+
+
 def test_no_spec_is_tf_default_and_hierarchical_copy_flag():
     assert strategy_lib.cross_device_ops(None, GPU2, False) == (None, None, [])
     ops, label, _ = strategy_lib.cross_device_ops(None, GPU2, True)
@@ -148,10 +180,11 @@ class _FakeHorovod(types.ModuleType):
 
     Average = "average"
 
-    def __init__(self, size=1, local_rank=0):
+    def __init__(self, size=1, local_rank=0, rank=0):
         super().__init__("horovod.tensorflow")
         self._size = size
         self._local_rank = local_rank
+        self._rank = rank
         self.calls = []
 
     def init(self):
@@ -161,7 +194,7 @@ class _FakeHorovod(types.ModuleType):
         return self._size
 
     def rank(self):
-        return 0
+        return self._rank
 
     def local_rank(self):
         return self._local_rank
@@ -176,7 +209,7 @@ class _FakeHorovod(types.ModuleType):
 
 @pytest.fixture
 def fake_horovod(monkeypatch):
-    hvd = _FakeHorovod(size=4, local_rank=1)
+    hvd = _FakeHorovod(size=4, local_rank=1, rank=3)
     package = types.ModuleType("horovod")
     package.tensorflow = hvd
     monkeypatch.setitem(sys.modules, "horovod", package)
@@ -255,3 +288,99 @@ def test_horovod_process_takes_its_local_rank_gpu(fake_horovod, monkeypatch):
     monkeypatch.setattr(devices, "visible_gpus", lambda: [Gpu(i) for i in range(4)])
     plan = devices.plan_devices(make_params({"variable_update": "horovod", "device": "gpu"}))
     assert (plan.num_devices, plan.names, plan.gpu_indices) == (1, ("/gpu:0",), (1,))
+
+
+class _CapturedStrategy:
+    """Stands in for MultiWorkerMirroredStrategy: keeps what tfbench passes to it."""
+
+    def __init__(self, cluster_resolver=None, communication_options=None):
+        self.cluster_resolver = cluster_resolver
+        self.communication_options = communication_options
+
+
+@pytest.fixture
+def captured_multi_worker(monkeypatch):
+    from tfbench import cluster
+    monkeypatch.setattr(cluster, "rendezvous", lambda *args, **kwargs: None)
+    monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", _CapturedStrategy)
+
+    def make(plan, **flags):
+        p = make_params(dict(device=plan.kind, job_name="worker", task_index=0,
+                             worker_hosts="127.0.0.1:1,127.0.0.1:2", **flags))
+        return strategy_lib.make_strategy(p, plan).strategy
+    return make
+
+
+def _local_devices(resolver):
+    """The devices MultiWorkerMirroredStrategy computes on, as TensorFlow derives them."""
+    from tensorflow.python.distribute import collective_all_reduce_strategy as mwms
+    devices, _ = mwms.CollectiveAllReduceExtended._initialize_local_devices(
+        None, resolver, "/job:worker/task:0")
+    return devices
+
+
+def test_multi_worker_strategy_computes_on_the_planned_gpus(captured_multi_worker):
+    resolver = captured_multi_worker(GPU2).cluster_resolver
+    assert resolver.num_accelerators() == {"GPU": 2}
+    assert _local_devices(resolver) == ("/job:worker/task:0/device:GPU:0",
+                                        "/job:worker/task:0/device:GPU:1")
+
+
+def test_multi_worker_strategy_on_cpu_keeps_one_cpu_device(captured_multi_worker):
+    resolver = captured_multi_worker(CPU1).cluster_resolver
+    assert resolver.num_accelerators() == {}
+    assert _local_devices(resolver) == ("/job:worker/task:0/device:CPU:0",)
+
+
+@pytest.mark.parametrize("plan,spec,name", [(CPU1, None, "AUTO"), (CPU1, "ring", "RING"),
+                                            (GPU2, "nccl", "NCCL")])
+def test_multi_worker_collectives_carry_no_per_collective_timeout(captured_multi_worker, plan,
+                                                                  spec, name):
+    # A timeout starts a thread per collective (TensorFlow: a debugging aid); lost peers are
+    # found by the coordination service's heartbeats instead.
+    options = captured_multi_worker(plan, all_reduce_spec=spec,
+                                    cluster_timeout_secs=7).communication_options
+    assert options.timeout_seconds is None
+    assert options.implementation == getattr(
+        tf.distribute.experimental.CommunicationImplementation, name)
+
+
+@pytest.mark.parametrize("args,shard", [
+    ((0, 1), (0, 1)),                 # one host
+    ((1, 2), (1, 2)),                 # worker 1 of 2 (its input context)
+    ((0, 1, 3, 4), (3, 4)),           # horovod rank 3 of 4
+    ((1, 2, 1, 3), (3, 6)),           # input pipeline 1 of 2 in process 1 of 3
+])
+def test_pipeline_shard(args, shard):
+    assert strategy_lib.pipeline_shard(*args) == shard
+
+
+def _first_batches(iterator, count=2):
+    return [np.asarray(next(iterator)).tolist() for _ in range(count)]
+
+
+def _numbers(index, count, batch=2):
+    """Example ids 0..11 split as a reader splits them by index, in replica batches."""
+    return tf.data.Dataset.range(12).shard(count, index).repeat().batch(batch)
+
+
+def test_horovod_ranks_read_their_own_part_of_the_data(fake_horovod):
+    """--variable_update=horovod: rank 3 of 4 reads examples 3, 7, 11, ... (issue 23.3)."""
+    sp = strategy_lib.make_strategy(make_params({"variable_update": "horovod", "device": "cpu"}),
+                                    CPU1)
+    assert strategy_lib.process_rank(sp.strategy) == (3, 4)
+    assert strategy_lib.process_shard(sp.strategy) == (3, 4)
+    shards = []
+
+    def make(index, count):
+        shards.append((index, count))
+        return _numbers(index, count)
+    assert _first_batches(strategy_lib.distribute_inputs(sp.strategy, make)) == [[3, 7], [11, 3]]
+    assert shards == [(3, 4)]
+
+
+def test_one_host_reads_all_the_data_in_replica_batches():
+    one = tf.distribute.OneDeviceStrategy("/cpu:0")
+    assert strategy_lib.process_shard(one) == (0, 1)
+    iterator = strategy_lib.distribute_inputs(one, _numbers)
+    assert _first_batches(iterator, 3) == [[0, 1], [2, 3], [4, 5]]

@@ -11,8 +11,12 @@ service waits for every task to register inside a C++ call that holds the GIL. S
 TensorFlow starts, `rendezvous` waits (bounded by --cluster_timeout_secs) until every peer
 accepts TCP connections, holding this task's own port open meanwhile so that peers waiting the
 same way see it; a peer still missing at the deadline ends the run with a DistributedError that
-names it. Once running, collectives carry a timeout (CommunicationOptions) and peer failures
-become DistributedError too. Parsing needs no TensorFlow; the TensorFlow parts import it lazily.
+names it. Once running, a lost peer is found by TensorFlow itself, with no cost per step: a
+dead one by its refused connections, a hung or cut-off one by the coordination service's
+heartbeats (MultiWorkerMirroredStrategy starts it; about 10 s), and either aborts the
+collectives in flight; peer failures become DistributedError. No per-collective timeout: it
+starts a thread per collective (a debugging aid, TensorFlow says). Parsing needs no TensorFlow;
+the TensorFlow parts import it lazily.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import concurrent.futures
 import dataclasses
 import json
 import os
+import re
 import socket
 import struct
 import threading
@@ -86,11 +91,16 @@ class ClusterPlan:
         import tensorflow as tf
         return tf.train.ClusterSpec(self.job_dict)
 
-    def resolver(self, rpc_layer: str = "grpc"):
+    def resolver(self, rpc_layer: str = "grpc", num_gpus: int = 0):
+        """This task's resolver; num_gpus is its local GPU count.
+
+        MultiWorkerMirroredStrategy computes on GPU:0..num_accelerators()["GPU"]-1 of each
+        worker, and on CPU:0 without it.
+        """
         import tensorflow as tf
         return tf.distribute.cluster_resolver.SimpleClusterResolver(
             self.cluster_spec(), task_type=self.task_type, task_id=self.task_index,
-            rpc_layer=rpc_layer)
+            rpc_layer=rpc_layer, num_accelerators={"GPU": num_gpus} if num_gpus else None)
 
 
 def task_label(job: str, index: int) -> str:
@@ -351,11 +361,40 @@ def as_distributed_error(exc: BaseException,
                                             tf.errors.AbortedError,
                                             tf.errors.CancelledError)):
         return None
-    message = " ".join(str(getattr(exc, "message", exc)).split())
+    message = str(getattr(exc, "message", exc))
     missing = unreachable_peers(plan)
-    detail = "unreachable: " + "; ".join(missing) if missing else message[:200]
+    silent = _silent_peers(message, plan)
+    if missing:
+        detail = "unreachable: " + "; ".join(missing)
+    elif silent:
+        detail = "no heartbeat from %s (hung, or cut off from this host)" % ", ".join(silent)
+    else:
+        detail = _cause(message)[:200]
     return DistributedError("%s: lost the cluster (%s); %s"
                             % (plan.label, type(exc).__name__, detail))
+
+
+_TASK_NAME = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
+
+
+def _silent_peers(message: str, plan: ClusterPlan) -> list[str]:
+    """Peers the coordination service reports as no longer sending heartbeats."""
+    if "heartbeat" not in message:
+        return []
+    labels: list[str] = []
+    for job, index in _TASK_NAME.findall(message):
+        label = task_label(job, int(index))
+        if (job, int(index)) != (plan.task_type, plan.task_index) and label not in labels:
+            labels.append(label)
+    return labels
+
+
+def _cause(message: str) -> str:
+    """TensorFlow's reason, without the 'Detected at node ... defined at' trace before it."""
+    _, found, reason = message.partition("aborted by: ")
+    if found:
+        message = reason.split("\n", 1)[0]
+    return " ".join(message.split())
 
 
 class BoundedCalls:

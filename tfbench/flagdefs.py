@@ -262,7 +262,8 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
     # --- multi-host (issue 5) ---------------------------------------------------------------
     _t("int", "cluster_timeout_secs", 120,
        "Multi-host: stop with an error naming the unreachable peers when the cluster has not "
-       "formed (or a collective has not completed) within N seconds.", lower_bound=1),
+       "formed (or, with parameter servers, a step has not completed) within N seconds.",
+       lower_bound=1),
 )
 
 ALL_FLAGS: tuple[FlagSpec, ...] = LEGACY_FLAGS + TFBENCH_FLAGS

@@ -434,19 +434,28 @@ class Benchmark:
                                       optimizers.compute_dtype(self.r.precision))
 
     def _dataset(self, batch_per_replica: int, train: bool):
-        """This worker's tf.data pipeline: one step's batch over all local replicas."""
+        """This process's pipeline, read without tf.distribute (--data_only): one step's batch
+        over all local replicas, from the part of the data its replicas would read."""
+        index, count = strategy_lib.process_shard(self.strategy)
+        return self._pipeline(batch_per_replica * self.r.device.num_devices, train, index, count)
+
+    def _pipeline(self, batch_size: int, train: bool, index=0, count: int = 1):
+        """Input pipeline `index` of `count`: batches of batch_size from its part of the data."""
         from tfbench import data
         r = self.r
         return data.make_dataset(self.p, dataset_name=r.spec.dataset, image_size=r.image_size,
-                                 batch_size=batch_per_replica * r.device.num_devices,
-                                 train=train, dtype=optimizers.compute_dtype(r.precision))
+                                 batch_size=batch_size, train=train,
+                                 dtype=optimizers.compute_dtype(r.precision),
+                                 shard=data.Shard(index, count))
 
     def _inputs(self, batch_per_replica: int, train: bool):
-        """(step inputs, from_iterator): synthetic per-replica images or a distributed iterator."""
+        """(step inputs, from_iterator): synthetic per-replica images or a distributed iterator
+        that gives every replica batch_per_replica real images, as synthetic inputs do."""
         if not self.r.real_data:
             return self._images(batch_per_replica), False
-        dataset = self._dataset(batch_per_replica, train)
-        return strategy_lib.distribute_dataset(self.strategy, dataset), True
+        return strategy_lib.distribute_inputs(
+            self.strategy,
+            lambda index, count: self._pipeline(batch_per_replica, train, index, count)), True
 
     # ------------------------------------------------------------------------------------
     def _setup_train_or_forward(self, res: RunResult) -> _Setup:
@@ -603,7 +612,7 @@ class Benchmark:
         eval_params = p.replace(num_batches=p.num_eval_batches if p.num_eval_batches is not None
                                 else (None if p.num_eval_epochs is not None else p.num_batches),
                                 num_epochs=p.num_eval_epochs)
-        global_eval = r.eval_batch_size * r.device.num_devices
+        global_eval = r.eval_batch_size * r.device.num_devices * r.num_workers
         return params_lib.num_batches_and_epochs(
             eval_params, global_eval, registry.NUM_EVAL_EXAMPLES[r.spec.dataset])[0]
 
@@ -677,7 +686,8 @@ class Benchmark:
 
         Each step's time (with its host fetch) goes to `times` when given."""
         p, r = self.p, self.r
-        global_eval = r.eval_batch_size * r.device.num_devices
+        # Every worker evaluates its own part of the data (tfbench.strategy.distribute_inputs).
+        global_eval = r.eval_batch_size * r.device.num_devices * r.num_workers
         top1s, top5s = [], []
         times = times if times is not None else []
         window_start = time.perf_counter()

@@ -16,7 +16,9 @@
 
 Steps (tfbench.steps) asks this module how to scale and reduce gradients (`gradient_divisor`,
 `reduce_gradients`), whether to broadcast initial state (`sync_initial_state`) and how to run a
-step on a parameter-server cluster (`coordinator`, `ScheduledStep`).
+step on a parameter-server cluster (`coordinator`, `ScheduledStep`). The runner feeds real data
+through `distribute_inputs`: one input pipeline per worker (or horovod process), each replica
+taking its own batches, each pipeline reading its own part of the data.
 """
 
 from __future__ import annotations
@@ -181,14 +183,6 @@ class ScheduledStep:
         return tf.constant(out)
 
 
-def distribute_dataset(strategy: tf.distribute.Strategy, dataset: tf.data.Dataset):
-    """An iterator of per-replica batches; per worker on a parameter-server cluster."""
-    if is_parameter_server(strategy):
-        return iter(coordinator(strategy).create_per_worker_dataset(
-            strategy.experimental_distribute_dataset(dataset)))
-    return iter(strategy.experimental_distribute_dataset(dataset))
-
-
 def distributed_failure(exc: BaseException, sp: StrategyPlan):
     """A DistributedError for a peer failure during a multi-host run, else None."""
     return cluster_lib.as_distributed_error(exc, sp.cluster)
@@ -222,7 +216,7 @@ def cross_device_ops(spec: Optional[str], plan: DevicePlan, hierarchical: bool):
     """(CrossDeviceOps or None for TF's default, label of what runs, notices)."""
     notices: list[str] = []
     if hierarchical and not spec:
-        return tf.distribute.HierarchicalCopyAllReduce(), "hierarchical_copy", notices
+        return _hierarchical_copy(1, plan, notices)
     if not spec:
         return None, None, notices
     if "/" in spec or ":" in spec:
@@ -242,8 +236,7 @@ def cross_device_ops(spec: Optional[str], plan: DevicePlan, hierarchical: bool):
         if name == "xring":
             notices.append("--all_reduce_spec=xring: TF2 has no ring all-reduce within one "
                            "host; using hierarchical copy (HierarchicalCopyAllReduce)")
-        return (tf.distribute.HierarchicalCopyAllReduce(num_packs=packs), "hierarchical_copy",
-                notices)
+        return _hierarchical_copy(packs, plan, notices)
     if name in ("pscpu", "psgpu"):
         if name == "psgpu" and plan.kind != "gpu":
             raise UsageError("--all_reduce_spec=psgpu needs GPUs; on CPU use pscpu")
@@ -255,6 +248,24 @@ def cross_device_ops(spec: Optional[str], plan: DevicePlan, hierarchical: bool):
                 "reduction_to_one_device(%s)" % device, notices)
     raise UsageError("--all_reduce_spec=%s cannot be honoured under TF2: use nccl, "
                      "hierarchical_copy (or xring), pscpu or psgpu" % spec)
+
+
+def _hierarchical_copy(packs: int, plan: DevicePlan, notices: list[str]):
+    """HierarchicalCopyAllReduce where it sums every device's value: an even device count.
+
+    TensorFlow (cross_device_utils.aggregate_gradients_using_hierarchical_copy, 2.17 to 2.21)
+    sums devices [0, n//2) and [n//2, 2*(n//2)), so with an odd n the last device's gradient
+    is left out, silently. Any even n (6 too) is covered.
+    """
+    n = plan.num_devices
+    if n > 1 and n % 2:
+        device = plan.names[0]
+        notices.append("HierarchicalCopyAllReduce sums two halves of the devices and would "
+                       "leave %s (of %d) out: reducing to one device (%s) instead"
+                       % (plan.names[-1], n, device))
+        return (tf.distribute.ReductionToOneDevice(reduce_to_device=device),
+                "reduction_to_one_device(%s)" % device, notices)
+    return tf.distribute.HierarchicalCopyAllReduce(num_packs=packs), "hierarchical_copy", notices
 
 
 def collective_implementation(spec: Optional[str], plan: DevicePlan):
@@ -391,18 +402,78 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
         notices.append("Cluster without ps: MultiWorkerMirroredStrategy "
                        "(--variable_update=collective_all_reduce)")
     impl, impl_label = collective_implementation(p.all_reduce_spec, plan)
-    options = tf.distribute.experimental.CommunicationOptions(
-        implementation=impl, timeout_seconds=float(timeout))
+    # No timeout_seconds: it starts a thread per collective. A lost peer aborts the collectives
+    # through the coordination service (see tfbench.cluster).
+    options = tf.distribute.experimental.CommunicationOptions(implementation=impl)
+    resolver = cl.resolver(p.server_protocol,
+                           num_gpus=plan.num_devices if plan.kind == "gpu" else 0)
     cluster_lib.rendezvous(cl, timeout)
     strategy = cluster_lib.run_bounded(
         lambda: tf.distribute.MultiWorkerMirroredStrategy(
-            cluster_resolver=cl.resolver(p.server_protocol), communication_options=options),
+            cluster_resolver=resolver, communication_options=options),
         cl, timeout, "waiting for all workers to join")
     return StrategyPlan(strategy, vu, p.all_reduce_spec, vu in ALL_REDUCE_VALUES,
                         num_workers=cl.num_workers, notices=tuple(notices), job_name=job_name,
                         start_lines=("Starting worker %d" % cl.worker_rank,), cluster=cl,
                         reduction="collective all-reduce (%s) over %d workers"
                         % (impl_label, cl.num_workers))
+
+
+# --- input pipelines ------------------------------------------------------------------------
+
+def pipeline_shard(pipeline_id, num_pipelines: int, rank=0, size: int = 1) -> tuple:
+    """(index, count) of input pipeline `pipeline_id` of `num_pipelines` in process `rank` of
+    `size`: the part of the data it reads (every count-th example from index). Ints, or a
+    tensor index on a parameter-server worker."""
+    return rank * num_pipelines + pipeline_id, size * num_pipelines
+
+
+def process_rank(strategy: tf.distribute.Strategy) -> tuple[int, int]:
+    """(rank, size) among processes that tf.distribute does not know of: horovod's."""
+    if isinstance(strategy, HorovodStrategy):
+        return strategy.hvd.rank(), strategy.hvd.size()
+    return 0, 1
+
+
+def distribute_inputs(strategy: tf.distribute.Strategy, make: Callable[..., tf.data.Dataset]):
+    """An iterator giving every replica its own batch; per worker on a parameter-server cluster.
+
+    make(index, count) builds input pipeline `index` of `count` (see pipeline_shard), batched
+    per replica: each replica takes whole batches from its worker's pipeline. A dataset handed
+    to experimental_distribute_dataset would instead be taken as the global batch and split
+    over every worker's replicas.
+    """
+    if is_parameter_server(strategy):
+        _, num = _PS_CLUSTERS.get(id(strategy), (None, 1))
+
+        def per_worker():
+            def dataset_fn(context):
+                # Each worker runs the traced function; its index is known only there.
+                worker = tf.distribute.coordinator.experimental_get_current_worker_index()
+                return make(*pipeline_shard(context.input_pipeline_id,
+                                            context.num_input_pipelines, worker, num))
+            return strategy.distribute_datasets_from_function(dataset_fn)
+        return iter(coordinator(strategy).create_per_worker_dataset(per_worker))
+    rank, size = process_rank(strategy)
+
+    def dataset_fn(context):
+        return make(*pipeline_shard(context.input_pipeline_id, context.num_input_pipelines,
+                                    rank, size))
+    return iter(strategy.distribute_datasets_from_function(dataset_fn))
+
+
+def process_shard(strategy: tf.distribute.Strategy) -> tuple[int, int]:
+    """(index, count) of this process's part of the data, read without tf.distribute
+    (--data_only): the same part its replicas read through distribute_inputs."""
+    rank, size = process_rank(strategy)
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        # One input pipeline per worker, numbered chief first (as TensorFlow numbers them).
+        resolver = strategy.cluster_resolver
+        jobs = resolver.cluster_spec().as_dict()
+        chiefs = len(jobs.get("chief", ()))
+        worker = resolver.task_id + (chiefs if resolver.task_type == "worker" else 0)
+        return pipeline_shard(worker, chiefs + len(jobs.get("worker", ())), rank, size)
+    return pipeline_shard(0, 1, rank, size)
 
 
 def per_worker_synthetic(strategy: tf.distribute.Strategy, make: Callable):

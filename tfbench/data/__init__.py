@@ -12,15 +12,20 @@ Which data (tfbench.data.sources, no TensorFlow import):
 The runner's interface:
 
   make_dataset(params, *, dataset_name, image_size, batch_size, train, dtype=tf.float32,
-               seed=None) -> tf.data.Dataset
+               seed=None, shard=Shard()) -> tf.data.Dataset
       Batches (images [B, S, S, 3] NHWC in `dtype`, labels int32 [B]) of exactly `batch_size`
-      (the batch of one step on this worker; distribute it with
-      strategy.experimental_distribute_dataset), repeating forever (evaluation data too, as
-      in the legacy script: take num_eval_batches). `dataset_name` is the model's label space
+      (one replica's batch: build one per input pipeline in the function given to
+      tfbench.strategy.distribute_inputs, never a multi-worker batch for
+      experimental_distribute_dataset, which splits it over every worker's replicas),
+      repeating forever (evaluation data too, as in the legacy script: take
+      num_eval_batches). `shard` (Shard(index, count), see sharding) is the part of the data
+      this pipeline reads when several pipelines (workers, horovod processes) share it; each
+      example goes to exactly one of them per epoch. `dataset_name` is the model's label space
       ("imagenet": 1001 outputs, labels 1..1000; "cifar10": 11 outputs, labels 0..9); tfds and
       folder data use their own labels 0..K-1 and the matching recipe (see encoded_images); a
       label space too small for the data is a UsageError. `seed` (default --tf_random_seed)
-      fixes file order, shuffling and every augmentation: the same seed gives the same batches.
+      fixes file order, shuffling and every augmentation: the same seed gives the same batches
+      (each shard offsets it by its index, so shards shuffle and augment differently).
       Missing or empty data raises UsageError naming what was expected, before anything runs.
   num_examples(params, dataset_name, train) -> int      examples per epoch of the split
   describe(params, dataset_name=None) -> str            header `Dataset:` value
@@ -56,7 +61,7 @@ _EXPORTS = {
     "explain_data_error": "data_errors", "find_bad_file": "data_errors",
     "is_data_error": "data_errors",
     "input_bound_verdict": "diagnose", "input_only_benchmark": "diagnose",
-    "make_dataset": "factory",
+    "make_dataset": "factory", "Shard": "sharding",
     "data_source_label": "sources", "describe": "sources", "is_real_data": "sources",
     "num_examples": "sources", "resolve_data_name": "sources",
 }

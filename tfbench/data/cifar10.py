@@ -14,7 +14,7 @@ import pickle
 import numpy as np
 import tensorflow as tf
 
-from tfbench.data import image_ops, pipeline, sources
+from tfbench.data import image_ops, pipeline, sharding, sources
 from tfbench.errors import UsageError
 
 SIZE = 32
@@ -81,8 +81,11 @@ def preprocess_image(image: tf.Tensor, seed: tf.Tensor, size: int, distort: bool
     return image_ops.normalize(image)
 
 
-def source(params, *, image_size: int, train: bool, seed: int) -> pipeline.Source:
+def source(params, *, image_size: int, train: bool, seed,
+           shard: sharding.Shard = sharding.WHOLE) -> pipeline.Source:
     images, labels = load(params.data_dir, train)
+    description = os.path.join(params.data_dir, "data_batch_*" if train else "test_batch")
+    sharding.check_enough(len(images), shard, description)
     distort = train and params.distortions
 
     def preprocess(element, elem_seed, position):
@@ -90,6 +93,6 @@ def source(params, *, image_size: int, train: bool, seed: int) -> pipeline.Sourc
         return preprocess_image(image, elem_seed, image_size, distort), label
 
     return pipeline.Source(
-        elements=tf.data.Dataset.from_tensor_slices((images, labels)), preprocess=preprocess,
-        shuffle_buffer=len(images), num_labels=NUM_LABELS,
-        description=os.path.join(params.data_dir, "data_batch_*" if train else "test_batch"))
+        elements=sharding.by_index(tf.data.Dataset.from_tensor_slices((images, labels)), shard),
+        preprocess=preprocess, shuffle_buffer=len(images), num_labels=NUM_LABELS,
+        description=description)

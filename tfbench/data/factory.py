@@ -4,28 +4,31 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfbench.data import cifar10, folder, imagenet, pipeline, sources, tfds_reader
+from tfbench.data import cifar10, folder, imagenet, pipeline, sharding, sources, tfds_reader
 from tfbench.errors import UsageError
 from tfbench.models.registry import CIFAR10, IMAGENET, NUM_CLASSES
 
 
-def make_source(params, *, dataset_name: str, image_size: int, train: bool,
-                seed: int) -> pipeline.Source:
+def make_source(params, *, dataset_name: str, image_size: int, train: bool, seed,
+                shard: sharding.Shard = sharding.WHOLE) -> pipeline.Source:
     name = sources.resolve_data_name(params, default=dataset_name)
     if name == IMAGENET:
-        return imagenet.source(params, image_size=image_size, train=train, seed=seed)
+        return imagenet.source(params, image_size=image_size, train=train, seed=seed,
+                               shard=shard)
     if name == CIFAR10:
-        return cifar10.source(params, image_size=image_size, train=train, seed=seed)
+        return cifar10.source(params, image_size=image_size, train=train, seed=seed, shard=shard)
     if name == sources.FOLDER:
         return folder.source(params, image_size=image_size, train=train, seed=seed,
-                             dataset_name=dataset_name)
+                             dataset_name=dataset_name, shard=shard)
     return tfds_reader.source(params, name=sources.tfds_name(name), image_size=image_size,
-                              train=train, seed=seed, dataset_name=dataset_name)
+                              train=train, seed=seed, dataset_name=dataset_name, shard=shard)
 
 
 def make_dataset(params, *, dataset_name: str, image_size: int, batch_size: int, train: bool,
-                 dtype=tf.float32, seed: int | None = None) -> tf.data.Dataset:
-    """Batches (images [B, S, S, 3] NHWC in `dtype`, labels int32 [B]), repeating forever."""
+                 dtype=tf.float32, seed: int | None = None,
+                 shard: sharding.Shard = sharding.WHOLE) -> tf.data.Dataset:
+    """Batches (images [B, S, S, 3] NHWC in `dtype`, labels int32 [B]), repeating forever, of
+    part `shard` of the data."""
     if not sources.is_real_data(params):
         raise ValueError("make_dataset reads --data_dir; synthetic inputs need no pipeline")
     if dataset_name not in NUM_CLASSES:
@@ -33,9 +36,9 @@ def make_dataset(params, *, dataset_name: str, image_size: int, batch_size: int,
                                                                      dataset_name))
     if batch_size < 1 or image_size < 1:
         raise ValueError("batch_size and image_size must be positive")
-    seed = params.tf_random_seed if seed is None else seed
+    seed = sharding.seed_for(params.tf_random_seed if seed is None else seed, shard)
     source = make_source(params, dataset_name=dataset_name, image_size=image_size, train=train,
-                         seed=seed)
+                         seed=seed, shard=shard)
     if source.num_labels > NUM_CLASSES[dataset_name]:
         raise UsageError(
             "%s has labels up to %d but the model is a %s model with %d outputs; choose a "

@@ -16,7 +16,7 @@ import os
 
 import tensorflow as tf
 
-from tfbench.data import encoded_images, pipeline, sources
+from tfbench.data import encoded_images, pipeline, sharding, sources
 from tfbench.errors import UsageError
 
 LAYOUT = ("expected one sub-directory of JPEG/PNG images per class: DIR/<class>/<image>.jpg, "
@@ -67,11 +67,13 @@ def num_examples(data_dir: str, train: bool) -> int:
     return len(list_images(data_dir, train)[0])
 
 
-def source(params, *, image_size: int, train: bool, seed: int,
-           dataset_name: str) -> pipeline.Source:
+def source(params, *, image_size: int, train: bool, seed, dataset_name: str,
+           shard: sharding.Shard = sharding.WHOLE) -> pipeline.Source:
     paths, labels, classes = list_images(params.data_dir, train)
+    sharding.check_enough(len(paths), shard, split_root(params.data_dir, train))
 
     names = tf.data.Dataset.from_tensor_slices((paths, tf.constant(labels, tf.int32)))
+    names = sharding.by_index(names, shard)   # images by index in sorted order
     if train:
         # Shuffle the whole (tiny) path list, as list_files does for TFRecord shards.
         names = names.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)

@@ -30,9 +30,12 @@ def split_seed(seed: tf.Tensor, num: int) -> tf.Tensor:
     return tf.random.experimental.stateless_split(seed, num=num)
 
 
-def element_seed(run_seed: int, index: tf.Tensor) -> tf.Tensor:
-    """The [2] seed of the element at `index` of a pipeline seeded with `run_seed`."""
-    return tf.stack([tf.constant(run_seed, tf.int64), tf.cast(index, tf.int64)])
+def element_seed(run_seed, index: tf.Tensor) -> tf.Tensor:
+    """The [2] seed of the element at `index` of a pipeline seeded with `run_seed` (an int, or
+    a scalar tensor on a parameter-server worker)."""
+    seed = tf.cast(run_seed, tf.int64) if isinstance(run_seed, tf.Tensor) \
+        else tf.constant(run_seed, tf.int64)
+    return tf.stack([seed, tf.cast(index, tf.int64)])
 
 
 def _resize_one(image: tf.Tensor, size, method: str) -> tf.Tensor:

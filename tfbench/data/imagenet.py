@@ -27,7 +27,7 @@ import os
 
 import tensorflow as tf
 
-from tfbench.data import image_ops, pipeline, sources
+from tfbench.data import image_ops, pipeline, sharding, sources
 from tfbench.errors import UsageError
 
 NUM_LABELS = 1001  # labels 1..1000; 0 is the unused background class
@@ -83,16 +83,26 @@ def parse(record: tf.Tensor, filename: tf.Tensor):
     return jpeg, label, boxes, features["image/class/text"]
 
 
-def records(files: list[str], params, train: bool, seed: int) -> tf.data.Dataset:
-    """(serialized record, its file name) pairs; files shuffled for training, read interleaved."""
+def records(files: list[str], params, train: bool, seed,
+            shard: sharding.Shard = sharding.WHOLE) -> tf.data.Dataset:
+    """(serialized record, its file name) pairs of part `shard`; files shuffled for training,
+    read interleaved.
+
+    Several pipelines split the files between them; with fewer files than pipelines each reads
+    every file in one fixed order and keeps its share of the records.
+    """
     names = tf.data.Dataset.from_tensor_slices(files)
-    if train:
-        # list_files(shuffle=True) on an already globbed list, without globbing names again.
-        names = names.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
 
     def open_file(filename):
         return tf.data.TFRecordDataset(filename).map(lambda r: (r, filename))
 
+    if len(files) < shard.count:
+        return sharding.by_index(pipeline.interleave_files(names, open_file, params,
+                                                           ordered=True), shard)
+    names = sharding.by_index(names, shard)
+    if train:
+        # list_files(shuffle=True) on an already globbed list, without globbing names again.
+        names = names.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     return pipeline.interleave_files(names, open_file, params)
 
 
@@ -128,7 +138,8 @@ def official_preprocess(jpeg, boxes, seed, size: int, train: bool) -> tf.Tensor:
     return image_ops.normalize(image, ml_perf=True)
 
 
-def source(params, *, image_size: int, train: bool, seed: int) -> pipeline.Source:
+def source(params, *, image_size: int, train: bool, seed,
+           shard: sharding.Shard = sharding.WHOLE) -> pipeline.Source:
     files = list_files(params.data_dir, train)
     official = params.input_preprocessor == "official_models_imagenet"
 
@@ -145,6 +156,6 @@ def source(params, *, image_size: int, train: bool, seed: int) -> pipeline.Sourc
         return image, label
 
     return pipeline.Source(
-        elements=records(files, params, train, seed), preprocess=preprocess,
+        elements=records(files, params, train, seed, shard), preprocess=preprocess,
         shuffle_buffer=pipeline.RECORD_SHUFFLE_BUFFER, num_labels=NUM_LABELS,
         description=sources.tfrecord_pattern(params.data_dir, train))

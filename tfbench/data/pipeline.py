@@ -33,9 +33,10 @@ class Source:
 
 
 def interleave_files(files: tf.data.Dataset, open_file: Callable[[tf.Tensor], tf.data.Dataset],
-                     params) -> tf.data.Dataset:
+                     params, ordered: bool = False) -> tf.data.Dataset:
     """Reads several files at once (--datasets_parallel_interleave_cycle_length, default 10),
-    in a deterministic order unless --datasets_sloppy_parallel_interleave."""
+    in a deterministic order unless --datasets_sloppy_parallel_interleave; always in order with
+    `ordered` (the explicit argument overrides the dataset's `deterministic` option)."""
     cycle = params.datasets_parallel_interleave_cycle_length or DEFAULT_INTERLEAVE_CYCLE_LENGTH
     prefetch = params.datasets_parallel_interleave_prefetch
 
@@ -45,9 +46,9 @@ def interleave_files(files: tf.data.Dataset, open_file: Callable[[tf.Tensor], tf
         # nearest equivalent of the legacy flag.
         return ds.prefetch(prefetch) if prefetch else ds
 
+    deterministic = ordered or not params.datasets_sloppy_parallel_interleave
     return files.interleave(open_one, cycle_length=cycle, block_length=1,
-                            num_parallel_calls=AUTOTUNE,
-                            deterministic=not params.datasets_sloppy_parallel_interleave)
+                            num_parallel_calls=AUTOTUNE, deterministic=deterministic)
 
 
 def options(params) -> tf.data.Options:

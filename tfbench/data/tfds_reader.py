@@ -15,7 +15,7 @@ import os
 
 import tensorflow as tf
 
-from tfbench.data import encoded_images, pipeline
+from tfbench.data import encoded_images, pipeline, sharding
 from tfbench.errors import UsageError
 
 INSTALL = "pip install tensorflow-datasets"
@@ -94,19 +94,27 @@ def num_examples(name: str, data_dir: str, train: bool) -> int:
     return int(builder.info.splits[split_name(builder, train)].num_examples)
 
 
-def source(params, *, name: str, image_size: int, train: bool, seed: int,
-           dataset_name: str) -> pipeline.Source:
+def source(params, *, name: str, image_size: int, train: bool, seed, dataset_name: str,
+           shard: sharding.Shard = sharding.WHOLE) -> pipeline.Source:
     tfds = import_tfds()
     builder = load_builder(name, params.data_dir)
     split = split_name(builder, train)
+    if not shard.whole and params.datasets_sloppy_parallel_interleave:
+        # Pipelines split tfds' records by position, which needs the same order in each.
+        raise UsageError("--datasets_sloppy_parallel_interleave cannot be used when %d workers "
+                         "or processes share tfds data: their shares would overlap"
+                         % shard.count)
     image_key, label_key = supervised_features(builder)
     encoded = isinstance(builder.info.features[image_key], tfds.features.Image)
-    read_config = tfds.ReadConfig(shuffle_seed=seed, try_autocache=False)
+    read_config = tfds.ReadConfig(shuffle_seed=seed if shard.whole else None,
+                                  try_autocache=False)
     if params.datasets_parallel_interleave_cycle_length:
         read_config.interleave_cycle_length = params.datasets_parallel_interleave_cycle_length
     ds = builder.as_dataset(
-        split=split, shuffle_files=train, as_supervised=True, read_config=read_config,
+        split=split, shuffle_files=train and shard.whole, as_supervised=True,
+        read_config=read_config,
         decoders={image_key: tfds.decode.SkipDecoding()} if encoded else None)
+    ds = sharding.by_index(ds, shard)   # records by position, before decoding
     origin = "a record of tfds %s (%s split) under %s" % (name, split, params.data_dir)
 
     def preprocess(element, elem_seed, position):
