@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -25,11 +27,13 @@ from tensorflow.python.framework import kernels  # noqa: E402
 from tensorflow.python.framework import op_def_registry  # noqa: E402
 
 from tfbench import devices, runner, strategy as strategy_lib  # noqa: E402
+from tfbench.data.fake_imagenet import write_fake_imagenet  # noqa: E402
 from tfbench.models import registry  # noqa: E402
 from tfbench.params import make_params  # noqa: E402
 from tfbench.results import RunResult  # noqa: E402
 
 NUM_DEVICES = 2
+DATA_DIR = os.path.join(tempfile.gettempdir(), "tfbench-gpu-kernels-%d" % os.getpid())
 # One model of each family, at its smallest image size: every kind of layer tfbench builds.
 FAMILIES = ("lenet", "alexnet", "resnet50_v1.5", "resnet50_v2", "resnet20", "official_resnet18",
             "densenet40_k12", "googlenet", "inception3", "inception4", "overfeat", "vgg11",
@@ -172,6 +176,9 @@ def configurations(models: str = "") -> dict[str, dict]:
     for variable_update in ("replicated", "independent"):
         configs["trivial/train/%s/%dgpu" % (variable_update, NUM_DEVICES)] = dict(
             small, variable_update=variable_update, num_gpus=NUM_DEVICES)
+    for n in (1, NUM_DEVICES):   # real data: the step reads its per-replica batch itself
+        configs["trivial/train/real_data/%dgpu" % n] = dict(small, data_dir=DATA_DIR, num_gpus=n,
+                                                            data_name="imagenet")
     configs["trivial/train/xla_per_replica/%dgpu" % NUM_DEVICES] = dict(
         small, xla=True, variable_update="replicated", num_gpus=NUM_DEVICES, use_fp16=True,
         fp16_enable_auto_loss_scale=True)
@@ -197,11 +204,16 @@ def main() -> None:
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_DEVICES)
     devices.visible_gpus = lambda: [_Gpu(i) for i in range(NUM_DEVICES)]
+    write_fake_imagenet(DATA_DIR, num_train=8, num_validation=4, num_shards=2, seed=1,
+                        image_size=16)
     out, times = {}, {}
-    for name, flags in configurations(models).items():
-        start = time.perf_counter()
-        out[name] = ops_without_gpu_kernel(gpu_step_graph(flags))
-        times[name] = round(time.perf_counter() - start, 2)
+    try:
+        for name, flags in configurations(models).items():
+            start = time.perf_counter()
+            out[name] = ops_without_gpu_kernel(gpu_step_graph(flags))
+            times[name] = round(time.perf_counter() - start, 2)
+    finally:
+        shutil.rmtree(DATA_DIR, ignore_errors=True)
     print("RESULT " + json.dumps({"missing": out, "seconds": times}))
 
 
