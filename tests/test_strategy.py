@@ -115,6 +115,19 @@ def test_one_device_is_one_device_strategy_with_the_legacy_labels(vu, show):
     assert sp.num_workers == 1 and sp.job_name == "" and sp.serve is None
 
 
+@pytest.mark.parametrize("flags,unused", [
+    ({"all_reduce_spec": "nccl"}, "--all_reduce_spec"),
+    ({"all_reduce_spec": "psgpu#4"}, "--all_reduce_spec"),
+    ({"hierarchical_copy": True}, "--hierarchical_copy")])
+def test_a_legacy_one_gpu_line_on_the_cpu_has_nothing_to_reduce(flags, unused):
+    """`--num_gpus=1 --variable_update=replicated --all_reduce_spec=nccl` where no GPU is visible
+    falls back to the CPU (devices.plan_devices) and runs: one device reduces nothing."""
+    sp = strategy_lib.make_strategy(make_params(dict(variable_update="replicated", **flags)),
+                                    CPU1)
+    assert isinstance(sp.strategy, tf.distribute.OneDeviceStrategy)
+    assert sp.notices == ("One device: nothing to all-reduce (%s unused)" % unused,)
+
+
 def test_multi_worker_value_without_a_cluster_runs_replicated_and_says_so():
     sp = strategy_lib.make_strategy(
         make_params({"variable_update": "collective_all_reduce", "device": "cpu"}), CPU1)

@@ -316,18 +316,22 @@ def _single_host(p, plan: DevicePlan) -> StrategyPlan:
                        "parameter_server)")
         vu = "replicated"
     show = vu in ALL_REDUCE_VALUES
+    if plan.num_devices == 1:
+        # A legacy line for one GPU (say --all_reduce_spec=nccl, after the no-GPU fallback to
+        # the CPU) has nothing to reduce: never an error.
+        unused = [flag for flag, given in (("--all_reduce_spec", p.all_reduce_spec),
+                                           ("--hierarchical_copy", p.hierarchical_copy)) if given]
+        if unused:
+            notices.append("One device: nothing to all-reduce (%s unused)" % " and ".join(unused))
+        return StrategyPlan(tf.distribute.OneDeviceStrategy(plan.names[0]), vu,
+                            p.all_reduce_spec, show, notices=tuple(notices),
+                            reduction="none (one device)")
     ops, label, spec_notices = cross_device_ops(p.all_reduce_spec, plan, p.hierarchical_copy)
     if vu != "replicated" and (p.all_reduce_spec or p.hierarchical_copy):
         notices.append("--all_reduce_spec/--hierarchical_copy apply to "
                        "--variable_update=replicated; ignored with %s" % vu)
         ops, label, spec_notices = None, None, []
     notices.extend(spec_notices)
-    if plan.num_devices == 1:
-        if ops is not None:
-            notices.append("One device: nothing to all-reduce (--all_reduce_spec unused)")
-        return StrategyPlan(tf.distribute.OneDeviceStrategy(plan.names[0]), vu,
-                            p.all_reduce_spec, show, notices=tuple(notices),
-                            reduction="none (one device)")
     if vu == "parameter_server":
         ps_device = "/cpu:0" if p.local_parameter_device.lower() == "cpu" else plan.names[0]
         strategy = tf.distribute.experimental.CentralStorageStrategy(
