@@ -1,47 +1,114 @@
 #!/usr/bin/env bash
-# GPU smoke test: exercises the code paths that CI (CPU only) runs on logical CPU devices.
-# Run on a machine with NVIDIA GPUs after `pip install ".[gpu]"` (or inside the NGC container).
-# Each check prints PASS/FAIL; the script exits non-zero if any failed.
+# GPU smoke test: the GPU-only code paths that CI (CPU only) can exercise only on logical CPU
+# devices, run for real. One PASS/FAIL line per check; exits non-zero if any failed. About 5-8
+# minutes on one GPU, longer with several. Run on a machine with NVIDIA GPUs after
+# `pip install ".[gpu]"` (or `pip install .` inside the NVIDIA TensorFlow container).
+#   scripts/gpu_smoke.sh            results in a new /tmp/tfbench-gpu-smoke.XXXX
+#   OUT=/some/dir scripts/gpu_smoke.sh
 set -u
 OUT=${OUT:-$(mktemp -d /tmp/tfbench-gpu-smoke.XXXX)}
+mkdir -p "$OUT"
 NGPU=$(python3 -c "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))" 2>/dev/null)
 echo "results in $OUT; GPUs visible to TensorFlow: ${NGPU:-0}"
-[ "${NGPU:-0}" -ge 1 ] || { echo "FAIL: no GPU visible to TensorFlow"; exit 1; }
+if [ "${NGPU:-0}" -lt 1 ]; then
+  echo "FAIL no GPU visible to TensorFlow (driver, --gpus all, CUDA_VISIBLE_DEVICES?)"
+  exit 1
+fi
 fails=0
-check() {  # name, then tfbench arguments
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+# run NAME ARGS...: one tfbench run with its own log, CSV and JSON directory.
+run() {
   local name=$1; shift
-  if tfbench --csv_file="$OUT/smoke.csv" --json_dir="$OUT/runs" "$@" >"$OUT/$name.log" 2>&1 \
+  tfbench --csv_file="$OUT/$name.csv" --json_dir="$OUT/$name" "$@" >"$OUT/$name.log" 2>&1
+}
+
+# check NAME ARGS...: the run must exit 0 and end with the legacy footer.
+check() {
+  local name=$1; shift
+  if run "$name" "$@" \
       && [ "$(tail -n 2 "$OUT/$name.log" | head -n 1 | cut -d' ' -f1-2)" = "total images/sec:" ]; then
-    echo "PASS $name: $(tail -n 2 "$OUT/$name.log" | head -n 1)"
+    pass "$name: $(tail -n 2 "$OUT/$name.log" | head -n 1)"
   else
-    echo "FAIL $name (see $OUT/$name.log)"; fails=$((fails + 1))
+    fail "$name (see $OUT/$name.log)"
   fi
 }
-tfbench env > "$OUT/env.txt" 2>&1 && grep -E "GPU|driver" "$OUT/env.txt" | head -5
-S="--model=resnet50 --batch_size=64 --num_batches=30 --num_warmup_batches=5"
-check one_gpu_fp32 --device=gpu $S
-check one_gpu_fp16 --device=gpu $S --use_fp16 --fp16_enable_auto_loss_scale
-check one_gpu_bf16_xla --device=gpu $S --precision=bf16 --xla
-check forward_bs1 --device=gpu --model=resnet50 --forward_only --batch_size=1 --num_batches=100
-check forward_unfolded --device=gpu $S --forward_only --nofold_batch_norm
-check forward_folded_fp16 --device=gpu $S --forward_only --use_fp16
-check nchw_explicit --device=gpu $S --data_format=NCHW
-check application_fused_bn_nchw --device=gpu --model=mobilenet_v2 --batch_size=64 --num_batches=30 --data_format=NCHW
-if [ "$NGPU" -ge 2 ]; then
-  check mirrored_all --device=gpu $S --num_gpus="$NGPU" --variable_update=replicated --all_reduce_spec=nccl
-  check central_storage --device=gpu $S --num_gpus=2 --variable_update=parameter_server --local_parameter_device=cpu
-  check mirrored_xla_fp16 --device=gpu $S --num_gpus=2 --variable_update=replicated --use_fp16 --xla
-  check default_variables_xla --device=gpu $S --num_gpus=2 --xla
-  check mirrored_forward_folded --device=gpu $S --num_gpus=2 --forward_only
-fi
-check memory_cap --device=gpu $S --gpu_memory_limit_mb=4096
-# NVML power sampling and device memory statistics must have landed in the CSV.
-python3 - "$OUT/smoke.csv" <<'PY' || fails=$((fails + 1))
-import csv, sys
-rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["status"] == "ok"]
-ok = rows and all(r["peak_mem_gb"] and r["power_w_mean"] for r in rows)
-print(("PASS" if ok else "FAIL") + " NVML power and device memory in CSV (%d rows)" % len(rows))
-sys.exit(0 if ok else 1)
+
+# manifest NAME PYTHON-EXPRESSION MESSAGE: evaluate the expression on the run's JSON manifest
+# (`m`, with `x = m["extra"]`); PASS when true.
+manifest() {
+  local name=$1 expr=$2 message=$3
+  if python3 - "$OUT/$name" "$expr" <<'PY'
+import glob, json, sys
+paths = sorted(glob.glob(sys.argv[1] + "/*.json"))
+m = json.load(open(paths[-1])) if paths else {"extra": {}}
+x = m["extra"]
+sys.exit(0 if eval(sys.argv[2]) else 1)
 PY
+  then pass "$message"; else fail "$message (see $OUT/$name)"; fi
+}
+
+tfbench env > "$OUT/env.txt" 2>&1 && grep -E "GPU|driver" "$OUT/env.txt" | head -5
+R50="--model=resnet50 --batch_size=32 --num_batches=30 --num_warmup_batches=5"
+
+# 1. The default training run (no --device: the GPU path with SGD and weight decay).
+check default_training $R50
+manifest default_training 'm["device_kind"] == "gpu" and m["status"] == "ok"' \
+  "default_training ran on the GPU"
+# 2. Device memory is the GPU's allocator peak (GiB), never host memory, and the steady-state
+#    peak excludes the warm-up's autotuning scratch.
+manifest default_training \
+  'x["peak_mem_source"] == "device" and 0 < x["peak_mem_gb"] <= x["warmup_peak_mem_gb"]' \
+  "device_memory: steady-state peak from the device allocator, warm-up peak apart"
+# 3. NVML power sampling in the CSV.
+manifest default_training 'x.get("power_w_mean") is not None' "nvml_power: mean power recorded"
+check fp16_dynamic $R50 --use_fp16 --fp16_enable_auto_loss_scale
+check bf16_xla $R50 --precision=bf16 --xla
+check forward_bs1 --model=resnet50 --forward_only --batch_size=1 --num_batches=100
+check forward_unfolded $R50 --forward_only --nofold_batch_norm
+check nchw_explicit $R50 --data_format=NCHW
+check application_fused_bn_nchw --model=mobilenet_v2 --batch_size=64 --num_batches=30 --data_format=NCHW
+
+if [ "$NGPU" -ge 2 ]; then
+  # 4. Each replica's synthetic batch lives on its own GPU (not copied from GPU:0 every step).
+  if python3 - <<'PY'
+import tensorflow as tf
+from tfbench import steps
+gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
+strategy = tf.distribute.MirroredStrategy(gpus)
+images = steps.synthetic_images(strategy, 2, 8, "float32")
+got = [tf.DeviceSpec.from_string(v.device).device_index
+       for v in strategy.experimental_local_results(images)]
+print("replica batches on GPUs %s" % got)
+raise SystemExit(0 if got == list(range(len(gpus))) else 1)
+PY
+  then pass "per_replica_input_placement"; else fail "per_replica_input_placement"; fi
+  # 5. fp16 with dynamic loss scaling on all GPUs, with the legacy default variables (central
+  #    storage) and replicated; XLA on all GPUs.
+  check fp16_dynamic_all_default $R50 --num_gpus="$NGPU" --use_fp16 --fp16_enable_auto_loss_scale
+  check fp16_dynamic_all_replicated $R50 --num_gpus="$NGPU" --variable_update=replicated \
+    --all_reduce_spec=nccl --use_fp16 --fp16_enable_auto_loss_scale
+  check xla_all $R50 --num_gpus="$NGPU" --variable_update=replicated --use_fp16 --xla
+  check default_variables_xla $R50 --num_gpus=2 --xla
+  check central_storage_cpu $R50 --num_gpus=2 --variable_update=parameter_server --local_parameter_device=cpu
+  check mirrored_forward_folded $R50 --num_gpus=2 --forward_only
+  manifest fp16_dynamic_all_default \
+    'x["peak_mem_source"] == "device" and len([v for v in x["device_peak_mem_gb"].values() if v]) == m["num_devices"]' \
+    "device_memory_all: every GPU reports its own peak"
+fi
+
+# 6. A memory cap: a small run fits under 4 GiB; a large one must end as OOM, cleanly.
+check memory_cap_fits --model=resnet50 --batch_size=8 --num_batches=20 --use_fp16 --gpu_memory_limit_mb=4096
+run memory_cap_oom --model=resnet50 --batch_size=512 --num_batches=5 --gpu_memory_limit_mb=1024
+code=$?
+if [ "$code" -eq 3 ] && grep -q '^tfbench: error: Out of memory' "$OUT/memory_cap_oom.log" \
+    && ! grep -q '^Traceback' "$OUT/memory_cap_oom.log" \
+    && grep -q ',oom,' "$OUT/memory_cap_oom.csv"; then
+  pass "memory_cap_oom: exit 3, one error line, CSV status oom"
+else
+  fail "memory_cap_oom: exit $code (want 3 and a CSV row with status oom; see $OUT/memory_cap_oom.log)"
+fi
+
 echo "$fails failed"
 exit $((fails > 0))
