@@ -43,6 +43,11 @@ class OutOfMemory(TfbenchError):
     status = "oom"
 
 
+class InstallError(TfbenchError):
+    """An installation tfbench cannot run in, and what repairs it (e.g. a numpy the installed
+    TensorFlow cannot import with)."""
+
+
 class NanLoss(TfbenchError):
     exit_code = EXIT_NAN
     status = "nan"
