@@ -91,21 +91,31 @@ def _excludes_numpy_2(requirement: str) -> bool:
     return False
 
 
+def _fields(dist: metadata.Distribution, name: str) -> list[str]:
+    """The values of one METADATA header, read without the email parser: numpy_mismatch runs
+    before every benchmark, and parsing TensorFlow's and numpy's whole METADATA costs
+    milliseconds."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    headers = text.split("\n\n", 1)[0]
+    return re.findall(r"^%s:[ \t]*(.*?)\s*$" % re.escape(name), headers, re.MULTILINE)
+
+
 def numpy_mismatch(path: Optional[Sequence[str]] = None) -> Optional[str]:
     """One line saying how to repair an installed TensorFlow built for numpy 1.x (every numpy
     requirement it declares excludes numpy 2) beside an installed numpy 2.x, else None."""
     numpy = _find("numpy", path)
-    if numpy is None or not _release(numpy.version) or _release(numpy.version)[0] < 2:
+    numpy_version = (_fields(numpy, "Version") or [""])[0] if numpy is not None else ""
+    if not _release(numpy_version) or _release(numpy_version)[0] < 2:
         return None
     for dist in tensorflow_distributions(path):
-        numpy_requirements = [r for r in dist.requires or ()
+        numpy_requirements = [r for r in _fields(dist, "Requires-Dist")
                               if _NAME.match(r) and _canonical(_NAME.match(r).group(1)) == "numpy"]
         if numpy_requirements and all(_excludes_numpy_2(r) for r in numpy_requirements):
             return ("TensorFlow %s (%s) is built for numpy 1.x and cannot import with numpy %s: "
                     "pip install \"numpy<2\" pandas matplotlib repairs it (pip then also picks "
                     "pandas and matplotlib releases that work with numpy 1.x); the README "
                     "(Installing) says how to install beside TensorFlow without this"
-                    % (dist.version, dist.metadata["Name"], numpy.version))
+                    % (dist.version, dist.metadata["Name"], numpy_version))
     return None
 
 
