@@ -16,18 +16,18 @@ if [ -e "$VENV" ] && [ ! -e "$MARK" ]; then   # never clear a directory this scr
 fi
 python3 -m venv --clear "$VENV"
 touch "$MARK"
-PY="$VENV/bin/python"
+export PATH="$VENV/bin:$PATH"   # as activated: the README's python and pip, and the tests' python
+PINS="$VENV/tf-pins.txt"
 
 # Step 1: TensorFlow alone, as a container has it.
-"$PY" -m pip install -q "tensorflow-cpu==2.17.1" "$KERAS"
-"$PY" -m pip list --format=freeze > "$VENV/before.txt"
+pip install -q "tensorflow-cpu==2.17.1" "$KERAS"
+pip list --format=freeze > "$VENV/before.txt"
 
-# Step 2: the README's lines for TensorFlow already installed (test extra included).
-"$PY" -m tfbench.pins > "$VENV/tf-pins.txt"
-"$PY" -m pip install -q -e ".[test]" -c "$VENV/tf-pins.txt"
-"$PY" -m pip list --format=freeze > "$VENV/after.txt"
+# Step 2: the README's lines for TensorFlow already installed (its test variant).
+python -m tfbench.pins > "$PINS" && pip install -q -e ".[test]" -c "$PINS"
+pip list --format=freeze > "$VENV/after.txt"
 
-"$PY" - "$VENV/before.txt" "$VENV/after.txt" <<'EOF'
+python - "$VENV/before.txt" "$VENV/after.txt" <<'EOF'
 import re, sys
 def versions(path):
     pairs = (line.strip().split("==", 1) for line in open(path) if "==" in line)
@@ -41,7 +41,7 @@ print("installing tfbench changed none of the %d packages TensorFlow had; added:
     len(before), " ".join(sorted("%s==%s" % (n, v) for n, v in after.items() if n not in before))))
 EOF
 
-"$PY" -c "import tensorflow as tf, keras; print('TensorFlow', tf.__version__, '/ Keras', keras.__version__)"
-(cd "$VENV" && "$VENV/bin/tfbench" --device=cpu --model=trivial --num_batches=5 --image_size=32 \
-    --csv_file= --json_dir= | tail -2)
-"$PY" -m pytest -q tests "$@"
+python -c "import tensorflow as tf, keras; print('TensorFlow', tf.__version__, '/ Keras', keras.__version__)"
+(cd "$VENV" && tfbench --device=cpu --model=trivial --num_batches=5 --image_size=32 --csv_file= \
+    --json_dir= | tail -2)
+python -m pytest -q tests "$@"
