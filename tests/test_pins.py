@@ -50,6 +50,14 @@ def test_constraints_are_tensorflow_and_everything_it_needs_installed(site):
         "tensorflow-io-gcs-filesystem==0.37.1"]
 
 
+def test_numpy_is_kept_even_when_a_build_does_not_declare_it(site):
+    fake_dist(site, "tensorflow", "2.17.0+nv25.2", ["absl-py>=1.0.0"])
+    fake_dist(site, "numpy", "1.26.4")
+    fake_dist(site, "absl-py", "2.1.0")
+    assert pins.constraints([str(site)]) == [
+        "absl-py==2.1.0", "numpy==1.26.4", "tensorflow==2.17.0+nv25.2"]
+
+
 def test_no_tensorflow_no_constraints(site):
     fake_dist(site, "numpy", "2.1.0")
     assert pins.constraints([str(site)]) == []

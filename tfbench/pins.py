@@ -52,12 +52,15 @@ def _requirement_names(dist: metadata.Distribution, extras: bool) -> Iterable[st
 
 def constraints(path: Optional[Sequence[str]] = None) -> list[str]:
     """`name==version` for each installed TensorFlow distribution and each installed package it
-    depends on, directly or through others, sorted by name. Other platforms' requirements count
-    when installed; extras' only TensorFlow's own (tensorflow[and-cuda]'s CUDA libraries): a
-    package's test or docs extras would pin what TensorFlow never needed."""
+    depends on, directly or through others (numpy always), sorted by name. Other platforms'
+    requirements count when installed; extras' only TensorFlow's own (tensorflow[and-cuda]'s
+    CUDA libraries): a package's test or docs extras would pin what TensorFlow never needed."""
     tensorflow = tensorflow_distributions(path)
     pinned: dict[str, metadata.Distribution] = {}
     todo = list(tensorflow)
+    numpy = _find("numpy", path)
+    if tensorflow and numpy is not None:
+        todo.append(numpy)   # TensorFlow imports it whether or not a build's metadata declares it
     while todo:
         dist = todo.pop()
         key = _canonical(dist.metadata["Name"])
