@@ -1,10 +1,20 @@
 """tfbench: TensorFlow 2 / Keras 3 image-classification benchmarks, tf_cnn_benchmarks drop-in.
 
-TensorFlow is deliberately not a hard requirement, so installing into an NVIDIA TensorFlow
-container reinstalls nothing. Pick the extra that matches the machine:
-  pip install ".[cpu]"   CPU-only machine (tensorflow-cpu)
-  pip install ".[gpu]"   GPU VM (tensorflow[and-cuda]: CUDA libraries as wheels)
-  pip install .          a machine or container that already has TensorFlow 2.17+
+TensorFlow is deliberately not a hard requirement: which distribution fits depends on the machine,
+and pip cannot tell them apart (a `tensorflow` requirement is not satisfied by `tensorflow-cpu`,
+so it would install a second TensorFlow over the first). Pick the line that matches the machine:
+  pip install ".[cpu]"      CPU-only machine (tensorflow-cpu)
+  pip install ".[gpu]"      GPU VM (tensorflow[and-cuda]: CUDA libraries as wheels)
+  pip install ".[tf]"       the full tensorflow wheel without CUDA libraries: it runs on CPU-only
+                            machines and registers its GPU kernels there, which a test checks, so
+                            the test command installs it: pip install -e ".[tf,test]"
+  TensorFlow already installed (an NVIDIA TensorFlow container, or your own):
+    python -m tfbench.pins > /tmp/tf-pins.txt && pip install . -c /tmp/tf-pins.txt
+  No extra there: with one, pip may replace the installed TensorFlow to satisfy another
+  requirement; and plain `pip install .` lets pip upgrade numpy for the newest pandas past what
+  TensorFlow 2.17 (the last NVIDIA container's) was built for. The constraints keep the installed
+  TensorFlow and every package it depends on exactly as they are; for the tests there, use
+  pip install -e ".[test]" -c /tmp/tf-pins.txt.
 """
 
 from setuptools import find_packages, setup
@@ -31,6 +41,7 @@ setup(
     extras_require={
         "cpu": ["tensorflow-cpu" + TF_RANGE],
         "gpu": ["tensorflow[and-cuda]" + TF_RANGE],
+        "tf": ["tensorflow" + TF_RANGE],
         "tfds": ["tensorflow-datasets"],
         "test": ["pytest>=7"],
     },

@@ -31,7 +31,19 @@ def test_quick_start_has_exactly_two_commands():
     assert commands[0].startswith("pip install") and "tfbench" in commands[0]
     assert commands[1].startswith("pip install") and "pytest" in commands[1]
     with open(os.path.join(ROOT, ".ci", "run")) as handle:
-        assert commands[1] in handle.read()
+        assert handle.read().rstrip().splitlines()[-1] == commands[1]
+
+
+def test_the_test_command_installs_the_full_tensorflow_wheel():
+    """It registers GPU kernels on CPU-only machines, so the GPU-kernel test runs in CI."""
+    with open(os.path.join(ROOT, "README.md")) as handle:
+        quick = handle.read().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    test_command = quick.split("```sh\n")[2].split("```")[0].strip()
+    assert test_command == 'pip install -e ".[tf,test]" && python -m pytest -q tests'
+    with open(os.path.join(ROOT, "setup.py")) as handle:
+        setup = handle.read()
+    assert '"tf": ["tensorflow" + TF_RANGE]' in setup
+    assert '"cpu": ["tensorflow-cpu" + TF_RANGE]' in setup   # kept for users
 
 
 def test_flag_presets_parse():

@@ -26,8 +26,14 @@ def test_ngc_dockerfile_keeps_the_container_tensorflow():
     lines = _instructions(_read("Dockerfile"))
     assert lines[0] == "FROM nvcr.io/nvidia/tensorflow:25.02-tf2-py3"
     installs = [l for l in lines if "pip install" in l]
-    assert installs == ["RUN pip install --no-cache-dir /opt/tfbench"]  # no [cpu]/[gpu] extra
-    assert "COPY . /opt/tfbench" in lines
+    # no extra, and the installed TensorFlow's packages pinned: as the README says
+    assert installs == ["RUN python3 -m tfbench.pins > /tmp/tf-pins.txt && "
+                        "pip install --no-cache-dir . -c /tmp/tf-pins.txt"]
+    assert lines.index("COPY . /opt/tfbench") < lines.index("WORKDIR /opt/tfbench") < \
+        lines.index(installs[0]) < lines.index("WORKDIR /workspace")
+    with open(os.path.join(ROOT, "README.md")) as handle:
+        assert "`python -m tfbench.pins > /tmp/tf-pins.txt && pip install . -c " \
+               "/tmp/tf-pins.txt`" in handle.read()
 
 
 def test_pip_dockerfile_installs_the_gpu_extra():

@@ -65,7 +65,12 @@ def test_tf_details_when_imported():
     import tensorflow as tf
     env = environment.capture([], import_tf=False)  # already imported: used as is
     assert env["tensorflow"]["git_version"] == tf.version.GIT_VERSION
-    assert env["tensorflow"]["build"]["is_cuda_build"] is False
+    # What the installed wheel is: the full tensorflow wheel (the test command's) is a CUDA build
+    # even without a GPU, tensorflow-cpu is not; TensorFlow's C++ side says which, independently
+    # of the build_info module capture() reads.
+    assert env["tensorflow"]["build"]["is_cuda_build"] is tf.test.is_built_with_cuda()
+    if env["tensorflow"]["distribution"] == "tensorflow-cpu":
+        assert env["tensorflow"]["build"]["is_cuda_build"] is False
 
 
 def test_git_hash_of_checkout(env):

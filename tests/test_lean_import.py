@@ -73,3 +73,28 @@ def test_collector_paused_inside_then_frozen_and_restored(enabled_before):
     finally:
         gc.unfreeze()
         gc.enable()
+
+
+def test_a_numpy_1_tensorflow_beside_numpy_2_ends_in_one_line_before_importing_it(tmp_path):
+    """As after `pip install .` into TensorFlow 2.17: pip upgraded numpy for pandas."""
+    import csv
+    site = tmp_path / "site"
+    for name, version, requires in (
+            ("tf-nightly", "2.17.0.dev20240601", ["numpy<2.0.0,>=1.23.5"]),
+            ("numpy", "2.0.0", [])):   # shadows the real numpy's metadata (read, not imported)
+        info = site / ("%s-%s.dist-info" % (name.replace("-", "_"), version))
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text("".join(
+            ["Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version)]
+            + ["Requires-Dist: %s\n" % r for r in requires]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), ROOT]))
+    out = subprocess.run([sys.executable, "-m", "tfbench", "--device=cpu", "--model=trivial",
+                          "--num_batches=2", "--csv_file=r.csv", "--json_dir="],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("tfbench: error: TensorFlow ")
+    assert "is built for numpy 1.x and cannot import with numpy 2.0.0: pip install " \
+           "\"numpy<2\" pandas matplotlib repairs it" in out.stderr
+    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    assert row["status"] == "error" and out.stderr.strip().endswith(row["error"])

@@ -152,3 +152,42 @@ def test_max_batch_rows_values():
 def test_finder_refuses_a_batch_size_sweep():
     with pytest.raises(errors.UsageError, match="searches batch_size itself"):
         sweep_cli.run(["--find_max_batch_size", "--sweep=batch_size=1,2"], child_cmd=["false"])
+
+
+# A child that fits up to batch 12; above it dies without a row, as a TensorFlow step near a GPU's
+# limit ends: a traceback whose error is not ResourceExhaustedError (or, with fail=other, one that
+# is no memory failure: the search must stop there).
+CUDNN_CHILD = textwrap.dedent("""\
+    import sys
+    sys.path.insert(0, %r)
+    from tfbench import csv_out
+    from tfbench.results import RunResult
+    args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
+    bs = int(args["batch_size"])
+    if bs > 12:
+        engine = "UNKNOWN: CUDNN_STATUS_NOT_SUPPORTED" if args["model"] == "other" else \\
+            "UNKNOWN: <unknown cudnn status: 4004>"
+        sys.stderr.write("Traceback (most recent call last):\\n  File \\"tfbench/steps.py\\"\\n"
+                         "tensorflow.python.framework.errors_impl.NotFoundError: Graph execution "
+                         "error:\\n\\nNo algorithm worked!  Error messages:\\n  Profiling failure "
+                         "on CUDNN engine eng0{}: %%s\\n\\t [[{{node conv1/Conv2D}}]]\\n" %% engine)
+        sys.exit(1)
+    r = RunResult(model=args["model"], batch_size=bs, global_batch_size=bs, images_per_sec=bs)
+    csv_out.append_row(args["csv_file"], r)
+""") % REPO
+
+
+@pytest.mark.parametrize("model, found", [("cudnn", "12"), ("other", ">= 8 (search stopped)")])
+def test_finder_keeps_searching_past_cudnn_allocation_failures(tmp_path, model, found):
+    script = tmp_path / "cudnn_child.py"
+    script.write_text(CUDNN_CHILD)
+    out, err = io.StringIO(), io.StringIO()
+    sweep_cli.run(["--find_max_batch_size", "--model=%s" % model, "--batch_size=1",
+                   "--out_dir=%s" % (tmp_path / "mb")],
+                  child_cmd=[sys.executable, str(script)], stdout=out, stderr=err)
+    found_rows = tables.parse_markdown((tmp_path / "mb" / "max_batch.md").read_text())
+    assert found_rows[0]["Max batch/device"] == found
+    with open(tmp_path / "mb" / "sweep.csv", newline="") as handle:
+        failed = [r for r in csv.DictReader(handle) if r["status"] != "ok"]
+    assert failed and all(r["status"] == ("oom" if model == "cudnn" else "error")
+                          for r in failed)

@@ -12,6 +12,7 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 EXIT_OK = 0
@@ -40,6 +41,11 @@ class UsageError(TfbenchError):
 class OutOfMemory(TfbenchError):
     exit_code = EXIT_OOM
     status = "oom"
+
+
+class InstallError(TfbenchError):
+    """An installation tfbench cannot run in, and what repairs it (e.g. a numpy the installed
+    TensorFlow cannot import with)."""
 
 
 class NanLoss(TfbenchError):
@@ -86,3 +92,60 @@ def raise_if_stopped() -> None:
     stop = stop_requested()
     if stop is not None:
         raise stop
+
+
+# --- out of memory ------------------------------------------------------------------------
+# Near the memory limit a GPU step does not always fail with ResourceExhaustedError: the
+# allocation that fails may be cuDNN's, cuBLAS's or a copy's, and TensorFlow reports it under
+# another class. Each text is a failed allocation as TensorFlow 2.17-2.21 and the CUDA libraries
+# word it (source, and the class it arrives as). Texts that only suggest memory trouble are left
+# out: "No algorithm worked!" (NotFoundError) is OOM only when an engine failure it lists is one
+# of these, and CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_INTERNAL_ERROR or
+# CUBLAS_STATUS_NOT_INITIALIZED are not.
+OOM_CLASSES = ("ResourceExhaustedError", "MemoryError")
+_OOM_TEXT = re.compile("|".join((
+    r"ResourceExhausted|Resource exhausted|MemoryError",   # class names in a log's traceback
+    r"OOM when allocating",                    # BFC allocator via OpKernelContext
+    r"Out of memory while trying to allocate",  # StreamExecutor TfAllocatorAdapter (XLA, autotune)
+    r"Dst tensor is not initialized",          # gpu_util.cc copy into an unallocated buffer
+    r"Failed to allocate the requested memory size",  # cuDNN scratch allocator: Unavailable
+    r"CUDNN failed to allocate the scratch space",    # conv launch: UnknownError
+    # cuDNN: TensorFlow's status table (cuDNN 9 maps the deprecated ALLOC_FAILED to a host
+    # allocation failure), cudnnGetErrorString of cuDNN 9, and TensorFlow's "<unknown cudnn
+    # status: N>" for the cuDNN 9 codes its table lacks (4003 host, 4004 device allocation)
+    r"CUDNN_STATUS_ALLOC_FAILED",
+    r"CUDNN_STATUS_INTERNAL_ERROR_(?:HOST|DEVICE)_ALLOCATION_FAILED",
+    r"<unknown cudnn status: 400[34]>",
+    # cuBLAS: the status name, and cublasGetStatusString's text for it, which TensorFlow prints
+    # since CUDA 11.5 (InternalError)
+    r"CUBLAS_STATUS_ALLOC_FAILED",
+    r"the resource allocation failed",
+    r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation",
+    r"(?i:out of memory)",                      # BFC "ran out of memory", CUDA "out of memory", ...
+    # "failed to allocate 1.00G (1073741824 bytes) from device", "... scratch memory ...", not
+    # a compiler's register allocation ("failed to allocate VGPR for implicit arguments")
+    r"(?i:failed to allocate (?:[\w%]+ ){0,3}?(?:memory|bytes\b|[\d.]+))",
+    r"bad_alloc|Cannot allocate memory",       # host: C++ and ENOMEM
+)))
+# The BFC allocator says "ran out of memory" too when an allocation may fail (cuDNN autotuning
+# tries large workspaces) and the step goes on.
+_NOT_A_FAILURE = "The caller indicates that this is not a failure"
+
+
+def out_of_memory_evidence(text: str, error_class: str = "") -> Optional[str]:
+    """Why an error is an out-of-memory failure, or None when nothing says it is.
+
+    `text` is an error's message or the tail of a log; `error_class` the exception's class name.
+    The answer is the first line of `text` naming a failed allocation (stripped, at most 200
+    characters), else `error_class` when the class alone says so.
+    """
+    for line in text.splitlines():
+        if _NOT_A_FAILURE not in line and _OOM_TEXT.search(line):
+            line = line.strip()
+            return line if len(line) <= 200 else line[:197] + "..."
+    return error_class if error_class in OOM_CLASSES else None
+
+
+def is_out_of_memory(text: str, error_class: str = "") -> bool:
+    """Whether an error (message, or a log's tail) and its class name mean out of memory."""
+    return out_of_memory_evidence(text, error_class) is not None

@@ -66,7 +66,12 @@ def collector_paused() -> Iterator[None]:
 
 def import_frameworks() -> None:
     """Imports Keras and TensorFlow (once per process) with OPTIONAL hidden and the garbage
-    collector paused."""
+    collector paused. InstallError, before importing, when the installed numpy is one the
+    installed TensorFlow cannot import with."""
     if "keras" not in sys.modules or "tensorflow" not in sys.modules:
+        from tfbench import errors, pins
+        problem = pins.numpy_mismatch()
+        if problem is not None:
+            raise errors.InstallError(problem)
         with collector_paused():
             import_lean(("keras", "tensorflow"))

@@ -152,6 +152,18 @@ class _Setup:
     summary_writer: object = None
 
 
+def _oom_evidence(exc: BaseException) -> Optional[str]:
+    """'Class: line' showing that `exc` is a failed allocation, else None (errors.py lists the
+    texts: near the limit cuDNN and cuBLAS fail with classes other than ResourceExhaustedError)."""
+    from tfbench.errors import out_of_memory_evidence
+    name = type(exc).__name__
+    message = exc.message if isinstance(exc, tf.errors.OpError) else str(exc)
+    evidence = out_of_memory_evidence(message or "", name)
+    if evidence is None or evidence == name:
+        return evidence
+    return "%s: %s" % (name, evidence)
+
+
 class Benchmark:
     def __init__(self, p, emit: Emit = print):
         self.p = p
@@ -206,14 +218,15 @@ class Benchmark:
                 self._run_data_only(res)
             else:
                 self._run_train_or_forward(res)
-        except (tf.errors.OpError, StopIteration) as exc:
+        except (tf.errors.OpError, StopIteration, MemoryError) as exc:
             from tfbench import data
-            if isinstance(exc, tf.errors.ResourceExhaustedError):
+            evidence = _oom_evidence(exc)
+            if evidence is not None:
                 raise OutOfMemory(
                     "Out of memory running %s at batch size %d per device in %s: reduce "
                     "--batch_size, use --accum_steps to keep the effective batch, or use mixed "
-                    "precision (--precision=bf16 or fp16)" % (r.spec.name, r.batch_size,
-                                                              r.precision)) from None
+                    "precision (--precision=bf16 or fp16) [%s]" % (
+                        r.spec.name, r.batch_size, r.precision, evidence)) from None
             if r.real_data and data.is_data_error(exc):
                 raise data.data_error(exc, p, r.mode == "training") from None
             failure = strategy_lib.distributed_failure(exc, sp)

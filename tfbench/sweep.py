@@ -38,11 +38,6 @@ DEFAULT_CHILD: tuple[str, ...] = (sys.executable, "-m", "tfbench")
 # Flags the sweep sets for every child itself.
 RESERVED_KEYS = ("csv_file", "json_dir", "flagfile")
 
-# A failed child without a row of its own is an OOM when its log ends like one.
-_OOM_PATTERN = re.compile(
-    r"MemoryError|out of memory|\bOOM\b|ResourceExhausted|Resource exhausted|bad_alloc|"
-    r"Cannot allocate memory|failed to allocate", re.IGNORECASE)
-
 _TRUE = ("1", "true", "t", "yes", "y")
 _FALSE = ("0", "false", "f", "no", "n")
 
@@ -348,9 +343,10 @@ def classify_failure(outcome: ChildOutcome, tail: str,
         if memory_capped and code in (-signal.SIGABRT, -signal.SIGSEGV, -signal.SIGBUS):
             return "oom", "killed by %s under the memory cap (allocation failure): %s" % (
                 name, line)
-        status = "oom" if _OOM_PATTERN.search(tail) else "error"
+        # A failed child without a row of its own is an OOM when its log ends like one.
+        status = "oom" if errors.is_out_of_memory(tail) else "error"
         return status, "killed by %s: %s" % (name, line)
-    if code == errors.EXIT_OOM or _OOM_PATTERN.search("\n".join(tail.splitlines()[-20:])):
+    if code == errors.EXIT_OOM or errors.is_out_of_memory("\n".join(tail.splitlines()[-20:])):
         status = "oom"
     elif code == errors.EXIT_NAN:
         status = "nan"
