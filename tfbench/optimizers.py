@@ -64,6 +64,12 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
       write through a merge call, which a cond branch cannot hold, so the step failed there.
     """
 
+    @property
+    def iterations(self):
+        # Keras 3.8 (TF 2.17's) gives the wrapper a counter of its own that nothing advances,
+        # so the global step, checkpoints and summaries stood still; 3.15 returns the inner one.
+        return self.inner_optimizer.iterations
+
     def add_variable(self, *args, **kwargs):
         # The scale state is written by every replica (the same values): each keeps its own
         # copy, as Keras has it, or the first replica writes the one copy a strategy keeps.
