@@ -63,7 +63,10 @@ manifest default_training \
   "device_memory: steady-state peak from the device allocator, warm-up peak apart"
 # 3. NVML power sampling in the CSV.
 manifest default_training 'x.get("power_w_mean") is not None' "nvml_power: mean power recorded"
-check fp16_dynamic $R50 --use_fp16 --fp16_enable_auto_loss_scale
+check fp16_dynamic $R50 --use_fp16 --fp16_enable_auto_loss_scale --train_dir="$OUT/ckpt"
+# The global step advances under dynamic loss scaling (5 warm-up + 30 timed steps).
+if [ -e "$OUT/ckpt/model.ckpt-35.index" ]; then pass "fp16_dynamic_global_step: model.ckpt-35 written"
+else fail "fp16_dynamic_global_step: no model.ckpt-35 in $OUT/ckpt"; fi
 check bf16_xla $R50 --precision=bf16 --xla
 check forward_bs1 --model=resnet50 --forward_only --batch_size=1 --num_batches=100
 check forward_unfolded $R50 --forward_only --nofold_batch_norm

@@ -17,8 +17,10 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tfbench import optimizers, steps  # noqa: E402
+from tfbench import optimizers, steps, strategy as strategy_lib  # noqa: E402
+from tfbench.devices import DevicePlan  # noqa: E402
 from tfbench.models.fused_bn import FusedBatchNorm  # noqa: E402
+from tfbench.params import make_params  # noqa: E402
 
 DEVICES = ("/cpu:0", "/cpu:1")
 
@@ -140,11 +142,28 @@ def _batch_norm(strategy) -> dict:
     return out
 
 
+def _gradient_sum_devices(compute_devices, local_parameter_device) -> list[str]:
+    """Where a central-storage (parameter_server) step sums the replicas' gradients."""
+    plan = DevicePlan("cpu", len(compute_devices), tuple(compute_devices), "NHWC")
+    sp = strategy_lib.make_strategy(make_params({
+        "variable_update": "parameter_server", "device": "cpu",
+        "num_gpus": len(compute_devices), "local_parameter_device": local_parameter_device}),
+        plan)
+    _, _, st = _scaled_steps(sp.strategy, loss_scaling="none")
+    step = st.train_step()
+    graph = step.function.get_concrete_function(_images(sp.strategy)).graph
+    found = {tf.DeviceSpec.from_string(op.device).to_string() for op in graph.get_operations()
+             if op.type == "AddN" and op.device}
+    return sorted(found)
+
+
 def main() -> None:
     cpu = tf.config.list_physical_devices("CPU")[0]
+    # A third device, so that a parameter device other than the host's CPU:0 can be told apart.
     tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * len(DEVICES))
+        cpu, [tf.config.LogicalDeviceConfiguration()] * (len(DEVICES) + 1))
     mirrored = tf.distribute.MirroredStrategy(list(DEVICES))
+    independent = strategy_lib.IndependentStrategy(DEVICES)
     central = tf.distribute.experimental.CentralStorageStrategy(
         compute_devices=list(DEVICES), parameter_device="/cpu:0")
     out = {
@@ -154,6 +173,9 @@ def main() -> None:
         "overflow_central": _overflow_on_replica_1(central),
         "growth_mirrored": _scale_growth(mirrored),
         "growth_central": _scale_growth(central),
+        "overflow_independent": _overflow_on_replica_1(independent),
+        "gradient_sum_devices": _gradient_sum_devices(("/cpu:1", "/cpu:2"), "gpu"),
+        "gradient_sum_devices_cpu": _gradient_sum_devices(("/cpu:1", "/cpu:2"), "cpu"),
         "replica_decisions": _replica_decisions(mirrored),
         "batch_norm_mirrored": _batch_norm(mirrored),
         "batch_norm_central": _batch_norm(central),

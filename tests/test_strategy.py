@@ -303,6 +303,18 @@ def test_horovod_process_takes_its_local_rank_gpu(fake_horovod, monkeypatch):
     assert (plan.num_devices, plan.names, plan.gpu_indices) == (1, ("/gpu:0",), (1,))
 
 
+def test_horovod_process_bound_to_one_gpu_takes_it(fake_horovod, monkeypatch):
+    """Slurm --gpus-per-task=1 (or a per-rank CUDA_VISIBLE_DEVICES) shows each rank one GPU,
+    whatever its local rank (1 here)."""
+    from tfbench import devices
+
+    class Gpu:
+        name = "/physical_device:GPU:0"
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [Gpu()])
+    plan = devices.plan_devices(make_params({"variable_update": "horovod", "device": "gpu"}))
+    assert (plan.num_devices, plan.names, plan.gpu_indices) == (1, ("/gpu:0",), (0,))
+
+
 class _CapturedStrategy:
     """Stands in for MultiWorkerMirroredStrategy: keeps what tfbench passes to it."""
 

@@ -93,6 +93,7 @@ def no_gpu_message(request: str, environ: Optional[Mapping[str, str]] = None,
         causes.append("no NVIDIA driver, or one older than CUDA %s needs%s" % (
             major or cuda, " (%s or newer)" % _MIN_DRIVER[major] if major in _MIN_DRIVER
             else ""))
+        causes.append("the CUDA libraries missing (pip `tensorflow` without `[and-cuda]`)")
     causes += ["a container started without `--gpus all`",
                "CUDA_VISIBLE_DEVICES hiding the GPUs"]
     return ("%s asks for GPUs but none is visible (%s). Usual causes: %s. Add --device=cpu to run "
@@ -155,8 +156,10 @@ def plan_devices(p) -> DevicePlan:
         indices = _parse_indices(p.gpu_indices) if p.gpu_indices else list(range(n))
         local_rank = _horovod_local_rank() if p.variable_update == "horovod" else None
         if local_rank is not None and not p.gpu_indices:
-            # One process per GPU: horovodrun starts them; each takes its local rank's GPU.
-            indices, n = [local_rank], 1
+            # One process per GPU: horovodrun starts them; each takes its local rank's GPU, or
+            # the only one it sees where the launcher binds one GPU per rank (Slurm
+            # --gpus-per-task=1, a per-rank CUDA_VISIBLE_DEVICES).
+            indices, n = [local_rank if len(gpus) > 1 else 0], 1
         if p.gpu_indices and len(indices) != n:
             if p.is_explicit("num_gpus"):
                 raise UsageError("--gpu_indices names %d GPUs but --num_gpus=%d"
@@ -260,7 +263,8 @@ def configure_runtime(p, plan: DevicePlan, gpu_memory_limit_mb: Optional[int] = 
             tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     except RuntimeError as exc:
         # TF refuses device changes once initialised (e.g. a second run in one process).
-        if "initialized" not in str(exc):
+        # ("cannot be modified after being initialized", "...after initialization").
+        if "initializ" not in str(exc):
             raise
 
 

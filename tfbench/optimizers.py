@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from tfbench.errors import UsageError
 from tfbench.models.fused_bn import statistics_aggregation
+from tfbench.strategy import IndependentStrategy
 
 POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
 DEFAULT_STATIC_LOSS_SCALE = 128.0
@@ -63,6 +64,12 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
       write through a merge call, which a cond branch cannot hold, so the step failed there.
     """
 
+    @property
+    def iterations(self):
+        # Keras 3.8 (TF 2.17's) gives the wrapper a counter of its own that nothing advances,
+        # so the global step, checkpoints and summaries stood still; 3.15 returns the inner one.
+        return self.inner_optimizer.iterations
+
     def add_variable(self, *args, **kwargs):
         # The scale state is written by every replica (the same values): each keeps its own
         # copy, as Keras has it, or the first replica writes the one copy a strategy keeps.
@@ -87,8 +94,15 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
         context = tf.distribute.get_replica_context()
         if context is None or context.num_replicas_in_sync == 1:
             return finite
-        overflows = context.all_reduce(tf.distribute.ReduceOp.SUM,
-                                       1.0 - tf.cast(finite, tf.float32))
+        overflow = 1.0 - tf.cast(finite, tf.float32)
+        if isinstance(tf.distribute.get_strategy(), IndependentStrategy):
+            # Its all-reduce is the identity (replicas exchange no gradients), and Keras would
+            # then apply replica 0's answer to all: reduce the count through a real reduction.
+            overflows = context.merge_call(
+                lambda strategy, value: strategy.reduce(tf.distribute.ReduceOp.SUM, value,
+                                                        axis=None), args=(overflow,))
+        else:
+            overflows = context.all_reduce(tf.distribute.ReduceOp.SUM, overflow)
         return tf.equal(overflows, 0.0)
 
 

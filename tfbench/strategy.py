@@ -336,8 +336,15 @@ def _single_host(p, plan: DevicePlan) -> StrategyPlan:
         ps_device = "/cpu:0" if p.local_parameter_device.lower() == "cpu" else plan.names[0]
         strategy = tf.distribute.experimental.CentralStorageStrategy(
             compute_devices=list(plan.names), parameter_device=ps_device)
+        # TensorFlow sums the replicas' gradients on the host CPU whatever the parameter device
+        # (parameter_server_strategy.py, 2.17 to 2.21: ReductionToOneDevice(_LOCAL_CPU)): every
+        # GPU's gradients would cross PCIe twice a step. The legacy script sums them where the
+        # variables live; so does this (the attribute is the one TF's own reduce calls use).
+        strategy.extended._cross_device_ops = tf.distribute.ReductionToOneDevice(  # noqa: SLF001
+            reduce_to_device=ps_device)
         return StrategyPlan(strategy, vu, None, False, notices=tuple(notices),
-                            reduction="central storage on %s" % ps_device)
+                            reduction="central storage on %s, gradients summed there"
+                            % ps_device)
     if vu == "independent":
         return StrategyPlan(IndependentStrategy(plan.names), vu, None, False,
                             notices=tuple(notices), reduction="none (independent replicas)")
