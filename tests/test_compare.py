@@ -59,8 +59,9 @@ def test_matching_ratios_and_spread_sources(tmp_path):
     assert got[128]["verdict"] == "slower"
     assert got[128]["basis"] == "A: min/max over 3 runs; B: Step +/- x2"
     assert got[256]["verdict"] == "unknown (no spread data)"
-    unmatched = {(r["model"], r["side"], r["status"]) for _, r in comp.unmatched.iterrows()}
-    assert unmatched == {("vgg16", "A", "oom"), ("trivial", "B", "not run")}
+    # Each unmatched configuration with its own status in each file.
+    unmatched = {(r["model"], r["a_status"], r["b_status"]) for _, r in comp.unmatched.iterrows()}
+    assert unmatched == {("vgg16", "ok", "oom"), ("trivial", "no row", "ok")}
 
 
 def test_other_metric_ratios_only_when_present(tmp_path):
@@ -116,3 +117,65 @@ def test_no_matches(tmp_path):
     assert comp.table.empty
     assert "no matching configurations" in compare.render(comp, a, b)
     assert load.read_results([a]).shape[0] == 2
+
+
+# --- what was matched, and spreads in one unit (issue 19 item 12) ---------------------------
+
+def test_rows_show_the_keys_that_identify_them(tmp_path):
+    # Every key is the same in all rows but the batch size: the table still says which model,
+    # mode, precision, XLA and devices each row is.
+    a = write(tmp_path / "a.csv", [result(batch_size=32, ips=100.0, precision="fp16"),
+                                   result(batch_size=64, ips=150.0, precision="fp16")])
+    b = write(tmp_path / "b.csv", [result(batch_size=32, ips=110.0, precision="fp16"),
+                                   result(batch_size=64, ips=160.0, precision="fp16")])
+    comp = compare.compare_files(a, b)
+    parsed = tables.parse_markdown(compare.render(comp, a, b, "markdown"))
+    assert [(r["Model"], r["Mode"], r["Precision"], r["XLA"], r["Batch/device"], r["Devices"])
+            for r in parsed] == [("resnet50", "training", "fp16", "off", "32", "1"),
+                                 ("resnet50", "training", "fp16", "off", "64", "1")]
+    assert "Workers" not in parsed[0]
+
+
+def test_multi_worker_rows_show_the_split(tmp_path):
+    a = write(tmp_path / "a.csv", [result(ips=400.0, num_devices=2, num_workers=2)])
+    b = write(tmp_path / "b.csv", [result(ips=400.0, num_devices=2, num_workers=2),
+                                   result(ips=200.0, num_devices=2)])
+    comp = compare.compare_files(a, b)
+    text = compare.render(comp, a, b, "markdown")
+    parsed = tables.parse_markdown(text)
+    assert [(r["Devices/worker"], r["Workers"], r["Devices"]) for r in parsed] == [
+        ("2", "2", "4")]
+    unmatched = tables.parse_markdown(text[text.index("**Not matched**"):])
+    assert [(r["Devices/worker"], r["Workers"], r["Devices"], r["A status"], r["B status"])
+            for r in unmatched] == [("2", "1", "2", "no row", "ok")]
+
+
+def test_unmatched_rows_show_their_own_status_and_keys(tmp_path):
+    a = write(tmp_path / "a.csv", [result(ips=100.0, pm=1.0),
+                                   result(model="vgg16", ips=50.0, precision="fp16"),
+                                   result(model="alexnet", status="oom", batch_size=512)])
+    b = write(tmp_path / "b.csv", [result(ips=120.0, pm=1.0),
+                                   result(model="vgg16", status="nan", precision="fp16"),
+                                   result(model="alexnet", status="error", batch_size=512),
+                                   result(model="trivial", ips=10.0)])
+    comp = compare.compare_files(a, b)
+    text = compare.render(comp, a, b, "text")
+    assert "not run" not in text
+    rows = tables.parse_markdown(compare.render(comp, a, b, "markdown").split(
+        "**Not matched**")[1])
+    assert [(r["Model"], r["Precision"], r["Batch/device"], r["A status"], r["B status"])
+            for r in rows] == [("vgg16", "fp16", "64", "ok", "nan"),
+                               ("alexnet", "fp32", "512", "oom", "error"),
+                               ("trivial", "fp32", "64", "no row", "ok")]
+
+
+def test_step_spread_of_a_multi_worker_row_counts_every_worker(tmp_path):
+    # The Step line's +/- is per worker; images_per_sec counts both workers, so the spread
+    # around it is 2 x 2 x +/- (180-220 for A), not 2 x +/- (190-210).
+    a = write(tmp_path / "a.csv", [result(ips=200.0, pm=5.0, num_workers=2)])
+    b = write(tmp_path / "b.csv", [result(ips=213.0, pm=1.0, num_workers=2)])
+    comp = compare.compare_files(a, b)
+    row = comp.table.iloc[0]
+    assert (row["a_range"], row["b_range"]) == ("180.0-220.0", "209.0-217.0")
+    assert row["verdict"] == "within noise"
+    assert row["basis"] == "A: Step +/- x2 x 2 workers; B: Step +/- x2 x 2 workers"

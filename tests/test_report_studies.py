@@ -157,3 +157,87 @@ def test_scaling_tables_drop_strong_groups_that_are_weak_study_by_products():
     df = frame(row(batch_size=128, images_per_sec=100), row(num_devices=2, images_per_sec=190),
                row(num_devices=4, batch_size=32, images_per_sec=300))
     assert set(studies.scaling_tables(df)["scaling"]) == {"strong"}
+
+
+# --- scaling relates like with like (issue 19 item 11) ------------------------------------
+
+def test_scaling_keeps_variable_update_series_apart():
+    df = frame(row(images_per_sec=100, variable_update="parameter_server"),
+               row(num_devices=2, images_per_sec=180, variable_update="replicated"),
+               row(num_devices=2, images_per_sec=100, variable_update="parameter_server"))
+    table = studies.scaling_table(df, "weak")
+    got = {(r.variable_update, r.devices): r.efficiency_pct for r in table.itertuples()}
+    # One device shares no variables: its row is the baseline of both series.
+    assert got == {("parameter_server", 1): 100.0, ("parameter_server", 2): 50.0,
+                   ("replicated", 1): 100.0, ("replicated", 2): 90.0}
+    assert table["group"].nunique() == 2
+
+
+def test_one_device_row_is_the_baseline_whatever_its_variable_update():
+    # --xla on several devices runs replicated instead of parameter_server (a notice says so);
+    # the one-device row keeps the asked-for label.
+    df = frame(row(images_per_sec=100, variable_update="parameter_server", xla=1),
+               row(num_devices=2, images_per_sec=190, variable_update="replicated", xla=1),
+               row(num_devices=4, images_per_sec=360, variable_update="replicated", xla=1))
+    table = studies.scaling_table(df, "weak")
+    assert table["efficiency_pct"].tolist() == [100.0, 95.0, 90.0]
+
+
+def test_worker_splits_of_one_device_count_are_not_merged():
+    # 4 devices on one worker and 2 x 2 workers: the same count, not the same configuration.
+    df = frame(row(images_per_sec=100),
+               row(num_devices=4, images_per_sec=360, global_batch_size=256),
+               row(num_devices=2, num_workers=2, images_per_sec=200, global_batch_size=256))
+    table = studies.scaling_table(df, "weak")
+    got = [(r.group, r.num_devices, r.num_workers, r.images_per_sec, r.efficiency_pct)
+           for r in table.itertuples()]
+    assert got == [("weak0", 1, 1, 100.0, 100.0), ("weak0", 4, 1, 360.0, 90.0),
+                   ("weak1", 1, 1, 100.0, 100.0), ("weak1", 2, 2, 200.0, 50.0)]
+
+
+def test_a_split_with_the_baseline_count_is_not_a_scaling_step():
+    df = frame(row(num_devices=2, images_per_sec=200),
+               row(num_devices=1, num_workers=2, images_per_sec=150),
+               row(num_devices=4, images_per_sec=360))
+    table = studies.scaling_table(df, "weak")
+    assert [(r.num_devices, r.num_workers, r.efficiency_pct) for r in table.itertuples()] == [
+        (2, 1, 100.0), (4, 1, 90.0)]
+
+
+@pytest.mark.parametrize("column, values", [("dataset", ("imagenet", "cifar10")),
+                                            ("accum_steps", (1, 4)),
+                                            ("data_format", ("NHWC", "NCHW"))])
+def test_summary_efficiency_comes_from_the_rows_own_configuration(column, values):
+    a, b = values
+    df = frame(row(images_per_sec=100, **{column: a}),
+               row(num_devices=2, images_per_sec=180, **{column: a}),
+               row(images_per_sec=50, **{column: b}),
+               row(num_devices=2, images_per_sec=60, **{column: b}))
+    summary = studies.summary_table(df)
+    got = {(str(r[column]), r["num_devices"]): r["efficiency_pct"] for _, r in summary.iterrows()}
+    assert got == {(str(a), 1): 100.0, (str(a), 2): 90.0, (str(b), 1): 100.0, (str(b), 2): 60.0}
+
+
+def test_strong_group_kept_when_its_rows_are_in_a_weak_group_of_another_dataset():
+    # imagenet: a weak study at 64/device. cifar10: 1 x 128 and 2 x 64, a strong pair whose
+    # 2 x 64 row is in no weak group (the imagenet 2 x 64 row is another configuration).
+    df = frame(row(dataset="imagenet", images_per_sec=100),
+               row(dataset="imagenet", num_devices=2, images_per_sec=190),
+               row(dataset="cifar10", batch_size=128, images_per_sec=400),
+               row(dataset="cifar10", num_devices=2, images_per_sec=700))
+    table = studies.scaling_tables(df)
+    strong = table[table["scaling"] == "strong"]
+    assert strong[["dataset", "devices", "efficiency_pct"]].values.tolist() == [
+        ["cifar10", 1, 100.0], ["cifar10", 2, 87.5]]
+
+
+def test_scaling_section_shows_the_worker_split_when_workers_vary():
+    df = frame(row(images_per_sec=100), row(num_devices=4, images_per_sec=360),
+               row(num_devices=2, num_workers=2, images_per_sec=200, global_batch_size=256))
+    section = studies.study_sections(df, ["scaling"], "weak")[0]
+    parsed = tables.parse_markdown(tables.markdown(section.frame, section.columns))
+    assert [(r["Devices/worker"], r["Workers"], r["Devices"], r["Scaling efficiency (%)"])
+            for r in parsed] == [("1", "1", "1", "100.0"), ("4", "1", "4", "90.0"),
+                                 ("1", "1", "1", "100.0"), ("2", "2", "4", "50.0")]
+    single = studies.study_sections(frame(row(), row(num_devices=2)), ["scaling"], "weak")[0]
+    assert "num_workers" not in single.columns and "num_devices" not in single.columns

@@ -142,6 +142,13 @@ def test_strong_scaling_divides_the_global_batch():
     assert all("batch_size" not in p.flags for p in weak)
 
 
+def test_strong_scaling_global_batch_is_the_parsed_batch_size():
+    # absl takes -flag as well as --flag; the child would run batch 256 / num_gpus.
+    axes = [sweep.parse_axis("num_gpus=1,2,4")]
+    points = sweep.expand_grid(axes, scaling="strong", base_flags=["-batch_size=256"])
+    assert [p.flags["batch_size"] for p in points] == ["256", "128", "64"]
+
+
 def test_strong_scaling_errors():
     axes = [sweep.parse_axis("num_gpus=1,3")]
     with pytest.raises(errors.UsageError, match="not divisible by num_gpus=3"):
@@ -162,13 +169,12 @@ def test_child_args_replace_swept_flags_and_set_outputs():
                     "--csv_file=/o/points/x.csv", "--json_dir=/o/runs"]
 
 
-def test_flag_value_forms():
-    flags = ["--model=a", "--batch_size", "8", "--xla", "--noforward_only"]
-    assert sweep.flag_value(flags, "model") == "a"
-    assert sweep.flag_value(flags, "batch_size") == "8"
-    assert sweep.flag_value(flags, "xla") == "true"
-    assert sweep.flag_value(flags, "forward_only") == "false"
-    assert sweep.flag_value(flags, "num_gpus") is None
+def test_child_params_parse_flags_as_the_cli_does():
+    p = sweep.child_params(["--model=a", "--batch_size", "8", "-xla_compile", "--use_fp16",
+                            "--noforward_only"])
+    assert (p.model, p.batch_size, p.xla_compile, p.forward_only) == ("a", 8, True, False)
+    with pytest.raises(errors.UsageError, match="--use_fp16 asks for fp16"):
+        sweep.child_params(["--use_fp16", "--precision=fp32"])
 
 
 def test_flagfile_expansion(tmp_path):
@@ -232,6 +238,16 @@ def test_failure_row_describes_the_configuration():
             row["precision"], row["mode"], row["status"], row["error"]) == \
         ("vgg16", "16", "32", "2", "fp16", "forward_only", "oom", "boom")
     assert row["run_id"] and row["images_per_sec"] == ""
+
+
+def test_failure_row_reads_the_flags_as_the_child_does():
+    # The child's parser (absl) takes -flag too; the row says what the child would have run.
+    row = sweep.failure_row(["-model=vgg16", "-use_fp16", "-xla_compile", "--batch_size", "8"],
+                            "oom", "boom", "cmd")
+    assert (row["model"], row["precision"], row["xla"], row["batch_size"]) == \
+        ("vgg16", "fp16", "1", "8")
+    row = sweep.failure_row(["--model=vgg16", "--xla=false", "--xla_compile"], "oom", "", "c")
+    assert row["xla"] == "1"   # --xla or its legacy spelling --xla_compile
 
 
 # --- progress ------------------------------------------------------------------------------
@@ -338,6 +354,15 @@ def test_usage_error_in_first_point_stops_the_study(tmp_path, child):
                                                  "tfbench: error: --model=usage"):
         run_sweep(["--sweep=model=usage,trivial", "--out_dir=%s" % (tmp_path / "u")], child)
     assert len(read_csv(tmp_path / "u" / "sweep.csv")) == 1
+
+
+def test_a_point_whose_flags_the_child_would_refuse_stops_the_sweep_before_it_runs(tmp_path,
+                                                                                  child):
+    with pytest.raises(errors.UsageError, match="point 001_precision-fp32: --use_fp16 asks for "
+                                                 "fp16 but --precision=fp32"):
+        run_sweep(["--use_fp16", "--sweep=precision=fp16,fp32",
+                   "--out_dir=%s" % (tmp_path / "u")], child)
+    assert not (tmp_path / "u" / "sweep.csv").exists()
 
 
 def test_existing_out_dir_is_refused(tmp_path, child):

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tfbench import errors, sweep, sweep_cli
+from tfbench import cli, errors, sweep, sweep_cli
 from tfbench.report import tables
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -191,3 +191,26 @@ def test_finder_keeps_searching_past_cudnn_allocation_failures(tmp_path, model, 
         failed = [r for r in csv.DictReader(handle) if r["status"] != "ok"]
     assert failed and all(r["status"] == ("oom" if model == "cudnn" else "error")
                           for r in failed)
+
+
+def test_finder_names_the_precision_the_children_ran(tmp_path):
+    # --use_fp16 is the legacy spelling of --precision=fp16: the table must say fp16.
+    script = tmp_path / "memory_child.py"
+    script.write_text(MEMORY_CHILD)
+    out, err = io.StringIO(), io.StringIO()
+    code = sweep_cli.run(["--find_max_batch_size", "--model=row", "--use_fp16",
+                          "--max_batch_size_limit=2", "--out_dir=%s" % (tmp_path / "mb")],
+                         child_cmd=[sys.executable, str(script)], stdout=out, stderr=err)
+    assert code == 0
+    found = tables.parse_markdown((tmp_path / "mb" / "max_batch.md").read_text())
+    assert [(r["Model"], r["Precision"], r["Max batch/device"]) for r in found] == [
+        ("row", "fp16", ">= 2 (limit)")]
+
+
+def test_probe_lengths_leave_a_given_num_epochs_alone():
+    # --num_epochs and --num_batches exclude each other: adding --num_batches=2 to a base with
+    # --num_epochs made every probe a usage error.
+    args, engine = sweep_cli.build(["--find_max_batch_size", "--num_epochs=0.001"])
+    sweep_cli._probe_flags(engine.config, io.StringIO())
+    p = cli.parse_params(["tfbench"] + engine.config.base_flags)   # as each probe's child
+    assert (p.num_epochs, p.num_batches, p.num_warmup_batches) == (0.001, None, 1)

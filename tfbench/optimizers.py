@@ -8,16 +8,11 @@ import tensorflow as tf
 from tfbench.errors import UsageError
 from tfbench.models.fused_bn import statistics_aggregation
 from tfbench.strategy import IndependentStrategy
+# Defined beside Params (no TensorFlow) so that the sweep can use it too; kept importable here.
+from tfbench.params import resolve_precision  # noqa: F401
 
 POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
 DEFAULT_STATIC_LOSS_SCALE = 128.0
-
-
-def resolve_precision(p) -> str:
-    """--precision wins when given; --use_fp16 is the legacy spelling of fp16."""
-    if p.precision:
-        return p.precision
-    return "fp16" if p.use_fp16 else "fp32"
 
 
 def set_policy(precision: str) -> None:

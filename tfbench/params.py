@@ -190,3 +190,10 @@ def num_warmup_batches(p: "Params") -> int:
 def xla_requested(p: "Params") -> bool:
     """--xla or its legacy spelling --xla_compile."""
     return bool(p.xla or p.xla_compile)
+
+
+def resolve_precision(p: "Params") -> str:
+    """--precision wins when given; --use_fp16 is the legacy spelling of fp16."""
+    if p.precision:
+        return p.precision
+    return "fp16" if p.use_fp16 else "fp32"

@@ -31,6 +31,7 @@ import time
 from typing import Callable, Iterable, Optional, Sequence, TextIO
 
 from tfbench import csv_out, errors, flagdefs
+from tfbench import params as params_lib
 from tfbench.results import new_run_id
 
 DEFAULT_CHILD: tuple[str, ...] = (sys.executable, "-m", "tfbench")
@@ -129,21 +130,12 @@ def point_name(index: int, values: dict[str, str], repeat: int = 1, repeats: int
     return "_".join(parts)
 
 
-def flag_value(flags: Sequence[str], name: str) -> Optional[str]:
-    """The last value given for --name in an argv-style list (bools as 'true'/'false')."""
-    value = None
-    spec = flagdefs.BY_NAME.get(name)
-    for i, token in enumerate(flags):
-        if token.startswith("--%s=" % name):
-            value = token.split("=", 1)[1]
-        elif token == "--" + name:
-            if spec is not None and spec.kind == "bool":
-                value = "true"
-            elif i + 1 < len(flags):
-                value = flags[i + 1]
-        elif token == "--no" + name and spec is not None and spec.kind == "bool":
-            value = "false"
-    return value
+def child_params(flags: Sequence[str]) -> "params_lib.Params":
+    """The Params a child started with `flags` runs with, parsed by the CLI's own parser
+    (tfbench.cli.parse_params; no TensorFlow import). UsageError when the child would refuse
+    them. The sweep reads what a point runs from here, never from the raw flags."""
+    from tfbench import cli  # the argv parser lives in the CLI layer
+    return cli.parse_params(["tfbench"] + list(flags))
 
 
 def strip_flags(flags: Sequence[str], names: Iterable[str]) -> list[str]:
@@ -183,33 +175,44 @@ def expand_grid(axes: Sequence[Axis], repeats: int = 1, scaling: str = "weak",
         raise errors.UsageError("--scaling must be weak or strong, got %r" % scaling)
     if scaling == "strong" and "num_gpus" not in keys:
         raise errors.UsageError("--scaling=strong needs --sweep=num_gpus=...")
-    base_batch = flag_value(base_flags, "batch_size")
     combos = []
     for index, choice in enumerate(itertools.product(*[axis.values for axis in axes])):
         values = {k: v for axis, vals in zip(axes, choice) for k, v in zip(axis.keys, vals)}
         flags = dict(values)
         if scaling == "strong":
-            global_batch = values.get("batch_size") or base_batch
-            if not global_batch or int(global_batch) <= 0:
+            p = child_params(point_flags(base_flags, values))
+            global_batch, gpus = p.batch_size, p.num_gpus
+            if not global_batch:
                 raise errors.UsageError("--scaling=strong needs --batch_size (the global batch "
                                         "kept fixed) or --sweep=batch_size=...")
-            gpus = int(values.get("num_gpus") or 1)
-            if int(global_batch) % gpus:
-                raise errors.UsageError("--scaling=strong: global batch %s is not divisible by "
+            if global_batch % gpus:
+                raise errors.UsageError("--scaling=strong: global batch %d is not divisible by "
                                         "num_gpus=%d" % (global_batch, gpus))
-            flags["batch_size"] = str(int(global_batch) // gpus)
+            flags["batch_size"] = str(global_batch // gpus)
         combos.append((index, values, flags))
     return [Point(index, repeat, values, flags, point_name(index, values, repeat, repeats))
             for repeat in range(1, repeats + 1) for index, values, flags in combos]
 
 
+def point_flags(base_flags: Sequence[str], flags: dict[str, str]) -> list[str]:
+    """Base flags (minus those the point sets and the sweep's own), then the point's flags."""
+    args = strip_flags(base_flags, list(flags) + list(RESERVED_KEYS))
+    return args + ["--%s=%s" % (k, v) for k, v in flags.items() if v != ""]
+
+
 def child_args(point: Point, base_flags: Sequence[str], csv_path: str,
                json_dir: str) -> list[str]:
     """The child's flags: base flags (minus those the point sets), point flags, outputs."""
-    own = list(point.flags) + list(RESERVED_KEYS)
-    args = strip_flags(base_flags, own)
-    args += ["--%s=%s" % (k, v) for k, v in point.flags.items() if v != ""]
-    return args + ["--csv_file=%s" % csv_path, "--json_dir=%s" % json_dir]
+    return point_flags(base_flags, point.flags) + ["--csv_file=%s" % csv_path,
+                                                   "--json_dir=%s" % json_dir]
+
+
+def check_point(point: Point, args: Sequence[str]) -> None:
+    """UsageError naming the point when its child would refuse `args` (no process started)."""
+    try:
+        child_params(args)
+    except errors.UsageError as exc:
+        raise errors.UsageError("point %s: %s" % (point.name, exc)) from None
 
 
 def expand_flagfiles(argv: Sequence[str], _depth: int = 0) -> list[str]:
@@ -357,30 +360,27 @@ def classify_failure(outcome: ChildOutcome, tail: str,
     return status, "%s (exit code %d)" % (line or "no output", code)
 
 
-def _config_from_flags(flags: Sequence[str]) -> dict[str, str]:
-    """What a failed child would have run, from its flags (for rows it could not write)."""
-    def get(name: str) -> Optional[str]:
-        return flag_value(flags, name)
+def _config(p: "params_lib.Params") -> dict[str, str]:
+    """What a failed child would have run (for rows it could not write), from its Params.
 
-    def truthy(name: str) -> bool:
-        return (get(name) or "false").lower() in _TRUE
-
-    precision = get("precision") or ("fp16" if truthy("use_fp16") else "fp32")
-    mode = "forward_only" if truthy("forward_only") else "eval" if truthy("eval") else "training"
-    gpus = int(get("num_gpus") or 1)
-    batch = int(get("batch_size") or 0)
-    data = "synthetic" if truthy("use_synthetic_data") or not get("data_dir") else \
-        (get("data_name") or "real")
+    Values that need the model registry or the devices (TensorFlow) stay empty: a batch or
+    image size left at the model's default, the device kind unless --device was given.
+    """
+    # The mode rule of tfbench.runner.resolve (which imports TensorFlow).
+    mode = "eval" if p.eval else ("forward_only" if p.forward_only else "training")
+    if p.data_only:
+        mode = "data_only"
+    batch = p.batch_size or 0
+    real = bool(p.data_dir) and not p.use_synthetic_data
     return {
-        "model": get("model") or flagdefs.BY_NAME["model"].default,
-        "mode": mode, "precision": precision,
-        "xla": "1" if truthy("xla") or truthy("xla_compile") else "0",
+        "model": p.model, "mode": mode, "precision": params_lib.resolve_precision(p),
+        "xla": "1" if params_lib.xla_requested(p) else "0",
         "batch_size": str(batch) if batch else "",
-        "global_batch_size": str(batch * gpus) if batch else "",
-        "num_devices": str(gpus),
-        "device_kind": (get("device") or "").lower(),
-        "data_source": data,
-        "image_size": get("image_size") or "",
+        "global_batch_size": str(batch * p.num_gpus) if batch else "",
+        "num_devices": str(p.num_gpus),
+        "device_kind": p.device.lower() if p.is_explicit("device") else "",
+        "data_source": (p.data_name or "real") if real else "synthetic",
+        "image_size": str(p.image_size) if p.image_size else "",
     }
 
 
@@ -388,7 +388,7 @@ def failure_row(args: Sequence[str], status: str, error: str, command: str) -> d
     """A schema row for a point whose child wrote none: its configuration, status and error."""
     from tfbench import __version__
     row = {name: "" for name in csv_out.COLUMN_NAMES}
-    row.update(_config_from_flags(args))
+    row.update(_config(child_params(args)))
     row.update({
         "schema_version": str(csv_out.SCHEMA_VERSION), "run_id": new_run_id(),
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -544,6 +544,7 @@ class Sweep:
             if os.path.exists(stale):
                 os.remove(stale)
         args = child_args(point, cfg.base_flags, csv_path, cfg.runs_dir)
+        check_point(point, args)
         cmd = list(cfg.child_cmd) + args
         outcome = run_child(cmd, log_path, cfg.child_memory_limit_mb, cfg.timeout_sec)
         rows = point_rows(args, outcome, csv_path, log_path, shlex.join(cmd),
@@ -578,7 +579,10 @@ class Sweep:
 
     def run(self, points: Sequence[Point]) -> list[PointRecord]:
         """Runs every point; returns their records. A usage error in the very first point
-        (exit code 2, no row) stops the study: it would fail the same way everywhere."""
+        (exit code 2, no row) stops the study: it would fail the same way everywhere. Flags a
+        child would refuse stop it before any point runs."""
+        for point in points:
+            check_point(point, point_flags(self.config.base_flags, point.flags))
         self.prepare()
         progress = Progress(len(points), self.stream)
         for i, point in enumerate(points):
@@ -673,7 +677,9 @@ class MaxBatchResult:
     row: Optional[dict[str, str]]   # the ok row measured at the largest batch
 
 
-PROBE_DEFAULTS = (("num_batches", "2"), ("num_warmup_batches", "1"))
+# (flag, value for short probes, flags that exclude it): a user's --num_epochs excludes
+# --num_batches (the legacy rule, tfbench.params.validate).
+PROBE_DEFAULTS = (("num_batches", "2", ("num_epochs",)), ("num_warmup_batches", "1", ()))
 
 
 def find_max_batch_sizes(sweep: Sweep, start: int = 1, limit: int = 65536,
@@ -708,9 +714,8 @@ def find_max_batch_sizes(sweep: Sweep, start: int = 1, limit: int = 65536,
 
         search = search_max_batch(probe, start, limit, granularity)
         best = measured.get(search.max_batch) if search.max_batch else None
-        values = {"model": flag_value(cfg.base_flags, "model")
-                  or flagdefs.BY_NAME["model"].default,
-                  "precision": flag_value(cfg.base_flags, "precision") or "fp32"}
+        p = child_params(point_flags(cfg.base_flags, group.flags))
+        values = {"model": p.model, "precision": params_lib.resolve_precision(p)}
         values.update(group.values)  # swept values win, in sweep order after model/precision
         results.append(MaxBatchResult(values, search, best.rows[0] if best else None))
     progress.close()

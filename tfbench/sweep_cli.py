@@ -91,11 +91,13 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = sweep.DEFAULT_CHILD,
 
 def _probe_flags(config: sweep.SweepConfig, stream) -> None:
     """Short probes unless the user chose the lengths; said in one line (no silent change)."""
+    given = sweep.child_params(config.base_flags)
     added = []
-    for name, value in sweep.PROBE_DEFAULTS:
-        if sweep.flag_value(config.base_flags, name) is None:
-            config.base_flags.append("--%s=%s" % (name, value))
-            added.append("--%s=%s" % (name, value))
+    for name, value, excluded_by in sweep.PROBE_DEFAULTS:
+        if given.is_explicit(name) or any(given.is_explicit(n) for n in excluded_by):
+            continue
+        config.base_flags.append("--%s=%s" % (name, value))
+        added.append("--%s=%s" % (name, value))
     if added:
         print("max batch size probes run with %s (give them to change)" % " ".join(added),
               file=stream)
@@ -115,7 +117,7 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = sweep.DEFAULT_CHILD,
     try:
         if args.find_max_batch_size:
             _probe_flags(config, stderr)
-            start = int(sweep.flag_value(config.base_flags, "batch_size") or 1)
+            start = sweep.child_params(config.base_flags).batch_size or 1
             max_results = sweep.find_max_batch_sizes(
                 engine, start=max(1, start), limit=args.max_batch_size_limit,
                 granularity=args.batch_granularity)

@@ -7,9 +7,13 @@ one GPU and B on another); it is left out of the match and named in the header.
 Noise: each side's images/sec gets an interval, from the best evidence available:
   1. repeated rows of the configuration (two or more): [min, max] of their images/sec;
   2. one row measured with --num_runs > 1: its images_per_sec_min / images_per_sec_max;
-  3. one row: the Step line's +/- (std / sqrt(n) of per-step speeds) x 2 around the figure.
+  3. one row: the Step line's +/- (std / sqrt(n) of per-step speeds) x 2 around the figure,
+     times num_workers (the Step line is per worker, the figure counts every worker).
 A difference is significant when the two intervals do not overlap; with no spread on either side
 the verdict is 'unknown'. The basis used is printed with each row.
+
+Each row shows the keys that identify it (IDENTITY_COLUMNS, plus every other key that varies);
+configurations not matched are listed with their keys and their own status in each file.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ from tfbench.report import load, studies, tables
 MATCH_COLUMNS = ("model", "dataset", "mode", "precision", "xla", "batch_size", "num_devices",
                  "num_workers", "image_size", "data_source", "data_format", "accum_steps",
                  "variable_update", "device_name")
+# Shown for every row, whether or not they vary ("devices" = num_devices x num_workers; the split
+# is shown too when a row runs on several workers).
+IDENTITY_COLUMNS = ("model", "mode", "precision", "xla", "batch_size", "devices")
+NO_ROW = "no row"
 RATIO_METRICS = ("latency_ms_p50", "latency_ms_p99", "peak_mem_gb", "power_w_mean",
                  "images_per_sec_per_watt")  # each has a ratio_<metric> column title in tables
 
@@ -36,6 +44,7 @@ class Comparison:
     unmatched: pd.DataFrame             # configurations in one file only (or failed in one)
     compared: dict[str, tuple[str, str]]  # column -> (A value, B value) left out of the match
     keys: list[str]
+    unmatched_columns: list[str] = dataclasses.field(default_factory=list)
 
 
 def _interval(group: pd.DataFrame) -> tuple[Optional[float], Optional[float], str]:
@@ -49,8 +58,14 @@ def _interval(group: pd.DataFrame) -> tuple[Optional[float], Optional[float], st
         return lo, hi, "min/max over %s runs" % ("%d" % runs if pd.notna(runs) else "its")
     pm = row.get("step_images_per_sec_plusminus")
     if pd.notna(pm) and pm > 0:
-        v = row["images_per_sec"]
-        return v - 2 * pm, v + 2 * pm, "Step +/- x2"
+        # The Step line's speeds are per worker (worker batch / step time); images_per_sec counts
+        # every worker. A synchronous step is one step time for all workers, so the all-worker
+        # speed is num_workers x the per-worker one, and so is its +/-: scaling it keeps one
+        # unit on both sides of the comparison (unscaled, it was num_workers x too narrow).
+        workers = max(int(row.get("num_workers") or 1), 1)
+        v, half = row["images_per_sec"], 2 * pm * workers
+        basis = "Step +/- x2" + (" x %d workers" % workers if workers > 1 else "")
+        return v - half, v + half, basis
     return None, None, "no spread"
 
 
@@ -118,27 +133,69 @@ def compare_frames(a: pd.DataFrame, b: pd.DataFrame) -> Comparison:
                                                "a_range", "b_range", "verdict", "basis"]
                          + ["ratio_" + m for m in RATIO_METRICS])
     ratio_cols = [c for c in ("ratio_" + m for m in RATIO_METRICS) if table[c].notna().any()]
-    shown = studies.varying(table, keys, ("model",)) if len(table) else ["model"]
-    columns = shown + ["a_images_per_sec", "b_images_per_sec", "ratio", "verdict", "a_range",
-                       "b_range", "basis"] + ratio_cols
-    unmatched = _unmatched(a, b, merged, keys)
-    return Comparison(table, columns, unmatched, compared, keys)
+    table = _with_devices(table, keys)
+    # The worker split is shown in both tables when any row of either file ran multi-worker.
+    split = bool((a["num_workers"] > 1).any() or (b["num_workers"] > 1).any())
+    columns = identity_columns(table, keys, split) + [
+        "a_images_per_sec", "b_images_per_sec", "ratio", "verdict", "a_range", "b_range",
+        "basis"] + ratio_cols
+    matched = set(map(tuple, both[keys].astype(str).values))
+    unmatched = _with_devices(_unmatched(a, b, keys, matched), keys)
+    unmatched_columns = identity_columns(unmatched, keys, split) + ["a_status", "b_status"]
+    return Comparison(table, columns, unmatched, compared, keys, unmatched_columns)
 
 
-def _unmatched(a: pd.DataFrame, b: pd.DataFrame, merged: pd.DataFrame,
-               keys: list[str]) -> pd.DataFrame:
-    """Configurations measured (ok) in one file only, with the other file's status if it
-    tried and failed."""
-    out = []
-    for side, name, other in (("left_only", "A", b), ("right_only", "B", a)):
-        for _, r in merged[merged["_merge"] == side].iterrows():
-            match = np.ones(len(other), dtype=bool)
-            for k in keys:
-                match &= (other[k] == r[k]).to_numpy()
-            statuses = sorted(set(other.loc[match, "status"]))
-            out.append({**{k: r[k] for k in keys}, "side": name,
-                        "status": ", ".join(statuses) if statuses else "not run"})
-    return pd.DataFrame(out, columns=keys + ["side", "status"])
+def _with_devices(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """`frame` with devices = num_devices x num_workers, when both are match keys (when one is
+    what is compared, the header says so and a per-row total would mix A and B)."""
+    if {"num_devices", "num_workers"} <= set(keys):
+        frame = frame.assign(devices=studies.total_devices(frame) if len(frame) else [])
+    return frame
+
+
+def identity_columns(frame: pd.DataFrame, keys: list[str], split: bool = False) -> list[str]:
+    """The columns that tell a row's configuration: IDENTITY_COLUMNS (those that are match
+    keys), the worker split (devices per worker, workers) when `split`, and other varying
+    keys."""
+    cols = []
+    for col in IDENTITY_COLUMNS:
+        if col == "devices" and split:
+            cols += [k for k in ("num_devices", "num_workers") if k in keys]
+        if col in keys or (col == "devices" and col in frame):
+            cols.append(col)
+    rest = studies.varying(frame, [k for k in keys if k not in cols], ()) if len(frame) else []
+    return cols + rest
+
+
+def _statuses(df: pd.DataFrame, keys: list[str]) -> dict[tuple, str]:
+    """Configuration (as strings) -> its statuses in `df`, ', '-joined."""
+    out: dict[tuple, list[str]] = {}
+    for ident, status in zip(map(tuple, df[keys].astype(str).values), df["status"]):
+        if status not in out.setdefault(ident, []):
+            out[ident].append(status)
+    return {ident: ", ".join(sorted(found)) for ident, found in out.items()}
+
+
+def _unmatched(a: pd.DataFrame, b: pd.DataFrame, keys: list[str],
+               matched: set[tuple]) -> pd.DataFrame:
+    """Every configuration of either file that is not in the matched table (ok in one file
+    only, or in neither), in order of appearance (A, then B), with its own status in each
+    file (NO_ROW where that file has none)."""
+    a_status, b_status = _statuses(a, keys), _statuses(b, keys)
+    rows, seen = [], set()
+    for df in (a, b):
+        for i, ident in enumerate(map(tuple, df[keys].astype(str).values)):
+            if ident in matched or ident in seen:
+                continue
+            seen.add(ident)
+            rows.append({**{k: df[k].iloc[i] for k in keys},
+                         "a_status": a_status.get(ident, NO_ROW),
+                         "b_status": b_status.get(ident, NO_ROW)})
+    out = pd.DataFrame(rows, columns=keys + ["a_status", "b_status"])
+    for col in ("batch_size", "image_size"):  # 0 = not known for a run that never started
+        if col in out:
+            out[col] = out[col].where(out[col] > 0)
+    return out
 
 
 def compare_files(a_path: str, b_path: str) -> Comparison:
@@ -164,12 +221,11 @@ def render(comp: Comparison, a_path: str, b_path: str, fmt: str = "text") -> str
     else:
         parts.append(writer(comp.table, comp.columns))
     if not comp.unmatched.empty:
-        cols = studies.varying(comp.unmatched, comp.keys, ("model",)) + ["side", "status"]
         parts.append(("\n**Not matched**\n\n" if fmt == "markdown" else "\nnot matched:\n")
-                     + writer(comp.unmatched, cols))
+                     + writer(comp.unmatched, comp.unmatched_columns))
     parts.append("\nverdict: faster/slower when the spreads of A and B do not overlap; "
                  "spread from repeats, else min/max over --num_runs, else the Step line's "
-                 "+/- x2\n")
+                 "+/- x2 (per worker, so times the workers)\n")
     return "\n".join(parts)
 
 

@@ -63,37 +63,87 @@ def total_devices(df: pd.DataFrame) -> pd.Series:
     return df["num_devices"].clip(lower=1) * df["num_workers"].clip(lower=1)
 
 
+def _one_device_baselines(ok: pd.DataFrame) -> pd.DataFrame:
+    """`ok` with each one-device row once per variable_update of the multi-device rows.
+
+    One device shares no variables (OneDeviceStrategy whatever was asked), so its
+    variable_update names a request, not what ran: --xla on several devices records replicated
+    where the same flags on one device record parameter_server. The one-device row is the
+    baseline of every series; rows on several devices keep their own.
+    """
+    one = (ok["devices"] == 1).to_numpy()
+    shared = pd.unique(ok.loc[~one, "variable_update"])
+    if not one.any() or len(shared) == 0:
+        return ok
+    reps = np.where(one, len(shared), 1)
+    out = ok.iloc[np.arange(len(ok)).repeat(reps)].copy()
+    labels = out["variable_update"].to_numpy(dtype=object).copy()
+    labels[one.repeat(reps)] = np.tile(shared, int(one.sum()))
+    out["variable_update"] = labels
+    return out.reset_index(drop=True)
+
+
+def _series(group: pd.DataFrame) -> list[pd.DataFrame]:
+    """A configuration's points as scaling series, each the baseline plus one point per device
+    count: rows that differ in device count alone.
+
+    Baseline: the fewest devices (on the fewest workers). A row with as many devices in another
+    split (1 x 2 workers against 2 x 1) is no scaling step and is left out. Where two splits give
+    one count (4 x 1 and 2 x 2), one series per worker count, each against the baseline.
+    """
+    group = group.sort_values(["devices", "num_workers"], kind="stable")
+    base = group.iloc[:1]
+    rest = group[group["devices"] > base["devices"].iloc[0]]
+    if rest.empty:
+        return []
+    parts = [rest] if rest["devices"].is_unique else \
+        [part for _, part in rest.groupby("num_workers", sort=True)]
+    return [pd.concat([base, part]) for part in parts]
+
+
 def scaling_table(df: pd.DataFrame, scaling: str = "weak",
                   extra: Sequence[str] = ()) -> pd.DataFrame:
-    """Throughput, speed-up and efficiency against the fewest devices in each group.
+    """Throughput, speed-up and efficiency against the fewest devices in each series.
 
     weak: per-device batch fixed (global grows with N); strong: global batch fixed.
-    efficiency = (throughput on N / throughput on N0) / (N / N0) x 100, N0 = 1 when measured.
-    Only groups with two or more device counts are returned.
+    efficiency = (throughput on N / throughput on N0) / (N / N0) x 100, N = devices x workers,
+    N0 = the baseline's. A series relates rows that differ in device count alone: every other
+    configuration column (variable_update, dataset, accum_steps, ...) is the same, except the
+    variable_update of a one-device baseline (see _one_device_baselines).
+    Only series with two or more device counts are returned.
     """
     if scaling not in ("weak", "strong"):
         raise ValueError("scaling must be weak or strong, got %r" % scaling)
     df = df.assign(devices=total_devices(df))
     fixed = "batch_size" if scaling == "weak" else "global_batch_size"
-    keys = _group_keys(("num_devices", "num_workers", "batch_size", "global_batch_size",
-                        "variable_update"), extra) + [fixed]
+    keys = _group_keys(("num_devices", "num_workers", "batch_size", "global_batch_size"),
+                       extra) + [fixed]
     other = "global_batch_size" if scaling == "weak" else "batch_size"
-    agg = aggregate(df, keys + ["devices", other])
+    point = ["num_devices", "num_workers", "devices", other]
+    agg = aggregate(_one_device_baselines(ok_rows(df)), keys + point)
     frames = []
-    for _, group in agg.groupby(keys, dropna=False, sort=False):
-        group = group.sort_values("devices")
-        if group["devices"].nunique() < 2:
-            continue
-        base = group.iloc[0]
-        group = group.assign(
-            scaling=scaling,
-            speedup=group["images_per_sec"] / base["images_per_sec"],
-            images_per_sec_per_device=group["images_per_sec"] / group["devices"])
-        group["efficiency_pct"] = group["speedup"] / (group["devices"] / base["devices"]) * 100.0
-        frames.append(group.assign(group="%s%d" % (scaling, len(frames))))
-    return _concat(frames, keys + ["devices", other, "scaling", "images_per_sec",
-                                   "images_per_sec_per_device", "speedup", "efficiency_pct",
-                                   "peak_mem_gb", "group"])
+    for _, candidates in agg.groupby(keys, dropna=False, sort=False):
+        for group in _series(candidates):
+            base = group.iloc[0]
+            group = group.assign(
+                scaling=scaling,
+                speedup=group["images_per_sec"] / base["images_per_sec"],
+                images_per_sec_per_device=group["images_per_sec"] / group["devices"])
+            group["efficiency_pct"] = group["speedup"] / (group["devices"] / base["devices"]) \
+                * 100.0
+            frames.append(group.assign(group="%s%d" % (scaling, len(frames))))
+    return _concat(frames, keys + point + ["scaling", "images_per_sec",
+                                           "images_per_sec_per_device", "speedup",
+                                           "efficiency_pct", "peak_mem_gb", "group"])
+
+
+def _identity(frame: pd.DataFrame, extra: Sequence[str] = ()) -> list[tuple]:
+    """Each row's configuration as a tuple of strings; a one-device row's variable_update is
+    left out (it is the baseline of every series, see _one_device_baselines)."""
+    cols = list(CONFIG_COLUMNS) + [c for c in extra if c not in CONFIG_COLUMNS]
+    ident = frame[cols].astype(str)
+    ident.loc[(total_devices(frame) == 1).to_numpy(), "variable_update"] = ""
+    return list(map(tuple, ident.values))
 
 
 def scaling_tables(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
@@ -105,13 +155,11 @@ def scaling_tables(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
     weak = scaling_table(df, "weak", extra)
     strong = scaling_table(df, "strong", extra)
     if not weak.empty and not strong.empty:
-        ident = ["model", "mode", "precision", "xla", "batch_size", "global_batch_size",
-                 "devices", "image_size", "device_name"] + list(extra)
-        in_weak = set(map(tuple, weak[ident].astype(str).values))
+        in_weak = set(_identity(weak, extra))
         keep = []
         for gid, group in strong.groupby("group", sort=False):
             rest = group[group["devices"] > group["devices"].min()]
-            if any(tuple(r) not in in_weak for r in rest[ident].astype(str).values):
+            if any(ident not in in_weak for ident in _identity(rest, extra)):
                 keep.append(gid)
         strong = strong[strong["group"].isin(keep)]
     return _concat([weak, strong], None)
@@ -184,24 +232,21 @@ def resolution_study(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFram
 
 
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration, the shape people publish (model x device and its metrics)."""
+    """One row per configuration, the shape people publish (model x device and its metrics).
+
+    efficiency_pct: from the scaling series holding this very configuration (weak first).
+    """
     keys = list(CONFIG_COLUMNS)
     agg = aggregate(df, keys)
     if agg.empty:
         return agg
     agg["devices"] = total_devices(agg)
     eff = scaling_tables(df)
-    agg["efficiency_pct"] = np.nan
+    found: dict[tuple, float] = {}
     if not eff.empty:
-        for _, row in eff.iterrows():
-            match = np.ones(len(agg), dtype=bool)
-            for col in ("model", "mode", "precision", "xla", "batch_size", "global_batch_size",
-                        "device_name", "image_size", "data_source"):
-                if col in eff.columns:
-                    match &= (agg[col] == row[col]).to_numpy()
-            match &= (agg["devices"] == row["devices"]).to_numpy()
-            agg.loc[match & agg["efficiency_pct"].isna().to_numpy(), "efficiency_pct"] = \
-                row["efficiency_pct"]
+        for ident, value in zip(_identity(eff), eff["efficiency_pct"]):
+            found.setdefault(ident, value)
+    agg["efficiency_pct"] = [found.get(ident, np.nan) for ident in _identity(agg)]
     return agg
 
 
@@ -245,14 +290,20 @@ def study_sections(df: pd.DataFrame, kinds: Sequence[str] = STUDY_KINDS,
             scaling_table(df, scaling, extra)
         if not table.empty:
             keys = varying(table, list(CONFIG_COLUMNS) + list(extra), shown)
-            keys = [k for k in keys if k not in ("batch_size", "global_batch_size")]
+            keys = [k for k in keys if k not in ("batch_size", "global_batch_size",
+                                                 "num_devices", "num_workers")]
+            # The split (devices per worker x workers) tells apart rows of one device count.
+            split = ["num_devices", "num_workers"] if table["num_workers"].nunique() > 1 else []
             out.append(Section(
                 "scaling", "Scaling efficiency", table,
-                keys + ["scaling", "devices", "batch_size", "global_batch_size",
-                        "images_per_sec", "images_per_sec_per_device", "speedup",
-                        "efficiency_pct"],
-                "efficiency = (images/sec on N / images/sec on the fewest devices) / N x 100%; "
-                "weak scaling keeps the per-device batch, strong scaling the global batch"))
+                keys + ["scaling"] + split + ["devices", "batch_size", "global_batch_size",
+                                              "images_per_sec", "images_per_sec_per_device",
+                                              "speedup", "efficiency_pct"],
+                "efficiency = (images/sec on N / images/sec on N0) / (N / N0) x 100%, N = "
+                "devices x workers, N0 the fewest in the series; a series holds rows that "
+                "differ in device count alone (a one-device baseline shares no variables and "
+                "serves every variable_update); weak scaling keeps the per-device batch, strong "
+                "scaling the global batch"))
     if "batch_size" in kinds:
         table = batch_size_study(df, knee_pct, extra)
         if not table.empty:
