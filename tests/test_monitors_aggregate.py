@@ -165,7 +165,8 @@ def test_host_summary():
                {"t": 3.0, "phase": "end", "cpu_util_pct": 60.0, "proc_cpu_pct": 130.0,
                 "rss_bytes": 3 << 30}]
     s = aggregate.host_summary(samples)
-    assert s["cpu_util_pct_mean"] == pytest.approx(70.0)
+    # Each reading weighted by the time it covers: 80% over 0.5 s, 60% over 1 s.
+    assert s["cpu_util_pct_mean"] == pytest.approx((0.5 * 80 + 1.0 * 60) / 1.5)
     assert s["cpu_util_pct_max"] == pytest.approx(80.0)
-    assert s["process_cpu_pct_mean"] == pytest.approx(140.0)
+    assert s["process_cpu_pct_mean"] == pytest.approx((0.5 * 150 + 1.0 * 130) / 1.5)
     assert s["host_rss_gb_max"] == pytest.approx(3.0)

@@ -245,14 +245,32 @@ def throttle_warning(samples: list[dict], names: Optional[dict[Any, str]] = None
 HOST_COLUMNS = ("cpu_util_pct_mean",)
 
 
+def _interval_weighted_mean(samples: list[dict], steady: list[dict], key: str
+                            ) -> Optional[float]:
+    """Mean of `key` over `steady`, each reading weighted by the time since the previous sample
+    of `samples` (the span a since-the-last-call reading such as psutil's covers)."""
+    previous = {id(b): a["t"] for a, b in zip(samples, samples[1:])}
+    pairs = [(s["t"] - previous[id(s)], s[key]) for s in steady
+             if s.get(key) is not None and id(s) in previous]
+    total = sum(w for w, _ in pairs)
+    if total <= 0:
+        return _mean([v for _, v in pairs])
+    return sum(w * v for w, v in pairs) / total
+
+
 def host_summary(samples: list[dict]) -> dict[str, Any]:
-    """Host CPU utilisation (system-wide, 0-100 %) and this process's CPU and RSS."""
+    """Host CPU utilisation (system-wide, 0-100 %) and this process's CPU and RSS.
+
+    psutil's CPU percentages cover the time since the previous reading, so the means weight each
+    reading by that interval: a reading at a window boundary, a few ms after the last tick,
+    counts for those few ms only.
+    """
     steady = steady_samples(samples)
     rss = _max(_values(samples, "rss_bytes"))
     return {
-        "cpu_util_pct_mean": _mean(_values(steady, "cpu_util_pct")),
+        "cpu_util_pct_mean": _interval_weighted_mean(samples, steady, "cpu_util_pct"),
         "cpu_util_pct_max": _max(_values(steady, "cpu_util_pct")),
         # Per process, 100 = one core busy.
-        "process_cpu_pct_mean": _mean(_values(steady, "proc_cpu_pct")),
+        "process_cpu_pct_mean": _interval_weighted_mean(samples, steady, "proc_cpu_pct"),
         "host_rss_gb_max": None if rss is None else rss / GB,
     }
