@@ -226,13 +226,25 @@ class Benchmark:
         return res
 
     def _steady_state(self) -> None:
-        """Warm-up is over: monitors start their steady-state window, and the device memory peak
-        so far (autotuning scratch included) is kept apart before the peak is reset."""
-        for m in self.monitors:
-            m.mark_steady()
+        """Warm-up is over: the device memory peak so far (autotuning scratch included) is kept
+        apart before the peak is reset."""
         names = self.r.device.names
         self._warmup_peaks = memory.peak_device_bytes(names)[0]
         self._memory_reset_error = self._memory_reset_error or memory.reset_peak(names)
+
+    def _open_window(self, new_measurement: bool) -> None:
+        """Timed steps start: the monitors' figures cover them (tfbench.monitors.aggregate).
+        A new measurement replaces the windows before it; otherwise the window adds to them."""
+        for m in self.monitors:
+            if new_measurement:
+                m.mark_steady()
+            else:
+                m.resume()
+
+    def _close_window(self) -> None:
+        """Timed steps stop (end of a repeat, an evaluation): the monitors' window closes."""
+        for m in self.monitors:
+            m.pause()
 
     def _gpu_indices(self) -> Optional[list[int]]:
         if self.r.device.kind != "gpu":
@@ -525,7 +537,8 @@ class Benchmark:
                 if p.cooldown_secs:
                     time.sleep(p.cooldown_secs)
                 self.emit("Repeat %d of %d" % (run + 1, p.num_runs))
-            totals.append(self._timed_loop(s, res, num_timed, checkpoints))
+            totals.append(self._timed_loop(s, res, num_timed, checkpoints,
+                                           new_measurement=run == 0))
         if len(totals) > 1:
             summary = stats.repeat_summary(totals, p.unstable_threshold_pct)
             res.extra.update(summary)
@@ -540,8 +553,10 @@ class Benchmark:
                 self._evaluate(s.eval_fn, s.eval_inputs, self._eval_batches(), res)
 
     def _timed_loop(self, s: _Setup, res: RunResult, num_timed: int,
-                    checkpoints: "_Checkpoints") -> float:
-        """One measurement: num_timed steps with Step lines; returns total images/sec."""
+                    checkpoints: "_Checkpoints", new_measurement: bool = True) -> float:
+        """One measurement: num_timed steps with Step lines; returns total images/sec.
+
+        The monitors' window is open exactly while res.wall_time runs (evaluations excluded)."""
         p, r = self.p, self.r
         training = r.mode == "training"
         with_acc = p.print_training_accuracy or not training
@@ -553,6 +568,7 @@ class Benchmark:
         times: list[float] = []
         out = None
         paused = 0.0
+        self._open_window(new_measurement)
         loop_start = time.perf_counter()
         for i in range(num_timed):
             t0 = time.perf_counter()
@@ -582,8 +598,10 @@ class Benchmark:
                     self._write_summaries(s, out, checkpoints.global_step())
             if (i + 1) in eval_due:
                 pause = time.perf_counter()
+                self._close_window()
                 self.emit("Running evaluation at global_step %d" % checkpoints.global_step())
                 top_1 = self._evaluate(s.eval_fn, s.eval_inputs, self._eval_batches(), res)
+                self._open_window(new_measurement=False)
                 paused += time.perf_counter() - pause
                 if p.stop_at_top_1_accuracy and top_1 >= p.stop_at_top_1_accuracy:
                     self.emit("Stopping, as eval accuracy at least %s was reached"
@@ -593,6 +611,7 @@ class Benchmark:
                 self.emit("Resuming training")
             res.wall_time = time.perf_counter() - loop_start - paused
         res.wall_time = time.perf_counter() - loop_start - paused
+        self._close_window()
         if not times:
             return 0.0
         self._check_finite(out, "step %d" % len(times))
@@ -665,6 +684,7 @@ class Benchmark:
         self.emit("Done warm up")
         self._steady_state()
         self.emit(classic_log.step_header(p.loss_type_to_report, False))
+        self._open_window(new_measurement=True)
         loop_start = time.perf_counter()
         for i in range(r.num_batches):
             t0 = time.perf_counter()
@@ -675,6 +695,7 @@ class Benchmark:
                 mean, pm, jitter = self._step_stats(res, res.step_times, p.display_perf_ewma)
                 self.emit(classic_log.step_line(i + 1, mean, pm, jitter, 0.0))
         res.wall_time = time.perf_counter() - loop_start
+        self._close_window()
         res.first_step_sec = (res.warmup_times or res.step_times or [None])[0]
         self._step_stats(res, res.step_times, p.display_perf_ewma)
         res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
@@ -731,12 +752,12 @@ class Benchmark:
                 if folding is not None:
                     folding.refresh(model)
                 self.emit("Successfully loaded model from %s." % path)
-                for m in self.monitors:
-                    m.mark_steady()
+                self._open_window(new_measurement=True)
                 res.step_times.clear()
                 loop_start = time.perf_counter()
                 self._evaluate(step_fn, images, r.num_batches, res, times=res.step_times)
                 res.wall_time = time.perf_counter() - loop_start
+                self._close_window()
                 evaluated = path
             if not p.eval_interval_secs:
                 break

@@ -1,0 +1,116 @@
+"""What the runner's figures cover: timed steps only, under an injected clock and a fake GPU.
+
+Every step takes a known time at a known power on a fake clock that the runner's timer and the
+monitor share; nothing else takes time except explicit sleeps (cooldowns, at idle power). So
+every figure has one exact expected value, whatever the machine.
+"""
+
+import time
+import types
+
+import pytest
+
+from tfbench import memory, runner, steps
+from tfbench.errors import NanLoss
+from tfbench.monitors import aggregate
+from tfbench.monitors.base import Monitor
+from tfbench.params import make_params
+from tfbench.results import RunResult
+
+COLD_SEC = 100.0   # the first call of a step: tracing, compilation, autotuning
+STEP_SEC = 1.0
+STEP_W = 300.0
+IDLE_W = 50.0
+BATCH = 4
+
+
+class FakeGpu:
+    """A clock, a power draw and the energy counter that integrates it."""
+
+    def __init__(self):
+        self.t = 0.0
+        self.energy = 0.0
+        self.power = IDLE_W
+
+    def now(self) -> float:
+        return self.t
+
+    def run(self, seconds: float, watts: float) -> None:
+        self.t += seconds
+        self.energy += seconds * watts
+        self.power = watts
+
+    def sleep(self, seconds: float) -> None:
+        self.run(seconds, IDLE_W)
+
+
+class FakeNvmlMonitor(Monitor):
+    """Boundary readings only (no thread), of the fake GPU."""
+
+    name = "nvml"
+
+    def __init__(self, gpu: FakeGpu):
+        super().__init__(0, clock=gpu.now)
+        self.gpu = gpu
+
+    def _read(self):
+        return [{"gpu": 0, "power_w": self.gpu.power, "energy_j": self.gpu.energy}]
+
+    def _summarize(self, samples, images, images_per_sec):
+        return aggregate.gpu_summary(samples, images, images_per_sec)
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    g = FakeGpu()
+    monkeypatch.setattr(runner, "time", types.SimpleNamespace(
+        perf_counter=g.now, monotonic=g.now, sleep=g.sleep, time=time.time))
+    monkeypatch.setattr(runner.monitors, "create", lambda *a, **k: [FakeNvmlMonitor(g)])
+
+    def costed(make):
+        def builder(self, *args, **kwargs):
+            fn = make(self, *args, **kwargs)
+            calls = []
+
+            def step(inputs):
+                out = fn(inputs)
+                g.run(COLD_SEC if not calls else STEP_SEC, STEP_W)
+                calls.append(None)
+                return out
+            return step
+        return builder
+
+    monkeypatch.setattr(steps.Steps, "train_step", costed(steps.Steps.train_step))
+    monkeypatch.setattr(steps.Steps, "forward_step", costed(steps.Steps.forward_step))
+    return g
+
+
+def run(flags, result=None):
+    values = {"device": "cpu", "model": "trivial", "image_size": 16, "batch_size": BATCH,
+              "csv_file": "", "json_dir": ""}
+    values.update(flags)
+    lines = []
+    res = result or RunResult()
+    runner.Benchmark(make_params(values), emit=lines.append).run(res)
+    return res, lines
+
+
+def test_power_and_energy_cover_the_timed_repeats_not_the_cooldown(gpu, tmp_path):
+    res, _ = run({"num_batches": 3, "num_warmup_batches": 1, "num_runs": 2,
+                  "cooldown_secs": 30.0, "train_dir": str(tmp_path / "ckpt")})
+    assert res.images_per_sec == pytest.approx(BATCH / STEP_SEC)
+    timed = 2 * 3
+    assert len(res.step_times) == timed
+    assert res.extra["energy_j"] == pytest.approx(timed * STEP_SEC * STEP_W)
+    assert res.extra["joules_per_image"] == pytest.approx(STEP_SEC * STEP_W / BATCH)
+    assert res.extra["power_w_mean"] == pytest.approx(STEP_W)
+    assert res.extra["images_per_sec_per_watt"] == pytest.approx(BATCH / STEP_SEC / STEP_W)
+
+
+def test_evaluations_during_training_fall_between_windows(gpu):
+    res, lines = run({"num_batches": 4, "num_warmup_batches": 1, "num_eval_batches": 3,
+                      "eval_during_training_every_n_steps": 2})
+    assert "Running evaluation at global_step 3" in lines
+    assert "Running final evaluation at global_step 5" in lines
+    assert res.extra["energy_j"] == pytest.approx(4 * STEP_SEC * STEP_W)
+    assert res.wall_time == pytest.approx(4 * STEP_SEC)
