@@ -114,3 +114,32 @@ def test_evaluations_during_training_fall_between_windows(gpu):
     assert "Running final evaluation at global_step 5" in lines
     assert res.extra["energy_j"] == pytest.approx(4 * STEP_SEC * STEP_W)
     assert res.wall_time == pytest.approx(4 * STEP_SEC)
+
+
+def test_eval_times_warm_steps_and_reports_the_cold_call_apart(gpu, tmp_path, monkeypatch):
+    train_dir = str(tmp_path / "ckpt")
+    run({"num_batches": 1, "num_warmup_batches": 0, "train_dir": train_dir})
+    events = []
+
+    def reset(names):
+        events.append("reset")
+
+    def peaks(names):
+        events.append("read")
+        return dict.fromkeys(names, 1 << 30), None
+
+    monkeypatch.setattr(memory, "reset_peak", reset)
+    monkeypatch.setattr(memory, "peak_device_bytes", peaks)
+    res, lines = run({"eval": True, "train_dir": train_dir, "num_batches": 5})
+    assert res.first_step_sec == pytest.approx(COLD_SEC)
+    assert res.warmup_times == [pytest.approx(COLD_SEC)]
+    assert res.num_warmup_batches == 1
+    assert res.step_times == [pytest.approx(STEP_SEC)] * 5
+    assert res.images_per_sec == pytest.approx(BATCH / STEP_SEC)
+    assert res.extra["latency_ms_max"] == pytest.approx(STEP_SEC * 1000)
+    assert res.extra["energy_j"] == pytest.approx(5 * STEP_SEC * STEP_W)
+    # The peak is reset after the cold call, as after training's warm-up; its peak is kept.
+    assert events == ["reset", "read", "reset", "read"]
+    assert res.extra["warmup_peak_mem_gb"] == 1.0
+    # The log keeps the legacy eval lines: no warm-up lines are added.
+    assert not any("warm up" in line for line in lines)
