@@ -143,3 +143,39 @@ def test_eval_times_warm_steps_and_reports_the_cold_call_apart(gpu, tmp_path, mo
     assert res.extra["warmup_peak_mem_gb"] == 1.0
     # The log keeps the legacy eval lines: no warm-up lines are added.
     assert not any("warm up" in line for line in lines)
+
+
+def test_a_nan_at_a_display_step_leaves_images_per_sec_over_the_steps_timed(gpu, monkeypatch):
+    """The NaN step was timed and is in step_times: the wall time must cover it too."""
+    checked = []
+
+    def check_finite(self, out, where):
+        checked.append(where)
+        if where == "step 10":
+            raise NanLoss("Loss became NaN at step 10")
+
+    monkeypatch.setattr(runner.Benchmark, "_check_finite", check_finite)
+    res = RunResult()
+    with pytest.raises(NanLoss):
+        run({"num_batches": 20, "num_warmup_batches": 0, "display_every": 10}, res)
+    assert len(res.step_times) == 10
+    # 10 steps: the cold one and 9 more.
+    assert res.wall_time == pytest.approx(COLD_SEC + 9 * STEP_SEC)
+    assert res.images_per_sec == pytest.approx(10 * BATCH / (COLD_SEC + 9 * STEP_SEC))
+
+
+def test_a_nan_in_the_second_repeat_counts_that_repeat_only(gpu, monkeypatch):
+    def check_finite(self, out, where):
+        if len(checked) == 1 and where == "step 1":
+            raise NanLoss("Loss became NaN at step 1")
+        if where == "step 3":
+            checked.append(where)
+
+    checked = []
+    monkeypatch.setattr(runner.Benchmark, "_check_finite", check_finite)
+    res = RunResult()
+    with pytest.raises(NanLoss):
+        run({"num_batches": 3, "num_warmup_batches": 1, "num_runs": 2}, res)
+    assert len(res.step_times) == 4   # 3 of the first repeat, 1 of the second
+    assert res.wall_time == pytest.approx(STEP_SEC)
+    assert res.images_per_sec == pytest.approx(BATCH / STEP_SEC)

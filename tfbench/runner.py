@@ -161,6 +161,7 @@ class Benchmark:
         self.model = None
         self._memory_reset_error: Optional[str] = None
         self._warmup_peaks: Optional[dict] = None
+        self._steps_in_wall_time = 0   # the timed steps res.wall_time covers (this repeat)
 
     # ------------------------------------------------------------------------------------
     def run(self, result: Optional[RunResult] = None) -> RunResult:
@@ -270,9 +271,10 @@ class Benchmark:
         for m in self.monitors:
             m.stop()
         r = self.r
-        if not res.images_per_sec and res.step_times and res.wall_time:
-            # Stopped early (interrupt, NaN): the steps already timed still count.
-            res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
+        if not res.images_per_sec and self._steps_in_wall_time and res.wall_time:
+            # Stopped early (interrupt, NaN): the steps already timed still count, those the
+            # wall time covers (this repeat's).
+            res.images_per_sec = self._steps_in_wall_time * r.global_batch / res.wall_time
         ips = res.images_per_sec or None
         # This host's monitors and memory see this worker's images only.
         timed_images = len(res.step_times) * r.worker_batch
@@ -568,6 +570,7 @@ class Benchmark:
         times: list[float] = []
         out = None
         paused = 0.0
+        self._steps_in_wall_time = 0
         self._open_window(new_measurement)
         loop_start = time.perf_counter()
         for i in range(num_timed):
@@ -577,6 +580,10 @@ class Benchmark:
             raise_if_stopped()
             times.append(elapsed)
             res.step_times.append(elapsed)
+            # Covers every step timed so far: a NaN or an interrupt below leaves a fallback
+            # images/sec over exactly these steps.
+            res.wall_time = time.perf_counter() - loop_start - paused
+            self._steps_in_wall_time = len(times)
             if res.first_step_sec is None:
                 res.first_step_sec = elapsed
             loss = float(out[loss_index]) if training else 0.0
@@ -676,11 +683,13 @@ class Benchmark:
         self.emit("Generating input pipeline")
         iterator = iter(self._dataset(r.batch_size, train=True))
         self.emit("Running warm up")
+        warm_start = time.perf_counter()
         for _ in range(r.num_warmup):
             t0 = time.perf_counter()
             next(iterator)
             res.warmup_times.append(time.perf_counter() - t0)
             raise_if_stopped()
+        res.warmup_sec = time.perf_counter() - warm_start if r.num_warmup else None
         self.emit("Done warm up")
         self._steady_state()
         self.emit(classic_log.step_header(p.loss_type_to_report, False))
@@ -690,6 +699,8 @@ class Benchmark:
             t0 = time.perf_counter()
             next(iterator)
             res.step_times.append(time.perf_counter() - t0)
+            res.wall_time = time.perf_counter() - loop_start
+            self._steps_in_wall_time = len(res.step_times)
             raise_if_stopped()
             if classic_log.should_display(i, p.display_every):
                 mean, pm, jitter = self._step_stats(res, res.step_times, p.display_perf_ewma)
@@ -702,20 +713,24 @@ class Benchmark:
 
     # ------------------------------------------------------------------------------------
     def _evaluate(self, step_fn, inputs, num_batches: int, res: RunResult,
-                  times: Optional[list[float]] = None) -> float:
+                  times: Optional[list[float]] = None, timed: bool = False) -> float:
         """Runs eval batches with progress lines and the Accuracy line; returns top-1.
 
-        Each step's time (with its host fetch) goes to `times` when given."""
+        Each step's time (with its host fetch) goes to `times` when given. `timed`: these steps
+        are the run's measurement (--eval), so res.wall_time covers every step in `times`."""
         p, r = self.p, self.r
         # Every worker evaluates its own part of the data (tfbench.strategy.distribute_inputs).
         global_eval = r.eval_batch_size * r.device.num_devices * r.num_workers
         top1s, top5s = [], []
         times = times if times is not None else []
-        window_start = time.perf_counter()
+        loop_start = window_start = time.perf_counter()
         for i in range(num_batches):
             t0 = time.perf_counter()
             out = step_fn(inputs).numpy()
             times.append(time.perf_counter() - t0)
+            if timed:
+                res.wall_time = time.perf_counter() - loop_start
+                self._steps_in_wall_time = len(times)
             raise_if_stopped()
             top1s.append(float(out[2]))
             top5s.append(float(out[3]))
@@ -754,19 +769,22 @@ class Benchmark:
                 self.emit("Successfully loaded model from %s." % path)
                 if not res.warmup_times:
                     self._eval_cold_call(step_fn, images, res)
-                self._open_window(new_measurement=True)
+                # Each evaluation is a new measurement: its steps replace the last ones.
                 res.step_times.clear()
+                res.wall_time, res.images_per_sec, self._steps_in_wall_time = 0.0, 0.0, 0
+                self._open_window(new_measurement=True)
                 loop_start = time.perf_counter()
-                self._evaluate(step_fn, images, r.num_batches, res, times=res.step_times)
+                self._evaluate(step_fn, images, r.num_batches, res, times=res.step_times,
+                               timed=True)
                 res.wall_time = time.perf_counter() - loop_start
                 self._close_window()
+                if res.step_times:
+                    res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
+                    self._step_stats(res, res.step_times, None)
                 evaluated = path
             if not p.eval_interval_secs:
                 break
             time.sleep(p.eval_interval_secs)
-        if res.step_times:
-            res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
-            self._step_stats(res, res.step_times, None)
 
     def _eval_cold_call(self, step_fn, inputs, res: RunResult) -> None:
         """One untimed eval batch before the first timed one, as training's warm-up: the first
