@@ -10,12 +10,12 @@ import types
 
 import pytest
 
-from tfbench import memory, runner, steps
+from tfbench import csv_out, memory, outputs, runner, steps
 from tfbench.errors import NanLoss
 from tfbench.monitors import aggregate
 from tfbench.monitors.base import Monitor
 from tfbench.params import make_params
-from tfbench.results import RunResult
+from tfbench.results import FIELD_NAMES, RunResult
 
 COLD_SEC = 100.0   # the first call of a step: tracing, compilation, autotuning
 STEP_SEC = 1.0
@@ -143,6 +143,7 @@ def test_eval_times_warm_steps_and_reports_the_cold_call_apart(gpu, tmp_path, mo
     assert res.extra["warmup_peak_mem_gb"] == 1.0
     # The log keeps the legacy eval lines: no warm-up lines are added.
     assert not any("warm up" in line for line in lines)
+    assert not set(res.extra) & FIELD_NAMES
 
 
 def test_a_nan_at_a_display_step_leaves_images_per_sec_over_the_steps_timed(gpu, monkeypatch):
@@ -179,3 +180,32 @@ def test_a_nan_in_the_second_repeat_counts_that_repeat_only(gpu, monkeypatch):
     assert len(res.step_times) == 4   # 3 of the first repeat, 1 of the second
     assert res.wall_time == pytest.approx(STEP_SEC)
     assert res.images_per_sec == pytest.approx(BATCH / STEP_SEC)
+
+
+@pytest.mark.parametrize("flags", [
+    {"num_batches": 2, "num_warmup_batches": 1, "num_runs": 2},
+    {"num_batches": 2, "num_warmup_batches": 1, "forward_only": True},
+    {"num_batches": 4, "num_warmup_batches": 1, "num_eval_batches": 1,
+     "eval_during_training_every_n_steps": 2},
+], ids=["repeats", "forward_only", "train_and_eval"])
+def test_extra_never_redefines_a_result_field(gpu, flags):
+    res, _ = run(flags)
+    assert not set(res.extra) & FIELD_NAMES
+
+
+def test_warmup_sec_is_one_figure_in_the_json_csv_and_console(gpu, monkeypatch):
+    """The wall time of warm-up, host work between its steps included."""
+    check_finite = runner.Benchmark._check_finite
+
+    def slow_check(self, out, where):
+        gpu.sleep(0.5)
+        check_finite(self, out, where)
+
+    monkeypatch.setattr(runner.Benchmark, "_check_finite", slow_check)
+    res, _ = run({"num_batches": 2, "num_warmup_batches": 3})
+    assert res.warmup_times == [pytest.approx(COLD_SEC), pytest.approx(STEP_SEC),
+                                pytest.approx(STEP_SEC)]
+    assert res.warmup_sec == pytest.approx(COLD_SEC + 2 * STEP_SEC + 3 * 0.5)
+    assert csv_out.row_for(res)["warmup_sec"] == "103.5"
+    (line,) = [l for l in outputs.summary_lines(None, res) if l.startswith("Cold start:")]
+    assert line.startswith("Cold start: first step 100.000 s, warm-up 103.500 s (3 steps)")

@@ -16,7 +16,7 @@ import os
 import tempfile
 from typing import Any, Iterator, Optional
 
-from tfbench.results import RunResult
+from tfbench.results import FIELD_NAMES, RunResult
 
 SCHEMA_VERSION = 2   # 2: warmup_peak_mem_gb
 
@@ -51,7 +51,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("step_images_per_sec_plusminus", "the Step line's +/- (std of per-step speeds / sqrt(n))"),
     ("jitter", "the Step line's jitter (1.4826 x median absolute deviation)"),
     ("first_step_sec", "time of the first (cold) step, seconds"),
-    ("warmup_sec", "time from the first step to the end of warm-up, seconds"),
+    ("warmup_sec", "wall time of warm-up, from the start of its first step to the end of its "
+                   "last (host work between steps included), seconds"),
     ("final_loss", "last reported loss"),
     ("top_1_accuracy", "eval or last training top-1"),
     ("top_5_accuracy", "eval or last training top-5"),
@@ -115,7 +116,9 @@ def _fmt(value: Any) -> str:
 
 
 def row_for(result: RunResult) -> dict[str, str]:
-    """The CSV row of a result: RunResult fields first, then `extra` (monitors, studies)."""
+    """The CSV row of a result: RunResult fields and the figures derived from them, then
+    `extra` (monitors, studies) for the other columns only: a key of `extra` never replaces a
+    figure of the same name (one name, one definition in the console, CSV and JSON)."""
     from tfbench import __version__
     values: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -128,7 +131,7 @@ def row_for(result: RunResult) -> dict[str, str]:
         if name not in values and hasattr(result, name):
             values[name] = getattr(result, name)
     for name, value in result.extra.items():
-        if name in COLUMN_NAMES:
+        if name in COLUMN_NAMES and name not in values and name not in FIELD_NAMES:
             values[name] = value
     return {name: _fmt(values.get(name)) for name in COLUMN_NAMES}
 

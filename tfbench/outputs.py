@@ -69,7 +69,7 @@ def summary_lines(p, result: RunResult) -> list[str]:
     if result.mode in ("forward_only", "eval"):
         lines += stats.console_lines_latency(extra)
     lines += stats.console_lines_cold_start(
-        {"first_step_sec": result.first_step_sec, **extra})
+        {**extra, "first_step_sec": result.first_step_sec, "warmup_sec": result.warmup_sec})
     lines += extra.get("memory_lines", [])
     lines += extra.get("monitor_lines", [])
     lines += ["WARNING: " + w for w in extra.get("monitor_warnings", [])]

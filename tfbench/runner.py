@@ -283,8 +283,7 @@ class Benchmark:
             self._count_flops(self.model, res)
         self._flops_figures(res, ips)
         res.extra.update(stats.latency_summary(res.step_times))
-        res.extra.update({k: v for k, v in stats.cold_start_summary(
-            res.warmup_times, res.step_times).items() if k not in ("first_step_sec",)})
+        res.extra.update(stats.cold_start_summary(res.warmup_times, res.step_times))
         peaks, unavailable = memory.peak_device_bytes(r.device.names)
         if self._memory_reset_error:   # the peak would also cover the warm-up
             peaks, unavailable = dict.fromkeys(peaks), self._memory_reset_error
