@@ -82,3 +82,11 @@ def test_json_written_atomically(tmp_path):
     csv_out.write_json_atomic(str(path), {"a": 1})
     assert json.load(open(path)) == {"a": 1}
     assert [p.name for p in path.parent.iterdir()] == ["x.json"]
+
+
+def test_params_says_what_is_counted():
+    """flops.count_params counts trainable weights (batch-norm moving statistics excluded)."""
+    assert dict(csv_out.COLUMNS)["params"].startswith("trainable parameters")
+    from tfbench import outputs
+    (line,) = outputs.summary_lines(None, RunResult(params_count=1234))
+    assert line == "Model stats: 1,234 trainable params"

@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from tfbench import csv_out, memory, outputs, runner, steps
+from tfbench import csv_out, estimate, memory, outputs, runner, steps
 from tfbench.errors import NanLoss
 from tfbench.monitors import aggregate
 from tfbench.monitors.base import Monitor
@@ -209,3 +209,24 @@ def test_warmup_sec_is_one_figure_in_the_json_csv_and_console(gpu, monkeypatch):
     assert csv_out.row_for(res)["warmup_sec"] == "103.5"
     (line,) = [l for l in outputs.summary_lines(None, res) if l.startswith("Cold start:")]
     assert line.startswith("Cold start: first step 100.000 s, warm-up 103.500 s (3 steps)")
+
+
+def test_step_images_per_sec_covers_every_timed_step_of_the_last_repeat(gpu):
+    res, lines = run({"num_batches": 15, "num_warmup_batches": 0, "display_every": 10})
+    assert [l.split("\t")[0] for l in lines if "images/sec:" in l] == ["1", "10"]
+    # Not the last Step line's figure (step 10): all 15 timed steps, the cold first one included.
+    assert res.step_images_per_sec == pytest.approx(BATCH / ((COLD_SEC + 14 * STEP_SEC) / 15))
+    meaning = dict(csv_out.COLUMNS)["step_images_per_sec"]
+    assert "every timed step of the last repeat" in meaning and "last Step line" not in meaning
+
+
+def test_the_training_time_estimate_is_for_training_runs_only(gpu):
+    flags = {"num_batches": 2, "num_warmup_batches": 1, "estimate_dataset_size": 1008}
+    res, _ = run(flags)
+    assert res.extra["estimated_train_hours"] == pytest.approx(1008 / (BATCH * 0.7) / 3600)
+    res, lines = run(dict(flags, forward_only=True))
+    assert "estimated_train_hours" not in res.extra
+    assert estimate.console_lines(res.extra) == []
+    notice = ("--estimate_dataset_size estimates training time: no estimate for a forward-only "
+              "run")
+    assert notice in lines and notice in res.notices

@@ -47,7 +47,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("accum_steps", "micro-batches per optimizer update"),
     ("steps_run", "timed steps actually run"),
     ("images_per_sec", "the `total images/sec` figure (wall time of the timed loop)"),
-    ("step_images_per_sec", "mean of the last Step line (batch / mean step time)"),
+    ("step_images_per_sec", "the Step lines' figure over every timed step of the last repeat: "
+                            "per-worker batch / mean step time (EWMA-weighted with "
+                            "--display_perf_ewma)"),
     ("step_images_per_sec_plusminus", "the Step line's +/- (std of per-step speeds / sqrt(n))"),
     ("jitter", "the Step line's jitter (1.4826 x median absolute deviation)"),
     ("first_step_sec", "time of the first (cold) step, seconds"),
@@ -56,7 +58,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("final_loss", "last reported loss"),
     ("top_1_accuracy", "eval or last training top-1"),
     ("top_5_accuracy", "eval or last training top-5"),
-    ("params", "trainable + non-trainable parameters of the model"),
+    ("params", "trainable parameters of the model (batch-norm moving statistics and other "
+               "non-trainable state excluded, as in published counts)"),
     ("gflops_per_image", "forward GFLOPs per image (multiply-add = 2 FLOPs)"),
     ("tflops_per_sec", "achieved TFLOP/s (training counted as 3x forward)"),
     ("mfu_pct", "model FLOPs utilisation: tflops_per_sec / (peak per device x devices), %"),

@@ -244,7 +244,8 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
        "Mark a repeated result unstable when (max - min) / median exceeds this, %.",
        lower_bound=0),
     _t("int", "estimate_dataset_size", 0,
-       "Print and record the hours to train this many samples (x --estimate_epochs); 0 = off.",
+       "Training runs: print and record the hours to train this many samples "
+       "(x --estimate_epochs); 0 = off.",
        lower_bound=0),
     _t("float", "estimate_epochs", 1.0, "Epochs for the training-time estimate.",
        lower_bound=0.01),

@@ -53,7 +53,7 @@ def summary_lines(p, result: RunResult) -> list[str]:
         return []
     lines = []
     if result.params_count is not None:
-        line = "Model stats: %s params" % "{:,}".format(result.params_count)
+        line = "Model stats: %s trainable params" % "{:,}".format(result.params_count)
         if result.gflops_per_image:
             line += ", %.3f GFLOPs/image forward (multiply-add = 2)" % result.gflops_per_image
         if result.tflops_per_sec:

@@ -157,6 +157,10 @@ class Benchmark:
         self.p = p
         self.emit = emit
         self.r = resolve(p)
+        if p.estimate_dataset_size and self.r.mode != "training":
+            self.r.notices.append("--estimate_dataset_size estimates training time: no estimate "
+                                  "for a%s %s run" % ("n" if self.r.mode == "eval" else "",
+                                                      self.r.mode.replace("_", "-")))
         self.monitors: list = []
         self.model = None
         self._memory_reset_error: Optional[str] = None
@@ -298,7 +302,7 @@ class Benchmark:
             res.extra["monitor_warnings"] = monitors.warnings(self.monitors)
         res.extra["memory_lines"] = memory.console_lines(mem)
         self._expected_range(res)
-        if self.p.estimate_dataset_size:
+        if self.p.estimate_dataset_size and r.mode == "training":
             res.extra.update(estimate.estimate_summary(
                 ips, self.p.estimate_dataset_size, self.p.estimate_epochs,
                 self.p.estimate_utilization))
