@@ -10,10 +10,12 @@ from tfbench.report import compare, compare_cli, load, tables
 from tfbench.results import RunResult
 
 
-def result(model="resnet50", batch_size=64, ips=100.0, pm=0.0, device="V100", **extra):
+def result(model="resnet50", batch_size=64, ips=100.0, pm=0.0, device="V100", status="ok",
+           **extra):
+    # status is a RunResult field: `extra` cannot set a column of that name (csv_out.row_for).
     r = RunResult(model=model, mode="training", batch_size=batch_size,
                   global_batch_size=batch_size, images_per_sec=ips,
-                  step_images_per_sec_plusminus=pm)
+                  step_images_per_sec_plusminus=pm, status=status)
     r.extra.update({"device_name": device, **extra})
     return r
 

@@ -25,6 +25,19 @@ def test_row_has_every_column_and_formats_values():
     assert row["schema_version"] == str(csv_out.SCHEMA_VERSION)
 
 
+def test_extra_never_shadows_a_result_figure():
+    """One name, one definition: a RunResult field (or a figure row_for derives from one) is
+    what the CSV shows, whatever `extra` holds under the same name."""
+    res = RunResult(warmup_sec=1.5, images_per_sec=10.0, step_times=[0.1, 0.1],
+                    params_count=1000)
+    res.extra.update(warmup_sec=99.0, images_per_sec=1.0, steps_run=7, params=3,
+                     schema_version=0, notices="x")
+    row = csv_out.row_for(res)
+    assert (row["warmup_sec"], row["images_per_sec"], row["steps_run"], row["params"]) == (
+        "1.5", "10", "2", "1000")
+    assert row["schema_version"] == str(csv_out.SCHEMA_VERSION) and row["notices"] == ""
+
+
 def _append_many(args):
     path, start = args
     for i in range(start, start + 25):
@@ -69,3 +82,11 @@ def test_json_written_atomically(tmp_path):
     csv_out.write_json_atomic(str(path), {"a": 1})
     assert json.load(open(path)) == {"a": 1}
     assert [p.name for p in path.parent.iterdir()] == ["x.json"]
+
+
+def test_params_says_what_is_counted():
+    """flops.count_params counts trainable weights (batch-norm moving statistics excluded)."""
+    assert dict(csv_out.COLUMNS)["params"].startswith("trainable parameters")
+    from tfbench import outputs
+    (line,) = outputs.summary_lines(None, RunResult(params_count=1234))
+    assert line == "Model stats: 1,234 trainable params"

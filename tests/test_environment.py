@@ -99,7 +99,7 @@ def test_gpu_info_from_nvml():
     assert nv["gpus"][1]["nvml_index"] == 1 and nv["gpus"][0]["nvlink_active_links"] == 12
     assert fake.shutdowns == fake.inits == 1
     assert environment.summary_lines(env)[1] == (
-        "GPU: 2 x NVIDIA A100-SXM4-40GB (40.0 GB, PCIe gen4 x16, 12 NVLinks) | "
+        "GPU: 2 x NVIDIA A100-SXM4-40GB (40.0 GiB, PCIe gen4 x16, 12 NVLinks) | "
         "driver 550.54.15 (CUDA 12.4)")
 
 

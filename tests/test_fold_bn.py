@@ -147,7 +147,7 @@ NOTICE = ("Batch norm folded into 19 convolutions for inference "
 
 def params_reported(lines):
     stats = next(l for l in lines if l.startswith("Model stats"))
-    return stats.split(" params")[0]
+    return stats.split(" trainable params")[0]
 
 
 def test_forward_only_folds_by_default_and_says_so(tmp_path):

@@ -165,7 +165,68 @@ def test_host_summary():
                {"t": 3.0, "phase": "end", "cpu_util_pct": 60.0, "proc_cpu_pct": 130.0,
                 "rss_bytes": 3 << 30}]
     s = aggregate.host_summary(samples)
-    assert s["cpu_util_pct_mean"] == pytest.approx(70.0)
+    # Each reading weighted by the time it covers: 80% over 0.5 s, 60% over 1 s.
+    assert s["cpu_util_pct_mean"] == pytest.approx((0.5 * 80 + 1.0 * 60) / 1.5)
     assert s["cpu_util_pct_max"] == pytest.approx(80.0)
-    assert s["process_cpu_pct_mean"] == pytest.approx(140.0)
+    assert s["process_cpu_pct_mean"] == pytest.approx((0.5 * 150 + 1.0 * 130) / 1.5)
     assert s["host_rss_gb_max"] == pytest.approx(3.0)
+
+
+# Two repeats of a timed loop with a cooldown between them and a final checkpoint after them:
+# energy, power and the other steady figures cover the two timed windows only.
+def _windows_run(energy=True):
+    rows = [(0.0, "start", 50.0, 0.0), (1.0, "warmup", 100.0, 100.0),
+            (2.0, "steady_start", 100.0, 200.0),    # repeat 1 starts
+            (3.0, "steady", 300.0, 500.0),
+            (4.0, "steady_end", 300.0, 800.0),      # repeat 1 ends; cooldown
+            (5.0, "paused", 60.0, 860.0), (6.0, "paused", 60.0, 920.0),
+            (7.0, "steady_resume", 60.0, 980.0),    # repeat 2 starts
+            (8.0, "steady", 300.0, 1280.0),
+            (9.0, "steady_end", 300.0, 1580.0),     # repeat 2 ends; final checkpoint
+            (10.0, "paused", 80.0, 1660.0), (11.0, "end", 80.0, 1740.0)]
+    return [_tick(t, phase, 0, power, e if energy else None, util=100 if power == 300 else 5,
+                  temp=70 if power == 300 else 45) for t, phase, power, e in rows]
+
+
+def test_figures_cover_each_timed_window_and_nothing_between():
+    samples = _windows_run()
+    assert [s["t"] for s in aggregate.steady_samples(samples)] == [3.0, 4.0, 8.0, 9.0]
+    s = aggregate.gpu_summary(samples, images=12, images_per_sec=4.0)
+    assert s["energy_j"] == pytest.approx((800.0 - 200.0) + (1580.0 - 980.0))
+    assert s["energy_source"] == "counter"
+    assert s["joules_per_image"] == pytest.approx(1200.0 / 12)
+    assert s["power_w_mean"] == pytest.approx(300.0)
+    assert s["images_per_sec_per_watt"] == pytest.approx(4.0 / 300.0)
+    assert s["gpu_util_pct_mean"] == pytest.approx(100.0)
+    assert s["temp_c_max"] == 70
+
+
+def test_power_integral_per_window():
+    s = aggregate.gpu_summary(_windows_run(energy=False), images=12)
+    assert s["energy_source"] == "power_integral"
+    # Trapezoids inside each window only: (2..4 s) 200 + 300, (7..9 s) 180 + 300.
+    assert s["energy_j"] == pytest.approx(500.0 + 480.0)
+
+
+def test_a_new_measurement_supersedes_the_earlier_windows():
+    """--eval --eval_interval_secs: each evaluation is measured anew (its steps replace the
+    last ones), so the figures cover the last evaluation's window only."""
+    rows = [(0.0, "start", 50.0, 0.0), (1.0, "steady_start", 50.0, 50.0),
+            (2.0, "steady_end", 200.0, 250.0), (3.0, "paused", 40.0, 290.0),
+            (4.0, "steady_start", 40.0, 330.0), (5.0, "steady", 250.0, 580.0),
+            (6.0, "steady_end", 250.0, 830.0), (7.0, "end", 40.0, 870.0)]
+    samples = [_tick(t, phase, 0, power, e) for t, phase, power, e in rows]
+    s = aggregate.gpu_summary(samples, images=10)
+    assert s["energy_j"] == pytest.approx(830.0 - 330.0)
+    assert s["power_w_mean"] == pytest.approx(250.0)
+
+
+def test_host_figures_cover_the_windows_too():
+    samples = [{"t": float(t), "phase": phase, "cpu_util_pct": cpu, "proc_cpu_pct": cpu,
+                "rss_bytes": 1 << 30}
+               for t, phase, cpu in ((0, "start", None), (1, "steady_start", 10.0),
+                                     (2, "steady", 90.0), (3, "steady_end", 90.0),
+                                     (4, "paused", 5.0), (5, "steady_resume", 5.0),
+                                     (6, "steady_end", 80.0), (7, "end", 5.0))]
+    s = aggregate.host_summary(samples)
+    assert s["cpu_util_pct_mean"] == pytest.approx((90.0 + 90.0 + 80.0) / 3)

@@ -32,10 +32,10 @@ class FakePsutil:
 
 def test_host_monitor_with_fake_psutil():
     counter = itertools.count()
-    fake = FakePsutil(system=[0.0, 5.0, 30.0, 90.0], process=[0.0, 10.0, 50.0, 170.0],
+    fake = FakePsutil(system=[0.0, 5.0, 90.0], process=[0.0, 10.0, 170.0],
                       rss=[1 << 30, 2 << 30, 3 << 30])
     mon = HostMonitor(interval_sec=0, psutil_module=fake, clock=lambda: float(next(counter)))
-    mon.start()      # priming call (0.0), then the start sample
+    mon.start()
     mon.mark_steady()
     mon.stop()
     samples = mon.samples()
@@ -51,6 +51,40 @@ def test_host_monitor_with_fake_psutil():
     assert mon.console_lines() == [
         "Host CPU: 90% busy (system, 8 cores), process 170% (100% = one core), RSS max 3.00 GiB"]
     assert mon.warnings() == []
+
+
+def test_the_first_cpu_reading_has_no_interval_and_is_discarded():
+    """psutil's first cpu_percent(interval=None) measures nothing and returns 0.0: it must not
+    show as a 0% start in the time series (the report plots it) nor count in a mean."""
+    counter = itertools.count()
+    fake = FakePsutil(system=[0.0, 60.0, 80.0], process=[0.0, 120.0, 160.0],
+                      rss=[1 << 30] * 3)
+    mon = HostMonitor(interval_sec=0, psutil_module=fake, clock=lambda: float(next(counter)))
+    mon.start()
+    mon._take(None)   # one background tick, without a thread
+    mon.stop()        # never marked steady: the whole run counts
+    samples = mon.samples()
+    assert samples[0]["cpu_util_pct"] is None and samples[0]["proc_cpu_pct"] is None
+    assert samples[0]["rss_bytes"] == 1 << 30
+    assert [s["cpu_util_pct"] for s in samples[1:]] == [60.0, 80.0]
+    s = mon.summary()
+    assert s["cpu_util_pct_mean"] == pytest.approx(70.0)
+    assert s["process_cpu_pct_mean"] == pytest.approx(140.0)
+
+
+def test_cpu_mean_weights_each_reading_by_the_time_it_covers():
+    """A reading taken just after another (a window boundary) covers a few ms and reads 0% or
+    100% by psutil's tick granularity; weighted by its interval it cannot move the mean."""
+    from tfbench.monitors import aggregate
+    samples = [{"t": 0.0, "phase": "start", "cpu_util_pct": None},
+               {"t": 0.25, "phase": "warmup", "cpu_util_pct": 50.0},
+               {"t": 0.3, "phase": "steady_start", "cpu_util_pct": 40.0},
+               {"t": 0.55, "phase": "steady", "cpu_util_pct": 50.0},
+               {"t": 0.8, "phase": "steady", "cpu_util_pct": 50.0},
+               {"t": 0.801, "phase": "end", "cpu_util_pct": 0.0}]
+    s = aggregate.host_summary(samples)
+    assert s["cpu_util_pct_mean"] == pytest.approx((0.25 * 50 + 0.25 * 50) / 0.501)
+    assert s["cpu_util_pct_max"] == 50.0
 
 
 def test_host_monitor_real_psutil():

@@ -453,3 +453,30 @@ def test_create_and_combined_helpers():
         assert combined["nvml_monitor"].startswith("not available")
         assert series["nvml"] == [] and monitors.warnings(gpu_mons) == []
         assert lines[0].startswith("GPU power: not available")
+
+
+def test_pause_and_resume_take_boundary_samples():
+    """The runner closes the window when a timed loop ends (cooldown, evaluation, checkpoint)
+    and opens it again when the next one starts."""
+    gpu = a100()
+    gpu.update(power_mw=[60000, 300000, 310000, 80000, 70000, 320000, 90000],
+               energy_mj=[0, 1_000_000, 4_000_000, 4_500_000, 4_900_000, 8_000_000, 8_600_000],
+               util=[0, 100, 100, 5, 5, 100, 5], temp=[35] * 7, clock=[1410] * 7, mask=[0] * 7)
+    mon = NvmlMonitor([0], interval_sec=0, nvml=FakeNvml([gpu]), clock=ticking_clock(),
+                      environ={})
+    mon.start()
+    mon.mark_steady()
+    mon.pause()
+    mon._take(None)          # a tick during the cooldown
+    mon.pause()              # already paused: no sample
+    mon.resume()
+    mon.resume()             # already measuring: no sample
+    mon.pause()
+    mon.stop()
+    assert [s["phase"] for s in mon.samples()] == [
+        "start", "steady_start", "steady_end", "paused", "steady_resume", "steady_end", "end"]
+    s = mon.summary(images=100, images_per_sec=50.0)
+    assert s["energy_j"] == pytest.approx((4000.0 - 1000.0) + (8000.0 - 4900.0))
+    assert s["joules_per_image"] == pytest.approx(61.0)
+    assert s["power_w_mean"] == pytest.approx((310.0 + 320.0) / 2)
+    assert s["gpu_util_pct_mean"] == 100

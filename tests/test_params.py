@@ -1,10 +1,12 @@
 """Params: construction from the flag table and legacy validation rules."""
 
 import dataclasses
+import os
 
 import pytest
 
 from tfbench import flagdefs
+from tfbench import params as params_lib
 from tfbench.errors import UsageError
 from tfbench.params import make_params, num_batches_and_epochs, parse_piecewise
 
@@ -73,3 +75,21 @@ def test_parse_piecewise():
     assert parse_piecewise("1;3;.1;5;.01") == ([1.0, 0.1, 0.01], [3, 5])
     with pytest.raises(UsageError, match="epochs must increase"):
         parse_piecewise("1;5;.1;3;.01")
+
+
+@pytest.mark.parametrize("threshold, warmup", [(None, 10), (1, 10), (2, 20), (3, 45)])
+def test_autotune_threshold_raises_the_default_warm_up_as_legacy(threshold, warmup):
+    # benchmark_cnn.py: max(10, 5 * t^2), t = --autotune_threshold or 1.
+    assert params_lib.num_warmup_batches(make_params({"autotune_threshold": threshold})) == warmup
+    assert params_lib.num_warmup_batches(
+        make_params({"autotune_threshold": threshold, "num_warmup_batches": 2})) == 2
+
+
+def test_autotune_threshold_is_a_working_flag(monkeypatch):
+    from tfbench import devices
+    p = make_params({"autotune_threshold": 3})
+    assert flagdefs.graph_only_overrides(p) == []   # no "has no effect" notice
+    monkeypatch.delenv("TF_AUTOTUNE_THRESHOLD", raising=False)
+    devices.set_environment(p, "gpu")
+    # TensorFlow's cuDNN autotuner (kernels/gpu_utils.h AutotuneMap) reads it, as in legacy.
+    assert os.environ["TF_AUTOTUNE_THRESHOLD"] == "3"

@@ -16,7 +16,7 @@ import os
 import tempfile
 from typing import Any, Iterator, Optional
 
-from tfbench.results import RunResult
+from tfbench.results import FIELD_NAMES, RunResult
 
 SCHEMA_VERSION = 2   # 2: warmup_peak_mem_gb
 
@@ -47,15 +47,19 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("accum_steps", "micro-batches per optimizer update"),
     ("steps_run", "timed steps actually run"),
     ("images_per_sec", "the `total images/sec` figure (wall time of the timed loop)"),
-    ("step_images_per_sec", "mean of the last Step line (batch / mean step time)"),
+    ("step_images_per_sec", "the Step lines' figure over every timed step of the last repeat: "
+                            "per-worker batch / mean step time (EWMA-weighted with "
+                            "--display_perf_ewma)"),
     ("step_images_per_sec_plusminus", "the Step line's +/- (std of per-step speeds / sqrt(n))"),
     ("jitter", "the Step line's jitter (1.4826 x median absolute deviation)"),
     ("first_step_sec", "time of the first (cold) step, seconds"),
-    ("warmup_sec", "time from the first step to the end of warm-up, seconds"),
+    ("warmup_sec", "wall time of warm-up, from the start of its first step to the end of its "
+                   "last (host work between steps included), seconds"),
     ("final_loss", "last reported loss"),
     ("top_1_accuracy", "eval or last training top-1"),
     ("top_5_accuracy", "eval or last training top-5"),
-    ("params", "trainable + non-trainable parameters of the model"),
+    ("params", "trainable parameters of the model (batch-norm moving statistics and other "
+               "non-trainable state excluded, as in published counts)"),
     ("gflops_per_image", "forward GFLOPs per image (multiply-add = 2 FLOPs)"),
     ("tflops_per_sec", "achieved TFLOP/s (training counted as 3x forward)"),
     ("mfu_pct", "model FLOPs utilisation: tflops_per_sec / (peak per device x devices), %"),
@@ -70,16 +74,18 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("host_peak_rss_gb", "host peak resident memory, GiB"),
     ("images_per_sec_per_gb", "images/sec divided by the summed peak memory of all devices "
                               "(host RSS on CPU), per GiB"),
-    ("power_w_mean", "mean GPU power over the steady state, W"),
-    ("power_w_max", "max GPU power, W"),
-    ("energy_j", "GPU energy over the timed loop, J"),
-    ("joules_per_image", "energy per image, J"),
-    ("images_per_sec_per_watt", "images/sec divided by mean power"),
-    ("gpu_util_pct_mean", "mean GPU utilisation, %"),
-    ("temp_c_max", "max GPU temperature, C"),
-    ("sm_clock_mhz_mean", "mean SM clock, MHz"),
-    ("throttled", "1 when the GPU reported throttling during the run"),
-    ("cpu_util_pct_mean", "mean host CPU utilisation, %"),
+    ("power_w_mean", "mean GPU power (all monitored GPUs together) over the timed steps, W"),
+    ("power_w_max", "max GPU power (all monitored GPUs together) over the timed steps, W"),
+    ("energy_j", "GPU energy over the timed steps of every repeat (warm-up, cooldowns, "
+                 "evaluations and final checkpoints excluded), J"),
+    ("joules_per_image", "energy_j / the images of those timed steps, J"),
+    ("images_per_sec_per_watt", "images_per_sec / power_w_mean"),
+    ("gpu_util_pct_mean", "mean GPU utilisation over the timed steps, %"),
+    ("temp_c_max", "max GPU temperature over the timed steps, C"),
+    ("sm_clock_mhz_mean", "mean SM clock over the timed steps, MHz"),
+    ("throttled", "1 when the GPU reported throttling during the timed steps"),
+    ("cpu_util_pct_mean", "mean host CPU utilisation over the timed steps (each reading "
+                          "weighted by the time it covers), %"),
     ("num_runs", "repeats of the measurement (--num_runs)"),
     ("images_per_sec_median", "median over repeats"),
     ("images_per_sec_min", "min over repeats"),
@@ -113,7 +119,9 @@ def _fmt(value: Any) -> str:
 
 
 def row_for(result: RunResult) -> dict[str, str]:
-    """The CSV row of a result: RunResult fields first, then `extra` (monitors, studies)."""
+    """The CSV row of a result: RunResult fields and the figures derived from them, then
+    `extra` (monitors, studies) for the other columns only: a key of `extra` never replaces a
+    figure of the same name (one name, one definition in the console, CSV and JSON)."""
     from tfbench import __version__
     values: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -126,7 +134,7 @@ def row_for(result: RunResult) -> dict[str, str]:
         if name not in values and hasattr(result, name):
             values[name] = getattr(result, name)
     for name, value in result.extra.items():
-        if name in COLUMN_NAMES:
+        if name in COLUMN_NAMES and name not in values and name not in FIELD_NAMES:
             values[name] = value
     return {name: _fmt(values.get(name)) for name in COLUMN_NAMES}
 

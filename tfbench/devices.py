@@ -223,6 +223,9 @@ def set_environment(p, kind: str = "gpu", weights_change: bool = True) -> None:
     if kind == "gpu" and p.gpu_thread_mode and p.gpu_thread_mode != "global":
         os.environ.setdefault("TF_GPU_THREAD_MODE", p.gpu_thread_mode)
         os.environ.setdefault("TF_GPU_THREAD_COUNT", str(p.per_gpu_thread_count or 2))
+    if kind == "gpu" and p.autotune_threshold:
+        # As the legacy script: the flag wins over the environment.
+        os.environ["TF_AUTOTUNE_THRESHOLD"] = str(p.autotune_threshold)
     if kind == "gpu" and p.batchnorm_persistent:
         os.environ.setdefault("TF_USE_CUDNN_BATCHNORM_SPATIAL_PERSISTENT", "1")
     if p.mkl:

@@ -382,7 +382,7 @@ def _gpu_line(env: dict[str, Any]) -> str:
         g = gpus[0]
         detail = []
         if g.get("memory_total_bytes"):
-            detail.append("%.1f GB" % (g["memory_total_bytes"] / GB))
+            detail.append("%.1f GiB" % (g["memory_total_bytes"] / GB))
         if g.get("pcie_gen_max"):
             detail.append("PCIe gen%s x%s" % (g["pcie_gen_max"], g.get("pcie_width_max")))
         if g.get("nvlink_active_links"):

@@ -68,8 +68,11 @@ LEGACY_FLAGS: tuple[FlagSpec, ...] = (
     _k("float", "stop_at_top_1_accuracy", None,
        "Stop training once eval top-1 reaches this (needs --eval_during_training_*)."),
     _g("bool", "collect_eval_results_async", False, "Asynchronous eval post-processing (SSD)."),
-    _k("int", "num_warmup_batches", None, "Untimed warm-up batches. Default 10."),
-    _g("int", "autotune_threshold", None, "TF1 autotune threshold."),
+    _k("int", "num_warmup_batches", None,
+       "Untimed warm-up batches. Default 10, or max(10, 5 x --autotune_threshold^2)."),
+    _k("int", "autotune_threshold", None,
+       "Sets TF_AUTOTUNE_THRESHOLD (TensorFlow's cuDNN autotuner, GPU runs) and raises the "
+       "default warm-up to max(10, 5 x N^2) batches, as the legacy script."),
     _k("int", "num_gpus", 1, "Devices per worker (with --device=cpu: N logical CPU devices)."),
     _k("string", "gpu_indices", "", "Comma-separated indices of the GPUs to use."),
     _k("int", "display_every", 10, "Print a Step line every N steps.", lower_bound=1),
@@ -241,7 +244,8 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
        "Mark a repeated result unstable when (max - min) / median exceeds this, %.",
        lower_bound=0),
     _t("int", "estimate_dataset_size", 0,
-       "Print and record the hours to train this many samples (x --estimate_epochs); 0 = off.",
+       "Training runs: print and record the hours to train this many samples "
+       "(x --estimate_epochs); 0 = off.",
        lower_bound=0),
     _t("float", "estimate_epochs", 1.0, "Epochs for the training-time estimate.",
        lower_bound=0.01),

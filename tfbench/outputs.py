@@ -53,7 +53,7 @@ def summary_lines(p, result: RunResult) -> list[str]:
         return []
     lines = []
     if result.params_count is not None:
-        line = "Model stats: %s params" % "{:,}".format(result.params_count)
+        line = "Model stats: %s trainable params" % "{:,}".format(result.params_count)
         if result.gflops_per_image:
             line += ", %.3f GFLOPs/image forward (multiply-add = 2)" % result.gflops_per_image
         if result.tflops_per_sec:
@@ -69,7 +69,7 @@ def summary_lines(p, result: RunResult) -> list[str]:
     if result.mode in ("forward_only", "eval"):
         lines += stats.console_lines_latency(extra)
     lines += stats.console_lines_cold_start(
-        {"first_step_sec": result.first_step_sec, **extra})
+        {**extra, "first_step_sec": result.first_step_sec, "warmup_sec": result.warmup_sec})
     lines += extra.get("memory_lines", [])
     lines += extra.get("monitor_lines", [])
     lines += ["WARNING: " + w for w in extra.get("monitor_warnings", [])]

@@ -183,8 +183,13 @@ def num_batches_and_epochs(p: "Params", global_batch: int, num_examples: int) ->
 
 
 def num_warmup_batches(p: "Params") -> int:
-    return p.num_warmup_batches if p.num_warmup_batches is not None else \
-        _DEFAULT_NUM_WARMUP_BATCHES
+    """--num_warmup_batches, else the legacy default max(10, 5 x t^2), t = --autotune_threshold
+    or 1: with TF_AUTOTUNE_THRESHOLD=t, TensorFlow's cuDNN autotuner (AutotuneMap) may tune a
+    shape again over its first max(10, 5 x t^2) runs."""
+    if p.num_warmup_batches is not None:
+        return p.num_warmup_batches
+    threshold = p.autotune_threshold or 1
+    return max(_DEFAULT_NUM_WARMUP_BATCHES, 5 * threshold * threshold)
 
 
 def xla_requested(p: "Params") -> bool:

@@ -77,3 +77,9 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+# Names `extra` must never use: RunResult's fields and the figures derived from them. A figure
+# has one name and one definition in the console, CSV and JSON (csv_out.row_for enforces it).
+FIELD_NAMES: frozenset[str] = frozenset(
+    [f.name for f in dataclasses.fields(RunResult)] + ["steps_run"])

@@ -169,10 +169,15 @@ class Benchmark:
         self.p = p
         self.emit = emit
         self.r = resolve(p)
+        if p.estimate_dataset_size and self.r.mode != "training":
+            self.r.notices.append("--estimate_dataset_size estimates training time: no estimate "
+                                  "for a%s %s run" % ("n" if self.r.mode == "eval" else "",
+                                                      self.r.mode.replace("_", "-")))
         self.monitors: list = []
         self.model = None
         self._memory_reset_error: Optional[str] = None
         self._warmup_peaks: Optional[dict] = None
+        self._steps_in_wall_time = 0   # the timed steps res.wall_time covers (this repeat)
 
     # ------------------------------------------------------------------------------------
     def run(self, result: Optional[RunResult] = None) -> RunResult:
@@ -239,13 +244,25 @@ class Benchmark:
         return res
 
     def _steady_state(self) -> None:
-        """Warm-up is over: monitors start their steady-state window, and the device memory peak
-        so far (autotuning scratch included) is kept apart before the peak is reset."""
-        for m in self.monitors:
-            m.mark_steady()
+        """Warm-up is over: the device memory peak so far (autotuning scratch included) is kept
+        apart before the peak is reset."""
         names = self.r.device.names
         self._warmup_peaks = memory.peak_device_bytes(names)[0]
         self._memory_reset_error = self._memory_reset_error or memory.reset_peak(names)
+
+    def _open_window(self, new_measurement: bool) -> None:
+        """Timed steps start: the monitors' figures cover them (tfbench.monitors.aggregate).
+        A new measurement replaces the windows before it; otherwise the window adds to them."""
+        for m in self.monitors:
+            if new_measurement:
+                m.mark_steady()
+            else:
+                m.resume()
+
+    def _close_window(self) -> None:
+        """Timed steps stop (end of a repeat, an evaluation): the monitors' window closes."""
+        for m in self.monitors:
+            m.pause()
 
     def _gpu_indices(self) -> Optional[list[int]]:
         if self.r.device.kind != "gpu":
@@ -271,9 +288,10 @@ class Benchmark:
         for m in self.monitors:
             m.stop()
         r = self.r
-        if not res.images_per_sec and res.step_times and res.wall_time:
-            # Stopped early (interrupt, NaN): the steps already timed still count.
-            res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
+        if not res.images_per_sec and self._steps_in_wall_time and res.wall_time:
+            # Stopped early (interrupt, NaN): the steps already timed still count, those the
+            # wall time covers (this repeat's).
+            res.images_per_sec = self._steps_in_wall_time * r.global_batch / res.wall_time
         ips = res.images_per_sec or None
         # This host's monitors and memory see this worker's images only.
         timed_images = len(res.step_times) * r.worker_batch
@@ -282,8 +300,7 @@ class Benchmark:
             self._count_flops(self.model, res)
         self._flops_figures(res, ips)
         res.extra.update(stats.latency_summary(res.step_times))
-        res.extra.update({k: v for k, v in stats.cold_start_summary(
-            res.warmup_times, res.step_times).items() if k not in ("first_step_sec",)})
+        res.extra.update(stats.cold_start_summary(res.warmup_times, res.step_times))
         peaks, unavailable = memory.peak_device_bytes(r.device.names)
         if self._memory_reset_error:   # the peak would also cover the warm-up
             peaks, unavailable = dict.fromkeys(peaks), self._memory_reset_error
@@ -298,7 +315,7 @@ class Benchmark:
             res.extra["monitor_warnings"] = monitors.warnings(self.monitors)
         res.extra["memory_lines"] = memory.console_lines(mem)
         self._expected_range(res)
-        if self.p.estimate_dataset_size:
+        if self.p.estimate_dataset_size and r.mode == "training":
             res.extra.update(estimate.estimate_summary(
                 ips, self.p.estimate_dataset_size, self.p.estimate_epochs,
                 self.p.estimate_utilization))
@@ -538,7 +555,8 @@ class Benchmark:
                 if p.cooldown_secs:
                     time.sleep(p.cooldown_secs)
                 self.emit("Repeat %d of %d" % (run + 1, p.num_runs))
-            totals.append(self._timed_loop(s, res, num_timed, checkpoints))
+            totals.append(self._timed_loop(s, res, num_timed, checkpoints,
+                                           new_measurement=run == 0))
         if len(totals) > 1:
             summary = stats.repeat_summary(totals, p.unstable_threshold_pct)
             res.extra.update(summary)
@@ -553,8 +571,10 @@ class Benchmark:
                 self._evaluate(s.eval_fn, s.eval_inputs, self._eval_batches(), res)
 
     def _timed_loop(self, s: _Setup, res: RunResult, num_timed: int,
-                    checkpoints: "_Checkpoints") -> float:
-        """One measurement: num_timed steps with Step lines; returns total images/sec."""
+                    checkpoints: "_Checkpoints", new_measurement: bool = True) -> float:
+        """One measurement: num_timed steps with Step lines; returns total images/sec.
+
+        The monitors' window is open exactly while res.wall_time runs (evaluations excluded)."""
         p, r = self.p, self.r
         training = r.mode == "training"
         with_acc = p.print_training_accuracy or not training
@@ -566,6 +586,8 @@ class Benchmark:
         times: list[float] = []
         out = None
         paused = 0.0
+        self._steps_in_wall_time = 0
+        self._open_window(new_measurement)
         loop_start = time.perf_counter()
         for i in range(num_timed):
             t0 = time.perf_counter()
@@ -574,6 +596,10 @@ class Benchmark:
             raise_if_stopped()
             times.append(elapsed)
             res.step_times.append(elapsed)
+            # Covers every step timed so far: a NaN or an interrupt below leaves a fallback
+            # images/sec over exactly these steps.
+            res.wall_time = time.perf_counter() - loop_start - paused
+            self._steps_in_wall_time = len(times)
             if res.first_step_sec is None:
                 res.first_step_sec = elapsed
             loss = float(out[loss_index]) if training else 0.0
@@ -595,8 +621,10 @@ class Benchmark:
                     self._write_summaries(s, out, checkpoints.global_step())
             if (i + 1) in eval_due:
                 pause = time.perf_counter()
+                self._close_window()
                 self.emit("Running evaluation at global_step %d" % checkpoints.global_step())
                 top_1 = self._evaluate(s.eval_fn, s.eval_inputs, self._eval_batches(), res)
+                self._open_window(new_measurement=False)
                 paused += time.perf_counter() - pause
                 if p.stop_at_top_1_accuracy and top_1 >= p.stop_at_top_1_accuracy:
                     self.emit("Stopping, as eval accuracy at least %s was reached"
@@ -606,6 +634,7 @@ class Benchmark:
                 self.emit("Resuming training")
             res.wall_time = time.perf_counter() - loop_start - paused
         res.wall_time = time.perf_counter() - loop_start - paused
+        self._close_window()
         if not times:
             return 0.0
         self._check_finite(out, "step %d" % len(times))
@@ -670,44 +699,54 @@ class Benchmark:
         self.emit("Generating input pipeline")
         iterator = iter(self._dataset(r.batch_size, train=True))
         self.emit("Running warm up")
+        warm_start = time.perf_counter()
         for _ in range(r.num_warmup):
             t0 = time.perf_counter()
             next(iterator)
             res.warmup_times.append(time.perf_counter() - t0)
             raise_if_stopped()
+        res.warmup_sec = time.perf_counter() - warm_start if r.num_warmup else None
         self.emit("Done warm up")
         self._steady_state()
         self.emit(classic_log.step_header(p.loss_type_to_report, False))
+        self._open_window(new_measurement=True)
         loop_start = time.perf_counter()
         for i in range(r.num_batches):
             t0 = time.perf_counter()
             next(iterator)
             res.step_times.append(time.perf_counter() - t0)
+            res.wall_time = time.perf_counter() - loop_start
+            self._steps_in_wall_time = len(res.step_times)
             raise_if_stopped()
             if classic_log.should_display(i, p.display_every):
                 mean, pm, jitter = self._step_stats(res, res.step_times, p.display_perf_ewma)
                 self.emit(classic_log.step_line(i + 1, mean, pm, jitter, 0.0))
         res.wall_time = time.perf_counter() - loop_start
+        self._close_window()
         res.first_step_sec = (res.warmup_times or res.step_times or [None])[0]
         self._step_stats(res, res.step_times, p.display_perf_ewma)
         res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
 
     # ------------------------------------------------------------------------------------
     def _evaluate(self, step_fn, inputs, num_batches: int, res: RunResult,
-                  times: Optional[list[float]] = None) -> float:
+                  times: Optional[list[float]] = None, timed: bool = False) -> float:
         """Runs eval batches with progress lines and the Accuracy line; returns top-1.
 
-        Each step's time (with its host fetch) goes to `times` when given."""
+        Each step's time (with its host fetch) goes to `times` when given. `timed`: these steps
+        are the run's measurement (--eval), so res.wall_time covers every step in `times`."""
         p, r = self.p, self.r
         # Every worker evaluates its own part of the data (tfbench.strategy.distribute_inputs).
         global_eval = r.eval_batch_size * r.device.num_devices * r.num_workers
         top1s, top5s = [], []
         times = times if times is not None else []
-        window_start = time.perf_counter()
+        loop_start = window_start = time.perf_counter()
         for i in range(num_batches):
             t0 = time.perf_counter()
             out = step_fn(inputs).numpy()
             times.append(time.perf_counter() - t0)
+            if timed:
+                res.wall_time = time.perf_counter() - loop_start
+                self._steps_in_wall_time = len(times)
             raise_if_stopped()
             top1s.append(float(out[2]))
             top5s.append(float(out[3]))
@@ -744,19 +783,39 @@ class Benchmark:
                 if folding is not None:
                     folding.refresh(model)
                 self.emit("Successfully loaded model from %s." % path)
-                for m in self.monitors:
-                    m.mark_steady()
+                if not res.warmup_times:
+                    self._eval_cold_call(step_fn, images, res)
+                # Each evaluation is a new measurement: its steps replace the last ones.
                 res.step_times.clear()
+                res.wall_time, res.images_per_sec, self._steps_in_wall_time = 0.0, 0.0, 0
+                self._open_window(new_measurement=True)
                 loop_start = time.perf_counter()
-                self._evaluate(step_fn, images, r.num_batches, res, times=res.step_times)
+                self._evaluate(step_fn, images, r.num_batches, res, times=res.step_times,
+                               timed=True)
                 res.wall_time = time.perf_counter() - loop_start
+                self._close_window()
+                if res.step_times:
+                    res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
+                    self._step_stats(res, res.step_times, None)
                 evaluated = path
             if not p.eval_interval_secs:
                 break
             time.sleep(p.eval_interval_secs)
-        if res.step_times:
-            res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
-            self._step_stats(res, res.step_times, None)
+
+    def _eval_cold_call(self, step_fn, inputs, res: RunResult) -> None:
+        """One untimed eval batch before the first timed one, as training's warm-up: the first
+        call traces and compiles the step (XLA too) and, on a GPU, autotunes cuDNN, none of
+        which belongs in steady-state images/sec or latency. The legacy script likewise builds
+        its graph before its timer starts. With real data it reads the first batch, so the
+        timed batches are the next num_batches (the eval input repeats). No line is printed:
+        the legacy eval log has no warm-up lines; the cold call shows in `Cold start:`."""
+        start = time.perf_counter()
+        step_fn(inputs).numpy()
+        res.warmup_times.append(time.perf_counter() - start)
+        res.first_step_sec = res.warmup_sec = res.warmup_times[0]
+        res.num_warmup_batches = len(res.warmup_times)
+        raise_if_stopped()
+        self._steady_state()
 
 
 def _latest_checkpoint(path: str) -> Optional[str]:

@@ -33,20 +33,17 @@ def latency_summary(step_times_sec: Sequence[float]) -> dict[str, Optional[float
 
 def cold_start_summary(warmup_times: Sequence[float],
                        step_times: Sequence[float]) -> dict[str, Optional[float]]:
-    """Cold start versus steady state.
+    """Cold start versus steady state, for RunResult.extra.
 
-    first_step_sec: the very first step (warm-up if there was one, else the first timed step);
-    it carries tracing, compilation and autotuning. warmup_sec: the time from the start of the
-    first step to the end of warm-up (sum of the warm-up step times; 0.0 without warm-up).
-    steady_step_sec_mean: mean timed step. first_step_vs_steady: how many steady steps the cold
-    step costs.
+    The cold step itself and the warm-up's wall time are RunResult's first_step_sec and
+    warmup_sec. num_warmup_steps: untimed steps. steady_step_sec_mean: mean timed step.
+    first_step_vs_steady: how many steady steps the very first step (warm-up if there was one,
+    else the first timed step: tracing, compilation, autotuning) costs.
     """
     first = warmup_times[0] if warmup_times else (step_times[0] if step_times else None)
     steady = float(np.mean(step_times)) if step_times else None
     ratio = first / steady if first is not None and steady else None
     return {
-        "first_step_sec": None if first is None else float(first),
-        "warmup_sec": float(sum(warmup_times)),
         "num_warmup_steps": len(warmup_times),
         "steady_step_sec_mean": steady,
         "first_step_vs_steady": ratio,
@@ -106,9 +103,9 @@ def console_lines_cold_start(summary: dict[str, Any]) -> list[str]:
     if summary.get("first_step_sec") is None:
         return []
     line = "Cold start: first step %.3f s" % summary["first_step_sec"]
-    if summary.get("num_warmup_steps"):
-        line += ", warm-up %.3f s (%d steps)" % (summary["warmup_sec"],
-                                                 summary["num_warmup_steps"])
+    if summary.get("num_warmup_steps") and summary.get("warmup_sec") is not None:
+        n = summary["num_warmup_steps"]
+        line += ", warm-up %.3f s (%d step%s)" % (summary["warmup_sec"], n, "" if n == 1 else "s")
     if summary.get("steady_step_sec_mean") is not None:
         line += ", steady state %.2f ms/step" % (summary["steady_step_sec_mean"] * 1000.0)
     return [line]

@@ -5,7 +5,10 @@ Typical use by the runner:
     mons = monitors.create(device_kind, gpu_indices, interval_sec)
     for m in mons: m.start()            # before warm-up
     ...warm-up...
-    for m in mons: m.mark_steady()      # warm-up over
+    for m in mons: m.mark_steady()      # the timed steps start
+    ...timed loop...
+    for m in mons: m.pause()            # a cooldown, an evaluation: outside the window
+    for m in mons: m.resume()           # the next repeat
     ...timed loop...
     for m in mons: m.stop()
     extra.update(monitors.summary(mons, images=timed_images, images_per_sec=ips))

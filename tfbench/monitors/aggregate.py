@@ -5,15 +5,21 @@ No NVML, psutil or threads here, so every figure is testable on recorded samples
 A sample is a plain dict. Every sample carries
   t      seconds since the monitor started (samples of one tick share t),
   phase  "start" (taken by start()), "warmup", "steady_start" (taken by mark_steady()),
-         "steady", or "end" (taken by stop()).
+         "steady", "steady_end" (pause()), "paused", "steady_resume" (resume()), or "end"
+         (taken by stop()).
 GPU samples add: gpu, power_w, energy_j (the driver's cumulative counter, J), gpu_util_pct,
 mem_util_pct, mem_used_bytes, temp_c, sm_clock_mhz, throttle_mask, throttle_reasons; host
 samples add cpu_util_pct, proc_cpu_pct, rss_bytes. A reading the device does not support is None.
 
-Utilisation and power readings describe the period before the reading, so the steady state is
-the samples after the steady_start boundary, up to and including "end". Energy runs from the
-steady_start boundary to "end". If mark_steady() was never called, the whole run (everything
-after "start") counts as steady.
+Measurement windows: the runner opens a window when timed steps start and closes it when they
+stop (repeats, evaluations, cooldowns and checkpoints after the loop fall between windows), so
+every figure covers exactly the timed steps its images are counted over. A window runs from an
+opening boundary ("steady_start" or "steady_resume") to a closing one ("steady_end", or "end"
+while the window is open). A "steady_start" begins a new measurement: windows before it no
+longer count. Utilisation and power readings describe the period before the reading, so a
+window's readings are its samples after the opening boundary, up to and including the closing
+one. Energy is summed over the windows, each from its opening to its closing boundary. If
+mark_steady() was never called, the whole run (everything after "start") is one window.
 """
 
 from __future__ import annotations
@@ -41,8 +47,8 @@ THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
 # display clocks are configuration or idleness, not throttling.
 THROTTLING_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80 | 0x200 | 0x400
 
-STEADY_PHASES = ("steady", "end")
-UNMARKED_PHASES = ("warmup", "end")
+OPENING_PHASES = ("steady_start", "steady_resume")
+CLOSING_PHASES = ("steady_end", "end")
 
 
 def decode_throttle(mask: Optional[int]) -> list[str]:
@@ -65,10 +71,29 @@ def is_marked(samples: Iterable[dict]) -> bool:
     return any(s.get("phase") == "steady_start" for s in samples)
 
 
+def windows(samples: list[dict]) -> list[list[dict]]:
+    """One device's measurement windows, each from its opening boundary sample to its closing
+    one (see the module docstring); the whole run when it was never marked."""
+    if not is_marked(samples):
+        return [samples] if samples else []
+    first = max(i for i, s in enumerate(samples) if s.get("phase") == "steady_start")
+    out: list[list[dict]] = []
+    current: Optional[list[dict]] = None
+    for s in samples[first:]:
+        if s.get("phase") in OPENING_PHASES:
+            current = [s]
+            out.append(current)
+        elif current is not None:
+            current.append(s)
+            if s.get("phase") in CLOSING_PHASES:
+                current = None
+    return out
+
+
 def steady_samples(samples: list[dict]) -> list[dict]:
-    """Samples whose readings describe the steady state (see the module docstring)."""
-    phases = STEADY_PHASES if is_marked(samples) else UNMARKED_PHASES
-    return [s for s in samples if s.get("phase") in phases]
+    """Samples whose readings describe the timed steps: every window's samples after its
+    opening boundary, device by device."""
+    return [s for rows in _by_gpu(samples).values() for w in windows(rows) for s in w[1:]]
 
 
 def _values(samples: Iterable[dict], key: str) -> list[float]:
@@ -90,14 +115,6 @@ def _by_gpu(samples: Iterable[dict]) -> dict[Any, list[dict]]:
     return dict(sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0])))
 
 
-def _energy_window(samples: list[dict]) -> list[dict]:
-    """The samples from the energy start (steady_start, else the first) to the last."""
-    if not samples:
-        return []
-    starts = [i for i, s in enumerate(samples) if s.get("phase") == "steady_start"]
-    return samples[starts[-1] if starts else 0:]
-
-
 def _counter_energy(window: list[dict]) -> Optional[float]:
     """Energy from the cumulative counter: last reading minus first, over one GPU's window."""
     readings = [s for s in window if s.get("energy_j") is not None]
@@ -115,18 +132,22 @@ def _integrated_energy(window: list[dict]) -> Optional[float]:
     return sum((t1 - t0) * (p0 + p1) / 2.0 for (t0, p0), (t1, p1) in zip(points, points[1:]))
 
 
+def _summed(values: list[Optional[float]]) -> Optional[float]:
+    return sum(values) if values and all(v is not None for v in values) else None  # type: ignore
+
+
 def gpu_energy(samples: list[dict]) -> tuple[Optional[float], Optional[str]]:
-    """(joules over the steady state summed over GPUs, "counter" or "power_integral")."""
+    """(joules over the measurement windows summed over GPUs, "counter" or "power_integral")."""
     groups = _by_gpu(samples)
     if not groups:
         return None, None
-    windows = {g: _energy_window(rows) for g, rows in groups.items()}
-    counted = {g: _counter_energy(w) for g, w in windows.items()}
-    if all(v is not None for v in counted.values()):
-        return sum(counted.values()), "counter"
-    integrated = {g: _integrated_energy(w) for g, w in windows.items()}
-    if all(v is not None for v in integrated.values()):
-        return sum(integrated.values()), "power_integral"
+    per_gpu = {g: windows(rows) for g, rows in groups.items()}
+    counted = [_summed([_counter_energy(w) for w in ws]) for ws in per_gpu.values()]
+    if all(v is not None for v in counted):
+        return sum(counted), "counter"   # type: ignore[arg-type]
+    integrated = [_summed([_integrated_energy(w) for w in ws]) for ws in per_gpu.values()]
+    if all(v is not None for v in integrated):
+        return sum(integrated), "power_integral"   # type: ignore[arg-type]
     return None, None
 
 
@@ -245,14 +266,34 @@ def throttle_warning(samples: list[dict], names: Optional[dict[Any, str]] = None
 HOST_COLUMNS = ("cpu_util_pct_mean",)
 
 
+def _interval_weighted_mean(samples: list[dict], steady: list[dict], key: str
+                            ) -> Optional[float]:
+    """Mean of `key` over `steady`, each reading weighted by the time since the previous sample
+    of `samples` (the span a since-the-last-call reading such as psutil's covers)."""
+    previous = {id(b): a["t"] for a, b in zip(samples, samples[1:])}
+    pairs = [(s["t"] - previous[id(s)], s[key]) for s in steady
+             if s.get(key) is not None and id(s) in previous]
+    total = sum(w for w, _ in pairs)
+    if total <= 0:
+        return _mean([v for _, v in pairs])
+    values = [v for _, v in pairs]
+    # A mean lies within its values; float rounding must not put 100 % readings at 100.00001.
+    return min(max(values), max(min(values), sum(w * v for w, v in pairs) / total))
+
+
 def host_summary(samples: list[dict]) -> dict[str, Any]:
-    """Host CPU utilisation (system-wide, 0-100 %) and this process's CPU and RSS."""
+    """Host CPU utilisation (system-wide, 0-100 %) and this process's CPU and RSS.
+
+    psutil's CPU percentages cover the time since the previous reading, so the means weight each
+    reading by that interval: a reading at a window boundary, a few ms after the last tick,
+    counts for those few ms only.
+    """
     steady = steady_samples(samples)
     rss = _max(_values(samples, "rss_bytes"))
     return {
-        "cpu_util_pct_mean": _mean(_values(steady, "cpu_util_pct")),
+        "cpu_util_pct_mean": _interval_weighted_mean(samples, steady, "cpu_util_pct"),
         "cpu_util_pct_max": _max(_values(steady, "cpu_util_pct")),
         # Per process, 100 = one core busy.
-        "process_cpu_pct_mean": _mean(_values(steady, "proc_cpu_pct")),
+        "process_cpu_pct_mean": _interval_weighted_mean(samples, steady, "proc_cpu_pct"),
         "host_rss_gb_max": None if rss is None else rss / GB,
     }

@@ -2,8 +2,13 @@
 
 Life cycle, driven by the runner:
   start()        before warm-up; takes a "start" sample, then one every interval_sec
-  mark_steady()  when warm-up ends; takes a "steady_start" boundary sample
-  stop()         after the timed loop; takes an "end" sample and joins the thread
+  mark_steady()  when the timed steps start; takes a "steady_start" boundary sample and opens
+                 the measurement window (a new measurement: earlier windows no longer count)
+  pause()        when the timed steps stop (end of a repeat, an evaluation, the final
+                 checkpoint); takes a "steady_end" boundary sample and closes the window
+  resume()       when the timed steps go on (next repeat, after an evaluation); takes a
+                 "steady_resume" boundary sample and opens a window of the same measurement
+  stop()         at the end; takes an "end" sample (closing a window still open), joins the thread
   summary(images=N, images_per_sec=X) -> dict keyed by CSV column; samples() -> time series;
   warnings() -> one-line messages; console_lines() -> lines to print before the footer.
 
@@ -66,10 +71,20 @@ class Monitor:
             self._thread.start()
 
     def mark_steady(self) -> None:
-        """Warm-up is over: later samples count as steady state."""
+        """The timed steps start: from here a new measurement, in one window or several."""
         if not self._running:
             return
         self._take("steady_start", then="steady")
+
+    def pause(self) -> None:
+        """The timed steps stop: readings until resume() count for nothing."""
+        if self._running and self._phase == "steady":
+            self._take("steady_end", then="paused")
+
+    def resume(self) -> None:
+        """The timed steps of the same measurement go on."""
+        if self._running and self._phase == "paused":
+            self._take("steady_resume", then="steady")
 
     def stop(self) -> None:
         if not self._running:

@@ -19,6 +19,7 @@ class HostMonitor(Monitor):
         super().__init__(interval_sec, clock)
         self._psutil = psutil_module
         self._process = None
+        self._first = True
         if self._psutil is None:
             try:
                 import psutil
@@ -32,20 +33,17 @@ class HostMonitor(Monitor):
             self.available, self.unavailable_reason = False, "psutil: %s" % exc
         self.num_cpus = self._psutil.cpu_count() if self.available else None
 
-    def start(self) -> None:
-        if self.available and self._process is not None:
-            # psutil's percentages are since the previous call: the first call sets the origin.
-            try:
-                self._psutil.cpu_percent(interval=None)
-                self._process.cpu_percent(interval=None)
-            except Exception:  # noqa: BLE001
-                pass
-        super().start()
-
     def _read(self) -> list[dict]:
+        system = self._psutil.cpu_percent(interval=None)
+        process = self._process.cpu_percent(interval=None)
+        if self._first:
+            # psutil's percentages cover the time since the previous call: the first call only
+            # sets the origin and returns a meaningless 0.0, so it is no reading.
+            self._first = False
+            system = process = None
         return [{
-            "cpu_util_pct": self._psutil.cpu_percent(interval=None),
-            "proc_cpu_pct": self._process.cpu_percent(interval=None),
+            "cpu_util_pct": system,
+            "proc_cpu_pct": process,
             "rss_bytes": int(self._process.memory_info().rss),
         }]
 
