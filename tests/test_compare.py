@@ -12,10 +12,12 @@ from tfbench.results import RunResult
 
 def result(model="resnet50", batch_size=64, ips=100.0, pm=0.0, device="V100", status="ok",
            **extra):
-    # status is a RunResult field: `extra` cannot set a column of that name (csv_out.row_for).
+    # `extra` cannot set a column that names a RunResult field (csv_out.row_for): those go to
+    # the fields (status, precision, num_devices, ...).
+    fields = {k: extra.pop(k) for k in list(extra) if k in RunResult.__dataclass_fields__}
     r = RunResult(model=model, mode="training", batch_size=batch_size,
                   global_batch_size=batch_size, images_per_sec=ips,
-                  step_images_per_sec_plusminus=pm, status=status)
+                  step_images_per_sec_plusminus=pm, status=status, **fields)
     r.extra.update({"device_name": device, **extra})
     return r
 
