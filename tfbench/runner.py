@@ -48,6 +48,13 @@ class Resolved:
     real_data: bool = False
     num_workers: int = 1         # hosts (or horovod processes) training together
     worker_batch: int = 0        # images per step on this worker (Step lines count these)
+    # The dataset sizes every epoch figure uses: --num_epochs, learning-rate epochs,
+    # --eval_during_training_*_epochs and --num_eval_epochs. The legacy constants for imagenet
+    # and cifar10, the data's own count for folders and tfds.
+    train_examples: int = 0      # 0 in eval mode
+    eval_examples: Optional[int] = None   # when the run evaluates
+    eval_global_batch: int = 0   # images per evaluation step, every device of every worker
+    num_eval_batches: int = 0    # batches per evaluation (eval mode: num_batches)
 
 
 def resolve(p) -> Resolved:
@@ -93,30 +100,44 @@ def resolve(p) -> Resolved:
     worker_batch = per_step_batch * plan.num_devices
     num_workers = strategy_lib.num_workers(p)
     global_batch = worker_batch * num_workers
-    if real:
-        examples = data.num_examples(p, spec.dataset, train=mode != "eval")
-    else:
-        counts = registry.NUM_EVAL_EXAMPLES if mode == "eval" else registry.NUM_TRAIN_EXAMPLES
-        examples = counts[spec.dataset]
-    if mode == "eval" and (p.num_eval_batches is not None or p.num_eval_epochs is not None):
-        eval_params = p.replace(num_batches=p.num_eval_batches, num_epochs=p.num_eval_epochs)
-        num_batches, num_epochs = params_lib.num_batches_and_epochs(
-            eval_params, global_batch, examples)
-    else:
-        num_batches, num_epochs = params_lib.num_batches_and_epochs(p, global_batch, examples)
-    xla = params_lib.xla_requested(p)
     train_and_eval = mode == "training" and bool(
         p.eval_during_training_every_n_steps or p.eval_during_training_every_n_epochs
         or p.eval_during_training_at_specified_steps
         or p.eval_during_training_at_specified_epochs)
+    # Synthetic data counts the model dataset's legacy epoch (data.num_examples).
+    train_examples = data.num_examples(p, spec.dataset, train=True) if mode != "eval" else 0
+    eval_examples = num_eval_batches = None
+    eval_global_batch = eval_batch * plan.num_devices * num_workers
+    if mode == "eval" or train_and_eval:
+        eval_examples = data.num_examples(p, spec.dataset, train=False)
+        num_eval_batches = eval_batches(p, eval_global_batch, eval_examples)
+    if mode == "eval":
+        num_batches = num_eval_batches
+        num_epochs = num_batches * global_batch / eval_examples
+    else:
+        num_batches, num_epochs = params_lib.num_batches_and_epochs(p, global_batch,
+                                                                    train_examples)
+    xla = params_lib.xla_requested(p)
     if train_and_eval and p.num_runs > 1:
         raise UsageError("--num_runs cannot be combined with --eval_during_training_*")
     if mode == "eval" and p.num_runs > 1:
         notices.append("--num_runs applies to training and forward-only runs; evaluating once")
-    return Resolved(spec, plan, precision, p.image_size or spec.image_size, batch, eval_batch,
-                    global_batch, num_batches, num_epochs,
-                    0 if mode == "eval" else params_lib.num_warmup_batches(p), mode, xla,
-                    train_and_eval, notices, real, num_workers, worker_batch)
+    return Resolved(
+        spec, plan, precision, p.image_size or spec.image_size, batch, eval_batch,
+        global_batch, num_batches, num_epochs,
+        0 if mode == "eval" else params_lib.num_warmup_batches(p), mode, xla, train_and_eval,
+        notices, real, num_workers, worker_batch,
+        train_examples=train_examples, eval_examples=eval_examples,
+        eval_global_batch=eval_global_batch, num_eval_batches=num_eval_batches or 0)
+
+
+def eval_batches(p, eval_global_batch: int, eval_examples: int) -> int:
+    """Batches per evaluation, legacy rule: --num_eval_batches or --num_eval_epochs, else
+    training's --num_batches or --num_epochs, over the validation set; a batch is every
+    worker's (benchmark_cnn.py: eval_batch_size * num_workers)."""
+    if p.num_eval_batches is not None or p.num_eval_epochs is not None:
+        p = p.replace(num_batches=p.num_eval_batches, num_epochs=p.num_eval_epochs)
+    return params_lib.num_batches_and_epochs(p, eval_global_batch, eval_examples)[0]
 
 
 def eval_steps_during_training(p, global_batch: int, num_batches: int,
@@ -418,8 +439,7 @@ class Benchmark:
 
     def _make_optimizer(self):
         p, r = self.p, self.r
-        plan, notices = lr.plan_for(p, r.spec, r.global_batch,
-                                    registry.NUM_TRAIN_EXAMPLES[r.spec.dataset])
+        plan, notices = lr.plan_for(p, r.spec, r.global_batch, r.train_examples)
         for notice in notices:
             self.emit(notice)
         opt = optimizers.make_optimizer(p, lr.Schedule(plan))
@@ -537,7 +557,7 @@ class Benchmark:
             if not res.extra.get("stopped_early"):
                 self.emit("Running final evaluation at global_step %d"
                           % checkpoints.global_step())
-                self._evaluate(s.eval_fn, s.eval_inputs, self._eval_batches(), res)
+                self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
 
     def _timed_loop(self, s: _Setup, res: RunResult, num_timed: int,
                     checkpoints: "_Checkpoints") -> float:
@@ -549,7 +569,7 @@ class Benchmark:
         loss_index = 0 if p.loss_type_to_report == "base_loss" else 1
         eval_due = eval_steps_during_training(
             p, r.global_batch, r.num_batches, r.num_epochs,
-            registry.NUM_TRAIN_EXAMPLES[r.spec.dataset]) if r.train_and_eval else set()
+            r.train_examples) if r.train_and_eval else set()
         times: list[float] = []
         out = None
         paused = 0.0
@@ -583,7 +603,7 @@ class Benchmark:
             if (i + 1) in eval_due:
                 pause = time.perf_counter()
                 self.emit("Running evaluation at global_step %d" % checkpoints.global_step())
-                top_1 = self._evaluate(s.eval_fn, s.eval_inputs, self._eval_batches(), res)
+                top_1 = self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
                 paused += time.perf_counter() - pause
                 if p.stop_at_top_1_accuracy and top_1 >= p.stop_at_top_1_accuracy:
                     self.emit("Stopping, as eval accuracy at least %s was reached"
@@ -606,15 +626,6 @@ class Benchmark:
         figures = classic_log.perf_stats(self.r.worker_batch, times, ewma)
         res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = figures
         return figures
-
-    def _eval_batches(self) -> int:
-        p, r = self.p, self.r
-        eval_params = p.replace(num_batches=p.num_eval_batches if p.num_eval_batches is not None
-                                else (None if p.num_eval_epochs is not None else p.num_batches),
-                                num_epochs=p.num_eval_epochs)
-        global_eval = r.eval_batch_size * r.device.num_devices * r.num_workers
-        return params_lib.num_batches_and_epochs(
-            eval_params, global_eval, registry.NUM_EVAL_EXAMPLES[r.spec.dataset])[0]
 
     def _write_summaries(self, s: _Setup, out: np.ndarray, global_step: int) -> None:
         p = self.p
@@ -687,7 +698,7 @@ class Benchmark:
         Each step's time (with its host fetch) goes to `times` when given."""
         p, r = self.p, self.r
         # Every worker evaluates its own part of the data (tfbench.strategy.distribute_inputs).
-        global_eval = r.eval_batch_size * r.device.num_devices * r.num_workers
+        global_eval = r.eval_global_batch
         top1s, top5s = [], []
         times = times if times is not None else []
         window_start = time.perf_counter()
