@@ -103,6 +103,30 @@ def test_parameter_server_cluster_with_a_controller(tmp_path):
     assert lines[-2].startswith("total images/sec: ")
 
 
+def _ps_cluster_run(tmp_path, extra):
+    ps, w0, w1, controller = ("127.0.0.1:%d" % p for p in _free_ports(4))
+    common = TINY + ["--worker_hosts=%s,%s" % (w0, w1), "--ps_hosts=" + ps,
+                     "--controller_host=" + controller, "--cluster_timeout_secs=60",
+                     "--json_dir="] + extra
+    procs = [_start(common + ["--job_name=%s" % job, "--task_index=%d" % index], tmp_path)
+             for job, index in (("ps", 0), ("worker", 0), ("worker", 1), ("controller", 0))]
+    codes, outs = _finish(procs, timeout=150)
+    assert codes == [0, 0, 0, 0], "\n=====\n".join(o[-2500:] for o in outs)
+    return outs[-1]
+
+
+def test_parameter_server_resume_counts_each_workers_update_in_the_global_step(tmp_path):
+    """Every worker's update advances the shared step: 2 workers x (1 warm-up + 4 timed)."""
+    train_dir = tmp_path / "ckpt"
+    out = _ps_cluster_run(tmp_path, ["--train_dir=%s" % train_dir])
+    assert len(_step_losses(out)) == 4
+    assert os.path.exists(train_dir / "model.ckpt-10.index")
+    # --num_batches=7 resumes at global step 10: legacy runs 7 - 10 // 2 = 2 timed steps.
+    out = _ps_cluster_run(tmp_path, ["--train_dir=%s" % train_dir, "--num_batches=7"])
+    assert len(_step_losses(out)) == 2, out[-2500:]
+    assert os.path.exists(train_dir / "model.ckpt-16.index")
+
+
 def test_a_worker_killed_mid_run_stops_the_other_with_a_clear_error(tmp_path):
     import signal
     import time

@@ -10,6 +10,11 @@ from helpers import run_inprocess
 from tfbench import runner
 from tfbench.params import make_params
 
+PS_CLUSTER = {"ps_hosts": "127.0.0.1:7001", "worker_hosts": "127.0.0.1:7002,127.0.0.1:7003",
+              "controller_host": "127.0.0.1:7004", "job_name": "controller"}
+TWO_WORKERS = {"worker_hosts": "127.0.0.1:7002,127.0.0.1:7003", "job_name": "worker",
+               "task_index": 0}
+
 
 def _learning_rates(values, steps):
     opt = runner.Benchmark(make_params(values), emit=lambda line: None)._make_optimizer()
@@ -18,6 +23,23 @@ def _learning_rates(values, steps):
         opt.iterations.assign(step)
         rates.append(float(opt.learning_rate))
     return rates
+
+
+def test_parameter_server_schedule_counts_one_workers_batch_per_step():
+    # Every worker's update advances the shared step: legacy examples_per_step is the
+    # per-worker batch (benchmark_cnn.py _build_fetches), so resnet50 at 64 per worker warms up
+    # over int(1281167 / 64 * 5) = 100091 steps to 0.128 * 64 / 256, whatever the worker count.
+    flags = dict(PS_CLUSTER, device="cpu", model="resnet50", batch_size=64)
+    got = _learning_rates(flags, [50045, 100090, 100091, int(1281167 / 64 * 30) + 1])
+    assert got == pytest.approx([0.032 * 50045 / 100091, 0.032 * 100090 / 100091, 0.032,
+                                 0.0032], rel=1e-5)
+
+
+def test_all_reduce_cluster_schedule_counts_every_workers_batch():
+    # One step is one update of every worker's images (legacy collective_all_reduce).
+    flags = dict(TWO_WORKERS, device="cpu", model="resnet50", batch_size=64,
+                 variable_update="collective_all_reduce")
+    assert _learning_rates(flags, [int(1281167 / 128 * 5)]) == pytest.approx([0.064])
 
 
 def _folder(root, counts):

@@ -5,8 +5,9 @@ staircase decay and floor), then the model's default schedule. Linear warm-up ap
 two. Boundaries use the legacy integer arithmetic so step-exact values match.
 
 Steps are optimizer iterations and `batch` is the images one iteration trains on (legacy
-examples_per_step). An epoch is `num_examples` images, the size of the data trained on (the
-legacy constants for imagenet and cifar10), in the model defaults too.
+examples_per_step): the global batch, or one worker's on a parameter-server cluster, where
+every worker's update is an iteration. An epoch is `num_examples` images, the size of the data
+trained on (the legacy constants for imagenet and cifar10), in the model defaults too.
 """
 
 from __future__ import annotations

@@ -55,6 +55,12 @@ class Resolved:
     eval_examples: Optional[int] = None   # when the run evaluates
     eval_global_batch: int = 0   # images per evaluation step, every device of every worker
     num_eval_batches: int = 0    # batches per evaluation (eval mode: num_batches)
+    # Optimizer iterations (the global step) one step adds: on a parameter-server cluster each
+    # worker's update counts (legacy: global_step += num_workers per step), else 1.
+    iterations_per_step: int = 1
+    # Images per optimizer iteration, the learning-rate schedule's batch (legacy
+    # examples_per_step): the per-worker batch on a parameter-server cluster.
+    images_per_iteration: int = 0
 
 
 def resolve(p) -> Resolved:
@@ -117,6 +123,7 @@ def resolve(p) -> Resolved:
     else:
         num_batches, num_epochs = params_lib.num_batches_and_epochs(p, global_batch,
                                                                     train_examples)
+    iterations_per_step = num_workers if _parameter_server(p) else 1
     xla = params_lib.xla_requested(p)
     if train_and_eval and p.num_runs > 1:
         raise UsageError("--num_runs cannot be combined with --eval_during_training_*")
@@ -128,7 +135,9 @@ def resolve(p) -> Resolved:
         0 if mode == "eval" else params_lib.num_warmup_batches(p), mode, xla, train_and_eval,
         notices, real, num_workers, worker_batch,
         train_examples=train_examples, eval_examples=eval_examples,
-        eval_global_batch=eval_global_batch, num_eval_batches=num_eval_batches or 0)
+        eval_global_batch=eval_global_batch, num_eval_batches=num_eval_batches or 0,
+        iterations_per_step=iterations_per_step,
+        images_per_iteration=global_batch // iterations_per_step)
 
 
 def eval_batches(p, eval_global_batch: int, eval_examples: int) -> int:
@@ -138,6 +147,12 @@ def eval_batches(p, eval_global_batch: int, eval_examples: int) -> int:
     if p.num_eval_batches is not None or p.num_eval_epochs is not None:
         p = p.replace(num_batches=p.num_eval_batches, num_epochs=p.num_eval_epochs)
     return params_lib.num_batches_and_epochs(p, eval_global_batch, eval_examples)[0]
+
+
+def _parameter_server(p) -> bool:
+    from tfbench import cluster
+    plan = cluster.cluster_plan(p)
+    return plan is not None and plan.mode == cluster.PARAMETER_SERVER
 
 
 def eval_steps_during_training(p, global_batch: int, num_batches: int,
@@ -178,6 +193,7 @@ class Benchmark:
         self.p = p
         self.emit = emit
         self.r = resolve(p)
+        self.strategy: Optional[tf.distribute.Strategy] = None
         self.monitors: list = []
         self.model = None
         self._memory_reset_error: Optional[str] = None
@@ -439,7 +455,7 @@ class Benchmark:
 
     def _make_optimizer(self):
         p, r = self.p, self.r
-        plan, notices = lr.plan_for(p, r.spec, r.global_batch, r.train_examples)
+        plan, notices = lr.plan_for(p, r.spec, r.images_per_iteration, r.train_examples)
         for notice in notices:
             self.emit(notice)
         opt = optimizers.make_optimizer(p, lr.Schedule(plan))
@@ -447,6 +463,8 @@ class Benchmark:
         if scaling == "dynamic":
             opt = optimizers.LossScaleOptimizer(
                 opt, initial_scale=scale, dynamic_growth_steps=p.fp16_inc_loss_scale_every_n)
+        if strategy_lib.is_parameter_server(self.strategy):
+            _count_every_update(opt)
         return opt
 
     def _images(self, batch_size: int):
@@ -538,7 +556,9 @@ class Benchmark:
         self.emit("Done warm up")
         self._steady_state()
 
-        num_timed = max(r.num_batches - s.init_global_step, 0)
+        # --num_batches is a global-step target when resuming (legacy: num_batches -
+        # init_global_step // num_workers where every worker's update counts).
+        num_timed = max(r.num_batches - s.init_global_step // r.iterations_per_step, 0)
         totals = []
         for run in range(p.num_runs):
             if run:
@@ -755,6 +775,17 @@ class Benchmark:
         if res.step_times:
             res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
             self._step_stats(res, res.step_times, None)
+
+
+def _count_every_update(optimizer) -> None:
+    """Each parameter-server worker's update adds one to `iterations`, the global step.
+
+    Keras adds with assign(iterations + 1), a read and then a write, so two workers updating at
+    once would count one update between them; TensorFlow's AssignAddVariableOp adds under the
+    variable's lock on the ps.
+    """
+    counter = optimizer.iterations
+    counter.assign_add = lambda value: counter.value.assign_add(tf.cast(value, counter.dtype))
 
 
 def _latest_checkpoint(path: str) -> Optional[str]:
