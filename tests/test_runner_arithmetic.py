@@ -9,6 +9,7 @@ import tensorflow as tf
 from helpers import run_inprocess
 from tfbench import runner
 from tfbench.params import make_params
+from tfbench.results import RunResult
 
 PS_CLUSTER = {"ps_hosts": "127.0.0.1:7001", "worker_hosts": "127.0.0.1:7002,127.0.0.1:7003",
               "controller_host": "127.0.0.1:7004", "job_name": "controller"}
@@ -90,3 +91,15 @@ def test_evaluation_without_eval_length_flags_covers_trainings_epochs(tmp_path):
     assert code == 0, lines
     accuracy = [l for l in lines if l.startswith("Accuracy @ 1")]
     assert len(accuracy) == 2 and all(l.endswith("[8 examples]") for l in accuracy), accuracy
+
+
+@pytest.mark.parametrize("variable_update, batch", [("collective_all_reduce", 4),
+                                                     ("distributed_all_reduce", 8)])
+def test_step_lines_count_the_workers_images_legacy_counts(variable_update, batch):
+    # Legacy Step lines count this worker's batch, except distributed_all_reduce's single
+    # session, whose one step is every worker's (batch_size * num_workers).
+    bench = runner.Benchmark(make_params(dict(TWO_WORKERS, device="cpu", model="trivial",
+                                              batch_size=4, variable_update=variable_update)),
+                             emit=lambda line: None)
+    mean, _, _ = bench._step_stats(RunResult(), [0.5, 0.5], None)
+    assert mean == pytest.approx(batch / 0.5)

@@ -47,7 +47,10 @@ class Resolved:
     notices: list[str]
     real_data: bool = False
     num_workers: int = 1         # hosts (or horovod processes) training together
-    worker_batch: int = 0        # images per step on this worker (Step lines count these)
+    worker_batch: int = 0        # images per step on this worker (its monitors see these)
+    # Images one Step line's images/sec counts: this worker's, or under distributed_all_reduce
+    # (the legacy single session, one step of every worker) the global batch.
+    step_line_batch: int = 0
     # The dataset sizes every epoch figure uses: --num_epochs, learning-rate epochs,
     # --eval_during_training_*_epochs and --num_eval_epochs. The legacy constants for imagenet
     # and cifar10, the data's own count for folders and tfds.
@@ -134,6 +137,8 @@ def resolve(p) -> Resolved:
         global_batch, num_batches, num_epochs,
         0 if mode == "eval" else params_lib.num_warmup_batches(p), mode, xla, train_and_eval,
         notices, real, num_workers, worker_batch,
+        step_line_batch=global_batch if p.variable_update == "distributed_all_reduce"
+        else worker_batch,
         train_examples=train_examples, eval_examples=eval_examples,
         eval_global_batch=eval_global_batch, num_eval_batches=num_eval_batches or 0,
         iterations_per_step=iterations_per_step,
@@ -521,7 +526,7 @@ class Benchmark:
             self.emit("Generating evaluation model")
             eval_builder = steps.Steps(model, None, self.strategy, self._step_config("eval"))
             setup.eval_inputs, eval_iter = self._inputs(r.eval_batch_size, train=False)
-            setup.eval_fn = eval_builder.forward_step(eval_iter)
+            setup.eval_fn = eval_builder.eval_step(eval_iter)
         self.emit("Initializing graph")
         if training and p.train_dir:
             ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
@@ -643,7 +648,7 @@ class Benchmark:
     def _step_stats(self, res: RunResult, times: list[float],
                     ewma: Optional[float]) -> tuple[float, float, float]:
         """The Step line's (mean images/sec, +/-, jitter) over `times`, recorded in res."""
-        figures = classic_log.perf_stats(self.r.worker_batch, times, ewma)
+        figures = classic_log.perf_stats(self.r.step_line_batch, times, ewma)
         res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = figures
         return figures
 
@@ -717,7 +722,8 @@ class Benchmark:
 
         Each step's time (with its host fetch) goes to `times` when given."""
         p, r = self.p, self.r
-        # Every worker evaluates its own part of the data (tfbench.strategy.distribute_inputs).
+        # Every worker evaluates its own part of the data (tfbench.strategy.distribute_inputs)
+        # and the accuracy is their mean (Steps.eval_step), so the count is all workers' images.
         global_eval = r.eval_global_batch
         top1s, top5s = [], []
         times = times if times is not None else []
@@ -751,7 +757,7 @@ class Benchmark:
         images, from_iterator = self._inputs(r.eval_batch_size, train=False)
         folding = self._fold_batch_norm(model, res)
         step_fn = steps.Steps(folding.model if folding else model, None, self.strategy,
-                              self._step_config("eval")).forward_step(from_iterator)
+                              self._step_config("eval")).eval_step(from_iterator)
         evaluated = None
         while True:
             path = _latest_checkpoint(p.train_dir)
