@@ -3,7 +3,7 @@
 import pytest
 
 from tfbench import lr
-from tfbench.models.registry import IMAGENET, ModelSpec
+from tfbench.models.registry import IMAGENET, NUM_TRAIN_EXAMPLES, ModelSpec
 from tfbench.params import make_params
 
 RESNET = ModelSpec("resnet_like", IMAGENET, lambda *a: None, 224, 64, 0.128, "resnet",
@@ -12,8 +12,9 @@ TRIVIAL = ModelSpec("trivial_like", IMAGENET, lambda *a: None, 227, 32, 0.005, "
 N = 1281167
 
 
-def values(flag_values, spec, batch, steps):
-    plan, _ = lr.plan_for(make_params(flag_values), spec, batch, N)
+def values(flag_values, spec, batch, steps, num_examples=None):
+    plan, _ = lr.plan_for(make_params(flag_values), spec, batch,
+                          num_examples or NUM_TRAIN_EXAMPLES[spec.dataset])
     schedule = lr.Schedule(plan)
     return [float(schedule(s)) for s in steps]
 
@@ -78,3 +79,14 @@ def test_densenet_cifar_schedule():
     per_epoch = 50000 // 64
     got = values({}, spec, 64, [0, per_epoch * 150, per_epoch * 150 + 1, per_epoch * 300 + 1])
     assert got == pytest.approx([0.1, 0.1, 0.01, 0.0001])
+
+
+def test_model_default_epochs_are_the_datas_epochs():
+    # A folder of 2,560 images at batch 256: 10 steps an epoch, so resnet warms up over 50
+    # steps and decays after 300 (the legacy constant 1,281,167 is imagenet's epoch).
+    got = values({}, RESNET, 256, [25, 50, 300, 301], num_examples=2560)
+    assert got == pytest.approx([0.064, 0.128, 0.128, 0.0128], rel=1e-5)
+    cifar = ModelSpec("r20", "cifar10", lambda *a: None, 32, 128, 0.1, "resnet",
+                      lr_schedule="cifar_resnet")
+    assert values({}, cifar, 128, [82 * 10, 82 * 10 + 1], num_examples=1280) == \
+        pytest.approx([0.1, 0.01])

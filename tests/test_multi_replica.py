@@ -29,7 +29,7 @@ def checks():
 def test_each_replicas_synthetic_batch_lives_on_its_own_device(checks, key):
     # Created on the first device, every batch would be copied to its replica every step.
     assert checks[key] == ["/job:localhost/replica:0/task:0/device:CPU:0",
-                           "/device:CPU:1"]
+                           "/job:localhost/replica:0/task:0/device:CPU:1"]
 
 
 @pytest.mark.parametrize("strategy", ["mirrored", "central", "independent"])

@@ -71,6 +71,9 @@ def test_two_workers_train_in_lockstep_and_the_total_counts_both(tmp_path):
         # total = steps x (batch x devices x workers) / wall time: both workers' images.
         counted = run["images_per_sec"] * run["wall_time"]
         assert abs(counted - len(run["step_times"]) * 8) < 1e-6 * counted
+        # Step lines count this worker's images (legacy collective_all_reduce).
+        mean_time = sum(run["step_times"]) / len(run["step_times"])
+        assert abs(run["step_images_per_sec"] * mean_time - 4) < 1e-6
 
 
 def test_a_missing_peer_fails_in_bounded_time_naming_it(tmp_path):
@@ -101,6 +104,30 @@ def test_parameter_server_cluster_with_a_controller(tmp_path):
     assert "Variables:   parameter_server" in lines and "Batch size:  4 global" in lines
     assert len(_step_losses(out)) == 4
     assert lines[-2].startswith("total images/sec: ")
+
+
+def _ps_cluster_run(tmp_path, extra):
+    ps, w0, w1, controller = ("127.0.0.1:%d" % p for p in _free_ports(4))
+    common = TINY + ["--worker_hosts=%s,%s" % (w0, w1), "--ps_hosts=" + ps,
+                     "--controller_host=" + controller, "--cluster_timeout_secs=60",
+                     "--json_dir="] + extra
+    procs = [_start(common + ["--job_name=%s" % job, "--task_index=%d" % index], tmp_path)
+             for job, index in (("ps", 0), ("worker", 0), ("worker", 1), ("controller", 0))]
+    codes, outs = _finish(procs, timeout=150)
+    assert codes == [0, 0, 0, 0], "\n=====\n".join(o[-2500:] for o in outs)
+    return outs[-1]
+
+
+def test_parameter_server_resume_counts_each_workers_update_in_the_global_step(tmp_path):
+    """Every worker's update advances the shared step: 2 workers x (1 warm-up + 4 timed)."""
+    train_dir = tmp_path / "ckpt"
+    out = _ps_cluster_run(tmp_path, ["--train_dir=%s" % train_dir])
+    assert len(_step_losses(out)) == 4
+    assert os.path.exists(train_dir / "model.ckpt-10.index")
+    # --num_batches=7 resumes at global step 10: legacy runs 7 - 10 // 2 = 2 timed steps.
+    out = _ps_cluster_run(tmp_path, ["--train_dir=%s" % train_dir, "--num_batches=7"])
+    assert len(_step_losses(out)) == 2, out[-2500:]
+    assert os.path.exists(train_dir / "model.ckpt-16.index")
 
 
 def test_a_worker_killed_mid_run_stops_the_other_with_a_clear_error(tmp_path):
@@ -217,14 +244,24 @@ def test_two_workers_on_real_data_count_the_images_synthetic_data_counts(tmp_pat
                      "--variable_update=collective_all_reduce", "--data_dir=%s" % data_dir,
                      "--eval_during_training_every_n_steps=4", "--num_eval_batches=2",
                      "--eval_batch_size=2"]
-    procs = [_start(common + ["--task_index=%d" % i, "--json_dir=%s" % (tmp_path / str(i))],
+    procs = [_start(common + ["--task_index=%d" % i, "--json_dir=%s" % (tmp_path / str(i)),
+                              "--benchmark_log_dir=%s" % (tmp_path / ("log%d" % i))],
                     tmp_path) for i in range(2)]
     codes, outs = _finish(procs, timeout=120)
     assert codes == [0, 0], "\n=====\n".join(o[-2500:] for o in outs)
-    losses = [_step_losses(out) for out in outs]
-    assert len(losses[0]) == 4 and losses[0] == losses[1]
+    assert len(_step_losses(outs[0])) == 4
+    # Each worker's Step lines show its own loss (legacy), here from its own part of the data.
+    runs = [_manifest(tmp_path / str(i)) for i in range(2)]
+    assert all(a != b for a, b in zip(runs[0]["losses"], runs[1]["losses"])), runs
     for i, out in enumerate(outs):
         assert "Dataset:     imagenet" in out.splitlines()
+        # Legacy benchmark logs: the worker's batch, num_steps = local steps x workers.
+        log = tmp_path / ("log%d" % i)
+        info = json.load(open(log / "benchmark_run.log"))
+        assert {"name": "batch_size", "long_value": 4} in info["run_parameters"]
+        metrics = [json.loads(l) for l in open(log / "metric.log")]
+        assert metrics[-1]["name"] == "average_examples_per_sec"
+        assert metrics[-1]["global_step"] == 8
         # 2 evaluation batches of 2 on each of the 2 workers: the 8 validation images.
         accuracy = [l for l in out.splitlines() if l.startswith("Accuracy @ 1 = ")]
         assert accuracy and all(l.endswith("[8 examples]") for l in accuracy), accuracy

@@ -82,6 +82,7 @@ def gpu(monkeypatch):
 
     monkeypatch.setattr(steps.Steps, "train_step", costed(steps.Steps.train_step))
     monkeypatch.setattr(steps.Steps, "forward_step", costed(steps.Steps.forward_step))
+    monkeypatch.setattr(steps.Steps, "eval_step", costed(steps.Steps.eval_step))
     return g
 
 

@@ -47,7 +47,8 @@ def run_info(p, result: RunResult, devices: list[str], num_epochs: float) -> dic
     dataset = "%s (synthetic)" % result.dataset if result.data_source == "synthetic" \
         else result.dataset
     run_params = {
-        "batch_size": result.global_batch_size,
+        # Legacy self.batch_size: one worker's images per step (every device of it).
+        "batch_size": result.global_batch_size // max(result.num_workers, 1),
         "batch_size_per_device": result.batch_size,
         "data_format": result.data_format,
         "dataset": dataset,
@@ -87,7 +88,10 @@ def metric(name: str, value: float, global_step: Optional[int],
 
 
 def metrics_for(result: RunResult) -> list[dict[str, Any]]:
-    """Step-line means as current_examples_per_sec, accuracies when shown, then the total."""
+    """Step-line means as current_examples_per_sec, accuracies when shown, then the total.
+
+    Step-line figures carry the Step line's (this worker's) step number; the total carries
+    every worker's steps (legacy num_steps = local_step * num_workers)."""
     rows = []
     for event in result.extra.get("display_events", []):
         rows.append(metric("current_examples_per_sec", event["images_per_sec"], event["step"],
@@ -96,7 +100,8 @@ def metrics_for(result: RunResult) -> list[dict[str, Any]]:
             if event.get(key) is not None:
                 rows.append(metric(key, event[key], event["step"], event["time"]))
     if result.steps_run:
-        rows.append(metric("average_examples_per_sec", result.images_per_sec, result.steps_run))
+        rows.append(metric("average_examples_per_sec", result.images_per_sec,
+                           result.steps_run * result.num_workers))
     return [r for r in rows if r is not None]
 
 

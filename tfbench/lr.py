@@ -3,6 +3,11 @@
 Precedence: --piecewise_learning_rate_schedule, then --init_learning_rate (with optional
 staircase decay and floor), then the model's default schedule. Linear warm-up applies to the first
 two. Boundaries use the legacy integer arithmetic so step-exact values match.
+
+Steps are optimizer iterations and `batch` is the images one iteration trains on (legacy
+examples_per_step): the global batch, or one worker's on a parameter-server cluster, where
+every worker's update is an iteration. An epoch is `num_examples` images, the size of the data
+trained on (the legacy constants for imagenet and cifar10), in the model defaults too.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
+from tfbench.models.registry import NUM_TRAIN_EXAMPLES
 from tfbench.params import parse_piecewise
 
 
@@ -28,9 +34,9 @@ class Plan:
     warmup_target: float = 0.0
 
 
-def plan_for(p, spec, global_batch: int, num_examples: int) -> tuple[Plan, list[str]]:
+def plan_for(p, spec, batch: int, num_examples: int) -> tuple[Plan, list[str]]:
     """The schedule for Params `p` and ModelSpec `spec`; also notices for ignored flags."""
-    batches_per_epoch = num_examples / global_batch
+    batches_per_epoch = num_examples / batch
     notices: list[str] = []
     if p.piecewise_learning_rate_schedule:
         rates, epochs = parse_piecewise(p.piecewise_learning_rate_schedule)
@@ -48,7 +54,7 @@ def plan_for(p, spec, global_batch: int, num_examples: int) -> tuple[Plan, list[
             notices.append("--num_learning_rate_warmup_epochs has no effect without "
                            "--init_learning_rate or --piecewise_learning_rate_schedule "
                            "(as in tf_cnn_benchmarks)")
-        return model_default_plan(spec, global_batch, p.resnet_base_lr), notices
+        return model_default_plan(spec, batch, p.resnet_base_lr, num_examples), notices
     if p.num_learning_rate_warmup_epochs > 0:
         plan = dataclasses.replace(
             plan, warmup_steps=int(batches_per_epoch * p.num_learning_rate_warmup_epochs),
@@ -56,30 +62,35 @@ def plan_for(p, spec, global_batch: int, num_examples: int) -> tuple[Plan, list[
     return plan, notices
 
 
-def model_default_plan(spec, global_batch: int, resnet_base_lr: Optional[float] = None) -> Plan:
+def model_default_plan(spec, batch: int, resnet_base_lr: Optional[float] = None,
+                       num_examples: Optional[int] = None) -> Plan:
+    """The model's own schedule (legacy models' get_learning_rate, whose epochs are the
+    imagenet or cifar10 constants: the default `num_examples` of the model's dataset)."""
     kind = spec.lr_schedule
+    if num_examples is None:
+        num_examples = NUM_TRAIN_EXAMPLES[spec.dataset]
     if kind == "resnet":
         base = resnet_base_lr if resnet_base_lr is not None else 0.128
-        rescaled = base * global_batch / 256
-        per_epoch = 1281167 / global_batch
+        rescaled = base * batch / 256
+        per_epoch = num_examples / batch
         return Plan(boundaries=tuple(int(per_epoch * e) for e in (30, 60, 80, 90)),
                     values=tuple(rescaled * v for v in (1, 0.1, 0.01, 0.001, 0.0001)),
                     warmup_steps=int(per_epoch * 5), warmup_target=rescaled)
     if kind == "official_resnet":
-        adjusted = spec.learning_rate / spec.batch_size * global_batch
-        per_epoch = 1281167 / global_batch
+        adjusted = spec.learning_rate / spec.batch_size * batch
+        per_epoch = num_examples / batch
         return Plan(boundaries=tuple(int(per_epoch * e) for e in (30, 60, 80, 90)),
                     values=tuple(adjusted * v for v in (1, 0.1, 0.01, 0.001, 0.0001)))
     if kind == "cifar_resnet":
-        per_epoch = 50000 // global_batch
+        per_epoch = num_examples // batch
         return Plan(boundaries=tuple(per_epoch * e for e in (82, 123, 300)),
                     values=(0.1, 0.01, 0.001, 0.0002))
     if kind == "densenet_cifar":
-        per_epoch = 50000 // global_batch
+        per_epoch = num_examples // batch
         return Plan(boundaries=tuple(per_epoch * e for e in (150, 225, 300)),
                     values=(0.1, 0.01, 0.001, 0.0001))
     if kind == "alexnet_cifar":
-        return Plan(values=(spec.learning_rate,), decay_steps=100 * 50000 // global_batch,
+        return Plan(values=(spec.learning_rate,), decay_steps=100 * num_examples // batch,
                     decay_factor=0.1)
     if kind == "constant":
         return Plan(values=(spec.learning_rate,))

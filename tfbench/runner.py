@@ -47,7 +47,23 @@ class Resolved:
     notices: list[str]
     real_data: bool = False
     num_workers: int = 1         # hosts (or horovod processes) training together
-    worker_batch: int = 0        # images per step on this worker (Step lines count these)
+    worker_batch: int = 0        # images per step on this worker (its monitors see these)
+    # Images one Step line's images/sec counts: this worker's, or under distributed_all_reduce
+    # (the legacy single session, one step of every worker) the global batch.
+    step_line_batch: int = 0
+    # The dataset sizes every epoch figure uses: --num_epochs, learning-rate epochs,
+    # --eval_during_training_*_epochs and --num_eval_epochs. The legacy constants for imagenet
+    # and cifar10, the data's own count for folders and tfds.
+    train_examples: int = 0      # 0 in eval mode
+    eval_examples: Optional[int] = None   # when the run evaluates
+    eval_global_batch: int = 0   # images per evaluation step, every device of every worker
+    num_eval_batches: int = 0    # batches per evaluation (eval mode: num_batches)
+    # Optimizer iterations (the global step) one step adds: on a parameter-server cluster each
+    # worker's update counts (legacy: global_step += num_workers per step), else 1.
+    iterations_per_step: int = 1
+    # Images per optimizer iteration, the learning-rate schedule's batch (legacy
+    # examples_per_step): the per-worker batch on a parameter-server cluster.
+    images_per_iteration: int = 0
 
 
 def resolve(p) -> Resolved:
@@ -93,30 +109,55 @@ def resolve(p) -> Resolved:
     worker_batch = per_step_batch * plan.num_devices
     num_workers = strategy_lib.num_workers(p)
     global_batch = worker_batch * num_workers
-    if real:
-        examples = data.num_examples(p, spec.dataset, train=mode != "eval")
-    else:
-        counts = registry.NUM_EVAL_EXAMPLES if mode == "eval" else registry.NUM_TRAIN_EXAMPLES
-        examples = counts[spec.dataset]
-    if mode == "eval" and (p.num_eval_batches is not None or p.num_eval_epochs is not None):
-        eval_params = p.replace(num_batches=p.num_eval_batches, num_epochs=p.num_eval_epochs)
-        num_batches, num_epochs = params_lib.num_batches_and_epochs(
-            eval_params, global_batch, examples)
-    else:
-        num_batches, num_epochs = params_lib.num_batches_and_epochs(p, global_batch, examples)
-    xla = params_lib.xla_requested(p)
     train_and_eval = mode == "training" and bool(
         p.eval_during_training_every_n_steps or p.eval_during_training_every_n_epochs
         or p.eval_during_training_at_specified_steps
         or p.eval_during_training_at_specified_epochs)
+    # Synthetic data counts the model dataset's legacy epoch (data.num_examples).
+    train_examples = data.num_examples(p, spec.dataset, train=True) if mode != "eval" else 0
+    eval_examples = num_eval_batches = None
+    eval_global_batch = eval_batch * plan.num_devices * num_workers
+    if mode == "eval" or train_and_eval:
+        eval_examples = data.num_examples(p, spec.dataset, train=False)
+        num_eval_batches = eval_batches(p, eval_global_batch, eval_examples)
+    if mode == "eval":
+        num_batches = num_eval_batches
+        num_epochs = num_batches * global_batch / eval_examples
+    else:
+        num_batches, num_epochs = params_lib.num_batches_and_epochs(p, global_batch,
+                                                                    train_examples)
+    iterations_per_step = num_workers if _parameter_server(p) else 1
+    xla = params_lib.xla_requested(p)
     if train_and_eval and p.num_runs > 1:
         raise UsageError("--num_runs cannot be combined with --eval_during_training_*")
     if mode == "eval" and p.num_runs > 1:
         notices.append("--num_runs applies to training and forward-only runs; evaluating once")
-    return Resolved(spec, plan, precision, p.image_size or spec.image_size, batch, eval_batch,
-                    global_batch, num_batches, num_epochs,
-                    0 if mode == "eval" else params_lib.num_warmup_batches(p), mode, xla,
-                    train_and_eval, notices, real, num_workers, worker_batch)
+    return Resolved(
+        spec, plan, precision, p.image_size or spec.image_size, batch, eval_batch,
+        global_batch, num_batches, num_epochs,
+        0 if mode == "eval" else params_lib.num_warmup_batches(p), mode, xla, train_and_eval,
+        notices, real, num_workers, worker_batch,
+        step_line_batch=global_batch if p.variable_update == "distributed_all_reduce"
+        else worker_batch,
+        train_examples=train_examples, eval_examples=eval_examples,
+        eval_global_batch=eval_global_batch, num_eval_batches=num_eval_batches or 0,
+        iterations_per_step=iterations_per_step,
+        images_per_iteration=global_batch // iterations_per_step)
+
+
+def eval_batches(p, eval_global_batch: int, eval_examples: int) -> int:
+    """Batches per evaluation, legacy rule: --num_eval_batches or --num_eval_epochs, else
+    training's --num_batches or --num_epochs, over the validation set; a batch is every
+    worker's (benchmark_cnn.py: eval_batch_size * num_workers)."""
+    if p.num_eval_batches is not None or p.num_eval_epochs is not None:
+        p = p.replace(num_batches=p.num_eval_batches, num_epochs=p.num_eval_epochs)
+    return params_lib.num_batches_and_epochs(p, eval_global_batch, eval_examples)[0]
+
+
+def _parameter_server(p) -> bool:
+    from tfbench import cluster
+    plan = cluster.cluster_plan(p)
+    return plan is not None and plan.mode == cluster.PARAMETER_SERVER
 
 
 def eval_steps_during_training(p, global_batch: int, num_batches: int,
@@ -173,6 +214,7 @@ class Benchmark:
             self.r.notices.append("--estimate_dataset_size estimates training time: no estimate "
                                   "for a%s %s run" % ("n" if self.r.mode == "eval" else "",
                                                       self.r.mode.replace("_", "-")))
+        self.strategy: Optional[tf.distribute.Strategy] = None
         self.monitors: list = []
         self.model = None
         self._memory_reset_error: Optional[str] = None
@@ -448,8 +490,7 @@ class Benchmark:
 
     def _make_optimizer(self):
         p, r = self.p, self.r
-        plan, notices = lr.plan_for(p, r.spec, r.global_batch,
-                                    registry.NUM_TRAIN_EXAMPLES[r.spec.dataset])
+        plan, notices = lr.plan_for(p, r.spec, r.images_per_iteration, r.train_examples)
         for notice in notices:
             self.emit(notice)
         opt = optimizers.make_optimizer(p, lr.Schedule(plan))
@@ -457,6 +498,8 @@ class Benchmark:
         if scaling == "dynamic":
             opt = optimizers.LossScaleOptimizer(
                 opt, initial_scale=scale, dynamic_growth_steps=p.fp16_inc_loss_scale_every_n)
+        if strategy_lib.is_parameter_server(self.strategy):
+            _count_every_update(opt)
         return opt
 
     def _images(self, batch_size: int):
@@ -513,7 +556,7 @@ class Benchmark:
             self.emit("Generating evaluation model")
             eval_builder = steps.Steps(model, None, self.strategy, self._step_config("eval"))
             setup.eval_inputs, eval_iter = self._inputs(r.eval_batch_size, train=False)
-            setup.eval_fn = eval_builder.forward_step(eval_iter)
+            setup.eval_fn = eval_builder.eval_step(eval_iter)
         self.emit("Initializing graph")
         if training and p.train_dir:
             ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
@@ -548,7 +591,9 @@ class Benchmark:
         self.emit("Done warm up")
         self._steady_state()
 
-        num_timed = max(r.num_batches - s.init_global_step, 0)
+        # --num_batches is a global-step target when resuming (legacy: num_batches -
+        # init_global_step // num_workers where every worker's update counts).
+        num_timed = max(r.num_batches - s.init_global_step // r.iterations_per_step, 0)
         totals = []
         for run in range(p.num_runs):
             if run:
@@ -568,7 +613,7 @@ class Benchmark:
             if not res.extra.get("stopped_early"):
                 self.emit("Running final evaluation at global_step %d"
                           % checkpoints.global_step())
-                self._evaluate(s.eval_fn, s.eval_inputs, self._eval_batches(), res)
+                self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
 
     def _timed_loop(self, s: _Setup, res: RunResult, num_timed: int,
                     checkpoints: "_Checkpoints", new_measurement: bool = True) -> float:
@@ -582,7 +627,7 @@ class Benchmark:
         loss_index = 0 if p.loss_type_to_report == "base_loss" else 1
         eval_due = eval_steps_during_training(
             p, r.global_batch, r.num_batches, r.num_epochs,
-            registry.NUM_TRAIN_EXAMPLES[r.spec.dataset]) if r.train_and_eval else set()
+            r.train_examples) if r.train_and_eval else set()
         times: list[float] = []
         out = None
         paused = 0.0
@@ -623,7 +668,7 @@ class Benchmark:
                 pause = time.perf_counter()
                 self._close_window()
                 self.emit("Running evaluation at global_step %d" % checkpoints.global_step())
-                top_1 = self._evaluate(s.eval_fn, s.eval_inputs, self._eval_batches(), res)
+                top_1 = self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
                 self._open_window(new_measurement=False)
                 paused += time.perf_counter() - pause
                 if p.stop_at_top_1_accuracy and top_1 >= p.stop_at_top_1_accuracy:
@@ -645,18 +690,9 @@ class Benchmark:
     def _step_stats(self, res: RunResult, times: list[float],
                     ewma: Optional[float]) -> tuple[float, float, float]:
         """The Step line's (mean images/sec, +/-, jitter) over `times`, recorded in res."""
-        figures = classic_log.perf_stats(self.r.worker_batch, times, ewma)
+        figures = classic_log.perf_stats(self.r.step_line_batch, times, ewma)
         res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = figures
         return figures
-
-    def _eval_batches(self) -> int:
-        p, r = self.p, self.r
-        eval_params = p.replace(num_batches=p.num_eval_batches if p.num_eval_batches is not None
-                                else (None if p.num_eval_epochs is not None else p.num_batches),
-                                num_epochs=p.num_eval_epochs)
-        global_eval = r.eval_batch_size * r.device.num_devices * r.num_workers
-        return params_lib.num_batches_and_epochs(
-            eval_params, global_eval, registry.NUM_EVAL_EXAMPLES[r.spec.dataset])[0]
 
     def _write_summaries(self, s: _Setup, out: np.ndarray, global_step: int) -> None:
         p = self.p
@@ -735,8 +771,9 @@ class Benchmark:
         Each step's time (with its host fetch) goes to `times` when given. `timed`: these steps
         are the run's measurement (--eval), so res.wall_time covers every step in `times`."""
         p, r = self.p, self.r
-        # Every worker evaluates its own part of the data (tfbench.strategy.distribute_inputs).
-        global_eval = r.eval_batch_size * r.device.num_devices * r.num_workers
+        # Every worker evaluates its own part of the data (tfbench.strategy.distribute_inputs)
+        # and the accuracy is their mean (Steps.eval_step), so the count is all workers' images.
+        global_eval = r.eval_global_batch
         top1s, top5s = [], []
         times = times if times is not None else []
         loop_start = window_start = time.perf_counter()
@@ -772,7 +809,7 @@ class Benchmark:
         images, from_iterator = self._inputs(r.eval_batch_size, train=False)
         folding = self._fold_batch_norm(model, res)
         step_fn = steps.Steps(folding.model if folding else model, None, self.strategy,
-                              self._step_config("eval")).forward_step(from_iterator)
+                              self._step_config("eval")).eval_step(from_iterator)
         evaluated = None
         while True:
             path = _latest_checkpoint(p.train_dir)
@@ -816,6 +853,17 @@ class Benchmark:
         res.num_warmup_batches = len(res.warmup_times)
         raise_if_stopped()
         self._steady_state()
+
+
+def _count_every_update(optimizer) -> None:
+    """Each parameter-server worker's update adds one to `iterations`, the global step.
+
+    Keras adds with assign(iterations + 1), a read and then a write, so two workers updating at
+    once would count one update between them; TensorFlow's AssignAddVariableOp adds under the
+    variable's lock on the ps.
+    """
+    counter = optimizer.iterations
+    counter.assign_add = lambda value: counter.value.assign_add(tf.cast(value, counter.dtype))
 
 
 def _latest_checkpoint(path: str) -> Optional[str]:

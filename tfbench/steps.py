@@ -1,8 +1,11 @@
 """Step functions: one compiled function per training / forward / eval step.
 
-Each step returns one small float32 vector [base_loss, total_loss, top_1, top_5] averaged over
-replicas, so the timed loop needs exactly one host round trip per step (the one that the
-per-step timing needs anyway).
+Each step returns one small float32 vector [base_loss, total_loss, top_1, top_5], so the timed
+loop needs exactly one host round trip per step (the one that the per-step timing needs anyway).
+Training and forward steps average this worker's replicas: legacy Step lines show each worker's
+own loss and accuracy, and no collective joins the timed step to fetch them. Evaluation steps
+average every worker's replicas, so all workers see one accuracy and take the same
+--stop_at_top_1_accuracy decision.
 """
 
 from __future__ import annotations
@@ -243,7 +246,7 @@ class Steps:
         return tf.stack([zero, zero, top_1, top_5])
 
     # -- compiled steps ----------------------------------------------------------------
-    def _compile(self, replica_fn: Callable, from_iterator: bool):
+    def _compile(self, replica_fn: Callable, from_iterator: bool, all_workers: bool = False):
         strategy = self.strategy
         jit = self.config.jit_compile
         single = strategy.num_replicas_in_sync == 1
@@ -271,7 +274,9 @@ class Steps:
                 out = strategy.run(replica_fn, args=args)
             else:
                 out = strategy.run(replica_fn, args=(inputs,))
-            return strategy.reduce(tf.distribute.ReduceOp.MEAN, out, axis=None)
+            if all_workers:
+                return strategy.reduce(tf.distribute.ReduceOp.MEAN, out, axis=None)
+            return local_mean(strategy, out)
 
         compiled = tf.function(step, jit_compile=whole_step_jit, autograph=False)
         if parameter_server:
@@ -283,6 +288,18 @@ class Steps:
 
     def forward_step(self, from_iterator: bool = False):
         return self._compile(self._forward_replica, from_iterator)
+
+    def eval_step(self, from_iterator: bool = False):
+        """A forward step whose accuracy is every worker's mean."""
+        return self._compile(self._forward_replica, from_iterator, all_workers=True)
+
+
+def local_mean(strategy: tf.distribute.Strategy, out) -> tf.Tensor:
+    """The mean of this worker's replicas' outputs (every replica's on a single host)."""
+    local = strategy.experimental_local_results(out)
+    if len(local) == 1:
+        return local[0]
+    return tf.add_n(list(local)) / len(local)
 
 
 class ConcreteAfterFirstCall:
