@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sys
+import tempfile
 import time
+import uuid
 from typing import Callable, Optional
 
 import keras
@@ -150,6 +153,7 @@ class _Setup:
     eval_fn: Optional[Callable] = None
     eval_inputs: object = None
     summary_writer: object = None
+    scratch_dir: Optional[str] = None   # a non-chief worker's checkpoints, removed after each
 
 
 def _oom_evidence(exc: BaseException) -> Optional[str]:
@@ -499,21 +503,51 @@ class Benchmark:
             setup.eval_fn = eval_builder.forward_step(eval_iter)
         self.emit("Initializing graph")
         if training and p.train_dir:
-            ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
+            self._setup_train_dir(setup, res)
+        return setup
+
+    def _setup_train_dir(self, setup: _Setup, res: RunResult) -> None:
+        """--train_dir: checkpoints and summaries from the chief alone; every process resumes
+        from the chief's state.
+
+        Processes saving one step into one directory collide (TensorFlow writes
+        <prefix>_temp/part-* and then merges and renames), as the legacy script warned of
+        Horovod. So horovod ranks other than 0 save nothing, and the other
+        MultiWorkerMirroredStrategy workers save into a scratch directory of their own that is
+        removed after each save. Only the chief reads --train_dir: the others receive its
+        variables, so the hosts need not share a file system.
+        """
+        p = self.p
+        ckpt = tf.train.Checkpoint(model=setup.model, optimizer=setup.optimizer)
+        chief = strategy_lib.is_chief(self.strategy)
+        if chief:
             setup.manager = tf.train.CheckpointManager(
                 ckpt, p.train_dir, max_to_keep=p.max_ckpts_to_keep, checkpoint_name="model.ckpt")
             if setup.manager.latest_checkpoint:
                 ckpt.restore(setup.manager.latest_checkpoint).expect_partial()
-                setup.init_global_step = int(optimizer.iterations.numpy())
-            if p.summary_verbosity >= 1 and p.save_summaries_steps > 0:
-                setup.summary_writer = tf.summary.create_file_writer(p.train_dir)
-        return setup
+        else:
+            notice = ("--train_dir: %s writes the checkpoints and summaries; this process "
+                      "writes none there and resumes from its state"
+                      % strategy_lib.chief_label(self.strategy))
+            self.emit(notice)
+            res.notices.append(notice)
+            if strategy_lib.saves_beside_chief(self.strategy):
+                setup.scratch_dir = os.path.join(
+                    tempfile.gettempdir(), "tfbench-ckpt-%d-%s" % (os.getpid(), uuid.uuid4().hex))
+                setup.manager = tf.train.CheckpointManager(
+                    ckpt, setup.scratch_dir, max_to_keep=1, checkpoint_name="model.ckpt")
+        # Steps broadcast the initial state before the restore; this sends the restored one.
+        strategy_lib.sync_restored_state(
+            self.strategy, list(setup.model.variables) + list(setup.optimizer.variables))
+        setup.init_global_step = int(setup.optimizer.iterations.numpy())
+        if chief and p.summary_verbosity >= 1 and p.save_summaries_steps > 0:
+            setup.summary_writer = tf.summary.create_file_writer(p.train_dir)
 
     def _run_train_or_forward(self, res: RunResult) -> None:
         p, r = self.p, self.r
         training = r.mode == "training"
         s = self._setup_train_or_forward(res)
-        checkpoints = _Checkpoints(p, s.manager, s.optimizer)
+        checkpoints = _Checkpoints(p, s.manager, s.optimizer, s.scratch_dir)
 
         self.emit("Running warm up")
         warm_start = time.perf_counter()
@@ -771,10 +805,12 @@ def _latest_checkpoint(path: str) -> Optional[str]:
 class _Checkpoints:
     """Periodic (--save_model_steps / --save_model_secs) and final checkpoints, never twice."""
 
-    def __init__(self, p, manager: Optional[tf.train.CheckpointManager], optimizer):
+    def __init__(self, p, manager: Optional[tf.train.CheckpointManager], optimizer,
+                 scratch_dir: Optional[str] = None):
         self.p = p
         self.manager = manager
         self.optimizer = optimizer
+        self.scratch_dir = scratch_dir
         self.saved_step = -1
         self.saved_time = time.time()
 
@@ -784,6 +820,9 @@ class _Checkpoints:
     def save(self, step: int) -> None:
         if self.manager is not None and step != self.saved_step:
             self.manager.save(checkpoint_number=step)
+            if self.scratch_dir is not None:
+                # A non-chief worker's copy, saved only because a save may need every worker.
+                shutil.rmtree(self.scratch_dir, ignore_errors=True)
             self.saved_step, self.saved_time = step, time.time()
 
     def maybe_save(self) -> None:
