@@ -125,21 +125,32 @@ def test_a_missing_peer_fails_in_bounded_time_naming_it(tmp_path):
         % ports[1])
 
 
-def test_parameter_server_cluster_with_a_controller(tmp_path):
-    worker, ps, controller = ("127.0.0.1:%d" % p for p in _free_ports(3))
-    common = TINY + ["--worker_hosts=" + worker, "--ps_hosts=" + ps,
+def test_parameter_server_cluster_counts_the_images_the_workers_compute(tmp_path):
+    """Issue A4: images/sec counted the controller's devices; TensorFlow runs one replica per
+    worker GPU (here: one CPU replica per worker, while the controller has 2 CPU devices)."""
+    w0, w1, ps, controller = ("127.0.0.1:%d" % p for p in _free_ports(4))
+    common = TINY + ["--worker_hosts=%s,%s" % (w0, w1), "--ps_hosts=" + ps,
                      "--controller_host=" + controller, "--cluster_timeout_secs=60",
                      "--json_dir="]
-    procs = [_start(common + ["--job_name=%s" % job], tmp_path)
-             for job in ("ps", "worker", "controller")]
-    codes, (ps_out, worker_out, out) = _finish(procs, timeout=150)
-    assert codes == [0, 0, 0], "\n=====\n".join(o[-2500:] for o in (ps_out, worker_out, out))
+    procs = [_start(common + ["--job_name=%s" % job, "--task_index=%d" % index], tmp_path)
+             for job, index in (("ps", 0), ("worker", 0), ("worker", 1))]
+    procs.append(_start(common[:-1] + ["--job_name=controller", "--num_gpus=2",
+                                       "--json_dir=%s" % (tmp_path / "json")], tmp_path))
+    codes, (ps_out, w0_out, w1_out, out) = _finish(procs, timeout=150)
+    assert codes == [0] * 4, "\n=====\n".join(o[-2500:] for o in (ps_out, w0_out, w1_out, out))
     assert "Running parameter server 0" in ps_out.splitlines()
-    assert "Starting worker 0" in worker_out.splitlines()
+    assert "Starting worker 1" in w1_out.splitlines()
     lines = out.splitlines()
-    assert "Variables:   parameter_server" in lines and "Batch size:  4 global" in lines
+    assert ("Parameter-server workers run 1 replica(s) each: a step counts 4 images per worker, "
+            "not this controller's 2 device(s)") in lines
+    # 2 workers x 1 replica x 4 images, not 2 workers x 2 controller devices x 4.
+    assert "Variables:   parameter_server" in lines and "Batch size:  8 global" in lines
     assert len(_step_losses(out)) == 4
     assert lines[-2].startswith("total images/sec: ")
+    run = _manifest(tmp_path / "json")
+    assert run["num_workers"] == 2 and run["global_batch_size"] == 8
+    counted = run["images_per_sec"] * run["wall_time"]
+    assert abs(counted - len(run["step_times"]) * 8) < 1e-6 * counted
 
 
 def test_a_worker_killed_mid_run_stops_the_other_with_a_clear_error(tmp_path):

@@ -53,8 +53,11 @@ class Resolved:
     worker_batch: int = 0        # images per step on this worker (Step lines count these)
 
 
-def resolve(p) -> Resolved:
-    """Applies defaults, the device plan and the model registry to Params."""
+def resolve(p, replicas_per_worker: Optional[int] = None) -> Resolved:
+    """Applies defaults, the device plan and the model registry to Params.
+
+    replicas_per_worker: the replicas each worker runs when they are not this process's
+    devices (a parameter-server controller: the strategy counts the workers' GPUs)."""
     from tfbench import data
     real = data.is_real_data(p)
     if (p.data_only or p.diagnose_input) and not real:
@@ -93,7 +96,7 @@ def resolve(p) -> Resolved:
         notices.append("Gradient accumulation: %d micro-batches of %d per device per update "
                        "(%d images per device per step)" % (accum, batch, accum * batch))
     per_step_batch = (eval_batch if mode == "eval" else batch) * accum
-    worker_batch = per_step_batch * plan.num_devices
+    worker_batch = per_step_batch * (replicas_per_worker or plan.num_devices)
     num_workers = strategy_lib.num_workers(p)
     global_batch = worker_batch * num_workers
     if real:
@@ -201,6 +204,8 @@ class Benchmark:
             self.emit(notice)
         res.notices.extend(sp.notices)
         self.strategy = sp.strategy
+        if strategy_lib.is_parameter_server(sp.strategy):
+            r = self._count_worker_replicas(res)
         res.variable_update = sp.variables_label
         res.num_workers, res.extra["reduction"] = sp.num_workers, sp.reduction
         self._print_header(sp)
@@ -241,6 +246,22 @@ class Benchmark:
             # On a failure the FLOP count (a second trace of the model) is skipped.
             self._finish_measurements(res, env_before, failed=sys.exc_info()[0] is not None)
         return res
+
+    def _count_worker_replicas(self, res: RunResult) -> Resolved:
+        """A parameter-server controller runs no step: the workers do, one replica per worker
+        GPU (TensorFlow counts them from the workers' devices, parameter_server_strategy_v2),
+        so a step's images are counted from the strategy's replicas, not this host's devices."""
+        replicas = self.strategy.num_replicas_in_sync
+        own = self.r.device.num_devices
+        self.r = resolve(self.p, replicas_per_worker=replicas)
+        self._describe(res)
+        if replicas != own:
+            notice = ("Parameter-server workers run %d replica(s) each: a step counts %d images "
+                      "per worker, not this controller's %d device(s)"
+                      % (replicas, self.r.worker_batch, own))
+            self.emit(notice)
+            res.notices.append(notice)
+        return self.r
 
     def _steady_state(self) -> None:
         """Warm-up is over: monitors start their steady-state window, and the device memory peak

@@ -435,7 +435,10 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
     vu = p.variable_update
     explicit = p.is_explicit("variable_update")
     timeout = p.cluster_timeout_secs
-    if plan.kind == "cpu" and plan.num_devices > 1:
+    # The controller and ps tasks of a parameter-server cluster run no step: their devices
+    # do not matter (the same command line on every task is fine).
+    computes = not (cl.mode == cluster_lib.PARAMETER_SERVER and cl.task_type in ("chief", "ps"))
+    if computes and plan.kind == "cpu" and plan.num_devices > 1:
         raise UsageError("a multi-host run uses one CPU device per task; --device=cpu "
                          "--num_gpus=%d splits the CPU only on a single host" % plan.num_devices)
     job_name = p.job_name or {"chief": "controller"}.get(cl.task_type, cl.task_type)
@@ -452,14 +455,28 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
         if cl.task_type in ("ps", "worker"):
             line = ("Running parameter server %d" if cl.task_type == "ps"
                     else "Starting worker %d") % cl.task_index
+            notices = ()
+            if cl.task_type == "ps" and plan.kind == "gpu":
+                notices = ("Parameter server: variables live on this task's CPU "
+                           "(ParameterServerStrategy); its GPUs are left unused and free",)
             return StrategyPlan(None, label, None, False, num_workers=cl.num_workers,
-                                job_name=job_name, start_lines=(line,), cluster=cl,
+                                notices=notices, job_name=job_name, start_lines=(line,),
+                                cluster=cl,
                                 serve=lambda: cluster_lib.serve(cl, timeout, p.server_protocol),
                                 reduction="parameter servers")
         cluster_lib.rendezvous(cl, timeout, listen=False)
-        strategy = cluster_lib.run_bounded(
-            lambda: tf.distribute.experimental.ParameterServerStrategy(
-                cl.resolver(p.server_protocol)), cl, timeout, "connecting to the ps and workers")
+        try:
+            strategy = cluster_lib.run_bounded(
+                lambda: tf.distribute.experimental.ParameterServerStrategy(
+                    cl.resolver(p.server_protocol)), cl, timeout,
+                "connecting to the ps and workers")
+        except ValueError as exc:
+            # TF counts replicas from the workers' GPUs (one per GPU) and needs equal counts.
+            if "Mismatched number of GPUs" not in str(exc):
+                raise
+            raise UsageError("parameter-server workers run different numbers of GPUs: give "
+                             "every worker the same --num_gpus (or as many --gpu_indices); "
+                             "ParameterServerStrategy runs one replica per worker GPU") from None
         cluster_lib.run_bounded(lambda: coordinator(strategy), cl, timeout,
                                 "starting the coordinator")
         _PS_CLUSTERS[id(strategy)] = (cluster_lib.BoundedCalls(cl, timeout, "waiting for a step"),
