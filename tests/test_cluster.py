@@ -236,3 +236,62 @@ def test_other_peer_failures_keep_tensorflows_cause_without_the_trace():
     finally:
         server.close()
     assert str(failure) == "worker 0: lost the cluster (AbortedError); peer went away"
+
+
+_SERVE_WITH_FLAGS = r"""
+import json, sys
+import tensorflow as tf
+from tfbench import cluster, devices
+from tfbench.params import make_params
+p = make_params({"device": "cpu", "num_intra_threads": 3, "num_inter_threads": 2,
+                 "enable_optimizations": False, "job_name": sys.argv[1],
+                 "worker_hosts": "127.0.0.1:1", "ps_hosts": "127.0.0.1:2",
+                 "controller_host": "127.0.0.1:3"})
+devices.configure_runtime(p, devices.plan_devices(p))
+created = {}
+tf.distribute.Server = lambda *args, **kwargs: created.update(kwargs)
+answers = iter([None] + ["connection refused"] * 3)   # the controller comes, then goes
+cluster.probe = lambda address, timeout=1.0: next(answers)
+cluster.serve(cluster.cluster_plan(p, environ={}), timeout_secs=10, poll_secs=0.01)
+config = created["config"]
+print("RESULT " + json.dumps({
+    "threads": [config.intra_op_parallelism_threads, config.inter_op_parallelism_threads],
+    "devices": dict(config.device_count),
+    "no_meta_optimizer": config.graph_options.rewrite_options.disable_meta_optimizer}))
+"""
+
+
+@pytest.mark.parametrize("job", ["worker", "ps"])
+def test_a_parameter_server_task_serves_with_the_runtime_its_flags_set(job):
+    """Issue A4: tf.distribute.Server was created without config=, so a worker ignored
+    --num_gpus, --gpu_indices, --gpu_memory_limit_mb, --allow_growth and the thread flags."""
+    import os
+    import subprocess
+    import sys
+    from helpers import ROOT
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("TF_CONFIG", None)
+    proc = subprocess.run([sys.executable, "-c", _SERVE_WITH_FLAGS, job], env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-3000:]
+    got = json.loads(lines[-1][len("RESULT "):])
+    assert got == {"threads": [3, 2], "devices": {"CPU": 1, "GPU": 0},
+                   "no_meta_optimizer": True}
+
+
+def test_a_ps_task_makes_no_gpu_device(monkeypatch):
+    """ParameterServerStrategy keeps variables on the ps tasks' CPU: a ps task on a GPU host
+    must not reserve GPU memory; workers keep the GPUs their flags chose."""
+    from tensorflow.core.protobuf import config_pb2
+    from tensorflow.python.eager import context
+
+    class Context:
+        config = config_pb2.ConfigProto(device_count={"CPU": 1, "GPU": 2},
+                                        gpu_options=config_pb2.GPUOptions(
+                                            visible_device_list="2,3", allow_growth=True))
+    monkeypatch.setattr(context, "context", lambda: Context)
+    assert cluster.server_config("ps").device_count["GPU"] == 0
+    worker = cluster.server_config("worker")
+    assert worker == Context.config and worker is not Context.config

@@ -76,6 +76,45 @@ def test_two_workers_train_in_lockstep_and_the_total_counts_both(tmp_path):
         assert abs(run["step_images_per_sec"] * mean_time - 4) < 1e-6
 
 
+def test_only_worker_0_writes_train_dir_and_every_worker_resumes_from_its_state(tmp_path):
+    """Issue A3: both workers saved each step into one --train_dir (colliding temp files), and
+    each resumed from its own directory. Run 1 shares one directory (a shared file system);
+    in run 2 worker 1's is empty (hosts without one): it resumes from worker 0's state."""
+    hosts = ",".join("127.0.0.1:%d" % p for p in _free_ports(2))
+    shared, own = tmp_path / "shared", tmp_path / "worker1"
+    common = TINY + ["--cluster_timeout_secs=60", "--job_name=worker", "--worker_hosts=" + hosts,
+                     "--variable_update=collective_all_reduce", "--save_model_steps=2",
+                     "--json_dir="]
+    scratch = [tmp_path / "tmp0", tmp_path / "tmp1"]
+    for d in scratch:
+        d.mkdir()
+
+    def scratch_dirs(tmp):
+        return [name for name in os.listdir(tmp) if name.startswith("tfbench-ckpt-")]
+
+    def run(num_batches, dirs):
+        procs = [_start(common + ["--task_index=%d" % i, "--num_batches=%d" % num_batches,
+                                  "--train_dir=%s" % dirs[i]], tmp_path, TMPDIR=str(scratch[i]))
+                 for i in range(2)]
+        codes, outs = _finish(procs, timeout=120)
+        assert codes == [0, 0], "\n=====\n".join(o[-2500:] for o in outs)
+        return outs
+
+    outs = run(4, [shared, shared])   # global steps 1 (warm-up) to 5; saved at 2, 4 and 5
+    assert ("--train_dir: worker 0 writes the checkpoints and summaries; this process writes "
+            "none there and resumes from its state") in outs[1].splitlines()
+    assert sorted(os.listdir(shared)) == ["checkpoint"] + [
+        "model.ckpt-%d.%s" % (n, ext) for n in (2, 4, 5) for ext in ("data-00000-of-00001",
+                                                                       "index")]
+    # Worker 1 saved its copies in a scratch directory of its own and removed them.
+    assert [scratch_dirs(d) for d in scratch] == [[], []]
+    outs = run(8, [shared, own])      # both resume at 5: warm-up to 6, then 3 timed steps
+    losses = [_step_losses(out) for out in outs]
+    assert len(losses[0]) == 3 and losses[0] == losses[1]
+    assert "model.ckpt-9.index" in os.listdir(shared) and not own.exists()
+    assert [scratch_dirs(d) for d in scratch] == [[], []]
+
+
 def test_a_missing_peer_fails_in_bounded_time_naming_it(tmp_path):
     ports = _free_ports(2)
     hosts = ",".join("127.0.0.1:%d" % p for p in ports)
@@ -89,21 +128,32 @@ def test_a_missing_peer_fails_in_bounded_time_naming_it(tmp_path):
         % ports[1])
 
 
-def test_parameter_server_cluster_with_a_controller(tmp_path):
-    worker, ps, controller = ("127.0.0.1:%d" % p for p in _free_ports(3))
-    common = TINY + ["--worker_hosts=" + worker, "--ps_hosts=" + ps,
+def test_parameter_server_cluster_counts_the_images_the_workers_compute(tmp_path):
+    """Issue A4: images/sec counted the controller's devices; TensorFlow runs one replica per
+    worker GPU (here: one CPU replica per worker, while the controller has 2 CPU devices)."""
+    w0, w1, ps, controller = ("127.0.0.1:%d" % p for p in _free_ports(4))
+    common = TINY + ["--worker_hosts=%s,%s" % (w0, w1), "--ps_hosts=" + ps,
                      "--controller_host=" + controller, "--cluster_timeout_secs=60",
                      "--json_dir="]
-    procs = [_start(common + ["--job_name=%s" % job], tmp_path)
-             for job in ("ps", "worker", "controller")]
-    codes, (ps_out, worker_out, out) = _finish(procs, timeout=150)
-    assert codes == [0, 0, 0], "\n=====\n".join(o[-2500:] for o in (ps_out, worker_out, out))
+    procs = [_start(common + ["--job_name=%s" % job, "--task_index=%d" % index], tmp_path)
+             for job, index in (("ps", 0), ("worker", 0), ("worker", 1))]
+    procs.append(_start(common[:-1] + ["--job_name=controller", "--num_gpus=2",
+                                       "--json_dir=%s" % (tmp_path / "json")], tmp_path))
+    codes, (ps_out, w0_out, w1_out, out) = _finish(procs, timeout=150)
+    assert codes == [0] * 4, "\n=====\n".join(o[-2500:] for o in (ps_out, w0_out, w1_out, out))
     assert "Running parameter server 0" in ps_out.splitlines()
-    assert "Starting worker 0" in worker_out.splitlines()
+    assert "Starting worker 1" in w1_out.splitlines()
     lines = out.splitlines()
-    assert "Variables:   parameter_server" in lines and "Batch size:  4 global" in lines
+    assert ("Parameter-server workers run 1 replica(s) each: a step counts 4 images per worker, "
+            "not this controller's 2 device(s)") in lines
+    # 2 workers x 1 replica x 4 images, not 2 workers x 2 controller devices x 4.
+    assert "Variables:   parameter_server" in lines and "Batch size:  8 global" in lines
     assert len(_step_losses(out)) == 4
     assert lines[-2].startswith("total images/sec: ")
+    run = _manifest(tmp_path / "json")
+    assert run["num_workers"] == 2 and run["global_batch_size"] == 8
+    counted = run["images_per_sec"] * run["wall_time"]
+    assert abs(counted - len(run["step_times"]) * 8) < 1e-6 * counted
 
 
 def _ps_cluster_run(tmp_path, extra):

@@ -155,3 +155,82 @@ def test_memory_peak_is_reset_after_warm_up_and_the_warm_up_peak_kept(tmp_path, 
         extra = json.load(handle)["extra"]
     assert extra["peak_mem_gb"] == 4.0 and extra["warmup_peak_mem_gb"] == 9.0
     assert "Memory: peak 4.00 GiB per device (steady state; warm-up 9.00 GiB)" in "\n".join(lines)
+
+
+class _Horovod:
+    """horovod.tensorflow for process `rank` of 2: allreduce is the identity, and each
+    broadcast records the optimizer step it would send (rank 0's)."""
+
+    Average = "average"
+
+    def __init__(self, rank):
+        self._rank = rank
+        self.broadcast_steps = []
+
+    def init(self):
+        pass
+
+    def rank(self):
+        return self._rank
+
+    def local_rank(self):
+        return 0
+
+    def size(self):
+        return 2
+
+    def allreduce(self, tensor, op=None, **kwargs):
+        return tensor
+
+    def broadcast_variables(self, variables, root_rank):
+        assert root_rank == 0
+        self.broadcast_steps.append([int(v.numpy()) for v in variables
+                                     if getattr(v, "path", "").endswith("/iteration")])
+
+
+def _horovod(monkeypatch, rank):
+    import sys
+    import types
+    hvd = _Horovod(rank)
+    monkeypatch.setitem(sys.modules, "horovod", types.SimpleNamespace(tensorflow=hvd))
+    monkeypatch.setitem(sys.modules, "horovod.tensorflow", hvd)
+    return hvd
+
+
+HOROVOD_TRAIN_DIR = BASE + ["--variable_update=horovod", "--num_warmup_batches=1",
+                            "--save_model_steps=1", "--summary_verbosity=1",
+                            "--save_summaries_steps=1000", "--display_every=1"]
+
+
+def test_horovod_rank_0_resumes_then_broadcasts_its_restored_state(tmp_path, monkeypatch):
+    """Issue A3: rank 0 broadcast its initial variables before restoring the checkpoint."""
+    train_dir = tmp_path / "ckpt"
+    args = HOROVOD_TRAIN_DIR + ["--train_dir=%s" % train_dir]
+    _horovod(monkeypatch, rank=0)
+    assert run_inprocess(args + ["--num_batches=2"], tmp_path)[0] == 0
+    files = os.listdir(train_dir)
+    assert "model.ckpt-3.index" in files and any(f.startswith("events.") for f in files)
+    hvd = _horovod(monkeypatch, rank=0)
+    code, lines = run_inprocess(args + ["--num_batches=5"], tmp_path)
+    assert code == 0 and len(step_lines(lines)) == 2
+    # The initial state when the steps are built, then the state restored at step 3.
+    assert hvd.broadcast_steps == [[0], [3]]
+    assert "model.ckpt-6.index" in os.listdir(train_dir)
+
+
+def test_horovod_rank_1_writes_nothing_into_train_dir_and_takes_rank_0s_state(
+        tmp_path, monkeypatch):
+    """Issue A3: every rank saved the same step into one --train_dir; the ranks collided."""
+    train_dir = tmp_path / "ckpt"
+    args = HOROVOD_TRAIN_DIR + ["--train_dir=%s" % train_dir]
+    _horovod(monkeypatch, rank=0)
+    assert run_inprocess(args + ["--num_batches=2"], tmp_path)[0] == 0
+    written = {f: os.path.getmtime(train_dir / f) for f in os.listdir(train_dir)}
+    hvd = _horovod(monkeypatch, rank=1)
+    code, lines = run_inprocess(args + ["--num_batches=5"], tmp_path)
+    assert code == 0
+    assert {f: os.path.getmtime(train_dir / f) for f in os.listdir(train_dir)} == written
+    assert ("--train_dir: horovod rank 0 writes the checkpoints and summaries; this process "
+            "writes none there and resumes from its state") in lines
+    # Rank 1 reads no checkpoint itself: it resumes from what rank 0 broadcasts.
+    assert hvd.broadcast_steps == [[0], [0]]

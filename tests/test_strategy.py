@@ -145,6 +145,9 @@ def test_multi_worker_value_without_a_cluster_runs_replicated_and_says_so():
      "use --variable_update=parameter_server or distributed_replicated"),
     (dict(job_name="worker", worker_hosts="127.0.0.1:1", num_gpus=2), CPU2,
      "a multi-host run uses one CPU device per task"),
+    (dict(job_name="worker", worker_hosts="127.0.0.1:1", ps_hosts="127.0.0.1:3",
+          controller_host="127.0.0.1:2", num_gpus=2), CPU2,
+     "a multi-host run uses one CPU device per task"),
     (dict(variable_update="collective_all_reduce", job_name="worker",
           worker_hosts="127.0.0.1:1", all_reduce_spec="pscpu"), CPU1,
      "cannot be honoured by MultiWorkerMirroredStrategy"),
@@ -169,6 +172,29 @@ def test_ps_and_worker_tasks_serve_with_the_legacy_lines():
     worker = strategy_lib.make_strategy(
         make_params(dict(job_name="worker", task_index=1, **flags)), CPU1)
     assert worker.start_lines == ("Starting worker 1",)
+
+
+def test_a_ps_task_with_gpus_says_it_leaves_them_unused():
+    ps = strategy_lib.make_strategy(make_params(dict(
+        job_name="ps", ps_hosts="127.0.0.1:3", worker_hosts="127.0.0.1:1",
+        controller_host="127.0.0.1:2", num_gpus=2)), GPU2)
+    assert ps.notices == ("Parameter server: variables live on this task's CPU "
+                          "(ParameterServerStrategy); its GPUs are left unused and free",)
+
+
+def test_parameter_server_workers_with_different_gpu_counts_are_a_usage_error(monkeypatch):
+    """Workers now run the GPUs their flags choose; TensorFlow needs the same count on each."""
+    from tfbench import cluster
+
+    def mismatched(resolver):
+        raise ValueError("Mismatched number of GPUs per worker")
+    monkeypatch.setattr(cluster, "rendezvous", lambda *args, **kwargs: None)
+    monkeypatch.setattr(tf.distribute.experimental, "ParameterServerStrategy", mismatched)
+    with pytest.raises(UsageError, match="parameter-server workers run different numbers of "
+                                         "GPUs: give every worker the same --num_gpus"):
+        strategy_lib.make_strategy(make_params(dict(
+            device="cpu", job_name="controller", ps_hosts="127.0.0.1:3",
+            worker_hosts="127.0.0.1:1", controller_host="127.0.0.1:2")), CPU1)
 
 
 def test_num_workers_counts_cluster_workers():

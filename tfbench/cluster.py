@@ -422,6 +422,23 @@ class BoundedCalls:
 
 # --- parameter-server tasks -----------------------------------------------------------------
 
+def server_config(task_type: str):
+    """The ConfigProto for this task's tf.distribute.Server: the runtime configuration this
+    process set from its flags (GPUs chosen by --num_gpus / --gpu_indices, their memory limit or
+    growth, threads), as MultiWorkerMirroredStrategy passes its own (a deep copy of the eager
+    context's config, TF 2.17 to 2.21). Without it the server would make a device of every GPU
+    with default memory settings. A ps task gets no GPU device at all: ParameterServerStrategy
+    places every variable on the ps task's CPU:0, and TensorFlow initialises no GPU when the
+    config's GPU count is 0."""
+    import copy
+
+    from tensorflow.python.eager import context
+    config = copy.deepcopy(context.context().config)
+    if task_type == "ps":
+        config.device_count["GPU"] = 0
+    return config
+
+
 def serve(plan: ClusterPlan, timeout_secs: float, protocol: str = "grpc",
           poll_secs: float = 0.2) -> None:
     """A ps or worker task under ParameterServerStrategy: serve until the controller is done.
@@ -434,7 +451,8 @@ def serve(plan: ClusterPlan, timeout_secs: float, protocol: str = "grpc",
     """
     import tensorflow as tf
     server = tf.distribute.Server(plan.cluster_spec(), job_name=plan.task_type,
-                                  task_index=plan.task_index, protocol=protocol, start=True)
+                                  task_index=plan.task_index, protocol=protocol,
+                                  config=server_config(plan.task_type), start=True)
     controller = plan.addresses("chief")[0]
     deadline = time.monotonic() + timeout_secs
     while probe(controller, poll_secs) is not None:

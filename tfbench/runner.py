@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sys
+import tempfile
 import time
+import uuid
 from typing import Callable, Optional
 
 import keras
@@ -66,8 +69,11 @@ class Resolved:
     images_per_iteration: int = 0
 
 
-def resolve(p) -> Resolved:
-    """Applies defaults, the device plan and the model registry to Params."""
+def resolve(p, replicas_per_worker: Optional[int] = None) -> Resolved:
+    """Applies defaults, the device plan and the model registry to Params.
+
+    replicas_per_worker: the replicas each worker runs when they are not this process's
+    devices (a parameter-server controller: the strategy counts the workers' GPUs)."""
     from tfbench import data
     real = data.is_real_data(p)
     if (p.data_only or p.diagnose_input) and not real:
@@ -106,7 +112,7 @@ def resolve(p) -> Resolved:
         notices.append("Gradient accumulation: %d micro-batches of %d per device per update "
                        "(%d images per device per step)" % (accum, batch, accum * batch))
     per_step_batch = (eval_batch if mode == "eval" else batch) * accum
-    worker_batch = per_step_batch * plan.num_devices
+    worker_batch = per_step_batch * (replicas_per_worker or plan.num_devices)
     num_workers = strategy_lib.num_workers(p)
     global_batch = worker_batch * num_workers
     train_and_eval = mode == "training" and bool(
@@ -191,6 +197,7 @@ class _Setup:
     eval_fn: Optional[Callable] = None
     eval_inputs: object = None
     summary_writer: object = None
+    scratch_dir: Optional[str] = None   # a non-chief worker's checkpoints, removed after each
 
 
 def _oom_evidence(exc: BaseException) -> Optional[str]:
@@ -244,6 +251,8 @@ class Benchmark:
             self.emit(notice)
         res.notices.extend(sp.notices)
         self.strategy = sp.strategy
+        if strategy_lib.is_parameter_server(sp.strategy):
+            r = self._count_worker_replicas(res)
         res.variable_update = sp.variables_label
         res.num_workers, res.extra["reduction"] = sp.num_workers, sp.reduction
         self._print_header(sp)
@@ -284,6 +293,22 @@ class Benchmark:
             # On a failure the FLOP count (a second trace of the model) is skipped.
             self._finish_measurements(res, env_before, failed=sys.exc_info()[0] is not None)
         return res
+
+    def _count_worker_replicas(self, res: RunResult) -> Resolved:
+        """A parameter-server controller runs no step: the workers do, one replica per worker
+        GPU (TensorFlow counts them from the workers' devices, parameter_server_strategy_v2),
+        so a step's images are counted from the strategy's replicas, not this host's devices."""
+        replicas = self.strategy.num_replicas_in_sync
+        own = self.r.device.num_devices
+        self.r = resolve(self.p, replicas_per_worker=replicas)
+        self._describe(res)
+        if replicas != own:
+            notice = ("Parameter-server workers run %d replica(s) each: a step counts %d images "
+                      "per worker, not this controller's %d device(s)"
+                      % (replicas, self.r.worker_batch, own))
+            self.emit(notice)
+            res.notices.append(notice)
+        return self.r
 
     def _steady_state(self) -> None:
         """Warm-up is over: the device memory peak so far (autotuning scratch included) is kept
@@ -559,21 +584,51 @@ class Benchmark:
             setup.eval_fn = eval_builder.eval_step(eval_iter)
         self.emit("Initializing graph")
         if training and p.train_dir:
-            ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
+            self._setup_train_dir(setup, res)
+        return setup
+
+    def _setup_train_dir(self, setup: _Setup, res: RunResult) -> None:
+        """--train_dir: checkpoints and summaries from the chief alone; every process resumes
+        from the chief's state.
+
+        Processes saving one step into one directory collide (TensorFlow writes
+        <prefix>_temp/part-* and then merges and renames), as the legacy script warned of
+        Horovod. So horovod ranks other than 0 save nothing, and the other
+        MultiWorkerMirroredStrategy workers save into a scratch directory of their own that is
+        removed after each save. Only the chief reads --train_dir: the others receive its
+        variables, so the hosts need not share a file system.
+        """
+        p = self.p
+        ckpt = tf.train.Checkpoint(model=setup.model, optimizer=setup.optimizer)
+        chief = strategy_lib.is_chief(self.strategy)
+        if chief:
             setup.manager = tf.train.CheckpointManager(
                 ckpt, p.train_dir, max_to_keep=p.max_ckpts_to_keep, checkpoint_name="model.ckpt")
             if setup.manager.latest_checkpoint:
                 ckpt.restore(setup.manager.latest_checkpoint).expect_partial()
-                setup.init_global_step = int(optimizer.iterations.numpy())
-            if p.summary_verbosity >= 1 and p.save_summaries_steps > 0:
-                setup.summary_writer = tf.summary.create_file_writer(p.train_dir)
-        return setup
+        else:
+            notice = ("--train_dir: %s writes the checkpoints and summaries; this process "
+                      "writes none there and resumes from its state"
+                      % strategy_lib.chief_label(self.strategy))
+            self.emit(notice)
+            res.notices.append(notice)
+            if strategy_lib.saves_beside_chief(self.strategy):
+                setup.scratch_dir = os.path.join(
+                    tempfile.gettempdir(), "tfbench-ckpt-%d-%s" % (os.getpid(), uuid.uuid4().hex))
+                setup.manager = tf.train.CheckpointManager(
+                    ckpt, setup.scratch_dir, max_to_keep=1, checkpoint_name="model.ckpt")
+        # Steps broadcast the initial state before the restore; this sends the restored one.
+        strategy_lib.sync_restored_state(
+            self.strategy, list(setup.model.variables) + list(setup.optimizer.variables))
+        setup.init_global_step = int(setup.optimizer.iterations.numpy())
+        if chief and p.summary_verbosity >= 1 and p.save_summaries_steps > 0:
+            setup.summary_writer = tf.summary.create_file_writer(p.train_dir)
 
     def _run_train_or_forward(self, res: RunResult) -> None:
         p, r = self.p, self.r
         training = r.mode == "training"
         s = self._setup_train_or_forward(res)
-        checkpoints = _Checkpoints(p, s.manager, s.optimizer)
+        checkpoints = _Checkpoints(p, s.manager, s.optimizer, s.scratch_dir)
 
         self.emit("Running warm up")
         warm_start = time.perf_counter()
@@ -878,10 +933,12 @@ def _latest_checkpoint(path: str) -> Optional[str]:
 class _Checkpoints:
     """Periodic (--save_model_steps / --save_model_secs) and final checkpoints, never twice."""
 
-    def __init__(self, p, manager: Optional[tf.train.CheckpointManager], optimizer):
+    def __init__(self, p, manager: Optional[tf.train.CheckpointManager], optimizer,
+                 scratch_dir: Optional[str] = None):
         self.p = p
         self.manager = manager
         self.optimizer = optimizer
+        self.scratch_dir = scratch_dir
         self.saved_step = -1
         self.saved_time = time.time()
 
@@ -891,6 +948,9 @@ class _Checkpoints:
     def save(self, step: int) -> None:
         if self.manager is not None and step != self.saved_step:
             self.manager.save(checkpoint_number=step)
+            if self.scratch_dir is not None:
+                # A non-chief worker's copy, saved only because a save may need every worker.
+                shutil.rmtree(self.scratch_dir, ignore_errors=True)
             self.saved_step, self.saved_time = step, time.time()
 
     def maybe_save(self) -> None:

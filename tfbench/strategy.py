@@ -146,6 +146,78 @@ def sync_initial_state(strategy: tf.distribute.Strategy, variables: list) -> Non
         strategy.broadcast(variables)
 
 
+def _multi_worker(strategy: tf.distribute.Strategy) -> bool:
+    """A MultiWorkerMirroredStrategy spanning more than this process."""
+    return (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+            and strategy.num_replicas_in_sync > len(strategy.extended.worker_devices))
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process writes --train_dir (checkpoints, summaries): horovod rank 0, the
+    MultiWorkerMirroredStrategy chief (TensorFlow's: the "chief" task, else worker 0), and
+    every process that is alone in running the steps (the parameter-server controller too)."""
+    if isinstance(strategy, HorovodStrategy):
+        return strategy.hvd.rank() == 0
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return bool(strategy.extended.should_checkpoint)
+    return True
+
+
+def chief_label(strategy: tf.distribute.Strategy) -> str:
+    """The process that writes --train_dir, as a user names it."""
+    if isinstance(strategy, HorovodStrategy):
+        return "horovod rank 0"
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        jobs = strategy.cluster_resolver.cluster_spec().as_dict()
+        return "the chief task" if jobs.get("chief") else "worker 0"
+    return "this process"
+
+
+def saves_beside_chief(strategy: tf.distribute.Strategy) -> bool:
+    """A MultiWorkerMirroredStrategy worker other than the chief also saves each checkpoint,
+    into a scratch directory it then removes: TensorFlow's documented pattern, because a save
+    may need every worker (reading an on-read variable is a collective). Horovod ranks hold
+    plain variables, so only rank 0 saves, as in the legacy script."""
+    return _multi_worker(strategy) and not is_chief(strategy)
+
+
+def sync_restored_state(strategy: tf.distribute.Strategy, variables: list) -> None:
+    """After the chief restored a checkpoint (or found none), every process takes the chief's
+    values, so no process needs the chief's files. Every process must call it, in the same
+    place: it is a collective (horovod's broadcast; an all-reduce under MultiWorkerMirrored)."""
+    if isinstance(strategy, HorovodStrategy) and variables:
+        strategy.broadcast(variables)
+    elif _multi_worker(strategy) and variables:
+        _broadcast_from_chief(strategy, variables)
+
+
+def _broadcast_from_chief(strategy: tf.distribute.Strategy, variables: list) -> None:
+    """Every worker's copy of `variables` set to the chief's: a sum over all replicas in which
+    only global replica 0 (the chief's first device) contributes.
+
+    Eager, one all-reduce per variable: in a tf.function the collective batches its inputs
+    (concat and split, one dtype per batch), and SplitV has no int64 GPU kernel for the step
+    and seed counters; eagerly each value goes alone. Float32 and int64 are types that NCCL,
+    ring and CPU collectives all take. It runs once, before warm-up.
+    """
+    def contribution():
+        ctx = tf.distribute.get_replica_context()
+        first = tf.get_static_value(ctx.replica_id_in_sync_group) == 0
+        return [ctx.all_reduce(tf.distribute.ReduceOp.SUM,
+                               tf.convert_to_tensor(v) if first else tf.zeros(v.shape, v.dtype))
+                for v in variables]
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")   # not TF's warning that running eagerly is slow: this runs once
+    try:
+        reduced = strategy.run(contribution)
+    finally:
+        logger.setLevel(level)
+    for var, value in zip(variables, reduced):
+        # The same value on every local replica: assign the first local one to all copies.
+        var.assign(strategy.experimental_local_results(value)[0])
+
+
 def is_parameter_server(strategy: Optional[tf.distribute.Strategy]) -> bool:
     return isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
 
@@ -370,7 +442,10 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
     vu = p.variable_update
     explicit = p.is_explicit("variable_update")
     timeout = p.cluster_timeout_secs
-    if plan.kind == "cpu" and plan.num_devices > 1:
+    # The controller and ps tasks of a parameter-server cluster run no step: their devices
+    # do not matter (the same command line on every task is fine).
+    computes = not (cl.mode == cluster_lib.PARAMETER_SERVER and cl.task_type in ("chief", "ps"))
+    if computes and plan.kind == "cpu" and plan.num_devices > 1:
         raise UsageError("a multi-host run uses one CPU device per task; --device=cpu "
                          "--num_gpus=%d splits the CPU only on a single host" % plan.num_devices)
     job_name = p.job_name or {"chief": "controller"}.get(cl.task_type, cl.task_type)
@@ -387,14 +462,28 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
         if cl.task_type in ("ps", "worker"):
             line = ("Running parameter server %d" if cl.task_type == "ps"
                     else "Starting worker %d") % cl.task_index
+            notices = ()
+            if cl.task_type == "ps" and plan.kind == "gpu":
+                notices = ("Parameter server: variables live on this task's CPU "
+                           "(ParameterServerStrategy); its GPUs are left unused and free",)
             return StrategyPlan(None, label, None, False, num_workers=cl.num_workers,
-                                job_name=job_name, start_lines=(line,), cluster=cl,
+                                notices=notices, job_name=job_name, start_lines=(line,),
+                                cluster=cl,
                                 serve=lambda: cluster_lib.serve(cl, timeout, p.server_protocol),
                                 reduction="parameter servers")
         cluster_lib.rendezvous(cl, timeout, listen=False)
-        strategy = cluster_lib.run_bounded(
-            lambda: tf.distribute.experimental.ParameterServerStrategy(
-                cl.resolver(p.server_protocol)), cl, timeout, "connecting to the ps and workers")
+        try:
+            strategy = cluster_lib.run_bounded(
+                lambda: tf.distribute.experimental.ParameterServerStrategy(
+                    cl.resolver(p.server_protocol)), cl, timeout,
+                "connecting to the ps and workers")
+        except ValueError as exc:
+            # TF counts replicas from the workers' GPUs (one per GPU) and needs equal counts.
+            if "Mismatched number of GPUs" not in str(exc):
+                raise
+            raise UsageError("parameter-server workers run different numbers of GPUs: give "
+                             "every worker the same --num_gpus (or as many --gpu_indices); "
+                             "ParameterServerStrategy runs one replica per worker GPU") from None
         cluster_lib.run_bounded(lambda: coordinator(strategy), cl, timeout,
                                 "starting the coordinator")
         _PS_CLUSTERS[id(strategy)] = (cluster_lib.BoundedCalls(cl, timeout, "waiting for a step"),
