@@ -43,7 +43,7 @@ setup(
         "gpu": ["tensorflow[and-cuda]" + TF_RANGE],
         "tf": ["tensorflow" + TF_RANGE],
         "tfds": ["tensorflow-datasets"],
-        "test": ["pytest>=7"],
+        "test": ["pytest>=7", "pytest-xdist>=3"],
     },
     entry_points={
         "console_scripts": [
