@@ -47,3 +47,48 @@ def free_ports(n: int) -> list[int]:
     for s in sockets:
         s.close()
     return ports
+
+
+class FakeHorovod:
+    """horovod.tensorflow as tfbench uses it, for process `rank` of `size` (horovod is not
+    installable here). allreduce is the identity; calls are recorded, and each broadcast also
+    records the optimizer step it sends."""
+
+    Average = "average"
+
+    def __init__(self, rank: int = 0, size: int = 1, local_rank=None):
+        self._rank, self._size = rank, size
+        self._local_rank = rank if local_rank is None else local_rank
+        self.calls: list = []
+        self.broadcast_steps: list = []
+
+    def init(self):
+        self.calls.append("init")
+
+    def rank(self):
+        return self._rank
+
+    def size(self):
+        return self._size
+
+    def local_rank(self):
+        return self._local_rank
+
+    def allreduce(self, tensor, op=None, device_dense=""):
+        import tensorflow as tf
+        self.calls.append(("allreduce", op, device_dense))
+        return tf.identity(tensor)
+
+    def broadcast_variables(self, variables, root_rank):
+        self.calls.append(("broadcast", len(variables), root_rank))
+        self.broadcast_steps.append([int(v.numpy()) for v in variables
+                                     if getattr(v, "path", "").endswith("/iteration")])
+
+
+def install_fake_horovod(monkeypatch, **kwargs) -> FakeHorovod:
+    """A FakeHorovod importable as horovod.tensorflow for the rest of the test."""
+    import types
+    hvd = FakeHorovod(**kwargs)
+    monkeypatch.setitem(sys.modules, "horovod", types.SimpleNamespace(tensorflow=hvd))
+    monkeypatch.setitem(sys.modules, "horovod.tensorflow", hvd)
+    return hvd

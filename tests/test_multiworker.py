@@ -180,22 +180,23 @@ def test_parameter_server_resume_counts_each_workers_update_in_the_global_step(t
     assert os.path.exists(train_dir / "model.ckpt-16.index")
 
 
-def test_a_worker_killed_mid_run_stops_the_other_with_a_clear_error(tmp_path):
-    import signal
+def _stop_worker_1_mid_run(tmp_path, signum, cluster_timeout_secs):
+    """Two workers train until worker 0 prints its third Step line; then worker 1 gets
+    `signum`. Returns (worker 0's exit code, its output, seconds it took to stop)."""
     import time
     hosts = ",".join("127.0.0.1:%d" % p for p in _free_ports(2))
     args = [a for a in TINY if not a.startswith("--num_batches")] + [
         "--num_batches=100000", "--job_name=worker", "--worker_hosts=" + hosts,
-        "--variable_update=collective_all_reduce", "--cluster_timeout_secs=10", "--json_dir="]
+        "--variable_update=collective_all_reduce",
+        "--cluster_timeout_secs=%d" % cluster_timeout_secs, "--json_dir="]
     procs = [_start(args + ["--task_index=%d" % i, "--csv_file=w%d.csv" % i], tmp_path)
              for i in range(2)]
     try:
         deadline = time.time() + 90
         while time.time() < deadline:   # both workers are in the timed loop
-            line = procs[0].stdout.readline()
-            if line.startswith("3\timages/sec:"):
+            if procs[0].stdout.readline().startswith("3\timages/sec:"):
                 break
-        procs[1].send_signal(signal.SIGKILL)
+        procs[1].send_signal(signum)
         started = time.time()
         out = procs[0].communicate(timeout=60)[0]
         elapsed = time.time() - started
@@ -203,7 +204,13 @@ def test_a_worker_killed_mid_run_stops_the_other_with_a_clear_error(tmp_path):
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
-    assert procs[0].returncode == 5, out[-2000:]
+    return procs[0].returncode, out, elapsed
+
+
+def test_a_worker_killed_mid_run_stops_the_other_with_a_clear_error(tmp_path):
+    import signal
+    code, out, elapsed = _stop_worker_1_mid_run(tmp_path, signal.SIGKILL, 10)
+    assert code == 5, out[-2000:]
     last = out.strip().splitlines()[-1]
     assert last.startswith("tfbench: error: ") and "worker" in last, last
     assert "Traceback" not in out
@@ -217,26 +224,8 @@ def test_a_hung_worker_stops_the_other_within_the_heartbeat_timeout(tmp_path):
     """A stopped (not dead) peer still accepts connections: the coordination service's
     heartbeats find it, with no per-collective timeout in the steps."""
     import signal
-    import time
-    hosts = ",".join("127.0.0.1:%d" % p for p in _free_ports(2))
-    args = [a for a in TINY if not a.startswith("--num_batches")] + [
-        "--num_batches=100000", "--job_name=worker", "--worker_hosts=" + hosts,
-        "--variable_update=collective_all_reduce", "--cluster_timeout_secs=60", "--json_dir="]
-    procs = [_start(args + ["--task_index=%d" % i], tmp_path) for i in range(2)]
-    try:
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            if procs[0].stdout.readline().startswith("3\timages/sec:"):
-                break
-        procs[1].send_signal(signal.SIGSTOP)
-        started = time.time()
-        out = procs[0].communicate(timeout=60)[0]
-        elapsed = time.time() - started
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-    assert procs[0].returncode == 5, out[-2000:]
+    code, out, elapsed = _stop_worker_1_mid_run(tmp_path, signal.SIGSTOP, 60)
+    assert code == 5, out[-2000:]
     assert out.strip().splitlines()[-1] == (
         "tfbench: error: worker 0: lost the cluster (UnavailableError); no heartbeat from "
         "worker 1 (hung, or cut off from this host)")

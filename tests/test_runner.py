@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from helpers import run_inprocess
+from helpers import install_fake_horovod, run_inprocess
 
 BASE = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=4", "--csv_file=",
         "--json_dir="]
@@ -157,44 +157,8 @@ def test_memory_peak_is_reset_after_warm_up_and_the_warm_up_peak_kept(tmp_path, 
     assert "Memory: peak 4.00 GiB per device (steady state; warm-up 9.00 GiB)" in "\n".join(lines)
 
 
-class _Horovod:
-    """horovod.tensorflow for process `rank` of 2: allreduce is the identity, and each
-    broadcast records the optimizer step it would send (rank 0's)."""
-
-    Average = "average"
-
-    def __init__(self, rank):
-        self._rank = rank
-        self.broadcast_steps = []
-
-    def init(self):
-        pass
-
-    def rank(self):
-        return self._rank
-
-    def local_rank(self):
-        return 0
-
-    def size(self):
-        return 2
-
-    def allreduce(self, tensor, op=None, **kwargs):
-        return tensor
-
-    def broadcast_variables(self, variables, root_rank):
-        assert root_rank == 0
-        self.broadcast_steps.append([int(v.numpy()) for v in variables
-                                     if getattr(v, "path", "").endswith("/iteration")])
-
-
 def _horovod(monkeypatch, rank):
-    import sys
-    import types
-    hvd = _Horovod(rank)
-    monkeypatch.setitem(sys.modules, "horovod", types.SimpleNamespace(tensorflow=hvd))
-    monkeypatch.setitem(sys.modules, "horovod.tensorflow", hvd)
-    return hvd
+    return install_fake_horovod(monkeypatch, rank=rank, size=2, local_rank=0)
 
 
 HOROVOD_TRAIN_DIR = BASE + ["--variable_update=horovod", "--num_warmup_batches=1",

@@ -5,7 +5,7 @@ import csv
 import numpy as np
 import pytest
 
-from helpers import run_cli, run_inprocess
+from helpers import install_fake_horovod, run_cli, run_inprocess
 from tfbench.data.fake_imagenet import write_fake_imagenet
 
 BASE = ["--device=cpu", "--model=trivial", "--image_size=32", "--batch_size=4",
@@ -97,39 +97,11 @@ def test_corrupt_record_names_the_file(tmp_path, fake_dir):
     assert row["status"] == "error" and victim.name in row["error"]
 
 
-class _Horovod:
-    """horovod.tensorflow as the runner uses it, for process `rank` of `size`."""
-
-    Average = "average"
-
-    def __init__(self, rank, size):
-        self._rank, self._size = rank, size
-
-    def init(self):
-        pass
-
-    def rank(self):
-        return self._rank
-
-    def size(self):
-        return self._size
-
-    def local_rank(self):
-        return self._rank
-
-    def broadcast_variables(self, variables, root_rank):
-        pass
-
-
 def _epoch_labels(data_dir, monkeypatch, rank, size, train):
     """Labels one horovod process's replica reads in one epoch, through the runner's input path."""
-    import sys
-    import types
     from tfbench import runner, strategy as strategy_lib
     from tfbench.params import make_params
-    hvd = _Horovod(rank, size)
-    monkeypatch.setitem(sys.modules, "horovod", types.SimpleNamespace(tensorflow=hvd))
-    monkeypatch.setitem(sys.modules, "horovod.tensorflow", hvd)
+    install_fake_horovod(monkeypatch, rank=rank, size=size)
     p = make_params({"device": "cpu", "model": "trivial", "image_size": 16, "batch_size": 2,
                      "data_dir": data_dir, "variable_update": "horovod"})
     bench = runner.Benchmark(p, emit=lambda line: None)

@@ -4,13 +4,13 @@ Two-device numerics are in test_multi_device.py, multi-host runs in test_multiwo
 """
 
 import sys
-import types
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers import install_fake_horovod
 from tfbench import steps, strategy as strategy_lib
 from tfbench.devices import DevicePlan
 from tfbench.errors import UsageError
@@ -214,46 +214,9 @@ def test_horovod_missing_is_a_clear_error(monkeypatch):
     assert strategy_lib.num_workers(make_params({"variable_update": "horovod"})) == 1
 
 
-class _FakeHorovod(types.ModuleType):
-    """horovod.tensorflow's API surface as tfbench uses it, for one process of `size`."""
-
-    Average = "average"
-
-    def __init__(self, size=1, local_rank=0, rank=0):
-        super().__init__("horovod.tensorflow")
-        self._size = size
-        self._local_rank = local_rank
-        self._rank = rank
-        self.calls = []
-
-    def init(self):
-        self.calls.append("init")
-
-    def size(self):
-        return self._size
-
-    def rank(self):
-        return self._rank
-
-    def local_rank(self):
-        return self._local_rank
-
-    def allreduce(self, tensor, op=None, device_dense=""):
-        self.calls.append(("allreduce", op, device_dense))
-        return tf.identity(tensor)
-
-    def broadcast_variables(self, variables, root_rank):
-        self.calls.append(("broadcast", len(variables), root_rank))
-
-
 @pytest.fixture
 def fake_horovod(monkeypatch):
-    hvd = _FakeHorovod(size=4, local_rank=1, rank=3)
-    package = types.ModuleType("horovod")
-    package.tensorflow = hvd
-    monkeypatch.setitem(sys.modules, "horovod", package)
-    monkeypatch.setitem(sys.modules, "horovod.tensorflow", hvd)
-    return hvd
+    return install_fake_horovod(monkeypatch, rank=3, size=4, local_rank=1)
 
 
 def test_horovod_averages_gradients_and_broadcasts_initial_state(fake_horovod):
