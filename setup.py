@@ -29,7 +29,7 @@ setup(
     long_description=__doc__,
     python_requires=">=3.10",
     packages=find_packages(include=["tfbench", "tfbench.*"]),
-    package_data={"tfbench": ["reference_data/*.csv"]},
+    package_data={"tfbench.measure": ["reference_data/*.csv"]},
     install_requires=[
         "absl-py>=1.0",
         "numpy>=1.23",
@@ -47,8 +47,8 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "tfbench=tfbench.cli:entry_point",
-            "tf_cnn_benchmarks=tfbench.cli:entry_point",
+            "tfbench=tfbench.cli.run:entry_point",
+            "tf_cnn_benchmarks=tfbench.cli.run:entry_point",
         ],
     },
     classifiers=[

@@ -4,7 +4,7 @@
 Both sides run in fresh processes, alternately, on the same model, batch and image size:
   tfbench: `python -m tfbench ...`, its `total images/sec` (per-step host sync, Step lines,
            monitors sampling in the background);
-  bare:    the same compiled step (tfbench.steps) called N times in a plain Python loop with
+  bare:    the same compiled step (tfbench.engine.steps) called N times in a plain Python loop with
            one `.numpy()` at the end, timed with perf_counter.
 Prints the medians and overhead = 1 - tfbench / bare (the target is under 2% for resnet50).
 
@@ -31,9 +31,10 @@ def bare_loop(model: str, batch: int, size: int, steps_n: int, warmup: int,
     sys.path.insert(0, ROOT)
     import tensorflow as tf
 
-    from tfbench import fast_paths, optimizers, steps
+    from tfbench.config import fast_paths
+    from tfbench.engine import optimizers, steps
     from tfbench.models import registry
-    from tfbench.params import make_params
+    from tfbench.config.params import make_params
     spec = registry.get(model)
     optimizers.set_policy(precision)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")

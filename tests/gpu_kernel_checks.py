@@ -26,10 +26,11 @@ from tensorflow.core.framework import types_pb2  # noqa: E402
 from tensorflow.python.framework import kernels  # noqa: E402
 from tensorflow.python.framework import op_def_registry  # noqa: E402
 
-from tfbench import devices, runner, strategy as strategy_lib  # noqa: E402
+from tfbench.distribute import devices, strategy as strategy_lib
+from tfbench.engine import runner  # noqa: E402
 from tfbench.data.fake_imagenet import write_fake_imagenet  # noqa: E402
 from tfbench.models import registry  # noqa: E402
-from tfbench.params import make_params  # noqa: E402
+from tfbench.config.params import make_params  # noqa: E402
 from tfbench.results import RunResult  # noqa: E402
 
 NUM_DEVICES = 2

@@ -27,7 +27,7 @@ def run_cli(args, cwd, timeout=300, env_extra=None, merged=True):
 
 def run_inprocess(args, cwd):
     """Runs the benchmark in this process; returns (exit code, emitted lines)."""
-    from tfbench import cli
+    from tfbench.cli import run as cli
     lines: list[str] = []
     old = os.getcwd()
     os.chdir(cwd)

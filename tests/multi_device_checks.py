@@ -17,9 +17,10 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tfbench import steps, strategy as strategy_lib  # noqa: E402
-from tfbench.devices import DevicePlan  # noqa: E402
-from tfbench.params import make_params  # noqa: E402
+from tfbench.engine import steps
+from tfbench.distribute import strategy as strategy_lib  # noqa: E402
+from tfbench.distribute.devices import DevicePlan  # noqa: E402
+from tfbench.config.params import make_params  # noqa: E402
 
 NUM_DEVICES = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 DEVICES = tuple("/cpu:%d" % i for i in range(NUM_DEVICES))

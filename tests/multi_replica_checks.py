@@ -17,10 +17,11 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tfbench import optimizers, steps, strategy as strategy_lib  # noqa: E402
-from tfbench.devices import DevicePlan  # noqa: E402
+from tfbench.engine import optimizers, steps
+from tfbench.distribute import strategy as strategy_lib  # noqa: E402
+from tfbench.distribute.devices import DevicePlan  # noqa: E402
 from tfbench.models.fused_bn import FusedBatchNorm  # noqa: E402
-from tfbench.params import make_params  # noqa: E402
+from tfbench.config.params import make_params  # noqa: E402
 
 DEVICES = ("/cpu:0", "/cpu:1")
 

@@ -46,8 +46,9 @@ def main() -> None:
     task, hosts, data_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     batch, eval_batch, num_steps, eval_steps = (int(a) for a in sys.argv[4:8])
     import tensorflow as tf
-    from tfbench import devices, runner, strategy as strategy_lib
-    from tfbench.params import make_params
+    from tfbench.distribute import devices, strategy as strategy_lib
+    from tfbench.engine import runner
+    from tfbench.config.params import make_params
 
     p = make_params({"device": "cpu", "model": "trivial", "image_size": SIZE,
                      "batch_size": batch, "eval_batch_size": eval_batch, "data_dir": data_dir,

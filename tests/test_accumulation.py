@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import run_inprocess
-from tfbench import steps
+from tfbench.engine import steps
 
 SIZE, CLASSES = 8, 10
 

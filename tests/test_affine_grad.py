@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 import keras
 
-from tfbench import fast_paths
+from tfbench.config import fast_paths
 from tfbench.models import affine_grad
 from tfbench.models import layers as L
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tfbench import cli
+from tfbench.cli import run as cli
 
 CASES = [
     # flags and values

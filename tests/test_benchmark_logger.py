@@ -2,7 +2,7 @@
 
 import types
 
-from tfbench import benchmark_logger
+from tfbench.output import benchmark_logger
 from tfbench.results import RunResult
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tfbench import classic_log
+from tfbench.output import classic_log
 
 # The legacy header for `--model=trivial --batch_size=32 --num_batches=20 --device=cpu
 # --data_format=NHWC` (spec §2.1), byte for byte.

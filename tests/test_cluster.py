@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
-from tfbench import cluster
+from tfbench.distribute import cluster
 from helpers import free_ports as _free_ports
 from tfbench.errors import DistributedError, UsageError
-from tfbench.params import make_params
+from tfbench.config.params import make_params
 
 
 def _plan(env=None, **flags):
@@ -241,8 +241,8 @@ def test_other_peer_failures_keep_tensorflows_cause_without_the_trace():
 _SERVE_WITH_FLAGS = r"""
 import json, sys
 import tensorflow as tf
-from tfbench import cluster, devices
-from tfbench.params import make_params
+from tfbench.distribute import cluster, devices
+from tfbench.config.params import make_params
 p = make_params({"device": "cpu", "num_intra_threads": 3, "num_inter_threads": 2,
                  "enable_optimizations": False, "job_name": sys.argv[1],
                  "worker_hosts": "127.0.0.1:1", "ps_hosts": "127.0.0.1:2",

@@ -5,8 +5,10 @@ import io
 
 import pytest
 
-from tfbench import csv_out, errors
-from tfbench.report import compare, compare_cli, load, tables
+from tfbench.output import csv_out
+from tfbench import errors
+from tfbench.report import compare, load, tables
+from tfbench.cli import compare as compare_cli
 from tfbench.results import RunResult
 
 

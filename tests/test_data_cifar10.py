@@ -8,7 +8,7 @@ import pytest
 from tfbench import data
 from tfbench.data import cifar10
 from tfbench.errors import UsageError
-from tfbench.params import make_params
+from tfbench.config.params import make_params
 
 PER_FILE = 4
 

@@ -10,7 +10,7 @@ from tfbench import data
 from tfbench.data import data_errors
 from tfbench.data.fake_imagenet import write_fake_imagenet
 from tfbench.errors import UsageError
-from tfbench.params import make_params
+from tfbench.config.params import make_params
 
 
 def _first_error(params, train=True, dataset_name="imagenet"):

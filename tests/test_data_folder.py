@@ -7,7 +7,7 @@ import tensorflow as tf
 from tfbench import data
 from tfbench.data import folder
 from tfbench.errors import UsageError
-from tfbench.params import make_params
+from tfbench.config.params import make_params
 
 
 def _write(path, value, png=False, shape=(20, 30, 3)):

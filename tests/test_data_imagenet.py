@@ -10,7 +10,7 @@ from tfbench import data
 from tfbench.data import imagenet
 from tfbench.data.fake_imagenet import write_fake_imagenet
 from tfbench.errors import UsageError
-from tfbench.params import make_params
+from tfbench.config.params import make_params
 
 SIZE = 24
 BATCH = 4

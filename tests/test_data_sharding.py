@@ -12,7 +12,7 @@ from multiworker_checks import write_labelled_split
 from tfbench import data
 from tfbench.data import factory, sharding
 from tfbench.errors import UsageError
-from tfbench.params import make_params
+from tfbench.config.params import make_params
 
 SIZE = 16
 
@@ -171,7 +171,7 @@ def test_shard_and_seed_rules():
 
 
 def test_the_data_package_does_not_import_horovod():
-    """Which part a horovod process reads comes from tfbench.strategy (distribute_inputs)."""
+    """Which part a horovod process reads comes from tfbench.distribute.strategy (distribute_inputs)."""
     import ast
     package = os.path.dirname(data.__file__)
     for name in sorted(os.listdir(package)):

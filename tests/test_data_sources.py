@@ -6,7 +6,7 @@ import pytest
 
 from tfbench.data import sources
 from tfbench.errors import UsageError
-from tfbench.params import make_params
+from tfbench.config.params import make_params
 
 
 def _touch(path):

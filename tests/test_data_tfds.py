@@ -11,7 +11,7 @@ import tensorflow as tf
 from tfbench import data
 from tfbench.data import factory, tfds_reader
 from tfbench.errors import UsageError
-from tfbench.params import make_params
+from tfbench.config.params import make_params
 
 
 def test_not_installed_says_how_to_install(monkeypatch, tmp_path):

@@ -10,9 +10,10 @@ import pytest
 import tensorflow as tf
 
 from test_monitors_nvml import FakeNvml, a100
-from tfbench import cli, devices
+from tfbench.cli import run as cli
+from tfbench.distribute import devices
 from tfbench.errors import UsageError
-from tfbench.params import make_params
+from tfbench.config.params import make_params
 
 CUDA12 = {"is_cuda_build": True, "cuda_version": "12.5.1"}
 
@@ -151,8 +152,8 @@ def test_gpus_of_different_models_are_said_and_named_together(gpus):
                             "describes them",)
     name = devices.device_name(plan)
     assert name == "NVIDIA A100-SXM4-40GB + Tesla T4"
-    from tfbench import peak
-    from tfbench.report import expected_range
+    from tfbench.measure import peak
+    from tfbench.measure import expected_range
     assert peak.gpu_peak(name, "fp16") is None
     assert expected_range.expected_range(name, "resnet50", "training", "fp16", 2, 1.0) == \
         (None, "")

@@ -3,13 +3,14 @@
 import os
 
 from helpers import ROOT
-from tfbench import csv_out, docgen, flagdefs
+from tfbench.output import csv_out, docgen
+from tfbench.config import flagdefs
 
 
 def test_readme_reference_sections_are_current():
     with open(os.path.join(ROOT, "README.md")) as handle:
         text = handle.read()
-    assert docgen.render(text) == text, "run `python -m tfbench.docgen README.md`"
+    assert docgen.render(text) == text, "run `python -m tfbench.output.docgen README.md`"
 
 
 def test_every_flag_and_column_documented():
@@ -47,7 +48,7 @@ def test_the_test_command_installs_the_full_tensorflow_wheel():
 
 
 def test_flag_presets_parse():
-    from tfbench.cli import parse_params
+    from tfbench.cli.run import parse_params
     flag_dir = os.path.join(ROOT, "flags")
     presets = sorted(f for f in os.listdir(flag_dir) if f.endswith(".flags"))
     assert len(presets) >= 5

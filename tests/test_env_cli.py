@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from tfbench import env_cli, environment
+from tfbench.cli import env as env_cli
+from tfbench.measure import environment
 from tfbench.errors import UsageError
 
 

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 import tfbench
-from tfbench import environment
+from tfbench.measure import environment
 from test_monitors_nvml import FakeNvml, a100
 
 GB = 1 << 30

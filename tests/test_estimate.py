@@ -1,8 +1,9 @@
 import pytest
 
-from tfbench import estimate, flagdefs
+from tfbench.measure import estimate
+from tfbench.config import flagdefs
 from tfbench.errors import UsageError
-from tfbench.params import make_params
+from tfbench.config.params import make_params
 
 
 def test_formula():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tfbench.report import expected_range as er
+from tfbench.measure import expected_range as er
 
 
 @pytest.mark.parametrize("name, key", [

@@ -58,7 +58,7 @@ def test_main(tmp_path, capsys):
 
 
 def test_cli_subcommand(tmp_path, capsys):
-    from tfbench import cli
+    from tfbench.cli import run as cli
     out = str(tmp_path / "viacli")
     assert cli.main(["tfbench", "make_fake_imagenet", "--out", out, "--num_images", "2",
                      "--validation_images", "0", "--image_size", "16"]) == 0

@@ -6,7 +6,7 @@ import keras
 import pytest
 from keras import layers
 
-from tfbench import flops
+from tfbench.measure import flops
 from tfbench.models import registry
 
 

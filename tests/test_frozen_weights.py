@@ -6,9 +6,9 @@ import os
 import pytest
 
 from helpers import run_cli
-from tfbench import devices
+from tfbench.distribute import devices
 from tfbench.errors import UsageError
-from tfbench.params import make_params
+from tfbench.config.params import make_params
 
 ENV = devices.FROZEN_WEIGHTS_ENV
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tfbench import gpu_names
+from tfbench.config import gpu_names
 
 
 @pytest.mark.parametrize("name, key, form_token", [

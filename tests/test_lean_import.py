@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tfbench import lean_import
+from tfbench.engine import lean_import
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,7 +42,7 @@ def test_a_module_that_needs_a_hidden_library_is_imported_anyway(tmp_path, monke
 
 def test_frameworks_import_without_the_optional_libraries_in_a_fresh_process():
     code = ("import sys\n"
-            "from tfbench import lean_import\n"
+            "from tfbench.engine import lean_import\n"
             "lean_import.import_frameworks()\n"
             "assert 'tensorflow' in sys.modules and 'keras' in sys.modules\n"
             "import gc\n"

@@ -2,9 +2,9 @@
 
 import pytest
 
-from tfbench import lr
+from tfbench.engine import lr
 from tfbench.models.registry import IMAGENET, NUM_TRAIN_EXAMPLES, ModelSpec
-from tfbench.params import make_params
+from tfbench.config.params import make_params
 
 RESNET = ModelSpec("resnet_like", IMAGENET, lambda *a: None, 224, 64, 0.128, "resnet",
                    lr_schedule="resnet")

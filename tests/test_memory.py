@@ -2,7 +2,8 @@
 
 import pytest
 
-from tfbench import csv_out, memory
+from tfbench.output import csv_out
+from tfbench.measure import memory
 
 GIB = 1 << 30
 

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 import keras
 
-from tfbench import flops
+from tfbench.measure import flops
 from tfbench.errors import UsageError
 from tfbench.models import registry
 

@@ -7,7 +7,8 @@ import io
 
 import pytest
 
-from tfbench import cli, flops, models_cli
+from tfbench.cli import run as cli, models as models_cli
+from tfbench.measure import flops
 from tfbench.errors import UsageError
 from tfbench.models import registry
 

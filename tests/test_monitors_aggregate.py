@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from tfbench import csv_out
+from tfbench.output import csv_out
 from tfbench.monitors import aggregate
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "nvml_samples.json")

@@ -12,9 +12,9 @@ import sys
 import pytest
 
 from helpers import ROOT, run_cli
-from tfbench import devices
+from tfbench.distribute import devices
 from tfbench.errors import UsageError
-from tfbench.params import make_params
+from tfbench.config.params import make_params
 
 TINY = ["--device=cpu", "--model=trivial", "--image_size=16", "--num_batches=2",
         "--num_warmup_batches=1", "--csv_file=", "--json_dir=", "--monitor_interval_ms=0"]

@@ -6,7 +6,8 @@ import pytest
 import tensorflow as tf
 
 from helpers import run_inprocess
-from tfbench import errors, steps
+from tfbench import errors
+from tfbench.engine import steps
 
 
 def test_oom_is_reported_with_remedies(tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfbench import optimizers
+from tfbench.engine import optimizers
 
 
 def test_dynamic_loss_scaling_advances_the_global_step():

@@ -5,10 +5,10 @@ import os
 
 import pytest
 
-from tfbench import flagdefs
-from tfbench import params as params_lib
+from tfbench.config import flagdefs
+from tfbench.config import params as params_lib
 from tfbench.errors import UsageError
-from tfbench.params import make_params, num_batches_and_epochs, parse_piecewise
+from tfbench.config.params import make_params, num_batches_and_epochs, parse_piecewise
 
 
 def test_every_flag_is_a_field_with_its_default():
@@ -86,7 +86,7 @@ def test_autotune_threshold_raises_the_default_warm_up_as_legacy(threshold, warm
 
 
 def test_autotune_threshold_is_a_working_flag(monkeypatch):
-    from tfbench import devices
+    from tfbench.distribute import devices
     p = make_params({"autotune_threshold": 3})
     assert flagdefs.graph_only_overrides(p) == []   # no "has no effect" notice
     monkeypatch.delenv("TF_AUTOTUNE_THRESHOLD", raising=False)

@@ -5,7 +5,7 @@ import csv
 import pytest
 
 from helpers import run_inprocess
-from tfbench import peak
+from tfbench.measure import peak
 
 
 def test_datasheet_table():
@@ -88,7 +88,7 @@ def test_probe_caches_and_runs_use_it(tmp_path, monkeypatch, capsys):
                       "--conv_size=8", "--seconds=0.2"]) == 0
     out = capsys.readouterr().out
     assert "fp32  matmul " in out and "conv training step" in out
-    from tfbench import devices
+    from tfbench.distribute import devices
     name = devices.cpu_model_name()
     measured = peak.cached_peak(name, "fp32")
     assert measured and measured > 0

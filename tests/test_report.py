@@ -5,8 +5,10 @@ import os
 
 import pytest
 
-from tfbench import csv_out, errors
-from tfbench.report import build, cli, load, plots, tables
+from tfbench.output import csv_out
+from tfbench import errors
+from tfbench.report import build, load, plots, tables
+from tfbench.cli import report as cli
 from tfbench.results import RunResult
 
 

@@ -87,9 +87,9 @@ def test_cifar_model_implies_dataset_with_notice(tmp_path):
 def test_expected_range_line_for_a_known_gpu():
     import dataclasses
 
-    from tfbench.params import make_params
+    from tfbench.config.params import make_params
     from tfbench.results import RunResult
-    from tfbench.runner import Benchmark
+    from tfbench.engine.runner import Benchmark
     bench = Benchmark(make_params({"device": "cpu", "model": "resnet50"}), emit=lambda _: None)
     bench.r.device = dataclasses.replace(bench.r.device, kind="gpu")
     res = RunResult(model="resnet50", mode="training", precision="fp16", num_devices=1,
@@ -101,8 +101,8 @@ def test_expected_range_line_for_a_known_gpu():
 
 
 def test_nhwc_only_model_says_so_under_nchw():
-    from tfbench.params import make_params
-    from tfbench.runner import resolve
+    from tfbench.config.params import make_params
+    from tfbench.engine.runner import resolve
     r = resolve(make_params({"device": "cpu", "model": "convnext_tiny", "mkl": True,
                              "data_format": "NCHW"}))
     assert r.device.data_format == "NHWC"
@@ -129,7 +129,7 @@ def test_memory_peak_is_reset_after_warm_up_and_the_warm_up_peak_kept(tmp_path, 
     """cuDNN's autotuning scratch during warm-up must not count toward the memory figure."""
     import json
 
-    from tfbench import memory
+    from tfbench.measure import memory
     gib = 1 << 30
     events = []
 

@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 
 from helpers import run_inprocess
-from tfbench import runner
-from tfbench.params import make_params
+from tfbench.engine import runner
+from tfbench.config.params import make_params
 from tfbench.results import RunResult
 
 PS_CLUSTER = {"ps_hosts": "127.0.0.1:7001", "worker_hosts": "127.0.0.1:7002,127.0.0.1:7003",

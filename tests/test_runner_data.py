@@ -99,8 +99,9 @@ def test_corrupt_record_names_the_file(tmp_path, fake_dir):
 
 def _epoch_labels(data_dir, monkeypatch, rank, size, train):
     """Labels one horovod process's replica reads in one epoch, through the runner's input path."""
-    from tfbench import runner, strategy as strategy_lib
-    from tfbench.params import make_params
+    from tfbench.engine import runner
+    from tfbench.distribute import strategy as strategy_lib
+    from tfbench.config.params import make_params
     install_fake_horovod(monkeypatch, rank=rank, size=size)
     p = make_params({"device": "cpu", "model": "trivial", "image_size": 16, "batch_size": 2,
                      "data_dir": data_dir, "variable_update": "horovod"})

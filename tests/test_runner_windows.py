@@ -10,11 +10,13 @@ import types
 
 import pytest
 
-from tfbench import csv_out, estimate, memory, outputs, runner, steps
+from tfbench.output import csv_out, files as outputs
+from tfbench.measure import estimate, memory
+from tfbench.engine import runner, steps
 from tfbench.errors import NanLoss
 from tfbench.monitors import aggregate
 from tfbench.monitors.base import Monitor
-from tfbench.params import make_params
+from tfbench.config.params import make_params
 from tfbench.results import FIELD_NAMES, RunResult
 
 COLD_SEC = 100.0   # the first call of a step: tracing, compilation, autotuning

@@ -1,6 +1,7 @@
 import pytest
 
-from tfbench import csv_out, stats
+from tfbench.output import csv_out
+from tfbench.measure import stats
 from tfbench.results import FIELD_NAMES
 
 

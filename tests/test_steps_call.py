@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from tfbench import steps
+from tfbench.engine import steps
 
 
 def test_calls_the_concrete_function_after_the_first_call():

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfbench import lr, steps
-from tfbench.fast_paths import CPU, for_device
+from tfbench.engine import lr, steps
+from tfbench.config.fast_paths import CPU, for_device
 
 
 def _model():

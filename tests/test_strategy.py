@@ -11,10 +11,11 @@ import pytest
 import tensorflow as tf
 
 from helpers import install_fake_horovod
-from tfbench import steps, strategy as strategy_lib
-from tfbench.devices import DevicePlan
+from tfbench.engine import steps
+from tfbench.distribute import strategy as strategy_lib
+from tfbench.distribute.devices import DevicePlan
 from tfbench.errors import UsageError
-from tfbench.params import make_params
+from tfbench.config.params import make_params
 
 CPU1 = DevicePlan("cpu", 1, ("/cpu:0",), "NHWC")
 CPU2 = DevicePlan("cpu", 2, ("/cpu:0", "/cpu:1"), "NHWC")
@@ -184,7 +185,7 @@ def test_a_ps_task_with_gpus_says_it_leaves_them_unused():
 
 def test_parameter_server_workers_with_different_gpu_counts_are_a_usage_error(monkeypatch):
     """Workers now run the GPUs their flags choose; TensorFlow needs the same count on each."""
-    from tfbench import cluster
+    from tfbench.distribute import cluster
 
     def mismatched(resolver):
         raise ValueError("Mismatched number of GPUs per worker")
@@ -282,7 +283,7 @@ def test_gradient_divisor():
 
 
 def test_horovod_process_takes_its_local_rank_gpu(fake_horovod, monkeypatch):
-    from tfbench import devices
+    from tfbench.distribute import devices
 
     class Gpu:
         def __init__(self, i):
@@ -295,7 +296,7 @@ def test_horovod_process_takes_its_local_rank_gpu(fake_horovod, monkeypatch):
 def test_horovod_process_bound_to_one_gpu_takes_it(fake_horovod, monkeypatch):
     """Slurm --gpus-per-task=1 (or a per-rank CUDA_VISIBLE_DEVICES) shows each rank one GPU,
     whatever its local rank (1 here)."""
-    from tfbench import devices
+    from tfbench.distribute import devices
 
     class Gpu:
         name = "/physical_device:GPU:0"
@@ -314,7 +315,7 @@ class _CapturedStrategy:
 
 @pytest.fixture
 def captured_multi_worker(monkeypatch):
-    from tfbench import cluster
+    from tfbench.distribute import cluster
     monkeypatch.setattr(cluster, "rendezvous", lambda *args, **kwargs: None)
     monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", _CapturedStrategy)
 

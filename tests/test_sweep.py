@@ -8,7 +8,9 @@ import textwrap
 
 import pytest
 
-from tfbench import errors, sweep, sweep_cli
+from tfbench import errors
+from tfbench.sweep import study as sweep
+from tfbench.cli import sweep as sweep_cli
 from tfbench.report import tables
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,7 +23,7 @@ FAKE_CHILD = textwrap.dedent("""\
     # As tfbench's CLI does: handle SIGINT even when started with it ignored (a background job).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, %r)
-    from tfbench import csv_out
+    from tfbench.output import csv_out
     from tfbench.results import RunResult
     args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
     model = args.get("model", "trivial")

@@ -9,7 +9,9 @@ import textwrap
 
 import pytest
 
-from tfbench import cli, errors, sweep, sweep_cli
+from tfbench.cli import run as cli, sweep as sweep_cli
+from tfbench import errors
+from tfbench.sweep import study as sweep
 from tfbench.report import tables
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,7 +72,7 @@ def test_search_nothing_fits_limit_granularity_and_errors():
 MEMORY_CHILD = textwrap.dedent("""\
     import mmap, sys
     sys.path.insert(0, %r)
-    from tfbench import csv_out
+    from tfbench.output import csv_out
     from tfbench.results import RunResult
     args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
     bs = int(args["batch_size"])
@@ -160,7 +162,7 @@ def test_finder_refuses_a_batch_size_sweep():
 CUDNN_CHILD = textwrap.dedent("""\
     import sys
     sys.path.insert(0, %r)
-    from tfbench import csv_out
+    from tfbench.output import csv_out
     from tfbench.results import RunResult
     args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
     bs = int(args["batch_size"])

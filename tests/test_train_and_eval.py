@@ -48,7 +48,7 @@ def test_specified_steps_past_the_end_are_skipped(tmp_path):
 def test_stop_at_top_1_accuracy(tmp_path, monkeypatch):
     # As the legacy test: evaluations return 0.1 then 0.5; the threshold 0.4 stops after the
     # second, so 4 Step lines and 2 evaluations, and no final evaluation.
-    from tfbench import runner
+    from tfbench.engine import runner
     scripted = iter([0.1, 0.5, 0.9])
 
     def fake_evaluate(self, step_fn, inputs, num_batches, res):

@@ -21,7 +21,7 @@ import sys
 from importlib import metadata
 from typing import Iterable, Optional, Sequence
 
-from tfbench.environment import TF_DISTRIBUTIONS
+from tfbench.measure.environment import TF_DISTRIBUTIONS
 
 _NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
 _EXTRA = re.compile(r"\bextra\s*==")

@@ -15,7 +15,7 @@ The runner's interface:
                seed=None, shard=Shard()) -> tf.data.Dataset
       Batches (images [B, S, S, 3] NHWC in `dtype`, labels int32 [B]) of exactly `batch_size`
       (one replica's batch: build one per input pipeline in the function given to
-      tfbench.strategy.distribute_inputs, never a multi-worker batch for
+      tfbench.distribute.strategy.distribute_inputs, never a multi-worker batch for
       experimental_distribute_dataset, which splits it over every worker's replicas),
       repeating forever (evaluation data too, as in the legacy script: take
       num_eval_batches). `shard` (Shard(index, count), see sharding) is the part of the data

@@ -5,7 +5,7 @@ whose position in the data's fixed order is index modulo count, so every example
 exactly one pipeline per epoch. Readers split by file when there are at least as many files as
 pipelines, else by example (see imagenet, folder, cifar10, tfds_reader). The index is an int,
 or a scalar tensor on a parameter-server worker, whose index is known only when it runs.
-Which pipeline this one is comes from the strategy (tfbench.strategy.distribute_inputs);
+Which pipeline this one is comes from the strategy (tfbench.distribute.strategy.distribute_inputs);
 nothing here knows of clusters or of the processes' launcher.
 """
 

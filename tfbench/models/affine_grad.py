@@ -15,7 +15,7 @@ The second form reads W in its stored layout and transposes only the small [in, 
 it wins when the layer is wider than the batch; narrow layers keep the usual form. The forward
 pass and the weight gradient are TensorFlow's own, so outputs and gradients are the same up to
 floating-point summation order. GPUs (cuBLAS transposes for free) keep the usual gradient: the
-rewrite is one of the CPU fast paths (tfbench.fast_paths), taken only when a CPU step is traced.
+rewrite is one of the CPU fast paths (tfbench.config.fast_paths), taken only when a CPU step is traced.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-from tfbench import fast_paths
+from tfbench.config import fast_paths
 
 # The transposed form pays a transpose of [in, batch]; the usual one a pass over [in, out].
 MIN_WIDTH = 256

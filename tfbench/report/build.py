@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from tfbench.report import expected_range as er
+from tfbench.measure import expected_range as er
 from tfbench.report import load, plots, studies, tables
 
 SUMMARY_COLUMNS = ["model", "device_name", "devices", "mode", "precision", "xla", "batch_size",

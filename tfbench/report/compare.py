@@ -230,6 +230,6 @@ def render(comp: Comparison, a_path: str, b_path: str, fmt: str = "text") -> str
 
 
 def main(argv: list[str]) -> int:
-    """`tfbench compare ...`; the command-line layer lives in tfbench.report.compare_cli."""
-    from tfbench.report import compare_cli
+    """`tfbench compare ...`; the command-line layer lives in tfbench.cli.compare."""
+    from tfbench.cli import compare as compare_cli
     return compare_cli.main(argv)

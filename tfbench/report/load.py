@@ -8,7 +8,7 @@ from typing import Iterable, Optional
 
 import pandas as pd
 
-from tfbench.csv_out import COLUMN_NAMES
+from tfbench.output.csv_out import COLUMN_NAMES
 from tfbench.errors import UsageError
 
 # Columns that name a configuration or carry text; every other schema column is numeric.

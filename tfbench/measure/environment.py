@@ -23,7 +23,7 @@ import time
 from typing import Any, Callable, Iterable, Optional
 
 import tfbench
-from tfbench import startup_env
+from tfbench.distribute import startup_env
 
 GB = float(1 << 30)   # GiB: every *_gb figure is in 2**30 bytes
 

@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Optional, Sequence, TextIO
 
-from tfbench import environment
+from tfbench.measure import environment
 from tfbench.errors import UsageError
 
 USAGE = "usage: tfbench env [--format=text|json]"

@@ -37,7 +37,7 @@ def _param_entry(name: str, value: Any) -> dict[str, Any]:
 
 
 def _cpu_info() -> dict[str, Any]:
-    from tfbench.devices import cpu_model_name
+    from tfbench.distribute.devices import cpu_model_name
     return {"num_cores": multiprocessing.cpu_count(), "cpu_info": cpu_model_name()}
 
 

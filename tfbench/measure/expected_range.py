@@ -1,6 +1,6 @@
 """Expected range: how a measured images/sec compares with published figures for the same GPU.
 
-The reference table (tfbench/reference_data/published.csv) holds literature values, each with its
+The reference table (tfbench/measure/reference_data/published.csv) holds literature values, each with its
 source and framework. Published numbers differ in framework (TF1 graph code, PyTorch), data (real,
 synthetic), XLA and batch size, so a run is judged against a band: the lowest to the highest
 matching value, widened by a tolerance (default 10%). TensorFlow figures are preferred; when a GPU
@@ -18,7 +18,7 @@ import re
 from importlib import resources
 from typing import Optional
 
-from tfbench import gpu_names
+from tfbench.config import gpu_names
 
 DEFAULT_TOLERANCE = 0.10
 
@@ -28,7 +28,7 @@ GpuKey = gpu_names.GpuKey
 def normalize_gpu(name: Optional[str]) -> Optional[GpuKey]:
     """Parses NVML/TF names ('NVIDIA A100-SXM4-40GB', 'Tesla T4') and our own ('A100 40GB SXM').
 
-    None for CPUs, mixed sets and names without a recognisable GPU model (tfbench.gpu_names).
+    None for CPUs, mixed sets and names without a recognisable GPU model (tfbench.config.gpu_names).
     """
     return gpu_names.parse(name)
 
@@ -99,7 +99,7 @@ def parse_references(text: str) -> list[Reference]:
 @functools.lru_cache(maxsize=1)
 def load_references() -> tuple[Reference, ...]:
     """The shipped table (package data)."""
-    text = resources.files("tfbench").joinpath("reference_data/published.csv").read_text()
+    text = resources.files("tfbench.measure").joinpath("reference_data/published.csv").read_text()
     return tuple(parse_references(text))
 
 

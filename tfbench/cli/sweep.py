@@ -1,4 +1,4 @@
-"""`tfbench sweep`: the command-line layer over tfbench.sweep.
+"""`tfbench sweep`: the command-line layer over tfbench.sweep.study.
 
     tfbench sweep [benchmark flags...] --sweep=KEY=V1,V2,... [--sweep=...] [--repeats=N]
                   [--out_dir=DIR] [--scaling=weak|strong] [--find_max_batch_size] [--knee_pct=90]
@@ -16,7 +16,8 @@ import signal
 import sys
 from typing import Optional, Sequence
 
-from tfbench import errors, sweep
+from tfbench import errors
+from tfbench.sweep import study as sweep
 
 
 def _parser() -> argparse.ArgumentParser:

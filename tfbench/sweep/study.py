@@ -30,8 +30,10 @@ import sys
 import time
 from typing import Callable, Iterable, Optional, Sequence, TextIO
 
-from tfbench import csv_out, errors, flagdefs
-from tfbench import params as params_lib
+from tfbench.output import csv_out
+from tfbench import errors
+from tfbench.config import flagdefs
+from tfbench.config import params as params_lib
 from tfbench.results import new_run_id
 
 DEFAULT_CHILD: tuple[str, ...] = (sys.executable, "-m", "tfbench")
@@ -132,9 +134,9 @@ def point_name(index: int, values: dict[str, str], repeat: int = 1, repeats: int
 
 def child_params(flags: Sequence[str]) -> "params_lib.Params":
     """The Params a child started with `flags` runs with, parsed by the CLI's own parser
-    (tfbench.cli.parse_params; no TensorFlow import). UsageError when the child would refuse
+    (tfbench.cli.run.parse_params; no TensorFlow import). UsageError when the child would refuse
     them. The sweep reads what a point runs from here, never from the raw flags."""
-    from tfbench import cli  # the argv parser lives in the CLI layer
+    from tfbench.cli import run as cli  # the argv parser lives in the CLI layer
     return cli.parse_params(["tfbench"] + list(flags))
 
 
@@ -366,7 +368,7 @@ def _config(p: "params_lib.Params") -> dict[str, str]:
     Values that need the model registry or the devices (TensorFlow) stay empty: a batch or
     image size left at the model's default, the device kind unless --device was given.
     """
-    # The mode rule of tfbench.runner.resolve (which imports TensorFlow).
+    # The mode rule of tfbench.engine.runner.resolve (which imports TensorFlow).
     mode = "eval" if p.eval else ("forward_only" if p.forward_only else "training")
     if p.data_only:
         mode = "data_only"
@@ -678,7 +680,7 @@ class MaxBatchResult:
 
 
 # (flag, value for short probes, flags that exclude it): a user's --num_epochs excludes
-# --num_batches (the legacy rule, tfbench.params.validate).
+# --num_batches (the legacy rule, tfbench.config.params.validate).
 PROBE_DEFAULTS = (("num_batches", "2", ("num_epochs",)), ("num_warmup_batches", "1", ()))
 
 
@@ -812,6 +814,6 @@ def study_sections(records: Sequence[PointRecord], config: SweepConfig, knee_pct
 
 
 def main(argv: list[str]) -> int:
-    """`tfbench sweep ...`; the command-line layer lives in tfbench.sweep_cli."""
-    from tfbench import sweep_cli
+    """`tfbench sweep ...`; the command-line layer lives in tfbench.cli.sweep."""
+    from tfbench.cli import sweep as sweep_cli
     return sweep_cli.main(argv)

@@ -14,7 +14,7 @@
   distributed_replicated     TF_CONFIG "ps") is given; ps and worker tasks serve
   horovod                    one device per process, gradients averaged with horovod.tensorflow
 
-Steps (tfbench.steps) asks this module how to scale and reduce gradients (`gradient_divisor`,
+Steps (tfbench.engine.steps) asks this module how to scale and reduce gradients (`gradient_divisor`,
 `reduce_gradients`), whether to broadcast initial state (`sync_initial_state`) and how to run a
 step on a parameter-server cluster (`coordinator`, `ScheduledStep`). The runner feeds real data
 through `distribute_inputs`: one input pipeline per worker (or horovod process), each replica
@@ -29,9 +29,9 @@ from typing import Callable, Optional
 import numpy as np
 import tensorflow as tf
 
-from tfbench import cluster as cluster_lib
-from tfbench import params as params_lib
-from tfbench.devices import DevicePlan
+from tfbench.distribute import cluster as cluster_lib
+from tfbench.config import params as params_lib
+from tfbench.distribute.devices import DevicePlan
 from tfbench.errors import UsageError
 
 SINGLE_HOST_VALUES = ("parameter_server", "replicated", "independent")
@@ -503,7 +503,7 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
                        "(--variable_update=collective_all_reduce)")
     impl, impl_label = collective_implementation(p.all_reduce_spec, plan)
     # No timeout_seconds: it starts a thread per collective. A lost peer aborts the collectives
-    # through the coordination service (see tfbench.cluster).
+    # through the coordination service (see tfbench.distribute.cluster).
     options = tf.distribute.experimental.CommunicationOptions(implementation=impl)
     resolver = cl.resolver(p.server_protocol,
                            num_gpus=plan.num_devices if plan.kind == "gpu" else 0)

@@ -5,7 +5,7 @@ Hyndman & Fan type 7): for n sorted values x[0..n-1], the q-th percentile sits a
 (n - 1) * q / 100, interpolated between its two neighbours. With 100 steps p99 therefore lies
 between the 99th and the 100th value; with few steps the tail percentiles approach the max.
 
-Keys are the CSV column names of tfbench.csv_out where a column exists.
+Keys are the CSV column names of tfbench.output.csv_out where a column exists.
 """
 
 from __future__ import annotations

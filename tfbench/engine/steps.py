@@ -16,8 +16,8 @@ from typing import Callable, Optional
 import keras
 import tensorflow as tf
 
-from tfbench import fast_paths as fast_paths_lib
-from tfbench import strategy as strategy_lib
+from tfbench.config import fast_paths as fast_paths_lib
+from tfbench.distribute import strategy as strategy_lib
 from tfbench.models.fused_bn import FusedBatchNorm
 
 NORM_LAYERS = (keras.layers.BatchNormalization, keras.layers.LayerNormalization,

@@ -1,6 +1,6 @@
 """Generates the README's flag and CSV reference from the tables they document.
 
-`python -m tfbench.docgen` rewrites the marked sections of README.md; a test fails when the
+`python -m tfbench.output.docgen` rewrites the marked sections of README.md; a test fails when the
 README has drifted from flagdefs or csv_out.
 """
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 import sys
 
-from tfbench import csv_out, flagdefs
+from tfbench.output import csv_out
+from tfbench.config import flagdefs
 
 ROLE = {"K": "", "G": "TF1-only: accepted, warns, no effect", "T": "tfbench"}
 

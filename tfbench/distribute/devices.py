@@ -14,7 +14,7 @@ from typing import Any, Mapping, Optional
 
 import tensorflow as tf
 
-from tfbench import fast_paths, gpu_names
+from tfbench.config import fast_paths, gpu_names
 from tfbench.errors import UsageError
 
 

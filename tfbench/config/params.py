@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Mapping
 
-from tfbench import flagdefs
+from tfbench.config import flagdefs
 from tfbench.errors import UsageError
 
 _DEFAULT_NUM_BATCHES = 100

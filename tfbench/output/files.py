@@ -9,7 +9,7 @@ import dataclasses
 import os
 from typing import Any
 
-from tfbench import classic_log, csv_out
+from tfbench.output import classic_log, csv_out
 from tfbench.results import RunResult
 
 
@@ -34,7 +34,7 @@ def write_all(p, result: RunResult) -> list[str]:
         result.extra["json_file"] = path
         csv_out.write_json_atomic(path, manifest(p, result))
     if p.benchmark_log_dir:
-        from tfbench import benchmark_logger
+        from tfbench.output import benchmark_logger
         benchmark_logger.write(p.benchmark_log_dir, p, result)
     if p.csv_file:
         notice = csv_out.append_row(p.csv_file, result)
@@ -47,7 +47,7 @@ def write_all(p, result: RunResult) -> list[str]:
 
 def summary_lines(p, result: RunResult) -> list[str]:
     """tfbench's own lines, printed before the legacy footer."""
-    from tfbench import estimate, stats
+    from tfbench.measure import estimate, stats
     extra = result.extra
     if extra.get("server_task"):
         return []

@@ -19,7 +19,7 @@ import keras
 import tensorflow as tf
 
 from tfbench.models.registry import NUM_TRAIN_EXAMPLES
-from tfbench.params import parse_piecewise
+from tfbench.config.params import parse_piecewise
 
 
 @dataclasses.dataclass(frozen=True)

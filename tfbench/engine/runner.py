@@ -20,10 +20,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfbench import (classic_log, devices, fast_paths, flagdefs, lr, memory, monitors,
-                     optimizers, peak, stats, steps)
-from tfbench import params as params_lib
-from tfbench import strategy as strategy_lib
+from tfbench.output import classic_log
+from tfbench.distribute import devices
+from tfbench.config import fast_paths, flagdefs
+from tfbench.engine import lr, optimizers, steps
+from tfbench.measure import memory, peak, stats
+from tfbench import monitors
+from tfbench.config import params as params_lib
+from tfbench.distribute import strategy as strategy_lib
 from tfbench.errors import NanLoss, OutOfMemory, UsageError, raise_if_stopped
 from tfbench.models import registry
 from tfbench.results import RunResult
@@ -161,7 +165,7 @@ def eval_batches(p, eval_global_batch: int, eval_examples: int) -> int:
 
 
 def _parameter_server(p) -> bool:
-    from tfbench import cluster
+    from tfbench.distribute import cluster
     plan = cluster.cluster_plan(p)
     return plan is not None and plan.mode == cluster.PARAMETER_SERVER
 
@@ -337,7 +341,7 @@ class Benchmark:
         return list(self.r.device.gpu_indices or range(self.r.device.num_devices))
 
     def _capture_environment(self, res: RunResult) -> Optional[dict]:
-        from tfbench import environment
+        from tfbench.measure import environment
         env = environment.capture(res.command.split() if res.command else None)
         res.environment = {"before": env}
         for line in environment.summary_lines(env):
@@ -351,7 +355,7 @@ class Benchmark:
     def _finish_measurements(self, res: RunResult, env_before: Optional[dict],
                              failed: bool = False) -> None:
         """Summaries of every measurement taken; runs on success and on failure alike."""
-        from tfbench import environment, estimate
+        from tfbench.measure import environment, estimate
         for m in self.monitors:
             m.stop()
         r = self.r
@@ -411,7 +415,7 @@ class Benchmark:
 
     def _expected_range(self, res: RunResult) -> None:
         """Where the GPU is in the published table: within / below / above its band."""
-        from tfbench.report.expected_range import expected_range
+        from tfbench.measure.expected_range import expected_range
         if not res.images_per_sec or self.r.device.kind != "gpu":
             return
         verdict, text = expected_range(res.extra.get("device_name", ""), res.model, res.mode,
@@ -480,7 +484,7 @@ class Benchmark:
         --nofold_batch_norm, or when the model has no batch norm after a convolution."""
         if not self.p.fold_batch_norm:
             return None
-        from tfbench import flops
+        from tfbench.measure import flops
         from tfbench.models import fold_bn
         # The published parameter count is the unfolded model's (the clone has extra biases).
         res.params_count = flops.count_params(model)
@@ -495,7 +499,7 @@ class Benchmark:
         return folding
 
     def _count_flops(self, model, res: RunResult) -> None:
-        from tfbench import flops
+        from tfbench.measure import flops
         if res.params_count is None:
             res.params_count = flops.count_params(model)
         try:
@@ -771,7 +775,7 @@ class Benchmark:
 
     def _trace(self, s: _Setup) -> None:
         """A TensorFlow profiler trace of a few untimed steps after warm-up (TensorBoard)."""
-        from tfbench import tracing
+        from tfbench.engine import tracing
         self.emit("Dumping trace to %s" % self.p.trace_file)
         tracing.trace_steps(lambda: s.step_fn(s.inputs).numpy(), self.p.trace_file,
                             chrome_json=self.p.use_chrome_trace_format)
@@ -826,7 +830,7 @@ class Benchmark:
         Each step's time (with its host fetch) goes to `times` when given. `timed`: these steps
         are the run's measurement (--eval), so res.wall_time covers every step in `times`."""
         p, r = self.p, self.r
-        # Every worker evaluates its own part of the data (tfbench.strategy.distribute_inputs)
+        # Every worker evaluates its own part of the data (tfbench.distribute.strategy.distribute_inputs)
         # and the accuracy is their mean (Steps.eval_step), so the count is all workers' images.
         global_eval = r.eval_global_batch
         top1s, top5s = [], []

@@ -3,7 +3,7 @@
     tfbench models [--format=table|csv] [--image_size=N] [--dataset=imagenet|cifar10]
                    [--model=NAME[,NAME...]] [--no_flops] [NAME ...]
 
-Parameters and FLOPs come from building each model and tracing its graph (tfbench.flops): about
+Parameters and FLOPs come from building each model and tracing its graph (tfbench.measure.flops): about
 2-3 CPU-seconds per model, a few minutes for the full list on a small CPU. Rows are printed as
 they are computed; --model narrows the list and --no_flops skips the builds.
 """
@@ -90,7 +90,7 @@ def select(patterns: Sequence[str], dataset: Optional[str]) -> list:
 
 def row(spec, image_size: int = 0, with_flops: bool = True) -> dict:
     """One model's row; params/gflops are None when skipped or the size is below the minimum."""
-    from tfbench import flops
+    from tfbench.measure import flops
 
     size = image_size or spec.image_size
     params = gflops = None

@@ -16,18 +16,20 @@ from typing import Callable, Optional, Sequence
 
 from absl import flags
 
-from tfbench import errors, flagdefs, startup_env
+from tfbench import errors
+from tfbench.config import flagdefs
+from tfbench.distribute import startup_env
 from tfbench.errors import EXIT_OK, EXIT_USAGE, Interrupted, TfbenchError, UsageError
 
 # name -> (module, one-line description)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "models": ("tfbench.models_cli", "list registered models with parameters and FLOPs"),
-    "sweep": ("tfbench.sweep", "run a grid of configurations, one process per point"),
+    "models": ("tfbench.cli.models", "list registered models with parameters and FLOPs"),
+    "sweep": ("tfbench.sweep.study", "run a grid of configurations, one process per point"),
     "report": ("tfbench.report", "Markdown/HTML tables and PNG plots from result CSVs"),
     "compare": ("tfbench.report.compare", "compare two result CSVs with a noise verdict"),
-    "env": ("tfbench.env_cli", "print the environment manifest"),
-    "peak": ("tfbench.peak", "measure achievable TFLOP/s per precision (the MFU peak)"),
-    "make_fake_imagenet": ("tfbench.fake_imagenet", "write a small ImageNet in TFRecords"),
+    "env": ("tfbench.cli.env", "print the environment manifest"),
+    "peak": ("tfbench.measure.peak", "measure achievable TFLOP/s per precision (the MFU peak)"),
+    "make_fake_imagenet": ("tfbench.cli.make_fake_imagenet", "write a small ImageNet in TFRecords"),
 }
 
 PROG = "tfbench"
@@ -55,7 +57,7 @@ def define_flags(values: flags.FlagValues) -> None:
 
 def parse_params(argv: Sequence[str]):
     """argv (program name first) -> validated Params. UsageError on bad input."""
-    from tfbench.params import make_params
+    from tfbench.config.params import make_params
     values = flags.FlagValues()
     define_flags(values)
     try:
@@ -120,7 +122,7 @@ def _install_signal_handlers() -> Callable[[], None]:
 
 def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = None) -> int:
     """One benchmark invocation; returns the exit code. Results are written on every path."""
-    from tfbench import outputs
+    from tfbench.output import files as outputs
     from tfbench.results import RunResult
 
     emit = emit or _Printer()
@@ -133,9 +135,9 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     restore = _install_signal_handlers()
     code = EXIT_OK
     try:
-        from tfbench import lean_import
+        from tfbench.engine import lean_import
         lean_import.import_frameworks()
-        from tfbench import runner
+        from tfbench.engine import runner
         if p.diagnose_input:
             runner.diagnose_input(p, emit, result)
         else:
@@ -207,7 +209,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def entry_point() -> None:
     """Console-script entry: nothing may reach stdout or stderr after the footer."""
-    # CUDA_DEVICE_ORDER=PCI_BUS_ID before TensorFlow starts CUDA (tfbench.startup_env).
+    # CUDA_DEVICE_ORDER=PCI_BUS_ID before TensorFlow starts CUDA (tfbench.distribute.startup_env).
     startup_env.apply()
     # Keep TF's C++ INFO chatter off stderr; warnings and errors still show.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")

@@ -2,7 +2,7 @@
 
 MFU = achieved model TFLOP/s / (peak TFLOP/s per device x devices).
 * GPUs: the shipped table (reference_data/gpu_peaks.csv: dense fp32 / tf32 / fp16 / bf16 peaks
-  with their source), matched on the parsed model name (tfbench.gpu_names: family and form
+  with their source), matched on the parsed model name (tfbench.config.gpu_names: family and form
   factor, so 'Tesla V100-PCIE-16GB' gets the PCIe row and 'NVIDIA H100 NVL' its own).
   TensorFlow runs fp32 convolutions and matmuls on TF32 tensor cores on Ampere and newer, so
   fp32 runs use the tf32 column where a GPU has one.
@@ -25,7 +25,7 @@ import time
 from importlib import resources
 from typing import Optional
 
-from tfbench import gpu_names
+from tfbench.config import gpu_names
 from tfbench.errors import UsageError
 
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -33,7 +33,7 @@ PRECISIONS = ("fp32", "fp16", "bf16")
 
 @functools.lru_cache(maxsize=1)
 def _table() -> tuple[tuple[gpu_names.GpuKey, dict[str, str]], ...]:
-    text = resources.files("tfbench").joinpath("reference_data/gpu_peaks.csv").read_text()
+    text = resources.files("tfbench.measure").joinpath("reference_data/gpu_peaks.csv").read_text()
     rows = list(csv.DictReader(io.StringIO(text)))
     return tuple((gpu_names.parse(row["gpu"]), row) for row in rows)
 
@@ -105,7 +105,7 @@ def _store(device_name: str, precision: str, result: dict) -> None:
     except (OSError, ValueError):
         data = {}
     data[_cache_key(device_name, precision)] = result
-    from tfbench.csv_out import write_json_atomic
+    from tfbench.output.csv_out import write_json_atomic
     write_json_atomic(path, data)
 
 
@@ -173,7 +173,7 @@ def main(argv: list[str]) -> int:
         raise UsageError("--precision: %s is not one of fp32, fp16, bf16" % ",".join(bad))
     import tensorflow as tf
 
-    from tfbench import devices
+    from tfbench.distribute import devices
     gpus = tf.config.list_physical_devices("GPU")
     kind = args.device or ("gpu" if gpus else "cpu")
     if kind == "gpu" and not gpus:

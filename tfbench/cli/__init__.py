@@ -1,0 +1,2 @@
+"""The command line: one module per `tfbench SUBCOMMAND`.
+"""

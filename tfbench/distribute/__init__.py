@@ -1,0 +1,2 @@
+"""Devices, tf.distribute strategies and multi-host clusters.
+"""

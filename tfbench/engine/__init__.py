@@ -1,0 +1,3 @@
+"""Runs one benchmark: the plan (what will run), one runner per mode, the step functions,
+optimizers, learning-rate schedules, checkpoints and tracing.
+"""
