@@ -47,8 +47,8 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "tfbench=tfbench.cli.run:entry_point",
-            "tf_cnn_benchmarks=tfbench.cli.run:entry_point",
+            "tfbench=tfbench.cli:entry_point",
+            "tf_cnn_benchmarks=tfbench.cli:entry_point",
         ],
     },
     classifiers=[

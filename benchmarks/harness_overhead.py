@@ -33,9 +33,9 @@ def bare_loop(model: str, batch: int, size: int, steps_n: int, warmup: int,
 
     from tfbench.config import fast_paths
     from tfbench.engine import optimizers, steps
-    from tfbench.models import registry
+    from tfbench.models import catalog
     from tfbench.config.params import make_params
-    spec = registry.get(model)
+    spec = catalog.get(model)
     optimizers.set_policy(precision)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():

@@ -29,7 +29,7 @@ from tensorflow.python.framework import op_def_registry  # noqa: E402
 from tfbench.distribute import devices, strategy as strategy_lib
 from tfbench.engine import runner  # noqa: E402
 from tfbench.data.fake_imagenet import write_fake_imagenet  # noqa: E402
-from tfbench.models import registry  # noqa: E402
+from tfbench.models import catalog
 from tfbench.config.params import make_params  # noqa: E402
 from tfbench.results import RunResult  # noqa: E402
 
@@ -188,7 +188,7 @@ def configurations(models: str = "") -> dict[str, dict]:
     # Each family's op types, in fp16 (with dynamic loss scaling) and bf16.
     every = models == "all"
     for model in FAMILIES if every else REPRESENTATIVE:
-        size = max(32, registry.get(model).min_image_size)
+        size = max(32, catalog.get(model).min_image_size)
         base = {"model": model, "image_size": size, "batch_size": 2}
         configs["%s/train/fp16_dynamic/1gpu" % model] = dict(
             base, use_fp16=True, fp16_enable_auto_loss_scale=True)

@@ -27,12 +27,12 @@ def run_cli(args, cwd, timeout=300, env_extra=None, merged=True):
 
 def run_inprocess(args, cwd):
     """Runs the benchmark in this process; returns (exit code, emitted lines)."""
-    from tfbench.cli import run as cli
+    from tfbench.cli import run
     lines: list[str] = []
     old = os.getcwd()
     os.chdir(cwd)
     try:
-        code = cli.run_benchmark(["tfbench"] + list(args), emit=lines.append)
+        code = run.run_benchmark(["tfbench"] + list(args), emit=lines.append)
     finally:
         os.chdir(old)
     return code, lines

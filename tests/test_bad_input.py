@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tfbench.cli import run as cli
+from tfbench import cli
 
 CASES = [
     # flags and values

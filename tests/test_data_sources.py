@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tfbench.data import sources
+from tfbench.data import factory, sources
 from tfbench.errors import UsageError
 from tfbench.config.params import make_params
 
@@ -53,22 +53,22 @@ def test_real_describe_label_and_sizes(tmp_path):
     p = make_params({"data_dir": str(tmp_path)})
     assert sources.describe(p) == "imagenet"
     assert sources.data_source_label(p) == "imagenet_tfrecord"
-    assert sources.num_examples(p, "imagenet", True) == 1281167
-    assert sources.num_examples(p, "imagenet", False) == 50000
+    assert factory.num_examples(p, "imagenet", True) == 1281167
+    assert factory.num_examples(p, "imagenet", False) == 50000
     cached = make_params({"data_dir": str(tmp_path), "datasets_repeat_cached_sample": True})
     assert sources.data_source_label(cached) == "imagenet_tfrecord+cached_sample"
     c = make_params({"data_dir": str(tmp_path), "data_name": "cifar10"})
     assert sources.describe(c) == "cifar10"
     assert sources.data_source_label(c) == "cifar10_pickle"
-    assert sources.num_examples(c, "cifar10", True) == 50000
-    assert sources.num_examples(c, "cifar10", False) == 10000
+    assert factory.num_examples(c, "cifar10", True) == 50000
+    assert factory.num_examples(c, "cifar10", False) == 10000
     t = make_params({"data_dir": str(tmp_path), "data_name": "tfds:mnist"})
     assert sources.describe(t) == "tfds:mnist" and sources.data_source_label(t) == "tfds:mnist"
 
 
 def test_synthetic_sizes_follow_model_dataset():
-    assert sources.num_examples(make_params({}), "cifar10", True) == 50000
-    assert sources.num_examples(make_params({"data_name": "folder"}), "imagenet", False) == 50000
+    assert factory.num_examples(make_params({}), "cifar10", True) == 50000
+    assert factory.num_examples(make_params({"data_name": "folder"}), "imagenet", False) == 50000
 
 
 def test_bad_data_name():

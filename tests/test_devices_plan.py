@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from test_monitors_nvml import FakeNvml, a100
-from tfbench.cli import run as cli
+from tfbench import cli
 from tfbench.distribute import devices
 from tfbench.errors import UsageError
 from tfbench.config.params import make_params

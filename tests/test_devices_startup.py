@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from helpers import ROOT
-from tfbench.distribute import startup_env
+from tfbench.config import startup_env
 from tfbench.sweep import study as sweep
 
 
@@ -40,7 +40,7 @@ def _clean_env(**extra):
 def test_the_entry_point_sets_it_before_tensorflow_is_imported():
     # What `python -m tfbench` and the console scripts run, up to the first TensorFlow import.
     code = ("import sys, os\n"
-            "from tfbench.cli import run as cli\n"
+            "from tfbench import cli\n"
             "assert 'tensorflow' not in sys.modules\n"
             "cli.main = lambda argv: print(os.environ.get('CUDA_DEVICE_ORDER'),\n"
             "                              'tensorflow' in sys.modules) or 0\n"
@@ -51,7 +51,7 @@ def test_the_entry_point_sets_it_before_tensorflow_is_imported():
 
 
 def test_the_manifest_records_that_tfbench_set_it(tmp_path):
-    code, env = "from tfbench.cli import run as cli; cli.entry_point()", _clean_env()
+    code, env = "from tfbench import cli; cli.entry_point()", _clean_env()
     for user, value, by_tfbench in [(None, "PCI_BUS_ID", ["CUDA_DEVICE_ORDER"]),
                                     ("FASTEST_FIRST", "FASTEST_FIRST", [])]:
         if user:

@@ -48,7 +48,7 @@ def test_the_test_command_installs_the_full_tensorflow_wheel():
 
 
 def test_flag_presets_parse():
-    from tfbench.cli.run import parse_params
+    from tfbench.config.argv import parse_params
     flag_dir = os.path.join(ROOT, "flags")
     presets = sorted(f for f in os.listdir(flag_dir) if f.endswith(".flags"))
     assert len(presets) >= 5

@@ -73,8 +73,8 @@ def test_entry_points_exist_in_setup():
     setup = _setup_text()
     entry = [l for l in _instructions(_read("Dockerfile.pip")) if l.startswith("ENTRYPOINT")]
     assert entry == ['ENTRYPOINT ["tfbench"]']
-    assert '"tfbench=tfbench.cli.run:entry_point"' in setup
-    assert '"tf_cnn_benchmarks=tfbench.cli.run:entry_point"' in setup
+    assert '"tfbench=tfbench.cli:entry_point"' in setup
+    assert '"tf_cnn_benchmarks=tfbench.cli:entry_point"' in setup
 
 
 def test_ngc_image_keeps_nvidias_entrypoint_in_front():

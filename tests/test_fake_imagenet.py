@@ -5,6 +5,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from tfbench.cli import make_fake_imagenet
 from tfbench.data import fake_imagenet
 
 
@@ -44,21 +45,21 @@ def test_same_seed_same_files(tmp_path):
 
 def test_main(tmp_path, capsys):
     out = str(tmp_path / "fake")
-    assert fake_imagenet.main(["--out", out, "--num_images", "8", "--num_shards", "2",
+    assert make_fake_imagenet.main(["--out", out, "--num_images", "8", "--num_shards", "2",
                                "--image_size", "16"]) == 0
     assert "wrote 8 training and 2 validation images in 2 + 2 files to %s" % out in \
         capsys.readouterr().out
     assert sorted(os.listdir(out)) == ["train-00000-of-00002", "train-00001-of-00002",
                                        "validation-00000-of-00002", "validation-00001-of-00002"]
     # Writing again into the same directory would mix shard sets: refused with exit code 2.
-    assert fake_imagenet.main(["--out", out, "--num_images", "4"]) == 2
+    assert make_fake_imagenet.main(["--out", out, "--num_images", "4"]) == 2
     assert "already holds ImageNet shards" in capsys.readouterr().err
-    assert fake_imagenet.main(["--out", str(tmp_path / "x"), "--num_images", "0"]) == 2
-    assert fake_imagenet.main(["--num_images", "3"]) == 2  # --out is required
+    assert make_fake_imagenet.main(["--out", str(tmp_path / "x"), "--num_images", "0"]) == 2
+    assert make_fake_imagenet.main(["--num_images", "3"]) == 2  # --out is required
 
 
 def test_cli_subcommand(tmp_path, capsys):
-    from tfbench.cli import run as cli
+    from tfbench import cli
     out = str(tmp_path / "viacli")
     assert cli.main(["tfbench", "make_fake_imagenet", "--out", out, "--num_images", "2",
                      "--validation_images", "0", "--image_size", "16"]) == 0

@@ -7,7 +7,7 @@ import pytest
 from keras import layers
 
 from tfbench.measure import flops
-from tfbench.models import registry
+from tfbench.models import catalog
 
 
 def _model(image_size: int, *stack, channels: int = 3):
@@ -67,7 +67,7 @@ def test_count_params_excludes_batch_norm_statistics():
 
 
 def test_spec_results_are_cached_and_follow_image_size():
-    spec = registry.get("resnet20", "cifar10")
+    spec = catalog.get("resnet20", "cifar10")
     params, at_32 = flops.spec_stats(spec, 32)
     hits = flops._spec_stats.cache_info().hits
     assert flops.forward_flops(spec, 32) == at_32
@@ -91,19 +91,19 @@ REFERENCE_GMACS = [
 
 @pytest.mark.parametrize("name,size,gmacs", REFERENCE_GMACS)
 def test_published_flops(name, size, gmacs):
-    spec = registry.get(name)
+    spec = catalog.get(name)
     assert spec.image_size == size
     assert flops.forward_flops(spec) / 2e9 == pytest.approx(gmacs, rel=0.05)
 
 
 def test_resnet50_versions_and_vit_parameters():
     # v1 strides the first 1x1 conv, v1.5 the 3x3 (more FLOPs, same weights).
-    v1 = flops.spec_stats(registry.get("resnet50"))
-    v15 = flops.spec_stats(registry.get("resnet50_v1.5"))
+    v1 = flops.spec_stats(catalog.get("resnet50"))
+    v15 = flops.spec_stats(catalog.get("resnet50_v1.5"))
     assert v1[0] == v15[0]
     assert v1[1] / 2e9 == pytest.approx(3.86, rel=0.02)
     assert v15[1] > v1[1]
-    assert flops.spec_stats(registry.get("vit_tiny"))[0] == pytest.approx(5.7e6, rel=0.02)
+    assert flops.spec_stats(catalog.get("vit_tiny"))[0] == pytest.approx(5.7e6, rel=0.02)
 
 
 def test_nested_function_calls_are_walked():

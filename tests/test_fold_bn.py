@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import run_inprocess
-from tfbench.models import fold_bn, registry
+from tfbench.models import catalog, fold_bn
 from tfbench.models.fused_bn import FusedBatchNorm
 
 L = keras.layers
@@ -121,14 +121,14 @@ def test_batch_norm_on_another_axis_than_the_channels_is_not_folded():
 
 
 def test_a_model_without_batch_norm_is_left_alone():
-    model = registry.get("lenet").build(28, "NHWC")
+    model = catalog.get("lenet").build(28, "NHWC")
     assert fold_bn.fold_batch_norm(model) is None
 
 
 @pytest.mark.parametrize("name,image_size,expected", [("resnet50", 64, 53),
                                                       ("resnet20", 32, 19)])
 def test_registered_models_fold_and_agree(name, image_size, expected):
-    model = registry.get(name).build(image_size, "NHWC")
+    model = catalog.get(name).build(image_size, "NHWC")
     randomise_statistics(model)
     folded = fold_bn.fold_batch_norm(model)
     assert folded.num_folded == expected

@@ -97,8 +97,8 @@ def test_a_model_without_keras_batch_norm_is_returned_as_is():
 
 
 def test_application_models_run_the_fused_kernel():
-    from tfbench.models import registry
-    model = registry.get("mobilenet_v2").build(32, "NHWC")
+    from tfbench.models import catalog
+    model = catalog.get("mobilenet_v2").build(32, "NHWC")
     assert model.name == "mobilenet_v2"
     assert sum(isinstance(l, FusedBatchNorm) for l in model.layers) == 52
     assert not any(type(l) is keras.layers.BatchNormalization for l in model.layers)

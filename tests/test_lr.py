@@ -3,7 +3,8 @@
 import pytest
 
 from tfbench.engine import lr
-from tfbench.models.registry import IMAGENET, NUM_TRAIN_EXAMPLES, ModelSpec
+from tfbench.config.datasets import IMAGENET, NUM_TRAIN_EXAMPLES
+from tfbench.models.registry import ModelSpec
 from tfbench.config.params import make_params
 
 RESNET = ModelSpec("resnet_like", IMAGENET, lambda *a: None, 224, 64, 0.128, "resnet",

@@ -11,9 +11,10 @@ import keras
 
 from tfbench.measure import flops
 from tfbench.errors import UsageError
-from tfbench.models import registry
+from tfbench.config import datasets
+from tfbench.models import catalog
 
-ALL_SPECS = registry.all_specs()
+ALL_SPECS = catalog.all_specs()
 
 
 def _id(spec) -> str:
@@ -75,7 +76,7 @@ def test_builds_and_trains_one_step(spec):
         assert np.isfinite(float(loss))
         assert all(g is not None for g in grads)
         assert all(bool(tf.reduce_all(tf.math.is_finite(g))) for g in grads)
-    assert logits.shape == (2, registry.NUM_CLASSES[spec.dataset])
+    assert logits.shape == (2, datasets.NUM_CLASSES[spec.dataset])
     assert logits.dtype == tf.float32
 
 
@@ -128,7 +129,7 @@ LEGACY_DEFAULTS = [
 
 @pytest.mark.parametrize("name,dataset,size,batch,lr,schedule,header", LEGACY_DEFAULTS)
 def test_legacy_defaults(name, dataset, size, batch, lr, schedule, header):
-    spec = registry.get(name, dataset)
+    spec = catalog.get(name, dataset)
     assert (spec.image_size, spec.batch_size, spec.lr_schedule, spec.header_name) == (
         size, batch, schedule, header)
     assert spec.learning_rate == pytest.approx(lr)
@@ -136,7 +137,7 @@ def test_legacy_defaults(name, dataset, size, batch, lr, schedule, header):
 
 def test_too_small_image_size_is_a_usage_error():
     with pytest.raises(UsageError, match="alexnet.*at least 67"):
-        registry.get("alexnet").build(64)
+        catalog.get("alexnet").build(64)
 
 
 # One model per builder: NCHW must build the same network (same parameters and FLOPs), with an
@@ -149,7 +150,7 @@ NCHW_CASES = [("alexnet", "cifar10"), ("googlenet", "imagenet"), ("resnet20_v2",
 
 @pytest.mark.parametrize("name,dataset", NCHW_CASES)
 def test_nchw_builds_the_same_network(name, dataset):
-    spec = registry.get(name, dataset)
+    spec = catalog.get(name, dataset)
     size = _test_size(spec)
     nhwc, nchw = spec.build(size, "NHWC"), spec.build(size, "NCHW")
     assert tuple(nchw.inputs[0].shape) == (None, size, size, 3)
@@ -158,7 +159,7 @@ def test_nchw_builds_the_same_network(name, dataset):
     has_transpose = any(layer.name == "to_nchw" for layer in nchw.layers)
     assert has_transpose == spec.channels_first
     out = nchw(_synthetic(size)[0], training=False)
-    assert out.shape == (2, registry.NUM_CLASSES[dataset]) and out.dtype == tf.float32
+    assert out.shape == (2, datasets.NUM_CLASSES[dataset]) and out.dtype == tf.float32
 
 
 @pytest.fixture
@@ -173,7 +174,7 @@ def mixed_float16():
 @pytest.mark.parametrize("name,dataset", [("resnet20", "cifar10"), ("efficientnet_b0", "imagenet"),
                                           ("vit_tiny", "imagenet")])
 def test_logits_are_float32_under_mixed_precision(mixed_float16, name, dataset):
-    spec = registry.get(name, dataset)
+    spec = catalog.get(name, dataset)
     model = spec.build(32)
     assert any(layer.compute_dtype == "float16" for layer in model.layers)
     logits = model(_synthetic(32)[0], training=False)

@@ -7,10 +7,11 @@ import io
 
 import pytest
 
-from tfbench.cli import run as cli, models as models_cli
+from tfbench import cli
+from tfbench.cli import models as models_cli
 from tfbench.measure import flops
 from tfbench.errors import UsageError
-from tfbench.models import registry
+from tfbench.models import catalog
 
 
 def _run(capsys, *argv):
@@ -24,7 +25,7 @@ def test_table_lists_every_model_without_flops(capsys):
     assert lines[0].split() == ["name", "dataset", "image_size", "batch_size", "params", "gflops",
                                 "family", "lr_schedule"]
     rows = [line.split() for line in lines[2:]]
-    assert len(rows) == len(registry.all_specs())
+    assert len(rows) == len(catalog.all_specs())
     assert ["resnet50", "imagenet", "224", "64", "-", "-", "resnet", "resnet"] in rows
 
 
@@ -34,7 +35,7 @@ def test_csv_has_the_documented_columns_and_graph_flops(capsys):
     assert list(rows[0])[:7] == ["name", "dataset", "image_size", "default_batch_size", "params",
                                  "gflops", "family"]
     assert [r["name"] for r in rows] == ["resnet20", "resnet20_v2"]
-    spec = registry.get("resnet20", "cifar10")
+    spec = catalog.get("resnet20", "cifar10")
     params, flop_count = flops.spec_stats(spec, 64)
     assert rows[0]["image_size"] == "64" and rows[0]["dataset"] == "cifar10"
     assert int(rows[0]["params"]) == params
@@ -45,7 +46,7 @@ def test_csv_has_the_documented_columns_and_graph_flops(capsys):
 def test_table_values_and_footer(capsys):
     out = _run(capsys, "resnet20", "--dataset=cifar10")
     line = [l for l in out.splitlines() if l.startswith("resnet20 ")][0]
-    params, flop_count = flops.spec_stats(registry.get("resnet20", "cifar10"))
+    params, flop_count = flops.spec_stats(catalog.get("resnet20", "cifar10"))
     assert "{:,}".format(params) in line and "%.3f" % (flop_count / 1e9) in line
     assert "multiply-add = 2 FLOPs" in out
 

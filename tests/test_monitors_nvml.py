@@ -5,7 +5,7 @@ import types
 import pytest
 
 from tfbench import monitors
-from tfbench.monitors import nvml as nvml_mod
+from tfbench.measure import nvml as nvml_mod
 from tfbench.monitors.nvml import NvmlMonitor
 
 

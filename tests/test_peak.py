@@ -5,6 +5,7 @@ import csv
 import pytest
 
 from helpers import run_inprocess
+from tfbench.cli import peak as peak_cli
 from tfbench.measure import peak
 
 
@@ -84,8 +85,8 @@ def test_mfu():
 
 def test_probe_caches_and_runs_use_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TFBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    assert peak.main(["--device=cpu", "--precision=fp32", "--matmul_size=256",
-                      "--conv_size=8", "--seconds=0.2"]) == 0
+    assert peak_cli.main(["--device=cpu", "--precision=fp32", "--matmul_size=256",
+                          "--conv_size=8", "--seconds=0.2"]) == 0
     out = capsys.readouterr().out
     assert "fp32  matmul " in out and "conv training step" in out
     from tfbench.distribute import devices
@@ -114,4 +115,4 @@ def test_peak_flag_overrides(tmp_path):
 def test_bad_precision():
     from tfbench.errors import UsageError
     with pytest.raises(UsageError, match="fp8"):
-        peak.main(["--precision=fp8"])
+        peak_cli.main(["--precision=fp8"])

@@ -9,7 +9,8 @@ import textwrap
 
 import pytest
 
-from tfbench.cli import run as cli, sweep as sweep_cli
+from tfbench.config.argv import parse_params
+from tfbench.cli import sweep as sweep_cli
 from tfbench import errors
 from tfbench.sweep import study as sweep
 from tfbench.report import tables
@@ -214,5 +215,5 @@ def test_probe_lengths_leave_a_given_num_epochs_alone():
     # --num_epochs made every probe a usage error.
     args, engine = sweep_cli.build(["--find_max_batch_size", "--num_epochs=0.001"])
     sweep_cli._probe_flags(engine.config, io.StringIO())
-    p = cli.parse_params(["tfbench"] + engine.config.base_flags)   # as each probe's child
+    p = parse_params(["tfbench"] + engine.config.base_flags)   # as each probe's child
     assert (p.num_epochs, p.num_batches, p.num_warmup_batches) == (0.001, None, 1)

@@ -21,7 +21,9 @@ import sys
 from importlib import metadata
 from typing import Iterable, Optional, Sequence
 
-from tfbench.measure.environment import TF_DISTRIBUTIONS
+# The distributions a TensorFlow may be installed as (the environment manifest reads them too).
+TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tf-nightly", "tensorflow-macos",
+                    "tensorflow-intel", "intel-tensorflow", "tensorflow-rocm")
 
 _NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
 _EXTRA = re.compile(r"\bextra\s*==")

@@ -1,2 +1,87 @@
-"""The command line: one module per `tfbench SUBCOMMAND`.
+"""The command line: one module per `tfbench SUBCOMMAND` (run is the default), and the
+dispatcher here. The only layer that parses argv and prints; everything below takes Params or
+plain arguments.
 """
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Optional, Sequence
+
+from tfbench.config import flagdefs, startup_env
+from tfbench.errors import EXIT_OK, EXIT_USAGE, TfbenchError
+
+# name -> (module, one-line description); `tfbench NAME ARGS` calls module.main(ARGS).
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "models": ("tfbench.cli.models", "list registered models with parameters and FLOPs"),
+    "sweep": ("tfbench.cli.sweep", "run a grid of configurations, one process per point"),
+    "report": ("tfbench.cli.report", "Markdown/HTML tables and PNG plots from result CSVs"),
+    "compare": ("tfbench.cli.compare", "compare two result CSVs with a noise verdict"),
+    "env": ("tfbench.cli.env", "print the environment manifest"),
+    "peak": ("tfbench.cli.peak", "measure achievable TFLOP/s per precision (the MFU peak)"),
+    "make_fake_imagenet": ("tfbench.cli.make_fake_imagenet", "write a small ImageNet in TFRecords"),
+}
+
+PROG = "tfbench"
+
+
+def usage() -> str:
+    lines = ["usage: %s [--flagfile=FILE] [--FLAG=VALUE ...]    run a benchmark" % PROG,
+             "       %s SUBCOMMAND [args]" % PROG, "", "subcommands:"]
+    lines += ["  %-20s %s" % (name, desc) for name, (_, desc) in SUBCOMMANDS.items()]
+    lines += ["", "Run `%s --helpfull` for every benchmark flag." % PROG]
+    return "\n".join(lines)
+
+
+def helpfull() -> str:
+    out = [usage(), "", "flags:"]
+    for spec in flagdefs.ALL_FLAGS:
+        extra = " (TF1-only: accepted, no effect)" if spec.role == "G" else ""
+        values = " one of %s" % list(spec.enum_values) if spec.enum_values else ""
+        out.append("  --%s: %s%s%s\n    (default: %r)" % (spec.name, spec.help, values, extra,
+                                                        spec.default))
+    return "\n".join(out)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """`argv` as sys.argv (program name first); returns the exit code."""
+    from tfbench.cli import run
+    argv = list(sys.argv if argv is None else argv)
+    args = argv[1:]
+    if args and args[0] in ("-h", "--help", "help"):
+        print(usage())
+        return EXIT_OK
+    if args and args[0] in ("--helpfull", "--helpshort"):
+        print(helpfull())
+        return EXIT_OK
+    if args and args[0] == "run":
+        args = args[1:]
+    elif args and not args[0].startswith("-"):
+        name = args[0]
+        if name not in SUBCOMMANDS:
+            run.error_line("unknown subcommand '%s'; choose one of: %s (or pass benchmark "
+                           "flags such as --model=resnet50)" % (name, ", ".join(SUBCOMMANDS)))
+            return EXIT_USAGE
+        module = importlib.import_module(SUBCOMMANDS[name][0])
+        try:
+            return int(module.main(args[1:]) or 0)
+        except TfbenchError as exc:
+            run.error_line(str(exc))
+            return exc.exit_code
+    return run.run_benchmark([argv[0]] + args)
+
+
+def entry_point() -> None:
+    """Console-script entry: nothing may reach stdout or stderr after the footer."""
+    # CUDA_DEVICE_ORDER=PCI_BUS_ID before TensorFlow starts CUDA (tfbench.config.startup_env).
+    startup_env.apply()
+    # Keep TF's C++ INFO chatter off stderr; warnings and errors still show.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    code = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter and TF teardown: their late messages would land after the footer
+    # that legacy parsers read as the second-to-last line.
+    os._exit(code)

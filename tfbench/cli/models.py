@@ -72,9 +72,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def select(patterns: Sequence[str], dataset: Optional[str]) -> list:
     """The registered specs matching any pattern (all when none), in name order."""
-    from tfbench.models import registry
+    from tfbench.models import catalog
 
-    specs = [s for s in registry.all_specs() if dataset is None or s.dataset == dataset]
+    specs = [s for s in catalog.all_specs() if dataset is None or s.dataset == dataset]
     if not patterns:
         return specs
     chosen = []
@@ -83,7 +83,7 @@ def select(patterns: Sequence[str], dataset: Optional[str]) -> list:
         if not matched:
             raise UsageError("no model matches '%s'%s. Valid names: %s" % (
                 pattern, " for dataset %s" % dataset if dataset else "",
-                ", ".join(registry.names())))
+                ", ".join(catalog.names())))
         chosen.extend(s for s in matched if s not in chosen)
     return sorted(chosen, key=lambda s: (s.name, s.dataset))
 

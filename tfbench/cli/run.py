@@ -1,93 +1,26 @@
-"""Command line: absl flags -> Params -> runner -> classic log, CSV, JSON.
+"""`tfbench [run] [--flagfile=FILE] [--FLAG=VALUE ...]`: one benchmark with the legacy flags.
 
-The only module that reads absl flag values. `tfbench SUBCOMMAND ...` dispatches to the
-subcommands; anything else is a benchmark run with the legacy flags.
+absl flags -> Params -> engine -> classic log, CSV, JSON; results are written on every path.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 import shlex
 import signal
 import sys
 import traceback
 from typing import Callable, Optional, Sequence
 
-from absl import flags
-
 from tfbench import errors
-from tfbench.config import flagdefs
-from tfbench.distribute import startup_env
-from tfbench.errors import EXIT_OK, EXIT_USAGE, Interrupted, TfbenchError, UsageError
-
-# name -> (module, one-line description)
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "models": ("tfbench.cli.models", "list registered models with parameters and FLOPs"),
-    "sweep": ("tfbench.sweep.study", "run a grid of configurations, one process per point"),
-    "report": ("tfbench.report", "Markdown/HTML tables and PNG plots from result CSVs"),
-    "compare": ("tfbench.report.compare", "compare two result CSVs with a noise verdict"),
-    "env": ("tfbench.cli.env", "print the environment manifest"),
-    "peak": ("tfbench.measure.peak", "measure achievable TFLOP/s per precision (the MFU peak)"),
-    "make_fake_imagenet": ("tfbench.cli.make_fake_imagenet", "write a small ImageNet in TFRecords"),
-}
-
-PROG = "tfbench"
+from tfbench.config.argv import parse_params
+from tfbench.errors import EXIT_OK, Interrupted, TfbenchError, UsageError
 
 
-def define_flags(values: flags.FlagValues) -> None:
-    for spec in flagdefs.ALL_FLAGS:
-        helptext = spec.help + ("  [TF1-only: accepted, no effect]" if spec.role == "G" else "")
-        if spec.kind == "bool":
-            flags.DEFINE_boolean(spec.name, spec.default, helptext, flag_values=values)
-        elif spec.kind == "int":
-            flags.DEFINE_integer(spec.name, spec.default, helptext, flag_values=values)
-        elif spec.kind == "float":
-            flags.DEFINE_float(spec.name, spec.default, helptext, flag_values=values)
-        elif spec.kind == "string":
-            flags.DEFINE_string(spec.name, spec.default, helptext, flag_values=values)
-        elif spec.kind == "enum":
-            flags.DEFINE_enum(spec.name, spec.default, list(spec.enum_values), helptext,
-                              flag_values=values)
-        elif spec.kind == "list":
-            flags.DEFINE_list(spec.name, spec.default, helptext, flag_values=values)
-        else:
-            raise ValueError("unknown flag kind %s" % spec.kind)
-
-
-def parse_params(argv: Sequence[str]):
-    """argv (program name first) -> validated Params. UsageError on bad input."""
-    from tfbench.config.params import make_params
-    values = flags.FlagValues()
-    define_flags(values)
-    try:
-        rest = values(list(argv), known_only=False)
-    except flags.Error as exc:
-        raise UsageError(str(exc).splitlines()[0]) from None
-    if len(rest) > 1:
-        raise UsageError("Received unknown positional arguments: %s (booleans are --name or "
-                         "--noname; values are --name=value)" % " ".join(rest[1:]))
-    given = {name for name in values if values[name].present}
-    return make_params({spec.name: values[spec.name].value for spec in flagdefs.ALL_FLAGS},
-                       explicit=given)
-
-
-def usage() -> str:
-    lines = ["usage: %s [--flagfile=FILE] [--FLAG=VALUE ...]    run a benchmark" % PROG,
-             "       %s SUBCOMMAND [args]" % PROG, "", "subcommands:"]
-    lines += ["  %-20s %s" % (name, desc) for name, (_, desc) in SUBCOMMANDS.items()]
-    lines += ["", "Run `%s --helpfull` for every benchmark flag." % PROG]
-    return "\n".join(lines)
-
-
-def helpfull() -> str:
-    out = [usage(), "", "flags:"]
-    for spec in flagdefs.ALL_FLAGS:
-        extra = " (TF1-only: accepted, no effect)" if spec.role == "G" else ""
-        values = " one of %s" % list(spec.enum_values) if spec.enum_values else ""
-        out.append("  --%s: %s%s%s\n    (default: %r)" % (spec.name, spec.help, values, extra,
-                                                        spec.default))
-    return "\n".join(out)
+def error_line(message: str) -> None:
+    """`tfbench: error: MESSAGE`, the one line a failed command ends with."""
+    sys.stdout.flush()
+    sys.stderr.write("%s: error: %s\n" % ("tfbench", message))
+    sys.stderr.flush()
 
 
 class _Printer:
@@ -96,12 +29,6 @@ class _Printer:
     def __call__(self, line: str) -> None:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
-
-
-def _error_line(message: str) -> None:
-    sys.stdout.flush()
-    sys.stderr.write("%s: error: %s\n" % (PROG, message))
-    sys.stderr.flush()
 
 
 def _install_signal_handlers() -> Callable[[], None]:
@@ -129,7 +56,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     try:
         p = parse_params(argv)
     except UsageError as exc:
-        _error_line(str(exc))
+        error_line(str(exc))
         return exc.exit_code
     result = RunResult(command=" ".join(shlex.quote(a) for a in argv))
     restore = _install_signal_handlers()
@@ -161,7 +88,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     try:
         lines = outputs.write_all(p, result)
     except OSError as exc:
-        _error_line("could not write results: %s" % exc)
+        error_line("could not write results: %s" % exc)
         return code or 1
     if code != EXIT_OK:
         if result.step_times:
@@ -172,7 +99,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         message = result.error
         if "traceback" in result.extra and lines:
             message += " (traceback in the JSON manifest)"
-        _error_line(message)
+        error_line(message)
         return code
     for line in outputs.summary_lines(p, result) + lines:
         emit(line)
@@ -181,41 +108,8 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     return EXIT_OK
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    argv = list(sys.argv if argv is None else argv)
-    args = argv[1:]
-    if args and args[0] in ("-h", "--help", "help"):
-        print(usage())
-        return EXIT_OK
-    if args and args[0] in ("--helpfull", "--helpshort"):
-        print(helpfull())
-        return EXIT_OK
-    if args and args[0] == "run":
-        argv = [argv[0]] + args[1:]
-    elif args and not args[0].startswith("-"):
-        name = args[0]
-        if name not in SUBCOMMANDS:
-            _error_line("unknown subcommand '%s'; choose one of: %s (or pass benchmark flags "
-                        "such as --model=resnet50)" % (name, ", ".join(SUBCOMMANDS)))
-            return EXIT_USAGE
-        module = importlib.import_module(SUBCOMMANDS[name][0])
-        try:
-            return int(module.main(args[1:]) or 0)
-        except TfbenchError as exc:
-            _error_line(str(exc))
-            return exc.exit_code
-    return run_benchmark(argv)
 
 
-def entry_point() -> None:
-    """Console-script entry: nothing may reach stdout or stderr after the footer."""
-    # CUDA_DEVICE_ORDER=PCI_BUS_ID before TensorFlow starts CUDA (tfbench.distribute.startup_env).
-    startup_env.apply()
-    # Keep TF's C++ INFO chatter off stderr; warnings and errors still show.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    code = main(sys.argv)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Skip interpreter and TF teardown: their late messages would land after the footer
-    # that legacy parsers read as the second-to-last line.
-    os._exit(code)
+def main(argv: Sequence[str]) -> int:
+    """`argv`: the arguments after `tfbench` (or `tfbench run`)."""
+    return run_benchmark(["tfbench"] + list(argv))

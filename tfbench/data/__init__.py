@@ -63,7 +63,7 @@ _EXPORTS = {
     "input_bound_verdict": "diagnose", "input_only_benchmark": "diagnose",
     "make_dataset": "factory", "Shard": "sharding",
     "data_source_label": "sources", "describe": "sources", "is_real_data": "sources",
-    "num_examples": "sources", "resolve_data_name": "sources",
+    "num_examples": "factory", "resolve_data_name": "sources",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from tfbench.data import encoded_images, image_ops, imagenet, sources
 from tfbench.errors import TfbenchError, UsageError
-from tfbench.models.registry import CIFAR10, IMAGENET
+from tfbench.config.datasets import CIFAR10, IMAGENET
 
 SCAN_BUDGET_SECONDS = 60.0
 _DATA_HINTS = ("IteratorGetNext", "Dataset", "Iterator::", "corrupted record", "jpeg", "JPEG",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfbench.data import cifar10, image_ops
-from tfbench.models.registry import CIFAR10
+from tfbench.config.datasets import CIFAR10
 
 _PNG_MAGIC = b"\x89PNG"
 _GIF_MAGIC = b"GIF8"

@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from tfbench.data import cifar10, folder, imagenet, pipeline, sharding, sources, tfds_reader
 from tfbench.errors import UsageError
-from tfbench.models.registry import CIFAR10, IMAGENET, NUM_CLASSES
+from tfbench.config.datasets import (CIFAR10, IMAGENET, NUM_CLASSES, NUM_EVAL_EXAMPLES,
+                                     NUM_TRAIN_EXAMPLES)
 
 
 def make_source(params, *, dataset_name: str, image_size: int, train: bool, seed,
@@ -46,3 +47,19 @@ def make_dataset(params, *, dataset_name: str, image_size: int, batch_size: int,
                                             dataset_name, NUM_CLASSES[dataset_name]))
     return pipeline.build(source, params, batch_size=batch_size, train=train, dtype=dtype,
                           seed=seed)
+
+
+def num_examples(params, dataset_name: str, train: bool) -> int:
+    """Examples per epoch of the train (or validation) split.
+
+    ImageNet and cifar10 use the legacy constants (1,281,167 / 50,000 and 50,000 / 10,000)
+    whatever the files hold, as the legacy script does; tfds and folders count their data.
+    """
+    name = sources.resolve_data_name(params, default=dataset_name)
+    if not sources.is_real_data(params) and name not in (IMAGENET, CIFAR10):
+        name = dataset_name
+    if name in (IMAGENET, CIFAR10):
+        return (NUM_TRAIN_EXAMPLES if train else NUM_EVAL_EXAMPLES)[name]
+    if name == sources.FOLDER:
+        return folder.num_examples(params.data_dir, train)
+    return tfds_reader.num_examples(sources.tfds_name(name), params.data_dir, train)

@@ -1,4 +1,4 @@
-"""`tfbench make_fake_imagenet`: a small ImageNet in the legacy TFRecord layout.
+"""A small ImageNet in the legacy TFRecord layout (`tfbench make_fake_imagenet` writes one).
 
 Real JPEGs of structured pixels (a colour gradient per class, a rectangle "object" matching the
 first bounding box, noise), labels 1..1000 with text and synset, 1-2 boxes per image, plus the
@@ -8,11 +8,8 @@ For tests, and for users to try their input pipeline before copying the real dat
 
 from __future__ import annotations
 
-import argparse
 import glob
 import os
-import sys
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -117,45 +114,3 @@ def write_fake_imagenet(out_dir: str, num_train: int, num_validation: int, num_s
     if num_validation:
         paths += _write_split(out_dir, "validation", num_validation, num_shards, rng, image_size)
     return paths
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="tfbench make_fake_imagenet",
-        description="Write a small ImageNet in the legacy TFRecord layout (train-*-of-*, "
-                    "validation-*-of-*) for trying the real-data input pipeline.")
-    parser.add_argument("--out", required=True, help="output directory (created; must hold no "
-                        "ImageNet shards yet)")
-    parser.add_argument("--num_images", type=int, default=256, help="training images")
-    parser.add_argument("--validation_images", type=int, default=None,
-                        help="validation images (default: num_images / 4, at least 1)")
-    parser.add_argument("--num_shards", type=int, default=8, help="files per split")
-    parser.add_argument("--image_size", type=int, default=128,
-                        help="typical image side in pixels (each side varies 75-125%%)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
-    return parser
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Runs the subcommand; `argv` are the arguments after `make_fake_imagenet`."""
-    try:
-        args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    except SystemExit as exit_:  # argparse printed the usage error or --help
-        return int(exit_.code or 0)
-    validation = args.validation_images
-    if validation is None:
-        validation = max(1, args.num_images // 4)
-    try:
-        paths = write_fake_imagenet(args.out, args.num_images, validation, args.num_shards,
-                                    args.seed, args.image_size)
-    except UsageError as err:
-        print("tfbench make_fake_imagenet: error: %s" % err, file=sys.stderr)
-        return err.exit_code
-    except OSError as err:
-        print("tfbench make_fake_imagenet: error: cannot write %s: %s" % (args.out, err),
-              file=sys.stderr)
-        return UsageError.exit_code
-    num_train = sum(1 for p in paths if os.path.basename(p).startswith("train-"))
-    print("wrote %d training and %d validation images in %d + %d files to %s"
-          % (args.num_images, validation, num_train, len(paths) - num_train, args.out))
-    return 0

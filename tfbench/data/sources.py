@@ -7,7 +7,7 @@ import glob
 import os
 
 from tfbench.errors import UsageError
-from tfbench.models.registry import CIFAR10, IMAGENET, NUM_EVAL_EXAMPLES, NUM_TRAIN_EXAMPLES
+from tfbench.config.datasets import CIFAR10, IMAGENET
 
 FOLDER = "folder"
 TFDS_PREFIX = "tfds:"
@@ -110,21 +110,3 @@ def data_source_label(params) -> str:
     if params.datasets_repeat_cached_sample:
         label += "+cached_sample"
     return label
-
-
-def num_examples(params, dataset_name: str, train: bool) -> int:
-    """Examples per epoch of the train (or validation) split.
-
-    ImageNet and cifar10 use the legacy constants (1,281,167 / 50,000 and 50,000 / 10,000)
-    whatever the files hold, as the legacy script does; tfds and folders count their data.
-    """
-    name = resolve_data_name(params, default=dataset_name)
-    if not is_real_data(params) and name not in (IMAGENET, CIFAR10):
-        name = dataset_name
-    if name in (IMAGENET, CIFAR10):
-        return (NUM_TRAIN_EXAMPLES if train else NUM_EVAL_EXAMPLES)[name]
-    if name == FOLDER:
-        from tfbench.data import folder
-        return folder.num_examples(params.data_dir, train)
-    from tfbench.data import tfds_reader
-    return tfds_reader.num_examples(tfds_name(name), params.data_dir, train)

@@ -51,7 +51,7 @@ _MIN_DRIVER = {12: "525.60.13", 11: "450.80.02"}
 def _nvml_view(nvml: Any = None) -> str:
     """What the NVIDIA driver sees, in a few words ('NVML: 8 x NVIDIA A100-SXM4-80GB, driver
     470.82.01 (CUDA 11.4)' or 'NVML: no NVIDIA driver: ...')."""
-    from tfbench.monitors import nvml as nvml_mod
+    from tfbench.measure import nvml as nvml_mod
     module, reason = nvml_mod.open_nvml(nvml)
     if module is None:
         return "NVML: %s" % reason

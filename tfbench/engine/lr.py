@@ -18,7 +18,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-from tfbench.models.registry import NUM_TRAIN_EXAMPLES
+from tfbench.config.datasets import NUM_TRAIN_EXAMPLES
 from tfbench.config.params import parse_piecewise
 
 

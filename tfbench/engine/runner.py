@@ -29,6 +29,8 @@ from tfbench import monitors
 from tfbench.config import params as params_lib
 from tfbench.distribute import strategy as strategy_lib
 from tfbench.errors import NanLoss, OutOfMemory, UsageError, raise_if_stopped
+from tfbench.config import datasets
+from tfbench.models import catalog
 from tfbench.models import registry
 from tfbench.results import RunResult
 
@@ -83,16 +85,16 @@ def resolve(p, replicas_per_worker: Optional[int] = None) -> Resolved:
     if (p.data_only or p.diagnose_input) and not real:
         raise UsageError("--%s needs real data: give --data_dir (and not --use_synthetic_data)"
                          % ("data_only" if p.data_only else "diagnose_input"))
-    dataset = p.data_name if p.data_name in (registry.IMAGENET, registry.CIFAR10) else None
+    dataset = p.data_name if p.data_name in (datasets.IMAGENET, datasets.CIFAR10) else None
     if real and dataset is None:
         guessed = data.resolve_data_name(p)
-        dataset = guessed if guessed in (registry.IMAGENET, registry.CIFAR10) else None
-    spec = registry.get(p.model, dataset)
+        dataset = guessed if guessed in (datasets.IMAGENET, datasets.CIFAR10) else None
+    spec = catalog.get(p.model, dataset)
     notices: list[str] = []
     if p.use_synthetic_data and p.data_dir:
         notices.append("--use_synthetic_data: synthetic inputs, --data_dir=%s not read"
                        % p.data_dir)
-    if dataset is None and spec.dataset != registry.IMAGENET:
+    if dataset is None and spec.dataset != datasets.IMAGENET:
         notices.append("Model %s exists only for %s: using --data_name=%s"
                        % (p.model, spec.dataset, spec.dataset))
     plan = devices.plan_devices(p)

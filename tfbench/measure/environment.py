@@ -23,7 +23,8 @@ import time
 from typing import Any, Callable, Iterable, Optional
 
 import tfbench
-from tfbench.distribute import startup_env
+from tfbench.config import startup_env
+from tfbench.pins import TF_DISTRIBUTIONS
 
 GB = float(1 << 30)   # GiB: every *_gb figure is in 2**30 bytes
 
@@ -41,8 +42,6 @@ SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", 
 CONTAINER_VERSION_VARS = ("CUDA_VERSION", "CUDA_DRIVER_VERSION", "CUDNN_VERSION", "NCCL_VERSION",
                           "CUBLAS_VERSION", "TRT_VERSION", "TENSORRT_VERSION", "DALI_VERSION",
                           "TENSORFLOW_VERSION", "TF_VERSION", "OPENMPI_VERSION")
-TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tf-nightly", "tensorflow-macos",
-                    "tensorflow-intel", "intel-tensorflow", "tensorflow-rocm")
 # Fields that vary by themselves; diff() ignores them (fnmatch patterns on dotted paths).
 VOLATILE_FIELDS = ("captured_at", "capture_sec", "memory.available_bytes",
                    "nvidia.gpus.*.pcie_gen_current", "nvidia.gpus.*.pcie_width_current")
@@ -315,7 +314,7 @@ def relevant_env_vars(environ: Optional[dict[str, str]] = None) -> dict[str, str
 
 
 def _nvidia(nvml: Any = None) -> dict[str, Any]:
-    from tfbench.monitors import nvml as nvml_mod
+    from tfbench.measure import nvml as nvml_mod
     module, reason = nvml_mod.open_nvml(nvml)
     if module is None:
         return {"available": False, "reason": reason, "gpus": []}

@@ -119,9 +119,9 @@ def count_params(model) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _spec_stats(name: str, dataset: str, image_size: int) -> tuple[int, int]:
-    from tfbench.models import registry
+    from tfbench.models import catalog
 
-    return _graph_mode_stats(registry.get(name, dataset), image_size)
+    return _graph_mode_stats(catalog.get(name, dataset), image_size)
 
 
 def spec_stats(spec: ModelSpec, image_size: Optional[int] = None) -> tuple[int, int]:

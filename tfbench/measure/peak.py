@@ -15,7 +15,6 @@ MFU = achieved model TFLOP/s / (peak TFLOP/s per device x devices).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import functools
 import io
@@ -26,7 +25,6 @@ from importlib import resources
 from typing import Optional
 
 from tfbench.config import gpu_names
-from tfbench.errors import UsageError
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 
@@ -83,7 +81,7 @@ def cache_path() -> str:
     return os.path.join(base, "peak.json")
 
 
-def _cache_key(device_name: str, precision: str) -> str:
+def cache_key(device_name: str, precision: str) -> str:
     import tensorflow as tf
     return "%s|%s|%s" % (device_name, tf.__version__, precision)
 
@@ -91,22 +89,10 @@ def _cache_key(device_name: str, precision: str) -> str:
 def cached_peak(device_name: str, precision: str) -> Optional[float]:
     try:
         with open(cache_path()) as handle:
-            entry = json.load(handle).get(_cache_key(device_name, precision))
+            entry = json.load(handle).get(cache_key(device_name, precision))
     except (OSError, ValueError):
         return None
     return entry["tflops"] if entry else None
-
-
-def _store(device_name: str, precision: str, result: dict) -> None:
-    path = cache_path()
-    try:
-        with open(path) as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        data = {}
-    data[_cache_key(device_name, precision)] = result
-    from tfbench.output.csv_out import write_json_atomic
-    write_json_atomic(path, data)
 
 
 def _time_op(fn, flops: float, seconds: float) -> float:
@@ -149,48 +135,3 @@ def probe(device: str, precision: str, matmul_size: int, conv_size: int,
         conv_tflops = _time_op(conv_step, conv_flops, seconds)
     return {"matmul_tflops": matmul_tflops, "conv_tflops": conv_tflops,
             "tflops": max(matmul_tflops, conv_tflops)}
-
-
-def main(argv: list[str]) -> int:
-    """`tfbench peak`: measures achievable TFLOP/s per precision and caches it for MFU."""
-    ap = argparse.ArgumentParser(prog="tfbench peak", description=main.__doc__)
-    ap.add_argument("--device", choices=("cpu", "gpu"), default=None,
-                    help="default: gpu when one is visible, else cpu")
-    ap.add_argument("--precision", default="fp32,bf16",
-                    help="comma-separated: fp32, fp16, bf16 (default fp32,bf16)")
-    ap.add_argument("--matmul_size", type=int, default=0, help="N of the NxN matmul")
-    ap.add_argument("--conv_size", type=int, default=0, help="image size of the conv probe")
-    ap.add_argument("--seconds", type=float, default=2.0, help="timing budget per probe")
-    try:
-        args = ap.parse_args(argv)
-    except SystemExit as exc:
-        if exc.code:
-            raise UsageError("bad arguments for `tfbench peak` (see --help)") from None
-        return 0
-    precisions = [x for x in args.precision.split(",") if x]
-    bad = [x for x in precisions if x not in PRECISIONS]
-    if bad or not precisions:
-        raise UsageError("--precision: %s is not one of fp32, fp16, bf16" % ",".join(bad))
-    import tensorflow as tf
-
-    from tfbench.distribute import devices
-    gpus = tf.config.list_physical_devices("GPU")
-    kind = args.device or ("gpu" if gpus else "cpu")
-    if kind == "gpu" and not gpus:
-        raise UsageError("--device=gpu was given but no GPU is visible")
-    plan = devices.DevicePlan(kind, 1, ("/%s:0" % kind,), "NHWC")
-    name = devices.device_name(plan)
-    matmul_size = args.matmul_size or (8192 if kind == "gpu" else 2048)
-    conv_size = args.conv_size or (56 if kind == "gpu" else 28)
-    print("Peak probe on %s (%s), TensorFlow %s" % (name, kind, tf.__version__))
-    for precision in precisions:
-        result = probe("/%s:0" % kind, precision, matmul_size, conv_size, args.seconds)
-        table = gpu_peak(name, precision) if kind == "gpu" else None
-        _store(name, precision, result)
-        line = "%-5s matmul %.3f TFLOP/s, conv training step %.3f TFLOP/s -> peak %.3f" % (
-            precision, result["matmul_tflops"], result["conv_tflops"], result["tflops"])
-        if table:
-            line += " (datasheet %.1f: %s)" % table
-        print(line)
-    print("Cached in %s; runs on this device use it for MFU." % cache_path())
-    return 0

@@ -9,7 +9,8 @@ from __future__ import annotations
 import keras
 
 from tfbench.models import layers as L
-from tfbench.models.registry import CIFAR10, IMAGENET, ModelSpec, register
+from tfbench.config.datasets import CIFAR10, IMAGENET
+from tfbench.models.registry import ModelSpec, register
 
 # 11x11/4 VALID conv then three 3x3/2 VALID max-pools leave at least 1x1 from 67 pixels.
 MIN_IMAGE_SIZE = 67

@@ -33,7 +33,8 @@ import keras
 
 from tfbench.models import fused_bn
 from tfbench.models import layers as L
-from tfbench.models.registry import IMAGENET, ModelSpec, register
+from tfbench.config.datasets import IMAGENET
+from tfbench.models.registry import ModelSpec, register
 
 # Keras' own minimum input sizes (imagenet_utils.obtain_input_shape).
 KERAS_MIN_SIZE = 32

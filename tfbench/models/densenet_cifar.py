@@ -15,7 +15,8 @@ import math
 import keras
 
 from tfbench.models import layers as L
-from tfbench.models.registry import CIFAR10, ModelSpec, register
+from tfbench.config.datasets import CIFAR10
+from tfbench.models.registry import ModelSpec, register
 
 BN = dict(momentum=0.9, epsilon=1e-5, scale=True)
 MIN_IMAGE_SIZE = 4  # two 2x2 VALID average pools

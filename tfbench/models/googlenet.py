@@ -9,7 +9,8 @@ from __future__ import annotations
 import keras
 
 from tfbench.models import layers as L
-from tfbench.models.registry import IMAGENET, ModelSpec, register
+from tfbench.config.datasets import IMAGENET
+from tfbench.models.registry import ModelSpec, register
 
 # (1x1, 3x3 reduce, 3x3, 5x5 reduce, 5x5, pool projection) per inception module; "pool" is a
 # 3x3/2 max-pool between stages.

@@ -12,7 +12,8 @@ import functools
 import keras
 
 from tfbench.models import layers as L
-from tfbench.models.registry import IMAGENET, ModelSpec, register
+from tfbench.config.datasets import IMAGENET
+from tfbench.models.registry import ModelSpec, register
 
 # Both stems start 3x3/2 VALID, 3x3 VALID and end in a 3x3/2 VALID reduction, as Keras' own
 # InceptionV3 (min 75).

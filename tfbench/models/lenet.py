@@ -5,7 +5,8 @@ from __future__ import annotations
 import keras
 
 from tfbench.models import layers as L
-from tfbench.models.registry import IMAGENET, ModelSpec, register
+from tfbench.config.datasets import IMAGENET
+from tfbench.models.registry import ModelSpec, register
 
 MIN_IMAGE_SIZE = 4  # two 2x2 VALID max-pools
 

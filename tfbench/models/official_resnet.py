@@ -15,7 +15,8 @@ import functools
 import keras
 
 from tfbench.models import layers as L
-from tfbench.models.registry import IMAGENET, ModelSpec, register
+from tfbench.config.datasets import IMAGENET
+from tfbench.models.registry import ModelSpec, register
 
 BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3),
           152: (3, 8, 36, 3), 200: (3, 24, 36, 3)}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import keras
 
 from tfbench.models import layers as L
-from tfbench.models.registry import IMAGENET, ModelSpec, register
+from tfbench.config.datasets import IMAGENET
+from tfbench.models.registry import ModelSpec, register
 
 # 11x11/4 VALID, 2x2 pool, 5x5 VALID, 2x2 pool, 2x2 pool leave at least 1x1 from 71 pixels.
 MIN_IMAGE_SIZE = 71

@@ -12,15 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional
 
-from tfbench.errors import UsageError
-
-IMAGENET = "imagenet"
-CIFAR10 = "cifar10"
-
-NUM_CLASSES = {IMAGENET: 1001, CIFAR10: 11}
-# Labels drawn for synthetic data: imagenet 0..999, cifar10 0..9 (legacy: [0, num_classes - 1)).
-NUM_TRAIN_EXAMPLES = {IMAGENET: 1281167, CIFAR10: 50000}
-NUM_EVAL_EXAMPLES = {IMAGENET: 50000, CIFAR10: 10000}
+from tfbench.config.datasets import NUM_CLASSES
 
 Builder = Callable[[int, int, str], "object"]
 
@@ -63,37 +55,3 @@ def register(spec: ModelSpec) -> ModelSpec:
         raise ValueError("model %s for %s registered twice" % key)
     _REGISTRY[key] = spec
     return spec
-
-
-def _load_all() -> None:
-    # Importing the package registers every model module.
-    import tfbench.models  # noqa: F401
-
-
-def all_specs() -> list[ModelSpec]:
-    _load_all()
-    return sorted(_REGISTRY.values(), key=lambda s: (s.name, s.dataset))
-
-
-def names() -> list[str]:
-    _load_all()
-    return sorted({name for name, _ in _REGISTRY})
-
-
-def datasets_for(name: str) -> list[str]:
-    _load_all()
-    return sorted(d for n, d in _REGISTRY if n == name)
-
-
-def get(name: str, dataset: Optional[str] = None) -> ModelSpec:
-    """The spec for a model name; dataset None picks imagenet, or the only dataset it has."""
-    _load_all()
-    available = datasets_for(name)
-    if not available:
-        raise UsageError("Invalid model name '%s'. Valid names: %s" % (name, ", ".join(names())))
-    if dataset is None:
-        dataset = IMAGENET if IMAGENET in available else available[0]
-    if (name, dataset) not in _REGISTRY:
-        raise UsageError("Invalid model name '%s' for dataset '%s': it exists for %s"
-                         % (name, dataset, ", ".join(available)))
-    return _REGISTRY[(name, dataset)]

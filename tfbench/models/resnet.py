@@ -20,7 +20,8 @@ import functools
 import keras
 
 from tfbench.models import layers as L
-from tfbench.models.registry import CIFAR10, IMAGENET, ModelSpec, register
+from tfbench.config.datasets import CIFAR10, IMAGENET
+from tfbench.models.registry import ModelSpec, register
 
 BN = dict(use_batch_norm=True, bn_momentum=0.9, bn_epsilon=1e-5, bn_scale=True, bias=None)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import keras
 
 from tfbench.models import layers as L
-from tfbench.models.registry import CIFAR10, IMAGENET, ModelSpec, register
+from tfbench.config.datasets import CIFAR10, IMAGENET
+from tfbench.models.registry import ModelSpec, register
 
 
 def build_trivial(num_classes: int, image_size: int, data_format: str) -> keras.Model:

@@ -7,7 +7,8 @@ import functools
 import keras
 
 from tfbench.models import layers as L
-from tfbench.models.registry import IMAGENET, ModelSpec, register
+from tfbench.config.datasets import IMAGENET
+from tfbench.models.registry import ModelSpec, register
 
 MIN_IMAGE_SIZE = 32  # five 2x2 VALID max-pools
 STAGE_FILTERS = (64, 128, 256, 512, 512)

@@ -13,7 +13,8 @@ import keras
 from keras import layers, ops
 
 from tfbench.models import layers as L
-from tfbench.models.registry import IMAGENET, ModelSpec, register
+from tfbench.config.datasets import IMAGENET
+from tfbench.models.registry import ModelSpec, register
 
 PATCH = 16
 WIDTH = 192

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-import numpy as np
 import pandas as pd
 
 from tfbench.report import load, studies, tables
@@ -227,9 +226,3 @@ def render(comp: Comparison, a_path: str, b_path: str, fmt: str = "text") -> str
                  "spread from repeats, else min/max over --num_runs, else the Step line's "
                  "+/- x2 (per worker, so times the workers)\n")
     return "\n".join(parts)
-
-
-def main(argv: list[str]) -> int:
-    """`tfbench compare ...`; the command-line layer lives in tfbench.cli.compare."""
-    from tfbench.cli import compare as compare_cli
-    return compare_cli.main(argv)

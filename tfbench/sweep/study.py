@@ -34,6 +34,7 @@ from tfbench.output import csv_out
 from tfbench import errors
 from tfbench.config import flagdefs
 from tfbench.config import params as params_lib
+from tfbench.config.argv import parse_params
 from tfbench.results import new_run_id
 
 DEFAULT_CHILD: tuple[str, ...] = (sys.executable, "-m", "tfbench")
@@ -134,10 +135,9 @@ def point_name(index: int, values: dict[str, str], repeat: int = 1, repeats: int
 
 def child_params(flags: Sequence[str]) -> "params_lib.Params":
     """The Params a child started with `flags` runs with, parsed by the CLI's own parser
-    (tfbench.cli.run.parse_params; no TensorFlow import). UsageError when the child would refuse
+    (tfbench.config.argv; no TensorFlow import). UsageError when the child would refuse
     them. The sweep reads what a point runs from here, never from the raw flags."""
-    from tfbench.cli import run as cli  # the argv parser lives in the CLI layer
-    return cli.parse_params(["tfbench"] + list(flags))
+    return parse_params(["tfbench"] + list(flags))
 
 
 def strip_flags(flags: Sequence[str], names: Iterable[str]) -> list[str]:
@@ -811,9 +811,3 @@ def study_sections(records: Sequence[PointRecord], config: SweepConfig, knee_pct
         "%d of %d runs not ok; logs in %s" % (failed, len(points),
                                               os.path.join(config.out_dir, "logs"))))
     return sections
-
-
-def main(argv: list[str]) -> int:
-    """`tfbench sweep ...`; the command-line layer lives in tfbench.cli.sweep."""
-    from tfbench.cli import sweep as sweep_cli
-    return sweep_cli.main(argv)

@@ -1,0 +1,51 @@
+"""argv -> Params: the benchmark flags defined from the flag table on a fresh absl FlagValues.
+
+The one parser of benchmark command lines: the CLI runs it, and the sweep reads what each child
+will run with it. It reads no global FLAGS and imports no TensorFlow.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from absl import flags
+
+from tfbench.config import flagdefs
+from tfbench.config.params import Params, make_params
+from tfbench.errors import UsageError
+
+
+def define_flags(values: flags.FlagValues) -> None:
+    for spec in flagdefs.ALL_FLAGS:
+        helptext = spec.help + ("  [TF1-only: accepted, no effect]" if spec.role == "G" else "")
+        if spec.kind == "bool":
+            flags.DEFINE_boolean(spec.name, spec.default, helptext, flag_values=values)
+        elif spec.kind == "int":
+            flags.DEFINE_integer(spec.name, spec.default, helptext, flag_values=values)
+        elif spec.kind == "float":
+            flags.DEFINE_float(spec.name, spec.default, helptext, flag_values=values)
+        elif spec.kind == "string":
+            flags.DEFINE_string(spec.name, spec.default, helptext, flag_values=values)
+        elif spec.kind == "enum":
+            flags.DEFINE_enum(spec.name, spec.default, list(spec.enum_values), helptext,
+                              flag_values=values)
+        elif spec.kind == "list":
+            flags.DEFINE_list(spec.name, spec.default, helptext, flag_values=values)
+        else:
+            raise ValueError("unknown flag kind %s" % spec.kind)
+
+
+def parse_params(argv: Sequence[str]) -> Params:
+    """argv (program name first) -> validated Params. UsageError on bad input."""
+    values = flags.FlagValues()
+    define_flags(values)
+    try:
+        rest = values(list(argv), known_only=False)
+    except flags.Error as exc:
+        raise UsageError(str(exc).splitlines()[0]) from None
+    if len(rest) > 1:
+        raise UsageError("Received unknown positional arguments: %s (booleans are --name or "
+                         "--noname; values are --name=value)" % " ".join(rest[1:]))
+    given = {name for name in values if values[name].present}
+    return make_params({spec.name: values[spec.name].value for spec in flagdefs.ALL_FLAGS},
+                       explicit=given)
