@@ -56,6 +56,12 @@ def test_every_flag_and_column_documented():
         assert "`%s`" % name in csv_doc
 
 
+def test_references_live_in_docs_not_in_the_readme():
+    readme = _read("README.md")
+    for name in docgen.SECTIONS:
+        assert "<!-- %s:start -->" % name not in readme
+
+
 def test_quick_start_has_exactly_two_commands():
     blocks = _quick_start().split("```sh\n")[1:]
     commands = [b.split("```")[0].strip() for b in blocks]
@@ -106,6 +112,13 @@ def test_documented_command_lines_parse(doc, monkeypatch):
         assert parse_params(argv).model, " ".join(argv)
 
 
+def test_the_readme_shows_common_command_lines():
+    readme = _read("README.md")
+    section = readme.split("## Common command lines", 1)[1].split("\n## ", 1)[0]
+    assert len(_command_lines(section)) == 10
+    assert len(_benchmark_commands(section)) >= 5
+
+
 def _slug(heading):
     """GitHub's anchor for a heading."""
     text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
@@ -134,6 +147,12 @@ def test_relative_links_resolve(doc):
         if anchor and full.endswith(".md"):
             with open(full) as handle:
                 assert anchor in _anchors(handle.read()), "%s: no heading for %s" % (doc, target)
+
+
+def test_the_readme_links_every_doc():
+    readme = _read("README.md")
+    for path in glob.glob(os.path.join(ROOT, "docs", "*.md")):
+        assert "](docs/%s)" % os.path.basename(path) in readme, os.path.basename(path)
 
 
 def test_flag_presets_parse():
