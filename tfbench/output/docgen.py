@@ -1,11 +1,17 @@
-"""Generates the README's flag and CSV reference from the tables they document.
+"""Generates the flag and CSV references in docs/ from the tables they document.
 
-`python -m tfbench.output.docgen` rewrites the marked sections of README.md; a test fails when the
-README has drifted from flagdefs or csv_out.
+    python -m tfbench.output.docgen            rewrite docs/flags.md and docs/csv.md
+    python -m tfbench.output.docgen --check    only say which file has drifted (exit 1)
+
+Each file holds a marked section (<!-- flags:start --> ... <!-- flags:end -->, and `csv`) that is
+rewritten from flagdefs.ALL_FLAGS or csv_out.COLUMNS; the text around it is left alone. Paths may
+be given instead of the defaults (docs/ of the checkout this module is in). tests/test_docgen.py
+fails when the docs have drifted.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 
@@ -13,6 +19,12 @@ from tfbench.output import csv_out
 from tfbench.config import flagdefs
 
 ROLE = {"K": "", "G": "TF1-only: accepted, warns, no effect", "T": "tfbench"}
+
+# The checkout's root (tfbench/output/docgen.py -> three levels up).
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# section name -> the file that holds it, relative to ROOT.
+TARGETS = {"flags": os.path.join("docs", "flags.md"), "csv": os.path.join("docs", "csv.md")}
+COMMAND = "python -m tfbench.output.docgen"
 
 
 def _default(spec: flagdefs.FlagSpec) -> str:
@@ -46,19 +58,55 @@ def csv_markdown() -> str:
 SECTIONS = {"flags": flags_markdown, "csv": csv_markdown}
 
 
-def render(readme: str) -> str:
+def _pattern(name: str) -> "re.Pattern[str]":
+    return re.compile(r"(<!-- %s:start -->\n).*?(<!-- %s:end -->)" % (name, name), re.S)
+
+
+def sections_in(text: str) -> list[str]:
+    """The names of the marked sections `text` holds."""
+    return [name for name in SECTIONS if _pattern(name).search(text)]
+
+
+def render(text: str) -> str:
+    """`text` with every marked section it holds regenerated; the rest unchanged."""
     for name, make in SECTIONS.items():
-        pattern = re.compile(r"(<!-- %s:start -->\n).*?(<!-- %s:end -->)" % (name, name), re.S)
-        readme = pattern.sub(lambda m: m.group(1) + make() + "\n" + m.group(2), readme)
-    return readme
+        text = _pattern(name).sub(lambda m: m.group(1) + make() + "\n" + m.group(2), text)
+    return text
+
+
+def default_paths() -> list[str]:
+    return [os.path.join(ROOT, TARGETS[name]) for name in SECTIONS]
 
 
 def main(argv: list[str]) -> int:
-    path = argv[1] if len(argv) > 1 else "README.md"
-    with open(path) as handle:
-        text = handle.read()
-    with open(path, "w") as handle:
-        handle.write(render(text))
+    args = argv[1:]
+    check = "--check" in args
+    paths = [a for a in args if a != "--check"] or default_paths()
+    stale = []
+    for path in paths:
+        try:
+            with open(path) as handle:
+                text = handle.read()
+        except OSError as exc:
+            print("docgen: error: cannot read %s (%s); run it from a checkout" % (path, exc),
+                  file=sys.stderr)
+            return 2
+        if not sections_in(text):
+            print("docgen: error: %s holds no marked section (%s)"
+                  % (path, ", ".join("<!-- %s:start -->" % n for n in SECTIONS)), file=sys.stderr)
+            return 2
+        new = render(text)
+        if new == text:
+            continue
+        stale.append(path)
+        if not check:
+            with open(path, "w") as handle:
+                handle.write(new)
+    for path in stale:
+        print("%s %s" % ("drifted:" if check else "rewrote", path))
+    if check and stale:
+        print("run `%s` to regenerate" % COMMAND)
+        return 1
     return 0
 
 
