@@ -1,6 +1,6 @@
 """Errors a user can cause, each with the exit code the CLI ends with.
 
-Exit codes (documented in the README):
+Exit codes (documented in docs/output.md):
   0  success
   1  run error (a failure during the run that is not one below)
   2  usage error (bad flag, value, combination, file or path)

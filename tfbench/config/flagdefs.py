@@ -6,7 +6,7 @@ role:
   G   - TF1/graph-only: accepted, and a non-default value prints one "no effect" warning;
   T   - tfbench's own flags.
 The table is the single source for absl flag definitions (cli), Params fields (params) and the
-README flag reference.
+flag reference in docs/flags.md.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from tfbench.results import FIELD_NAMES, RunResult
 
 SCHEMA_VERSION = 2   # 2: warmup_peak_mem_gb
 
-# (column, meaning). The README's CSV table is generated from this list.
+# (column, meaning). docs/csv.md's column table is generated from this list.
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("schema_version", "version of this column set"),
     ("run_id", "unique id of the run; the JSON manifest is <json_dir>/<run_id>.json"),
