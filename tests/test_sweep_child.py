@@ -1,8 +1,13 @@
 """One sweep child: how its end is classified, and the row written for a child that wrote none."""
 
+import os
+import sys
+
 import pytest
 
 from tfbench.sweep import child
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.mark.parametrize("code, tail, status", [
@@ -64,3 +69,15 @@ def test_failure_row_reads_the_flags_as_the_child_does():
     row = child.failure_row(["--model=vgg16", "--xla=false", "--xla_compile"], "oom", "", "c")
     assert row["xla"] == "1"   # --xla or its legacy spelling --xla_compile
 
+
+
+def test_the_child_imports_this_tfbench(tmp_path, monkeypatch):
+    # The folder holding this tfbench package (not the package folder itself) leads the child's
+    # path, so an installed tfbench elsewhere (another checkout) does not run the points.
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "child.log"
+    code = "import os, tfbench; print(os.environ['PYTHONPATH']); print(tfbench.__file__)"
+    assert child.run_child([sys.executable, "-c", code], str(log)).exit_code == 0
+    path, module = log.read_text().splitlines()
+    assert path.split(os.pathsep)[0] == REPO
+    assert module == os.path.join(REPO, "tfbench", "__init__.py")

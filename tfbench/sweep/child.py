@@ -17,6 +17,7 @@ import sys
 import time
 from typing import Callable, Optional, Sequence
 
+import tfbench
 from tfbench import errors
 from tfbench.config import params as params_lib
 from tfbench.output import csv_out
@@ -64,8 +65,9 @@ def run_child(cmd: Sequence[str], log_path: str, memory_limit_mb: Optional[int] 
     row) and the outcome carries the exception for the caller to re-raise.
     """
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
-    # The child imports the same tfbench as this process, installed or not.
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # The child imports the same tfbench as this process, installed or not: the folder that
+    # holds the tfbench package goes first on its path.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(tfbench.__file__)))
     path = os.environ.get("PYTHONPATH")
     env = dict(os.environ, PYTHONUNBUFFERED="1",
                PYTHONPATH=root + (os.pathsep + path if path else ""))
