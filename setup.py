@@ -37,6 +37,7 @@ setup(
         "psutil>=5.9",
         "nvidia-ml-py>=12.0",
         "matplotlib>=3.6",
+        "rich>=13",          # the sweep's progress bar, console tables (Keras 3 installs it too)
     ],
     extras_require={
         "cpu": ["tensorflow-cpu" + TF_RANGE],

@@ -109,28 +109,31 @@ def find_max_batch_sizes(sweep: Sweep, start: int = 1, limit: int = 65536,
     groups = expand_grid(cfg.axes, 1, "weak", cfg.base_flags) if cfg.axes else \
         [Point(0, 1, {}, {}, point_name(0, {}))]
     sweep.prepare()
-    progress = Progress(None, sweep.stream, unit="probes")
-    results = []
-    for group in groups:
-        measured: dict[int, PointRecord] = {}
+    with sweep.progress(None, unit="probes") as progress:
+        return [_search_group(sweep, group, progress, start, limit, granularity)
+                for group in groups]
 
-        def probe(batch: int, group: Point = group) -> tuple[str, str]:
-            values = dict(group.values, batch_size=str(batch))
-            name = "%s_maxbatch-%d" % (group.name, batch)
-            point = Point(group.index, 1, values, dict(group.flags, batch_size=str(batch)), name)
-            progress.show(name)
-            record = sweep.run_point(point)
-            progress.finished(record.seconds)
-            measured[batch] = record
-            row = record.rows[0]
-            return row["status"], row["error"]
 
-        search = search_max_batch(probe, start, limit, granularity)
-        best = measured.get(search.max_batch) if search.max_batch else None
-        p = child_params(point_flags(cfg.base_flags, group.flags))
-        values = {"model": p.model, "precision": params_lib.resolve_precision(p)}
-        values.update(group.values)  # swept values win, in sweep order after model/precision
-        results.append(MaxBatchResult(values, search, best.rows[0] if best else None))
-    progress.close()
-    return results
+def _search_group(sweep: Sweep, group: Point, progress: Progress, start: int, limit: int,
+                  granularity: int) -> MaxBatchResult:
+    """The search for one group: each probe its group's point at one batch size."""
+    measured: dict[int, PointRecord] = {}
+
+    def probe(batch: int) -> tuple[str, str]:
+        values = dict(group.values, batch_size=str(batch))
+        name = "%s_maxbatch-%d" % (group.name, batch)
+        point = Point(group.index, 1, values, dict(group.flags, batch_size=str(batch)), name)
+        progress.show(name)
+        record = sweep.run_point(point)
+        progress.finished(record.seconds)
+        measured[batch] = record
+        row = record.rows[0]
+        return row["status"], row["error"]
+
+    search = search_max_batch(probe, start, limit, granularity)
+    best = measured.get(search.max_batch) if search.max_batch else None
+    p = child_params(point_flags(sweep.config.base_flags, group.flags))
+    values = {"model": p.model, "precision": params_lib.resolve_precision(p)}
+    values.update(group.values)  # swept values win, in sweep order after model/precision
+    return MaxBatchResult(values, search, best.rows[0] if best else None)
 

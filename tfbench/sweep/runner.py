@@ -17,12 +17,13 @@ An --out_dir that already holds a sweep.csv is refused (a sweep does not resume)
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import os
 import shlex
 import sys
-from typing import Optional, Sequence, TextIO
+from typing import Iterator, Optional, Sequence, TextIO
 
 from tfbench import errors
 from tfbench.output import csv_out
@@ -75,7 +76,7 @@ class Sweep:
         self.config = config
         self.stream = stream
         self.records: list[PointRecord] = []
-        self._usage_failures = 0
+        self._progress: Optional[Progress] = None
 
     def prepare(self) -> None:
         out = self.config.out_dir
@@ -110,7 +111,7 @@ class Sweep:
         if cfg.csv_file:
             notice = csv_out.append_rows(cfg.csv_file, record.rows)
             if notice:
-                print(notice, file=self.stream or sys.stderr)
+                self._say(notice)
         self.records.append(record)
         index_path = os.path.join(cfg.out_dir, "points.csv")
         keys = cfg.keys
@@ -126,6 +127,27 @@ class Sweep:
                                    "%.1f" % record.seconds, row["images_per_sec"],
                                    os.path.relpath(record.log_path, cfg.out_dir), row["error"]])
 
+    def _say(self, text: str) -> None:
+        """A notice on the sweep's stream (above the progress bar while one is shown)."""
+        if self._progress is not None:
+            self._progress.print(text)
+        else:
+            print(text, file=self.stream or sys.stderr)
+
+    @contextlib.contextmanager
+    def progress(self, total: Optional[int], unit: str = "points") -> Iterator[Progress]:
+        """The progress bar while points run, closed however the run ends."""
+        self._progress = bar = Progress(total, self.stream, unit)
+        try:
+            yield bar
+        except BaseException:
+            bar.close("stopped")
+            raise
+        else:
+            bar.close()
+        finally:
+            self._progress = None
+
     def run(self, points: Sequence[Point]) -> list[PointRecord]:
         """Runs every point; returns their records. A usage error in the very first point
         (exit code 2, no row) stops the study: it would fail the same way everywhere. Flags a
@@ -133,15 +155,14 @@ class Sweep:
         for point in points:
             check_point(point, point_flags(self.config.base_flags, point.flags))
         self.prepare()
-        progress = Progress(len(points), self.stream)
-        for i, point in enumerate(points):
-            progress.show(point.name)
-            record = self.run_point(point)
-            progress.finished(record.seconds)
-            if i == 0 and record.exit_code == errors.EXIT_USAGE:
-                progress.close()
-                raise errors.UsageError("the first point failed with a usage error: %s (log: %s)"
-                                        % (record.rows[0]["error"], record.log_path))
-        progress.close()
+        with self.progress(len(points)) as progress:
+            for i, point in enumerate(points):
+                progress.show(point.name)
+                record = self.run_point(point)
+                progress.finished(record.seconds)
+                if i == 0 and record.exit_code == errors.EXIT_USAGE:
+                    raise errors.UsageError("the first point failed with a usage error: %s "
+                                            "(log: %s)" % (record.rows[0]["error"],
+                                                           record.log_path))
         return self.records
 
