@@ -68,8 +68,9 @@ def test_search_nothing_fits_limit_granularity_and_errors():
 
 # A child that really maps batch x 96 MB (48 MB in fp16) of address space, untouched so it costs
 # no real memory. Under RLIMIT_AS the mapping fails with MemoryError (OSError from mmap, turned
-# into MemoryError as an allocator would): uncaught (the 'die' model) it crashes with a traceback and no row; the 'row' model
-# catches it and writes an oom row with exit code 3, as the real runner does.
+# into MemoryError as an allocator would): uncaught (the 'die' model) it crashes with a traceback
+# and no row; the 'row' model catches it and writes an oom row with exit code 3, as the real
+# runner does.
 MEMORY_CHILD = textwrap.dedent("""\
     import mmap, sys
     sys.path.insert(0, %r)
