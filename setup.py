@@ -37,6 +37,8 @@ setup(
         "psutil>=5.9",
         "nvidia-ml-py>=12.0",
         "matplotlib>=3.6",
+        "rich>=13",          # the sweep's progress bar, console tables (Keras 3 installs it too)
+        "tabulate>=0.9",     # pandas' DataFrame.to_markdown (report and sweep tables)
     ],
     extras_require={
         "cpu": ["tensorflow-cpu" + TF_RANGE],

@@ -7,7 +7,7 @@ import sys
 
 from helpers import ROOT
 from tfbench.config import startup_env
-from tfbench.sweep import study as sweep
+from tfbench.sweep import child as sweep_child
 
 
 def test_set_where_the_user_has_not_and_marked():
@@ -70,5 +70,5 @@ def test_sweep_children_inherit_it(tmp_path, monkeypatch):
     log = tmp_path / "child.log"
     child = [sys.executable, "-c", "import os; print(os.environ.get('CUDA_DEVICE_ORDER'), "
              "os.environ.get('TFBENCH_SET_ENV'))"]
-    assert sweep.run_child(child, str(log)).exit_code == 0
+    assert sweep_child.run_child(child, str(log)).exit_code == 0
     assert log.read_text().split() == ["PCI_BUS_ID", "CUDA_DEVICE_ORDER"]

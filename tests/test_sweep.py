@@ -1,15 +1,17 @@
-"""Sweep engine: grid expansion, point naming, child isolation (fake child), study outputs."""
+"""Whole sweeps with a fake child (tfbench.cli.sweep over tfbench.sweep.runner): isolation of
+failing points, study tables, interrupts, exit codes."""
 
 import csv
 import io
 import os
+import subprocess
 import sys
 import textwrap
 
 import pytest
 
 from tfbench import errors
-from tfbench.sweep import study as sweep
+from tfbench.sweep import grid
 from tfbench.cli import sweep as sweep_cli
 from tfbench.report import tables
 
@@ -85,186 +87,6 @@ def read_csv(path):
         return list(csv.DictReader(handle))
 
 
-# --- grid ---------------------------------------------------------------------------------
-
-def test_parse_axis_values_and_zipped_keys():
-    axis = sweep.parse_axis("num_gpus=1,2,4")
-    assert axis.keys == ("num_gpus",) and axis.values == (("1",), ("2",), ("4",))
-    zipped = sweep.parse_axis("precision+xla=fp32+0,fp16+1")
-    assert zipped.keys == ("precision", "xla")
-    assert zipped.values == (("fp32", "false"), ("fp16", "true"))
-    assert sweep.parse_axis("data_dir=,/data/imagenet").values == (("",), ("/data/imagenet",))
-
-
-@pytest.mark.parametrize("text, message", [
-    ("num_gpus", "expected KEY=V1,V2"),
-    ("no_such_flag=1,2", "unknown flag 'no_such_flag'"),
-    ("num_gpus=1,two", "'two' is not an int"),
-    ("precision=fp32,fp8", "'fp8' is not one of fp32, fp16, bf16"),
-    ("xla=maybe", "'maybe' is not true/false"),
-    ("csv_file=a.csv", "csv_file is set by the sweep itself"),
-    ("precision+xla=fp32", "needs 2 '+'-separated values"),
-])
-def test_parse_axis_errors(text, message):
-    with pytest.raises(errors.UsageError, match=message.replace("+", r"\+")):
-        sweep.parse_axis(text)
-
-
-def test_grid_order_names_and_repeats():
-    axes = [sweep.parse_axis("model=trivial,resnet50"), sweep.parse_axis("batch_size=32,64")]
-    points = sweep.expand_grid(axes)
-    assert [p.name for p in points] == [
-        "000_model-trivial_batch_size-32", "001_model-trivial_batch_size-64",
-        "002_model-resnet50_batch_size-32", "003_model-resnet50_batch_size-64"]
-    assert points[3].flags == {"model": "resnet50", "batch_size": "64"}
-    repeated = sweep.expand_grid(axes[:1], repeats=2)
-    # Interleaved: every point once, then every point again.
-    assert [(p.index, p.repeat, p.name) for p in repeated] == [
-        (0, 1, "000_model-trivial_r1"), (1, 1, "001_model-resnet50_r1"),
-        (0, 2, "000_model-trivial_r2"), (1, 2, "001_model-resnet50_r2")]
-
-
-def test_point_name_slugs_paths_and_empty_values():
-    assert sweep.point_name(7, {"data_dir": "/data/imagenet/"}) == "007_data_dir-imagenet"
-    assert sweep.point_name(1, {"data_dir": ""}) == "001_data_dir-default"
-    assert sweep.point_name(2, {"data_name": "tfds:cifar10"}) == "002_data_name-tfds-cifar10"
-
-
-def test_swept_twice_is_an_error():
-    axes = [sweep.parse_axis("model=a,b"), sweep.parse_axis("model+batch_size=c+1")]
-    with pytest.raises(errors.UsageError, match="model swept more than once"):
-        sweep.expand_grid(axes)
-
-
-def test_strong_scaling_divides_the_global_batch():
-    axes = [sweep.parse_axis("num_gpus=1,2,4")]
-    points = sweep.expand_grid(axes, scaling="strong", base_flags=["--batch_size=256"])
-    assert [p.flags["batch_size"] for p in points] == ["256", "128", "64"]
-    weak = sweep.expand_grid(axes, base_flags=["--batch_size=256"])
-    assert all("batch_size" not in p.flags for p in weak)
-
-
-def test_strong_scaling_global_batch_is_the_parsed_batch_size():
-    # absl takes -flag as well as --flag; the child would run batch 256 / num_gpus.
-    axes = [sweep.parse_axis("num_gpus=1,2,4")]
-    points = sweep.expand_grid(axes, scaling="strong", base_flags=["-batch_size=256"])
-    assert [p.flags["batch_size"] for p in points] == ["256", "128", "64"]
-
-
-def test_strong_scaling_errors():
-    axes = [sweep.parse_axis("num_gpus=1,3")]
-    with pytest.raises(errors.UsageError, match="not divisible by num_gpus=3"):
-        sweep.expand_grid(axes, scaling="strong", base_flags=["--batch_size=64"])
-    with pytest.raises(errors.UsageError, match="needs --batch_size"):
-        sweep.expand_grid(axes, scaling="strong")
-    with pytest.raises(errors.UsageError, match="needs --sweep=num_gpus"):
-        sweep.expand_grid([sweep.parse_axis("batch_size=1,2")], scaling="strong")
-
-
-def test_child_args_replace_swept_flags_and_set_outputs():
-    point = sweep.expand_grid([sweep.parse_axis("batch_size=64"),
-                               sweep.parse_axis("xla=false")])[0]
-    base = ["--model=resnet50", "--batch_size", "32", "--xla", "--csv_file=mine.csv",
-            "--device=cpu"]
-    args = sweep.child_args(point, base, "/o/points/x.csv", "/o/runs")
-    assert args == ["--model=resnet50", "--device=cpu", "--batch_size=64", "--xla=false",
-                    "--csv_file=/o/points/x.csv", "--json_dir=/o/runs"]
-
-
-def test_child_params_parse_flags_as_the_cli_does():
-    p = sweep.child_params(["--model=a", "--batch_size", "8", "-xla_compile", "--use_fp16",
-                            "--noforward_only"])
-    assert (p.model, p.batch_size, p.xla_compile, p.forward_only) == ("a", 8, True, False)
-    with pytest.raises(errors.UsageError, match="--use_fp16 asks for fp16"):
-        sweep.child_params(["--use_fp16", "--precision=fp32"])
-
-
-def test_flagfile_expansion(tmp_path):
-    inner = tmp_path / "inner.flags"
-    inner.write_text("--device=cpu\n")
-    outer = tmp_path / "outer.flags"
-    outer.write_text("# a preset\n--sweep=num_gpus=1,2\n\n// more\n--flagfile=%s\n" % inner)
-    assert sweep.expand_flagfiles(["--model=x", "--flagfile=%s" % outer]) == [
-        "--model=x", "--sweep=num_gpus=1,2", "--device=cpu"]
-    with pytest.raises(errors.UsageError, match="cannot read --flagfile"):
-        sweep.expand_flagfiles(["--flagfile=%s" % (tmp_path / "missing")])
-
-
-# --- failure classification ----------------------------------------------------------------
-
-@pytest.mark.parametrize("code, tail, status", [
-    (3, "whatever", "oom"),
-    (1, "Traceback\nMemoryError", "oom"),
-    (-6, "terminate called after throwing an instance of 'std::bad_alloc'", "oom"),
-    (-9, "", "oom"),
-    (4, "loss is NaN", "nan"),
-    (130, "", "interrupted"),
-    (-15, "", "interrupted"),
-    (1, "RuntimeError: boom", "error"),
-    (-11, "", "error"),
-])
-def test_classify_failure(code, tail, status):
-    assert sweep.classify_failure(sweep.ChildOutcome(code, 1.0), tail)[0] == status
-
-
-@pytest.mark.parametrize("code", [-9, -2, 130, 1])
-def test_a_child_stopped_with_an_interrupted_sweep_is_interrupted_not_oom(code):
-    outcome = sweep.ChildOutcome(code, 1.0, interrupted=KeyboardInterrupt())
-    status, error = sweep.classify_failure(outcome, "Running warm up\n")
-    assert status == "interrupted"
-    assert error.startswith("stopped with the interrupted sweep (")
-    assert error.endswith("); last output: Running warm up")
-    assert ("killed by SIGKILL" in error) == (code == -9)
-
-
-def test_abort_under_a_memory_cap_is_oom():
-    tail = "terminate called after throwing an instance of 'dnnl::error'\n  what():  could not" \
-        " create a primitive"
-    outcome = sweep.ChildOutcome(-6, 1.0)
-    assert sweep.classify_failure(outcome, tail)[0] == "error"
-    status, error = sweep.classify_failure(outcome, tail, memory_capped=True)
-    assert status == "oom"
-    assert error == "killed by SIGABRT under the memory cap (allocation failure): what():  " \
-                    "could not create a primitive"
-
-
-def test_classify_failure_message_has_last_line_and_exit_code():
-    status, error = sweep.classify_failure(sweep.ChildOutcome(1, 1.0), "a\nRuntimeError: x\n\n")
-    assert (status, error) == ("error", "RuntimeError: x (exit code 1)")
-
-
-def test_failure_row_describes_the_configuration():
-    row = sweep.failure_row(["--model=vgg16", "--batch_size=16", "--num_gpus=2",
-                             "--use_fp16", "--forward_only=true"], "oom", "boom", "cmd")
-    assert (row["model"], row["batch_size"], row["global_batch_size"], row["num_devices"],
-            row["precision"], row["mode"], row["status"], row["error"]) == \
-        ("vgg16", "16", "32", "2", "fp16", "forward_only", "oom", "boom")
-    assert row["run_id"] and row["images_per_sec"] == ""
-
-
-def test_failure_row_reads_the_flags_as_the_child_does():
-    # The child's parser (absl) takes -flag too; the row says what the child would have run.
-    row = sweep.failure_row(["-model=vgg16", "-use_fp16", "-xla_compile", "--batch_size", "8"],
-                            "oom", "boom", "cmd")
-    assert (row["model"], row["precision"], row["xla"], row["batch_size"]) == \
-        ("vgg16", "fp16", "1", "8")
-    row = sweep.failure_row(["--model=vgg16", "--xla=false", "--xla_compile"], "oom", "", "c")
-    assert row["xla"] == "1"   # --xla or its legacy spelling --xla_compile
-
-
-# --- progress ------------------------------------------------------------------------------
-
-def test_progress_line_and_eta():
-    progress = sweep.Progress(4, io.StringIO(), width=8)
-    progress.start = 0.0
-    assert progress.line("p0", now=0.0) == \
-        "[........] 0/4 points | elapsed 0:00:00 | ETA --:--:-- | p0"
-    progress.finished(10.0)
-    progress.finished(20.0)
-    assert progress.line("p2", now=30.0) == \
-        "[####....] 2/4 points | elapsed 0:00:30 | ETA 0:00:30 | p2"
-
-
 # --- whole sweeps with the fake child -------------------------------------------------------
 
 def test_crash_oom_nan_are_isolated_and_the_study_goes_on(tmp_path, child):
@@ -290,7 +112,7 @@ def test_crash_oom_nan_are_isolated_and_the_study_goes_on(tmp_path, child):
     index = read_csv(out_dir / "points.csv")
     assert [(r["name"], r["status"], r["exit_code"]) for r in index][:2] == [
         ("000_model-trivial", "ok", "0"), ("001_model-crash", "error", "1")]
-    assert "[########################] 6/6 points" in err and "ETA" in err
+    assert "6/6 points | elapsed" in err and "| ETA 0:00:00 | done" in err
     points = tables.parse_markdown(out[out.index("## All points"):])
     assert [p["Status"] for p in points] == ["ok", "error", "oom", "nan", "error", "ok"]
     assert "4 of 6 runs not ok" in out
@@ -405,7 +227,7 @@ def test_sweep_presets_build():
         assert engine.config.axes or args.find_max_batch_size
     _, engine = sweep_cli.build(["--flagfile=" + os.path.join(preset_dir,
                                                               "precision_matrix.flags")])
-    points = sweep.expand_grid(engine.config.axes)
+    points = grid.expand_grid(engine.config.axes)
     assert [p.name for p in points][:2] == ["000_precision-fp32_xla-false",
                                            "001_precision-fp16_xla-false"]
     assert len(points) == 6
@@ -413,7 +235,7 @@ def test_sweep_presets_build():
 
 def test_interrupt_stops_the_child_keeps_its_row_and_writes_the_tables(tmp_path, child,
                                                                        monkeypatch):
-    real_wait = sweep.subprocess.Popen.wait
+    real_wait = subprocess.Popen.wait
     calls = []
 
     def wait(self, timeout=None):
@@ -423,7 +245,7 @@ def test_interrupt_stops_the_child_keeps_its_row_and_writes_the_tables(tmp_path,
             raise KeyboardInterrupt
         return real_wait(self, timeout)
 
-    monkeypatch.setattr(sweep.subprocess.Popen, "wait", wait)
+    monkeypatch.setattr(subprocess.Popen, "wait", wait)
     code, out, err = run_sweep(["--sweep=model=trivial,sleep,trivial2",
                                 "--out_dir=%s" % tmp_path], child)
     assert code == errors.EXIT_SIGINT

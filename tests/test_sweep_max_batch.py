@@ -12,7 +12,7 @@ import pytest
 from tfbench.config.argv import parse_params
 from tfbench.cli import sweep as sweep_cli
 from tfbench import errors
-from tfbench.sweep import study as sweep
+from tfbench.sweep import child, max_batch
 from tfbench.report import tables
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,7 +32,7 @@ def fake_probe(max_fit, fail_at=None):
 @pytest.mark.parametrize("max_fit", [1, 2, 3, 7, 8, 100, 1000, 4095])
 def test_search_finds_the_largest_fitting_batch(max_fit):
     probe, calls = fake_probe(max_fit)
-    result = sweep.search_max_batch(probe, start=1, limit=65536)
+    result = max_batch.search_max_batch(probe, start=1, limit=65536)
     assert result.max_batch == max_fit and not result.limit_reached and not result.error
     assert [b for b, _ in result.probes] == calls
     assert len(calls) <= 2 * max_fit.bit_length() + 2
@@ -40,36 +40,37 @@ def test_search_finds_the_largest_fitting_batch(max_fit):
 
 def test_search_doubles_then_bisects():
     probe, calls = fake_probe(100)
-    sweep.search_max_batch(probe, start=1)
+    max_batch.search_max_batch(probe, start=1)
     assert calls == [1, 2, 4, 8, 16, 32, 64, 128, 96, 112, 104, 100, 102, 101]
 
 
 def test_search_from_a_start_that_does_not_fit_halves_first():
     probe, calls = fake_probe(20)
-    result = sweep.search_max_batch(probe, start=256)
+    result = max_batch.search_max_batch(probe, start=256)
     assert result.max_batch == 20
     assert calls[:5] == [256, 128, 64, 32, 16]
 
 
 def test_search_nothing_fits_limit_granularity_and_errors():
     probe, _ = fake_probe(0)
-    assert sweep.search_max_batch(probe, start=4).max_batch is None
+    assert max_batch.search_max_batch(probe, start=4).max_batch is None
     probe, calls = fake_probe(10 ** 6)
-    result = sweep.search_max_batch(probe, start=1, limit=64)
+    result = max_batch.search_max_batch(probe, start=1, limit=64)
     assert (result.max_batch, result.limit_reached, calls[-1]) == (64, True, 64)
     probe, calls = fake_probe(100)
-    result = sweep.search_max_batch(probe, start=8, granularity=8)
+    result = max_batch.search_max_batch(probe, start=8, granularity=8)
     assert result.max_batch == 96 and all(b % 8 == 0 for b in calls)
     probe, _ = fake_probe(100, fail_at=64)
-    result = sweep.search_max_batch(probe, start=1)
+    result = max_batch.search_max_batch(probe, start=1)
     assert result.max_batch == 32
     assert result.error == "probe at batch 64 ended with status error: segfault"
 
 
 # A child that really maps batch x 96 MB (48 MB in fp16) of address space, untouched so it costs
 # no real memory. Under RLIMIT_AS the mapping fails with MemoryError (OSError from mmap, turned
-# into MemoryError as an allocator would): uncaught (the 'die' model) it crashes with a traceback and no row; the 'row' model
-# catches it and writes an oom row with exit code 3, as the real runner does.
+# into MemoryError as an allocator would): uncaught (the 'die' model) it crashes with a traceback
+# and no row; the 'row' model catches it and writes an oom row with exit code 3, as the real
+# runner does.
 MEMORY_CHILD = textwrap.dedent("""\
     import mmap, sys
     sys.path.insert(0, %r)
@@ -103,7 +104,7 @@ def fits_directly(script, batch, precision, csv_path):
     """The truth the finder must reproduce: does this batch run under the cap?"""
     cmd = [sys.executable, script, "--model=row", "--batch_size=%d" % batch,
            "--precision=%s" % precision, "--csv_file=%s" % csv_path]
-    proc = subprocess.run(cmd, preexec_fn=sweep._limit_memory(LIMIT_MB), capture_output=True)
+    proc = subprocess.run(cmd, preexec_fn=child.limit_memory(LIMIT_MB), capture_output=True)
     return proc.returncode == 0
 
 
@@ -136,20 +137,6 @@ def test_finder_with_memory_capped_children(tmp_path):
     assert "max batch size probes run with --num_batches=2 --num_warmup_batches=1" in \
         err.getvalue()
     assert "probes done" in err.getvalue()
-
-
-def test_max_batch_rows_values():
-    stopped = sweep.SearchResult(32, [(32, "ok"), (64, "error")], error="probe failed")
-    rows = sweep.max_batch_rows([
-        sweep.MaxBatchResult({"model": "m"}, sweep.SearchResult(48, [(48, "ok")]),
-                             {"images_per_sec": "10.5", "peak_mem_gb": ""}),
-        sweep.MaxBatchResult({"model": "m"}, sweep.SearchResult(None, [(1, "oom")]), None),
-        sweep.MaxBatchResult({"model": "m"}, sweep.SearchResult(64, [], True), None),
-        sweep.MaxBatchResult({"model": "m"}, stopped, None)])
-    assert [r["max_batch_size"] for r in rows] == ["48", "none fits", ">= 64 (limit)",
-                                                   ">= 32 (search stopped)"]
-    assert rows[0]["images_per_sec"] == 10.5 and rows[0]["peak_mem_gb"] is None
-    assert rows[3]["probes"] == "32:ok 64:error" and rows[3]["error"] == "probe failed"
 
 
 def test_finder_refuses_a_batch_size_sweep():

@@ -1,4 +1,4 @@
-"""`tfbench sweep`: the command-line layer over tfbench.sweep.study.
+"""`tfbench sweep`: the command-line layer over tfbench.sweep (grid, runner, max_batch, summary).
 
     tfbench sweep [benchmark flags...] --sweep=KEY=V1,V2,... [--sweep=...] [--repeats=N]
                   [--out_dir=DIR] [--scaling=weak|strong] [--find_max_batch_size] [--knee_pct=90]
@@ -17,7 +17,9 @@ import sys
 from typing import Optional, Sequence
 
 from tfbench import errors
-from tfbench.sweep import study as sweep
+from tfbench.sweep import grid, max_batch, summary
+from tfbench.sweep.child import DEFAULT_CHILD
+from tfbench.sweep.runner import Sweep, SweepConfig
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,10 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def build(argv: Sequence[str], child_cmd: Sequence[str] = sweep.DEFAULT_CHILD,
-          stream=None) -> tuple[argparse.Namespace, sweep.Sweep]:
+def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
+          stream=None) -> tuple[argparse.Namespace, Sweep]:
     """Parses argv into the sweep options and a ready Sweep (no process started)."""
-    argv = sweep.expand_flagfiles(argv)
+    argv = grid.expand_flagfiles(argv)
     parser = _parser()
     args, base = parser.parse_known_args(argv)
     stray = [t for i, t in enumerate(base) if not t.startswith("-")
@@ -79,22 +81,22 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = sweep.DEFAULT_CHILD,
             raise errors.UsageError("--%s must be >= 1, got %d" % (name, value))
     if not 0 < args.knee_pct <= 100:
         raise errors.UsageError("--knee_pct must be in (0, 100], got %g" % args.knee_pct)
-    axes = [sweep.parse_axis(text) for text in args.sweep]
+    axes = [grid.parse_axis(text) for text in args.sweep]
     out_dir = args.out_dir or "tfbench_sweep_" + datetime.datetime.now(
         datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    config = sweep.SweepConfig(
+    config = SweepConfig(
         base_flags=list(base), axes=axes, out_dir=out_dir, repeats=args.repeats,
         scaling=args.scaling, child_cmd=tuple(child_cmd),
         child_memory_limit_mb=args.child_memory_limit_mb, timeout_sec=args.point_timeout_sec,
         csv_file=args.csv_file, json_dir=args.json_dir)
-    return args, sweep.Sweep(config, stream)
+    return args, Sweep(config, stream)
 
 
-def _probe_flags(config: sweep.SweepConfig, stream) -> None:
+def _probe_flags(config: SweepConfig, stream) -> None:
     """Short probes unless the user chose the lengths; said in one line (no silent change)."""
-    given = sweep.child_params(config.base_flags)
+    given = grid.child_params(config.base_flags)
     added = []
-    for name, value, excluded_by in sweep.PROBE_DEFAULTS:
+    for name, value, excluded_by in max_batch.PROBE_DEFAULTS:
         if given.is_explicit(name) or any(given.is_explicit(n) for n in excluded_by):
             continue
         config.base_flags.append("--%s=%s" % (name, value))
@@ -104,7 +106,7 @@ def _probe_flags(config: sweep.SweepConfig, stream) -> None:
               file=stream)
 
 
-def run(argv: Sequence[str], child_cmd: Sequence[str] = sweep.DEFAULT_CHILD,
+def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
         stdout=None, stderr=None) -> int:
     """The whole command; returns the exit code: 0 when at least one point ran ok (failed points
     do not fail the study; they are marked in the tables), 1 when none did, 130/143 when
@@ -118,13 +120,13 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = sweep.DEFAULT_CHILD,
     try:
         if args.find_max_batch_size:
             _probe_flags(config, stderr)
-            start = sweep.child_params(config.base_flags).batch_size or 1
-            max_results = sweep.find_max_batch_sizes(
+            start = grid.child_params(config.base_flags).batch_size or 1
+            max_results = max_batch.find_max_batch_sizes(
                 engine, start=max(1, start), limit=args.max_batch_size_limit,
                 granularity=args.batch_granularity)
         else:
-            points = sweep.expand_grid(config.axes, args.repeats, args.scaling,
-                                       config.base_flags)
+            points = grid.expand_grid(config.axes, args.repeats, args.scaling,
+                                      config.base_flags)
             engine.run(points)
     except (KeyboardInterrupt, errors.Interrupted) as exc:
         exit_code = exc.exit_code if isinstance(exc, errors.Interrupted) else errors.EXIT_SIGINT
@@ -137,10 +139,10 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = sweep.DEFAULT_CHILD,
         exit_code = errors.EXIT_RUN_ERROR
     if engine.records:
         from tfbench.report import tables
-        sections = sweep.study_sections(engine.records, config, args.knee_pct, max_results)
-        summary = tables.write_sections(config.out_dir, sections, "tfbench sweep: %s" % (
+        sections = summary.study_sections(engine.records, config, args.knee_pct, max_results)
+        text = tables.write_sections(config.out_dir, sections, "tfbench sweep: %s" % (
             ", ".join(args.sweep) or "max batch size"))
-        stdout.write(summary)
+        stdout.write(text)
         stdout.write("\nrows: %s\ntables: %s\n" % (os.path.join(config.out_dir, "sweep.csv"),
                                                    os.path.join(config.out_dir, "summary.md")))
         stdout.flush()

@@ -1,16 +1,22 @@
-"""Rendering study frames as readable tables: Markdown, HTML, CSV and aligned text.
+"""Rendering study frames as readable tables: Markdown and HTML (pandas: to_markdown, which uses
+`tabulate`, and to_html), CSV and aligned console text (rich).
 
-Own Markdown writer (pandas' needs the `tabulate` package, which we do not depend on). Column
-titles carry units; NaN renders as an empty cell.
+Column titles carry units; NaN renders as an empty cell. Cells are formatted here once
+(display_frame) and every format prints those strings as they are: numbers are not re-parsed,
+so '1.00' stays '1.00'. Columns of numbers are right-aligned.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from typing import Callable, Optional
 
 import pandas as pd
+from rich import box
+from rich.console import Console
+from rich.table import Table
 
 # Column -> (title, formatter). Columns not listed keep their name and str().
 _INT = "{:.0f}".format
@@ -112,6 +118,15 @@ def display_frame(df: pd.DataFrame, columns: Optional[list[str]] = None) -> pd.D
     return out
 
 
+_NUMBER = re.compile(r"^[-+]?[0-9][0-9,]*(\.[0-9]+)?$")
+
+
+def _aligns(shown: pd.DataFrame) -> list[str]:
+    """'right' for a column of numbers (every non-empty cell one), else 'left'."""
+    return ["right" if any(shown[c]) and all(_NUMBER.match(v) for v in shown[c] if v)
+            else "left" for c in shown.columns]
+
+
 def _escape_md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -120,11 +135,10 @@ def markdown(df: pd.DataFrame, columns: Optional[list[str]] = None) -> str:
     shown = display_frame(df, columns)
     if shown.columns.empty:
         return ""
-    lines = ["| " + " | ".join(_escape_md(c) for c in shown.columns) + " |",
-             "|" + "|".join("---" for _ in shown.columns) + "|"]
-    for row in shown.itertuples(index=False):
-        lines.append("| " + " | ".join(_escape_md(str(v)) for v in row) + " |")
-    return "\n".join(lines) + "\n"
+    escaped = shown.apply(lambda column: column.map(_escape_md)).rename(columns=_escape_md)
+    # disable_numparse: tabulate would reformat '1.00' as '1' and '0.062' as '0.062'.
+    return escaped.to_markdown(index=False, tablefmt="pipe", disable_numparse=True,
+                               colalign=_aligns(shown)) + "\n"
 
 
 def html(df: pd.DataFrame, columns: Optional[list[str]] = None) -> str:
@@ -132,16 +146,33 @@ def html(df: pd.DataFrame, columns: Optional[list[str]] = None) -> str:
                                               escape=True)
 
 
+# Plain ASCII: a rule of dashes under the header, columns apart by spaces (files, pipes, any
+# locale).
+_RULE = box.Box("    \n"
+                "    \n"
+                " -  \n"
+                "    \n"
+                "    \n"
+                "    \n"
+                "    \n"
+                "    \n", ascii=True)
+
+
 def text(df: pd.DataFrame, columns: Optional[list[str]] = None) -> str:
+    """Aligned plain text (rich's table layout, no colour, never wrapped or cut)."""
     shown = display_frame(df, columns)
     if shown.columns.empty:
         return ""
-    widths = [max([len(c)] + [len(str(v)) for v in shown[c]]) for c in shown.columns]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(shown.columns, widths)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
+    table = Table(box=_RULE, show_edge=False, pad_edge=False, collapse_padding=True,
+                  header_style="", highlight=False)
+    for title, align in zip(shown.columns, _aligns(shown)):
+        table.add_column(title, justify=align, no_wrap=True)
     for row in shown.itertuples(index=False):
-        lines.append("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip())
-    return "\n".join(lines) + "\n"
+        table.add_row(*(cell.replace("\n", " ") for cell in row))
+    buffer = io.StringIO()
+    Console(file=buffer, width=100000, color_system=None, force_terminal=False,
+            highlight=False, markup=False).print(table)
+    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"
 
 
 def parse_markdown(text_: str) -> list[dict[str, str]]:
