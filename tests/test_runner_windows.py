@@ -10,8 +10,8 @@ import types
 
 import pytest
 
-from tfbench.output import csv_out, files as outputs
-from tfbench.measure import estimate, memory
+from tfbench.output import console, csv_out
+from tfbench.measure import memory
 from tfbench.engine import runner, steps
 from tfbench.errors import NanLoss
 from tfbench.monitors import aggregate
@@ -212,7 +212,7 @@ def test_warmup_sec_is_one_figure_in_the_json_csv_and_console(gpu, monkeypatch):
                                 pytest.approx(STEP_SEC)]
     assert res.warmup_sec == pytest.approx(COLD_SEC + 2 * STEP_SEC + 3 * 0.5)
     assert csv_out.row_for(res)["warmup_sec"] == "103.5"
-    (line,) = [l for l in outputs.summary_lines(None, res) if l.startswith("Cold start:")]
+    (line,) = [l for l in console.summary_lines(None, res) if l.startswith("Cold start:")]
     assert line.startswith("Cold start: first step 100.000 s, warm-up 103.500 s (3 steps)")
 
 
@@ -231,7 +231,26 @@ def test_the_training_time_estimate_is_for_training_runs_only(gpu):
     assert res.extra["estimated_train_hours"] == pytest.approx(1008 / (BATCH * 0.7) / 3600)
     res, lines = run(dict(flags, forward_only=True))
     assert "estimated_train_hours" not in res.extra
-    assert estimate.console_lines(res.extra) == []
+    assert console.estimate_lines(res.extra) == []
     notice = ("--estimate_dataset_size estimates training time: no estimate for a forward-only "
               "run")
     assert notice in lines and notice in res.notices
+
+
+def test_the_console_summary_is_rendered_from_figures_the_manifest_keeps(gpu):
+    import dataclasses
+    import json
+
+    from tfbench.output import files
+    flags = {"num_batches": 3, "num_warmup_batches": 1, "num_runs": 2,
+             "estimate_dataset_size": 1008}
+    res, _ = run(flags)
+    lines = console.summary_lines(None, res)
+    assert [l.split(":")[0] for l in lines] == [
+        "Model stats", "Cold start", "Memory", "GPU power", "Repeats", "Training-time estimate"]
+    # No figure is a rendered line.
+    assert not [v for v in res.extra.values() if isinstance(v, str) and v in lines]
+    p = make_params({"device": "cpu", "model": "trivial", "json_dir": ""})
+    saved = json.loads(json.dumps(files.manifest(p, res), default=str))
+    loaded = RunResult(**{f.name: saved[f.name] for f in dataclasses.fields(RunResult)})
+    assert console.summary_lines(None, loaded) == lines

@@ -49,7 +49,7 @@ def _install_signal_handlers() -> Callable[[], None]:
 
 def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = None) -> int:
     """One benchmark invocation; returns the exit code. Results are written on every path."""
-    from tfbench.output import files as outputs
+    from tfbench.output import console, files as outputs
     from tfbench.results import RunResult
 
     emit = emit or _Printer()
@@ -91,19 +91,16 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         error_line("could not write results: %s" % exc)
         return code or 1
     if code != EXIT_OK:
-        if result.step_times:
-            emit("Measured before the stop: %d timed steps, %.2f images/sec"
-                 % (len(result.step_times), result.images_per_sec))
-        for line in lines:
+        for line in console.stopped_lines(result) + lines:
             emit(line)
         message = result.error
         if "traceback" in result.extra and lines:
             message += " (traceback in the JSON manifest)"
         error_line(message)
         return code
-    for line in outputs.summary_lines(p, result) + lines:
+    for line in console.summary_lines(p, result) + lines:
         emit(line)
-    for line in outputs.footer(result):
+    for line in console.footer(result):
         emit(line)
     return EXIT_OK
 

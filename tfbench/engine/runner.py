@@ -344,9 +344,10 @@ class Benchmark:
 
     def _capture_environment(self, res: RunResult) -> Optional[dict]:
         from tfbench.measure import environment
+        from tfbench.output import environment as environment_text
         env = environment.capture(res.command.split() if res.command else None)
         res.environment = {"before": env}
-        for line in environment.summary_lines(env):
+        for line in environment_text.summary_lines(env):
             self.emit(line)
         warning = environment.vm_warning(env, using_real_data=res.data_source != "synthetic")
         if warning:
@@ -377,16 +378,12 @@ class Benchmark:
         peaks, unavailable = memory.peak_device_bytes(r.device.names)
         if self._memory_reset_error:   # the peak would also cover the warm-up
             peaks, unavailable = dict.fromkeys(peaks), self._memory_reset_error
-        mem = memory.memory_summary(r.device.kind, peaks, memory.host_peak_rss_bytes(),
-                                    local_ips, unavailable, self._warmup_peaks)
-        res.extra.update(mem)
+        res.extra.update(memory.memory_summary(r.device.kind, peaks,
+                                               memory.host_peak_rss_bytes(), local_ips,
+                                               unavailable, self._warmup_peaks))
         if self.monitors:
             res.extra.update(monitors.summary(self.monitors, timed_images, local_ips))
             res.extra["samples"] = monitors.samples(self.monitors)
-            res.extra["monitor_lines"] = monitors.console_lines(self.monitors, timed_images,
-                                                                local_ips)
-            res.extra["monitor_warnings"] = monitors.warnings(self.monitors)
-        res.extra["memory_lines"] = memory.console_lines(mem)
         self._expected_range(res)
         if self.p.estimate_dataset_size and r.mode == "training":
             res.extra.update(estimate.estimate_summary(
@@ -395,8 +392,7 @@ class Benchmark:
         if env_before is not None:
             after = environment.capture(res.command.split() if res.command else None)
             res.environment["after"] = after
-            changes = environment.diff(env_before, after)
-            res.extra["environment_changes"] = changes
+            res.extra["environment_changes"] = environment.diff(env_before, after)
 
     def _flops_figures(self, res: RunResult, ips: Optional[float]) -> None:
         """Achieved TFLOP/s (training counted as 3x forward) and MFU where a peak is known."""
@@ -416,16 +412,17 @@ class Benchmark:
                                                 r.device.num_devices * r.num_workers)
 
     def _expected_range(self, res: RunResult) -> None:
-        """Where the GPU is in the published table: within / below / above its band."""
-        from tfbench.measure.expected_range import expected_range
+        """Where the GPU is in the published table: the verdict (within / below / above its
+        band) and the band with its sources (`expected_range_reference`)."""
+        from tfbench.measure import expected_range
         if not res.images_per_sec or self.r.device.kind != "gpu":
             return
-        verdict, text = expected_range(res.extra.get("device_name", ""), res.model, res.mode,
-                                       res.precision, res.num_devices * res.num_workers,
-                                       res.images_per_sec)
-        res.extra["expected_range"] = verdict or ""
-        if text:
-            res.extra["expected_range_line"] = text
+        judged = expected_range.judge(res.extra.get("device_name", ""), res.model, res.mode,
+                                      res.precision, res.num_devices * res.num_workers,
+                                      res.images_per_sec)
+        res.extra["expected_range"] = (judged and judged.verdict) or ""
+        if judged is not None:
+            res.extra["expected_range_reference"] = dataclasses.asdict(judged)
 
     # ------------------------------------------------------------------------------------
     def _describe(self, res: RunResult) -> None:
@@ -493,11 +490,11 @@ class Benchmark:
         with self.strategy.scope():
             folding = fold_bn.fold_batch_norm(model)
         if folding is not None:
-            # Printed with tfbench's own lines before the footer: the legacy block stays intact.
-            notice = ("Batch norm folded into %d convolutions for inference "
-                      "(--nofold_batch_norm times the unfolded model)" % folding.num_folded)
-            res.extra["batch_norm_fold_line"] = notice
-            res.notices.append(notice)
+            # Shown with tfbench's own lines before the footer: the legacy block stays intact.
+            res.extra["batch_norm_folded_convolutions"] = folding.num_folded
+            res.notices.append("Batch norm folded into %d convolutions for inference "
+                               "(--nofold_batch_norm times the unfolded model)"
+                               % folding.num_folded)
         return folding
 
     def _count_flops(self, model, res: RunResult) -> None:
@@ -985,10 +982,9 @@ def diagnose_input(p, emit: Emit, result: RunResult) -> RunResult:
         figures[key] = Benchmark(variant, emit).run(RunResult()).images_per_sec
     emit("Input diagnosis: real data")
     Benchmark(base, emit).run(result)
-    bound, line = data.input_bound_verdict(figures["synthetic_images_per_sec"],
-                                           result.images_per_sec,
-                                           figures["input_only_images_per_sec"])
+    bound, _ = data.input_bound_verdict(figures["synthetic_images_per_sec"],
+                                        result.images_per_sec,
+                                        figures["input_only_images_per_sec"])
     result.extra.update(figures)
     result.extra["input_bound"] = bound
-    result.extra["input_verdict_line"] = line
     return result
