@@ -93,7 +93,8 @@ def test_expected_range_line_for_a_known_gpu():
     from tfbench.engine.runner import Benchmark
     from tfbench.output import console
     bench = Benchmark(make_params({"device": "cpu", "model": "resnet50"}), emit=lambda _: None)
-    bench.r.device = dataclasses.replace(bench.r.device, kind="gpu")
+    gpu = dataclasses.replace(bench.r.device, kind="gpu")
+    bench.r = dataclasses.replace(bench.r, device=gpu)
     res = RunResult(model="resnet50", mode="training", precision="fp16", num_devices=1,
                     images_per_sec=2200.0)
     res.extra["device_name"] = "NVIDIA A100-SXM4-40GB"
@@ -111,7 +112,7 @@ def test_expected_range_line_for_a_known_gpu():
 
 def test_nhwc_only_model_says_so_under_nchw():
     from tfbench.config.params import make_params
-    from tfbench.engine.runner import resolve
+    from tfbench.engine.plan import resolve
     r = resolve(make_params({"device": "cpu", "model": "convnext_tiny", "mkl": True,
                              "data_format": "NCHW"}))
     assert r.device.data_format == "NHWC"
