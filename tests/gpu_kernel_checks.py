@@ -139,7 +139,7 @@ def ops_without_gpu_kernel(graph_def) -> list[str]:
 def gpu_step_graph(flags: dict):
     """The concrete step function `tfbench --device=gpu FLAGS` would build and run."""
     p = make_params(dict(device="gpu", **flags))
-    bench = runner.Benchmark(p, emit=lambda line: None)
+    bench = runner.Benchmark(p)
     plan = bench.r.device
     assert plan.kind == "gpu", plan
     # The same strategy type on logical CPU devices (make_strategy decides by flags and count).

@@ -54,7 +54,7 @@ def main() -> None:
                      "batch_size": batch, "eval_batch_size": eval_batch, "data_dir": data_dir,
                      "job_name": "worker", "worker_hosts": hosts, "task_index": task,
                      "variable_update": "collective_all_reduce", "cluster_timeout_secs": 60})
-    bench = runner.Benchmark(p, emit=lambda line: None)
+    bench = runner.Benchmark(p)
     devices.configure_runtime(p, bench.r.device)
     sp = strategy_lib.make_strategy(p, bench.r.device)
     strategy = bench.strategy = sp.strategy

@@ -92,7 +92,7 @@ def test_expected_range_line_for_a_known_gpu():
     from tfbench.results import RunResult
     from tfbench.engine.runner import Benchmark
     from tfbench.output import console
-    bench = Benchmark(make_params({"device": "cpu", "model": "resnet50"}), emit=lambda _: None)
+    bench = Benchmark(make_params({"device": "cpu", "model": "resnet50"}))
     gpu = dataclasses.replace(bench.r.device, kind="gpu")
     bench.r = dataclasses.replace(bench.r, device=gpu)
     res = RunResult(model="resnet50", mode="training", precision="fp16", num_devices=1,

@@ -18,7 +18,7 @@ TWO_WORKERS = {"worker_hosts": "127.0.0.1:7002,127.0.0.1:7003", "job_name": "wor
 
 
 def _learning_rates(values, steps):
-    opt = runner.Benchmark(make_params(values), emit=lambda line: None)._make_optimizer()
+    opt = runner.Benchmark(make_params(values))._make_optimizer()
     rates = []
     for step in steps:
         opt.iterations.assign(step)
@@ -99,7 +99,6 @@ def test_step_lines_count_the_workers_images_legacy_counts(variable_update, batc
     # Legacy Step lines count this worker's batch, except distributed_all_reduce's single
     # session, whose one step is every worker's (batch_size * num_workers).
     bench = runner.Benchmark(make_params(dict(TWO_WORKERS, device="cpu", model="trivial",
-                                              batch_size=4, variable_update=variable_update)),
-                             emit=lambda line: None)
+                                              batch_size=4, variable_update=variable_update)))
     mean, _, _ = bench._step_stats(RunResult(), [0.5, 0.5], None)
     assert mean == pytest.approx(batch / 0.5)

@@ -105,7 +105,7 @@ def _epoch_labels(data_dir, monkeypatch, rank, size, train):
     install_fake_horovod(monkeypatch, rank=rank, size=size)
     p = make_params({"device": "cpu", "model": "trivial", "image_size": 16, "batch_size": 2,
                      "data_dir": data_dir, "variable_update": "horovod"})
-    bench = runner.Benchmark(p, emit=lambda line: None)
+    bench = runner.Benchmark(p)
     bench.strategy = strategy_lib.make_strategy(p, bench.r.device).strategy
     iterator, from_iterator = bench._inputs(2, train=train)
     assert from_iterator

@@ -11,6 +11,7 @@ import types
 import pytest
 
 from tfbench.output import console, csv_out
+from tfbench.output.classic_log import ClassicLog
 from tfbench.measure import memory
 from tfbench.engine import runner, steps
 from tfbench.errors import NanLoss
@@ -94,7 +95,7 @@ def run(flags, result=None):
     values.update(flags)
     lines = []
     res = result or RunResult()
-    runner.Benchmark(make_params(values), emit=lines.append).run(res)
+    runner.Benchmark(make_params(values), ClassicLog(lines.append)).run(res)
     return res, lines
 
 

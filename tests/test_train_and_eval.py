@@ -53,7 +53,7 @@ def test_stop_at_top_1_accuracy(tmp_path, monkeypatch):
 
     def fake_evaluate(self, step_fn, inputs, num_batches, res):
         top_1 = next(scripted)
-        self.emit("Accuracy @ 1 = %.4f Accuracy @ 5 = 1.0000 [4 examples]" % top_1)
+        self.log.accuracy(top_1, 1.0, 4)
         return top_1
     monkeypatch.setattr(runner.Benchmark, "_evaluate", fake_evaluate)
     code, lines = run_inprocess(BASE + ["--num_batches=8", "--num_warmup_batches=0",

@@ -1,6 +1,9 @@
 """`tfbench [run] [--flagfile=FILE] [--FLAG=VALUE ...]`: one benchmark with the legacy flags.
 
 absl flags -> Params -> engine -> classic log, CSV, JSON; results are written on every path.
+The engine reports the run as it goes to a ClassicLog (tfbench.output.classic_log), which
+prints the classic log; after the run the summary and the footer come from
+tfbench.output.console.
 """
 
 from __future__ import annotations
@@ -48,8 +51,11 @@ def _install_signal_handlers() -> Callable[[], None]:
 
 
 def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = None) -> int:
-    """One benchmark invocation; returns the exit code. Results are written on every path."""
+    """One benchmark invocation; returns the exit code. Results are written on every path.
+
+    emit: where each line goes (default: stdout, flushed line by line)."""
     from tfbench.output import console, files as outputs
+    from tfbench.output.classic_log import ClassicLog
     from tfbench.results import RunResult
 
     emit = emit or _Printer()
@@ -66,9 +72,9 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         lean_import.import_frameworks()
         from tfbench.engine import runner
         if p.diagnose_input:
-            runner.diagnose_input(p, emit, result)
+            runner.diagnose_input(p, ClassicLog(emit), result)
         else:
-            runner.Benchmark(p, emit).run(result)
+            runner.Benchmark(p, ClassicLog(emit)).run(result)
     except TfbenchError as exc:
         result.status, result.error, code = exc.status, str(exc), exc.exit_code
     except KeyboardInterrupt:
@@ -103,8 +109,6 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     for line in console.footer(result):
         emit(line)
     return EXIT_OK
-
-
 
 
 def main(argv: Sequence[str]) -> int:

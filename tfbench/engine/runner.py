@@ -1,7 +1,7 @@
 """The runner: build, warm up, time the loop, return a RunResult.
 
-It prints the classic log through `emit` (the CLI passes print) and knows nothing about CSV or
-JSON. Per-step times are the duration of one compiled step including the single host round trip
+It reports what happens through a RunLog (tfbench.engine.runlog; the CLI passes the classic
+log) and knows nothing about output formats. Per-step times are the duration of one compiled step including the single host round trip
 that fetches its loss, as the legacy script times sess.run.
 """
 
@@ -20,18 +20,20 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfbench.output import classic_log
 from tfbench.distribute import devices
 from tfbench.config import fast_paths
 from tfbench.engine import lr, optimizers, steps
 from tfbench.engine.plan import Resolved, eval_steps_during_training, resolve
+from tfbench.engine.runlog import Header, RunLog, SilentLog, StepReport
 from tfbench.measure import memory, peak, stats
 from tfbench import monitors
 from tfbench.distribute import strategy as strategy_lib
 from tfbench.errors import NanLoss, OutOfMemory, UsageError, raise_if_stopped
 from tfbench.results import RunResult
 
-Emit = Callable[[str], None]
+def should_display(step_index: int, display_every: int) -> bool:
+    """Legacy rule on the 0-based timed step: step 0, then every display_every-th."""
+    return step_index == 0 or (step_index + 1) % display_every == 0
 
 
 @dataclasses.dataclass
@@ -61,9 +63,9 @@ def _oom_evidence(exc: BaseException) -> Optional[str]:
 
 
 class Benchmark:
-    def __init__(self, p, emit: Emit = print):
+    def __init__(self, p, log: RunLog = SilentLog()):
         self.p = p
-        self.emit = emit
+        self.log = log
         self.r = resolve(p)
         self.strategy: Optional[tf.distribute.Strategy] = None
         self.monitors: list = []
@@ -88,11 +90,11 @@ class Benchmark:
         np.random.seed(4321)
         env_before = self._capture_environment(res)
         for notice in r.notices:
-            self.emit(notice)
+            self.log.notice(notice)
         res.notices.extend(r.notices)
         sp = strategy_lib.make_strategy(p, r.device)
         for notice in sp.notices:
-            self.emit(notice)
+            self.log.notice(notice)
         res.notices.extend(sp.notices)
         self.strategy = sp.strategy
         if strategy_lib.is_parameter_server(sp.strategy):
@@ -100,8 +102,7 @@ class Benchmark:
         res.variable_update = sp.variables_label
         res.num_workers, res.extra["reduction"] = sp.num_workers, sp.reduction
         self._print_header(sp)
-        for line in sp.start_lines:
-            self.emit(line)
+        self.log.cluster_lines(sp.start_lines)
         if sp.serve is not None:   # a ps or worker task of a parameter-server cluster
             sp.serve()
             res.extra["server_task"], res.images_per_sec = sp.cluster.label, 0.0
@@ -150,7 +151,7 @@ class Benchmark:
             notice = ("Parameter-server workers run %d replica(s) each: a step counts %d images "
                       "per worker, not this controller's %d device(s)"
                       % (replicas, self.r.worker_batch, own))
-            self.emit(notice)
+            self.log.notice(notice)
             res.notices.append(notice)
         return self.r
 
@@ -182,14 +183,12 @@ class Benchmark:
 
     def _capture_environment(self, res: RunResult) -> Optional[dict]:
         from tfbench.measure import environment
-        from tfbench.output import environment as environment_text
         env = environment.capture(res.command.split() if res.command else None)
         res.environment = {"before": env}
-        for line in environment_text.summary_lines(env):
-            self.emit(line)
+        self.log.environment(env)
         warning = environment.vm_warning(env, using_real_data=res.data_source != "synthetic")
         if warning:
-            self.emit(warning)
+            self.log.notice(warning)
             res.notices.append(warning)
         return env
 
@@ -293,19 +292,16 @@ class Benchmark:
     def _print_header(self, sp: strategy_lib.StrategyPlan) -> None:
         p, r = self.p, self.r
         from tfbench import data
-        mode = "input pipeline only" if r.mode == "data_only" else classic_log.mode_label(
-            r.mode == "forward_only", r.mode == "eval", r.train_and_eval)
-        for line in classic_log.header_lines(
-                tf_version=tf.__version__, model=r.spec.header_name,
-                dataset=data.describe(p, r.spec.dataset), mode=mode,
-                batch_size=r.eval_batch_size if r.mode == "eval" else r.batch_size,
-                global_batch_size=r.global_batch, num_batches=r.num_batches,
-                num_epochs=r.num_epochs, devices=r.device.names,
-                data_format=r.device.data_format, optimizer=p.optimizer,
-                variable_update=sp.variables_label, all_reduce_spec=sp.all_reduce_label,
-                show_all_reduce=sp.show_all_reduce, job_name=sp.job_name,
-                horovod_device=sp.horovod_device):
-            self.emit(line)
+        self.log.header(Header(
+            tf_version=tf.__version__, model=r.spec.header_name,
+            dataset=data.describe(p, r.spec.dataset), mode=r.mode,
+            train_and_eval=r.train_and_eval, batch_size=r.run_batch_size,
+            global_batch_size=r.global_batch, num_batches=r.num_batches,
+            num_epochs=r.num_epochs, devices=tuple(r.device.names),
+            data_format=r.device.data_format, optimizer=p.optimizer,
+            variable_update=sp.variables_label, all_reduce_spec=sp.all_reduce_label,
+            show_all_reduce=sp.show_all_reduce, job_name=sp.job_name,
+            horovod_device=sp.horovod_device))
 
     def _build_model(self, res: RunResult):
         r = self.r
@@ -358,7 +354,7 @@ class Benchmark:
         p, r = self.p, self.r
         plan, notices = lr.plan_for(p, r.spec, r.images_per_iteration, r.train_examples)
         for notice in notices:
-            self.emit(notice)
+            self.log.notice(notice)
         opt = optimizers.make_optimizer(p, lr.Schedule(plan))
         scaling, scale = optimizers.loss_scaling(p, r.precision)
         if scaling == "dynamic":
@@ -400,7 +396,7 @@ class Benchmark:
     def _setup_train_or_forward(self, res: RunResult) -> _Setup:
         p, r = self.p, self.r
         training = r.mode == "training"
-        self.emit("Generating training model")
+        self.log.generating_training_model()
         model = self._build_model(res)
         optimizer = None
         with self.strategy.scope():
@@ -419,11 +415,11 @@ class Benchmark:
                        builder.train_step(from_iterator) if training
                        else builder.forward_step(from_iterator), inputs)
         if r.train_and_eval:
-            self.emit("Generating evaluation model")
+            self.log.generating_evaluation_model()
             eval_builder = steps.Steps(model, None, self.strategy, self._step_config("eval"))
             setup.eval_inputs, eval_iter = self._inputs(r.eval_batch_size, train=False)
             setup.eval_fn = eval_builder.eval_step(eval_iter)
-        self.emit("Initializing graph")
+        self.log.initializing()
         if training and p.train_dir:
             self._setup_train_dir(setup, res)
         return setup
@@ -451,7 +447,7 @@ class Benchmark:
             notice = ("--train_dir: %s writes the checkpoints and summaries; this process "
                       "writes none there and resumes from its state"
                       % strategy_lib.chief_label(self.strategy))
-            self.emit(notice)
+            self.log.notice(notice)
             res.notices.append(notice)
             if strategy_lib.saves_beside_chief(self.strategy):
                 setup.scratch_dir = os.path.join(
@@ -471,7 +467,7 @@ class Benchmark:
         s = self._setup_train_or_forward(res)
         checkpoints = _Checkpoints(p, s.manager, s.optimizer, s.scratch_dir)
 
-        self.emit("Running warm up")
+        self.log.warmup_started()
         warm_start = time.perf_counter()
         for _ in range(r.num_warmup):
             t0 = time.perf_counter()
@@ -484,7 +480,7 @@ class Benchmark:
         res.first_step_sec = res.warmup_times[0] if res.warmup_times else None
         if p.trace_file:
             self._trace(s)
-        self.emit("Done warm up")
+        self.log.warmup_done()
         self._steady_state()
 
         # --num_batches is a global-step target when resuming (legacy: num_batches -
@@ -495,7 +491,7 @@ class Benchmark:
             if run:
                 if p.cooldown_secs:
                     time.sleep(p.cooldown_secs)
-                self.emit("Repeat %d of %d" % (run + 1, p.num_runs))
+                self.log.repeat_started(run + 1, p.num_runs)
             totals.append(self._timed_loop(s, res, num_timed, checkpoints,
                                            new_measurement=run == 0))
         if len(totals) > 1:
@@ -505,10 +501,9 @@ class Benchmark:
         if training and s.manager is not None:
             checkpoints.save(checkpoints.global_step())
         if r.train_and_eval:
-            self.emit("Done with training")
+            self.log.training_done()
             if not res.extra.get("stopped_early"):
-                self.emit("Running final evaluation at global_step %d"
-                          % checkpoints.global_step())
+                self.log.evaluation_started(checkpoints.global_step(), final=True)
                 self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
 
     def _timed_loop(self, s: _Setup, res: RunResult, num_timed: int,
@@ -519,7 +514,7 @@ class Benchmark:
         p, r = self.p, self.r
         training = r.mode == "training"
         with_acc = p.print_training_accuracy or not training
-        self.emit(classic_log.step_header(p.loss_type_to_report, with_acc))
+        self.log.steps_started(p.loss_type_to_report, with_acc)
         loss_index = 0 if p.loss_type_to_report == "base_loss" else 1
         eval_due = eval_steps_during_training(p, r) if r.train_and_eval else set()
         times: list[float] = []
@@ -546,14 +541,16 @@ class Benchmark:
             res.final_loss = loss
             if with_acc:
                 res.top_1_accuracy, res.top_5_accuracy = float(out[2]), float(out[3])
-            if classic_log.should_display(i, p.display_every):
+            if should_display(i, p.display_every):
                 self._check_finite(out, "step %d" % (i + 1))
                 mean, pm, jitter = self._step_stats(res, times, p.display_perf_ewma)
                 accs = (float(out[2]), float(out[3])) if with_acc else (None, None)
                 res.extra.setdefault("display_events", []).append(
                     {"step": i + 1, "images_per_sec": mean, "time": time.time(),
                      "top_1_accuracy": accs[0], "top_5_accuracy": accs[1]})
-                self.emit(classic_log.step_line(i + 1, mean, pm, jitter, loss, *accs))
+                self.log.step(StepReport(step=i + 1, images_per_sec=mean, plusminus=pm,
+                                         jitter=jitter, loss=loss, top_1=accs[0],
+                                         top_5=accs[1]))
             if training:
                 checkpoints.maybe_save()
                 if s.summary_writer is not None:  # reading the step is a host round trip
@@ -561,16 +558,15 @@ class Benchmark:
             if (i + 1) in eval_due:
                 pause = time.perf_counter()
                 self._close_window()
-                self.emit("Running evaluation at global_step %d" % checkpoints.global_step())
+                self.log.evaluation_started(checkpoints.global_step(), final=False)
                 top_1 = self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
                 self._open_window(new_measurement=False)
                 paused += time.perf_counter() - pause
                 if p.stop_at_top_1_accuracy and top_1 >= p.stop_at_top_1_accuracy:
-                    self.emit("Stopping, as eval accuracy at least %s was reached"
-                              % p.stop_at_top_1_accuracy)
+                    self.log.early_stop(p.stop_at_top_1_accuracy)
                     res.extra["stopped_early"] = True
                     break
-                self.emit("Resuming training")
+                self.log.training_resumed()
             res.wall_time = time.perf_counter() - loop_start - paused
         res.wall_time = time.perf_counter() - loop_start - paused
         self._close_window()
@@ -584,7 +580,7 @@ class Benchmark:
     def _step_stats(self, res: RunResult, times: list[float],
                     ewma: Optional[float]) -> tuple[float, float, float]:
         """The Step line's (mean images/sec, +/-, jitter) over `times`, recorded in res."""
-        figures = classic_log.perf_stats(self.r.step_line_batch, times, ewma)
+        figures = stats.perf_stats(self.r.step_line_batch, times, ewma)
         res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = figures
         return figures
 
@@ -611,7 +607,7 @@ class Benchmark:
     def _trace(self, s: _Setup) -> None:
         """A TensorFlow profiler trace of a few untimed steps after warm-up (TensorBoard)."""
         from tfbench.engine import tracing
-        self.emit("Dumping trace to %s" % self.p.trace_file)
+        self.log.tracing(self.p.trace_file)
         tracing.trace_steps(lambda: s.step_fn(s.inputs).numpy(), self.p.trace_file,
                             chrome_json=self.p.use_chrome_trace_format)
 
@@ -626,9 +622,9 @@ class Benchmark:
     def _run_data_only(self, res: RunResult) -> None:
         """--data_only: the input pipeline alone, in the classic log format."""
         p, r = self.p, self.r
-        self.emit("Generating input pipeline")
+        self.log.generating_input_pipeline()
         iterator = iter(self._dataset(r.batch_size, train=True))
-        self.emit("Running warm up")
+        self.log.warmup_started()
         warm_start = time.perf_counter()
         for _ in range(r.num_warmup):
             t0 = time.perf_counter()
@@ -636,9 +632,9 @@ class Benchmark:
             res.warmup_times.append(time.perf_counter() - t0)
             raise_if_stopped()
         res.warmup_sec = time.perf_counter() - warm_start if r.num_warmup else None
-        self.emit("Done warm up")
+        self.log.warmup_done()
         self._steady_state()
-        self.emit(classic_log.step_header(p.loss_type_to_report, False))
+        self.log.steps_started(p.loss_type_to_report, False)
         self._open_window(new_measurement=True)
         loop_start = time.perf_counter()
         for i in range(r.num_batches):
@@ -648,9 +644,10 @@ class Benchmark:
             res.wall_time = time.perf_counter() - loop_start
             self._steps_in_wall_time = len(res.step_times)
             raise_if_stopped()
-            if classic_log.should_display(i, p.display_every):
+            if should_display(i, p.display_every):
                 mean, pm, jitter = self._step_stats(res, res.step_times, p.display_perf_ewma)
-                self.emit(classic_log.step_line(i + 1, mean, pm, jitter, 0.0))
+                self.log.step(StepReport(step=i + 1, images_per_sec=mean, plusminus=pm,
+                                         jitter=jitter, loss=0.0))
         res.wall_time = time.perf_counter() - loop_start
         self._close_window()
         res.first_step_sec = (res.warmup_times or res.step_times or [None])[0]
@@ -683,8 +680,8 @@ class Benchmark:
             top5s.append(float(out[3]))
             if (i + 1) % p.display_every == 0:
                 now = time.perf_counter()
-                self.emit(classic_log.eval_progress_line(
-                    i + 1, p.display_every * global_eval / (now - window_start)))
+                self.log.evaluation_progress(
+                    i + 1, p.display_every * global_eval / (now - window_start))
                 window_start = now
         top_1 = float(np.mean(top1s)) if top1s else 0.0
         top_5 = float(np.mean(top5s)) if top5s else 0.0
@@ -692,12 +689,12 @@ class Benchmark:
         res.eval_examples = num_batches * global_eval
         res.extra.setdefault("evaluations", []).append(
             {"top_1_accuracy": top_1, "top_5_accuracy": top_5, "examples": res.eval_examples})
-        self.emit(classic_log.accuracy_line(top_1, top_5, res.eval_examples))
+        self.log.accuracy(top_1, top_5, res.eval_examples)
         return top_1
 
     def _run_eval(self, res: RunResult) -> None:
         p, r = self.p, self.r
-        self.emit("Generating evaluation model")
+        self.log.generating_evaluation_model()
         model = self._build_model(res)
         ckpt = tf.train.Checkpoint(model=model)
         images, from_iterator = self._inputs(r.eval_batch_size, train=False)
@@ -713,7 +710,7 @@ class Benchmark:
                 ckpt.restore(path).expect_partial()
                 if folding is not None:
                     folding.refresh(model)
-                self.emit("Successfully loaded model from %s." % path)
+                self.log.checkpoint_loaded(path)
                 if not res.warmup_times:
                     self._eval_cold_call(step_fn, images, res)
                 # Each evaluation is a new measurement: its steps replace the last ones.
@@ -802,22 +799,20 @@ class _Checkpoints:
             self.save(step)
 
 
-def diagnose_input(p, emit: Emit, result: RunResult) -> RunResult:
+def diagnose_input(p, log: RunLog, result: RunResult) -> RunResult:
     """--diagnose_input: the same configuration on the input pipeline alone, on synthetic data
-    and on real data (last, so the log ends like a real-data run), then a one-line verdict."""
+    and on real data (last, so the log ends like a real-data run); the verdict's figures."""
     from tfbench import data
     resolve(p)  # validates the configuration before three runs start
     base = p.replace(diagnose_input=False)
     figures = {}
-    for label, key, variant in (
-            ("the input pipeline alone", "input_only_images_per_sec",
-             base.replace(data_only=True)),
-            ("synthetic data", "synthetic_images_per_sec",
-             base.replace(use_synthetic_data=True))):
-        emit("Input diagnosis: %s" % label)
-        figures[key] = Benchmark(variant, emit).run(RunResult()).images_per_sec
-    emit("Input diagnosis: real data")
-    Benchmark(base, emit).run(result)
+    for part, key, variant in (
+            ("input_only", "input_only_images_per_sec", base.replace(data_only=True)),
+            ("synthetic", "synthetic_images_per_sec", base.replace(use_synthetic_data=True))):
+        log.diagnosis_started(part)
+        figures[key] = Benchmark(variant, log).run(RunResult()).images_per_sec
+    log.diagnosis_started("real")
+    Benchmark(base, log).run(result)
     bound, _ = data.input_bound_verdict(figures["synthetic_images_per_sec"],
                                         result.images_per_sec,
                                         figures["input_only_images_per_sec"])

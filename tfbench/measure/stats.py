@@ -11,6 +11,7 @@ lines made of these figures are tfbench.output.console's.
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any, Optional, Sequence
 
@@ -18,6 +19,28 @@ import numpy as np
 
 LATENCY_PERCENTILES = (50, 90, 99)
 DEFAULT_UNSTABLE_THRESHOLD_PCT = 10.0
+
+
+def perf_stats(batch_size: int, step_times: Sequence[float],
+               ewma: Optional[float] = None) -> tuple[float, float, float]:
+    """A Step line's (mean images/sec, +/-, jitter) over the timed steps so far, as the legacy
+    script computes them.
+
+    mean = B / mean(times) (EWMA-weighted mean of times when `ewma` is set); +/- = population
+    std of per-step speeds / sqrt(n); jitter = 1.4826 * median absolute deviation of speeds.
+    """
+    times = np.asarray(step_times, dtype=np.float64)
+    n = len(times)
+    if ewma is not None and n > 0:
+        weights = (1.0 - ewma) ** np.arange(n - 1, -1, -1)
+        mean_time = float(np.sum(weights * times) / np.sum(weights))
+    else:
+        mean_time = float(np.mean(times))
+    mean = batch_size / mean_time
+    speeds = batch_size / times
+    uncertainty = float(np.std(speeds) / math.sqrt(n))
+    jitter = float(1.4826 * np.median(np.abs(speeds - np.median(speeds))))
+    return mean, uncertainty, jitter
 
 
 def latency_summary(step_times_sec: Sequence[float]) -> dict[str, Optional[float]]:
