@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tfbench.engine.runner import should_display
+from tfbench.engine.base import should_display
 from tfbench.measure.stats import perf_stats
 from tfbench.output import classic_log
 

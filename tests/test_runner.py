@@ -85,20 +85,15 @@ def test_cifar_model_implies_dataset_with_notice(tmp_path):
 
 
 def test_expected_range_line_for_a_known_gpu():
-    import dataclasses
     import json
 
-    from tfbench.config.params import make_params
-    from tfbench.results import RunResult
-    from tfbench.engine.runner import Benchmark
+    from tfbench.engine import measurements
     from tfbench.output import console
-    bench = Benchmark(make_params({"device": "cpu", "model": "resnet50"}))
-    gpu = dataclasses.replace(bench.r.device, kind="gpu")
-    bench.r = dataclasses.replace(bench.r, device=gpu)
+    from tfbench.results import RunResult
     res = RunResult(model="resnet50", mode="training", precision="fp16", num_devices=1,
                     images_per_sec=2200.0)
     res.extra["device_name"] = "NVIDIA A100-SXM4-40GB"
-    bench._expected_range(res)
+    measurements.expected_range_figures(res, "gpu")
     assert res.extra["expected_range"] == "within"
     # The JSON keeps the band and its sources; the line is rendered from them.
     reference = res.extra["expected_range_reference"]

@@ -5,15 +5,12 @@ monitor share; nothing else takes time except explicit sleeps (cooldowns, at idl
 every figure has one exact expected value, whatever the machine.
 """
 
-import time
-import types
-
 import pytest
 
 from tfbench.output import console, csv_out
 from tfbench.output.classic_log import ClassicLog
 from tfbench.measure import memory
-from tfbench.engine import runner, steps
+from tfbench.engine import base, measurements, runner, steps
 from tfbench.errors import NanLoss
 from tfbench.monitors import aggregate
 from tfbench.monitors.base import Monitor
@@ -63,12 +60,14 @@ class FakeNvmlMonitor(Monitor):
         return aggregate.gpu_summary(samples, images, images_per_sec)
 
 
+CLOCK = base.Clock()   # the runner's clock: the fake GPU's while the `gpu` fixture is on
+
+
 @pytest.fixture
 def gpu(monkeypatch):
     g = FakeGpu()
-    monkeypatch.setattr(runner, "time", types.SimpleNamespace(
-        perf_counter=g.now, monotonic=g.now, sleep=g.sleep, time=time.time))
-    monkeypatch.setattr(runner.monitors, "create", lambda *a, **k: [FakeNvmlMonitor(g)])
+    monkeypatch.setitem(globals(), "CLOCK", base.Clock(perf_counter=g.now, sleep=g.sleep))
+    monkeypatch.setattr(measurements.monitors, "create", lambda *a, **k: [FakeNvmlMonitor(g)])
 
     def costed(make):
         def builder(self, *args, **kwargs):
@@ -95,7 +94,8 @@ def run(flags, result=None):
     values.update(flags)
     lines = []
     res = result or RunResult()
-    runner.Benchmark(make_params(values), ClassicLog(lines.append)).run(res)
+    runner.run(make_params(values), ClassicLog(lines.append), res,
+               clock=CLOCK)
     return res, lines
 
 
@@ -159,7 +159,7 @@ def test_a_nan_at_a_display_step_leaves_images_per_sec_over_the_steps_timed(gpu,
         if where == "step 10":
             raise NanLoss("Loss became NaN at step 10")
 
-    monkeypatch.setattr(runner.Benchmark, "_check_finite", check_finite)
+    monkeypatch.setattr(base.ModeRunner, "_check_finite", check_finite)
     res = RunResult()
     with pytest.raises(NanLoss):
         run({"num_batches": 20, "num_warmup_batches": 0, "display_every": 10}, res)
@@ -179,7 +179,7 @@ def test_a_nan_in_the_second_repeat_keeps_the_first_repeats_figure(gpu, monkeypa
             checked.append(where)
 
     checked = []
-    monkeypatch.setattr(runner.Benchmark, "_check_finite", check_finite)
+    monkeypatch.setattr(base.ModeRunner, "_check_finite", check_finite)
     res = RunResult()
     with pytest.raises(NanLoss):
         run({"num_batches": 3, "num_warmup_batches": 0, "num_runs": 2}, res)
@@ -201,13 +201,13 @@ def test_extra_never_redefines_a_result_field(gpu, flags):
 
 def test_warmup_sec_is_one_figure_in_the_json_csv_and_console(gpu, monkeypatch):
     """The wall time of warm-up, host work between its steps included."""
-    check_finite = runner.Benchmark._check_finite
+    check_finite = base.ModeRunner._check_finite
 
     def slow_check(self, out, where):
         gpu.sleep(0.5)
         check_finite(self, out, where)
 
-    monkeypatch.setattr(runner.Benchmark, "_check_finite", slow_check)
+    monkeypatch.setattr(base.ModeRunner, "_check_finite", slow_check)
     res, _ = run({"num_batches": 2, "num_warmup_batches": 3})
     assert res.warmup_times == [pytest.approx(COLD_SEC), pytest.approx(STEP_SEC),
                                 pytest.approx(STEP_SEC)]

@@ -70,11 +70,11 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     try:
         from tfbench.engine import lean_import
         lean_import.import_frameworks()
-        from tfbench.engine import runner
+        from tfbench.engine import diagnose, runner
         if p.diagnose_input:
-            runner.diagnose_input(p, ClassicLog(emit), result)
+            diagnose.diagnose_input(p, ClassicLog(emit), result)
         else:
-            runner.Benchmark(p, ClassicLog(emit)).run(result)
+            runner.run(p, ClassicLog(emit), result)
     except TfbenchError as exc:
         result.status, result.error, code = exc.status, str(exc), exc.exit_code
     except KeyboardInterrupt:
