@@ -27,7 +27,8 @@ from tensorflow.python.framework import kernels  # noqa: E402
 from tensorflow.python.framework import op_def_registry  # noqa: E402
 
 from tfbench.distribute import devices, strategy as strategy_lib
-from tfbench.engine import runner  # noqa: E402
+from tfbench.engine import train  # noqa: E402
+from tfbench.engine.plan import resolve  # noqa: E402
 from tfbench.data.fake_imagenet import write_fake_imagenet  # noqa: E402
 from tfbench.models import catalog
 from tfbench.config.params import make_params  # noqa: E402
@@ -139,15 +140,15 @@ def ops_without_gpu_kernel(graph_def) -> list[str]:
 def gpu_step_graph(flags: dict):
     """The concrete step function `tfbench --device=gpu FLAGS` would build and run."""
     p = make_params(dict(device="gpu", **flags))
-    bench = runner.Benchmark(p, emit=lambda line: None)
-    plan = bench.r.device
+    resolved = resolve(p)
+    plan = resolved.device
     assert plan.kind == "gpu", plan
     # The same strategy type on logical CPU devices (make_strategy decides by flags and count).
     cpu_plan = devices.DevicePlan("cpu", plan.num_devices,
                                   tuple("/cpu:%d" % i for i in range(plan.num_devices)),
                                   plan.data_format)
-    bench.strategy = strategy_lib.make_strategy(p, cpu_plan).strategy
-    setup = bench._setup_train_or_forward(RunResult())
+    strategy = strategy_lib.make_strategy(p, cpu_plan).strategy
+    setup = train.TrainRunner(p=p, plan=resolved, strategy=strategy).setup(RunResult())
     return setup.step_fn.function.get_concrete_function(setup.inputs).graph.as_graph_def()
 
 

@@ -47,17 +47,19 @@ def main() -> None:
     batch, eval_batch, num_steps, eval_steps = (int(a) for a in sys.argv[4:8])
     import tensorflow as tf
     from tfbench.distribute import devices, strategy as strategy_lib
-    from tfbench.engine import runner
+    from tfbench.engine.base import ModeRunner
+    from tfbench.engine.plan import resolve
     from tfbench.config.params import make_params
 
     p = make_params({"device": "cpu", "model": "trivial", "image_size": SIZE,
                      "batch_size": batch, "eval_batch_size": eval_batch, "data_dir": data_dir,
                      "job_name": "worker", "worker_hosts": hosts, "task_index": task,
                      "variable_update": "collective_all_reduce", "cluster_timeout_secs": 60})
-    bench = runner.Benchmark(p, emit=lambda line: None)
-    devices.configure_runtime(p, bench.r.device)
-    sp = strategy_lib.make_strategy(p, bench.r.device)
-    strategy = bench.strategy = sp.strategy
+    plan = resolve(p)
+    devices.configure_runtime(p, plan.device)
+    sp = strategy_lib.make_strategy(p, plan.device)
+    strategy = sp.strategy
+    bench = ModeRunner(p=p, plan=plan, strategy=strategy)
 
     def replica_view(images, labels):
         return tf.shape(images)[0], labels
@@ -67,7 +69,7 @@ def main() -> None:
         return strategy.run(replica_view, args=tuple(next(iterator)))
 
     def read(batch_per_replica: int, train: bool, count: int) -> list[dict]:
-        iterator, _ = bench._inputs(batch_per_replica, train=train)
+        iterator, _ = bench.inputs(batch_per_replica, train=train)
         replicas = [{"batch_sizes": [], "labels": []}
                     for _ in strategy.extended.worker_devices]
         for _ in range(count):
@@ -78,7 +80,7 @@ def main() -> None:
                 seen["labels"].extend(int(x) for x in label.numpy())
         return replicas
 
-    synthetic = strategy.experimental_local_results(bench._images(batch))
+    synthetic = strategy.experimental_local_results(bench.images(batch))
     out = {"worker_devices": list(strategy.extended.worker_devices),
            "process_shard": list(getattr(strategy_lib, "process_shard", lambda s: ())(strategy)),
            "train": read(batch, True, num_steps),

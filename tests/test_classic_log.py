@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 
+from tfbench.engine.base import should_display
+from tfbench.measure.stats import perf_stats
 from tfbench.output import classic_log
 
 # The legacy header for `--model=trivial --batch_size=32 --num_batches=20 --device=cpu
@@ -64,24 +66,24 @@ def test_step_header():
 
 def test_perf_stats_formulas():
     times = [0.02, 0.025, 0.021, 0.03]
-    mean, pm, jitter = classic_log.perf_stats(32, times)
+    mean, pm, jitter = perf_stats(32, times)
     speeds = 32 / np.array(times)
     assert mean == pytest.approx(32 / np.mean(times))
     assert pm == pytest.approx(np.std(speeds) / 2)
     assert jitter == pytest.approx(1.4826 * np.median(np.abs(speeds - np.median(speeds))))
-    assert classic_log.perf_stats(32, [0.02])[1:] == (0.0, 0.0)
+    assert perf_stats(32, [0.02])[1:] == (0.0, 0.0)
 
 
 def test_perf_stats_ewma_weights_recent_steps():
-    mean, _, _ = classic_log.perf_stats(10, [1.0, 0.5], ewma=0.5)
+    mean, _, _ = perf_stats(10, [1.0, 0.5], ewma=0.5)
     # weights (1-a)^(n-1-i): 0.5 for the older step, 1 for the newest.
     assert mean == pytest.approx(10 / ((0.5 * 1.0 + 1.0 * 0.5) / 1.5))
 
 
 def test_display_rule():
-    shown = [i + 1 for i in range(25) if classic_log.should_display(i, 10)]
+    shown = [i + 1 for i in range(25) if should_display(i, 10)]
     assert shown == [1, 10, 20]
-    assert [i + 1 for i in range(12) if classic_log.should_display(i, 5)] == [1, 5, 10]
+    assert [i + 1 for i in range(12) if should_display(i, 5)] == [1, 5, 10]
 
 
 def test_eval_and_footer_lines():

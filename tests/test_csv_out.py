@@ -87,6 +87,6 @@ def test_json_written_atomically(tmp_path):
 def test_params_says_what_is_counted():
     """flops.count_params counts trainable weights (batch-norm moving statistics excluded)."""
     assert dict(csv_out.COLUMNS)["params"].startswith("trainable parameters")
-    from tfbench.output import files as outputs
-    (line,) = outputs.summary_lines(None, RunResult(params_count=1234))
+    from tfbench.output import console
+    (line,) = console.summary_lines(None, RunResult(params_count=1234))
     assert line == "Model stats: 1,234 trainable params"

@@ -7,6 +7,7 @@ import pytest
 
 import tfbench
 from tfbench.measure import environment
+from tfbench.output import environment as environment_text
 from test_monitors_nvml import FakeNvml, a100
 
 GB = 1 << 30
@@ -58,7 +59,7 @@ def test_no_driver_is_not_available(env):
         pytest.skip("this machine has an NVIDIA driver")
     assert env["nvidia"]["available"] is False
     assert env["nvidia"]["reason"]
-    assert environment.summary_lines(env)[1].startswith("GPU: none visible to NVML (")
+    assert environment_text.summary_lines(env)[1].startswith("GPU: none visible to NVML (")
 
 
 def test_tf_details_when_imported():
@@ -98,7 +99,7 @@ def test_gpu_info_from_nvml():
     assert [g["name"] for g in nv["gpus"]] == ["NVIDIA A100-SXM4-40GB"] * 2
     assert nv["gpus"][1]["nvml_index"] == 1 and nv["gpus"][0]["nvlink_active_links"] == 12
     assert fake.shutdowns == fake.inits == 1
-    assert environment.summary_lines(env)[1] == (
+    assert environment_text.summary_lines(env)[1] == (
         "GPU: 2 x NVIDIA A100-SXM4-40GB (40.0 GiB, PCIe gen4 x16, 12 NVLinks) | "
         "driver 550.54.15 (CUDA 12.4)")
 
@@ -111,7 +112,7 @@ def test_capture_never_raises(monkeypatch):
     monkeypatch.setattr(environment, "_os", boom)
     env = environment.capture([], import_tf=False)
     assert env["cpu"] == {} and env["os"] == {}
-    environment.summary_lines(env)
+    environment_text.summary_lines(env)
     environment.vm_warning(env)
 
 
@@ -169,7 +170,7 @@ def _fake_env(**virt):
 
 
 def test_summary_lines_format():
-    lines = environment.summary_lines(_fake_env(is_vm=True, hypervisor="kvm",
+    lines = environment_text.summary_lines(_fake_env(is_vm=True, hypervisor="kvm",
                                                 cloud="Google Compute Engine"))
     assert lines == [
         "tfbench 0.1.0 (git 0123456789, modified) | TensorFlow 2.21.0 (v2.21.0-0-gabc, "
@@ -180,7 +181,7 @@ def test_summary_lines_format():
         "(NVIDIA TensorFlow 25.02-tf2)",
         "Env: TF_GPU_THREAD_MODE=gpu_private",
     ]
-    bare = environment.summary_lines(_fake_env(cloud="Amazon EC2"))
+    bare = environment_text.summary_lines(_fake_env(cloud="Amazon EC2"))
     assert bare[2].endswith("| Amazon EC2 (bare metal) | container: docker "
                             "(NVIDIA TensorFlow 25.02-tf2)")
 
@@ -219,16 +220,21 @@ def test_diff_flags_changes_and_ignores_volatile():
     after["nvidia"]["gpus"][0]["power_limit_w"] = 300.0
     after["nvidia"]["gpus"][0]["applications_sm_clock_mhz"] = 1095
     after["env_vars"]["XLA_FLAGS"] = "--xla_gpu_autotune_level=0"
-    assert environment.diff(before, after) == [
+    assert environment_text.change_lines(environment.diff(before, after)) == [
         "Environment changed during the run: env_vars.XLA_FLAGS: <unset> -> "
         "--xla_gpu_autotune_level=0",
         "Environment changed during the run: nvidia.gpus.0.applications_sm_clock_mhz: "
         "1410 -> 1095",
         "Environment changed during the run: nvidia.gpus.0.power_limit_w: 400.0 -> 300.0",
     ]
+    # The figures: the field, and its values before and after (absent when it was unset).
+    assert environment.diff(before, after)[0] == {"field": "env_vars.XLA_FLAGS",
+                                                  "after": "--xla_gpu_autotune_level=0"}
+    assert environment.diff(before, after)[2] == {"field": "nvidia.gpus.0.power_limit_w",
+                                                  "before": 400.0, "after": 300.0}
     assert len(environment.diff(before, after, ignore=["env_vars.*"])) == 2
 
 
 def test_text_report_lists_fields(env):
-    text = environment.text_report(env)
+    text = environment_text.text_report(env)
     assert "cpu.logical_cores:" in text and "tfbench.version:" in text

@@ -3,6 +3,7 @@ import pytest
 from tfbench.measure import estimate
 from tfbench.config import flagdefs
 from tfbench.errors import UsageError
+from tfbench.output import console
 from tfbench.config.params import make_params
 
 
@@ -28,24 +29,24 @@ def test_bad_values_are_usage_errors(args, message):
 def test_summary_and_console_line():
     s = estimate.estimate_summary(2345.6, 1281167, 90, 0.7)
     assert s["estimated_train_hours"] == pytest.approx(1281167 * 90 / (2345.6 * 0.7) / 3600)
-    assert estimate.console_lines(s) == [
+    assert console.estimate_lines(s) == [
         "Training-time estimate: 1281167 samples x 90 epochs at 2345.60 images/sec x 0.70 "
         "utilization = 19.51 hours"]
 
 
 def test_console_units():
     short = estimate.estimate_summary(1000.0, 50000, 1, 1.0)
-    assert estimate.console_lines(short)[0].endswith("= 0.8 minutes")
+    assert console.estimate_lines(short)[0].endswith("= 0.8 minutes")
     long = estimate.estimate_summary(100.0, 1281167, 90, 0.7)
-    assert estimate.console_lines(long)[0].endswith("= 457.6 hours (19.1 days)")
+    assert console.estimate_lines(long)[0].endswith("= 457.6 hours (19.1 days)")
 
 
 def test_off_and_failed_run():
     assert estimate.estimate_summary(100.0, 0, 1, 0.7) == {}
-    assert estimate.console_lines({}) == []
+    assert console.estimate_lines({}) == []
     failed = estimate.estimate_summary(0.0, 1000, 1, 0.7)
     assert failed["estimated_train_hours"] is None
-    assert estimate.console_lines(failed) == []
+    assert console.estimate_lines(failed) == []
 
 
 def test_flags_defaults_and_bounds():

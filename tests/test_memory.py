@@ -3,6 +3,7 @@
 import pytest
 
 from tfbench.output import csv_out
+from tfbench.output import console
 from tfbench.measure import memory
 
 GIB = 1 << 30
@@ -90,7 +91,7 @@ def test_gpu_summary_is_device_memory_in_gib():
     assert s["device_peak_mem_gb"] == {"GPU:0": 4.0, "GPU:1": 2.0}
     assert {"peak_mem_gb", "warmup_peak_mem_gb", "host_peak_rss_gb",
             "images_per_sec_per_gb"} <= set(csv_out.COLUMN_NAMES)
-    assert memory.console_lines(s) == [
+    assert console.memory_lines(s) == [
         "Memory: peak 4.00 GiB per device (steady state; warm-up 7.00 GiB), host peak RSS "
         "1.00 GiB, 100.0 images/sec/GiB"]
 
@@ -101,7 +102,7 @@ def test_a_gpu_run_never_reports_host_memory_as_device_memory():
     assert s["peak_mem_gb"] is None and s["peak_mem_source"] is None
     assert s["images_per_sec_per_gb"] is None
     assert s["host_peak_rss_gb"] == pytest.approx(2.0)
-    assert memory.console_lines(s) == [
+    assert console.memory_lines(s) == [
         "Memory: device peak not available (GPU:0: ValueError: no stats); host peak RSS "
         "2.00 GiB"]
 
@@ -111,14 +112,14 @@ def test_cpu_summary_is_the_host_rss_labelled_so():
     assert s["peak_mem_gb"] == pytest.approx(2.0)
     assert s["peak_mem_source"] == "host"
     assert s["images_per_sec_per_gb"] == pytest.approx(25.0)
-    assert memory.console_lines(s) == [
+    assert console.memory_lines(s) == [
         "Memory: peak 2.00 GiB host RSS (no device memory statistics), 25.0 images/sec/GiB"]
 
 
 def test_summary_nothing_known():
     s = memory.memory_summary("cpu", {}, None, images_per_sec=50.0)
     assert s["peak_mem_gb"] is None and s["images_per_sec_per_gb"] is None
-    assert memory.console_lines(s) == ["Memory: not available"]
+    assert console.memory_lines(s) == ["Memory: not available"]
 
 
 def test_images_per_sec_per_gb_guards():

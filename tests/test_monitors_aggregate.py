@@ -5,6 +5,7 @@ import pytest
 
 from tfbench.output import csv_out
 from tfbench.monitors import aggregate
+from tfbench.output import console
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "nvml_samples.json")
 
@@ -69,7 +70,8 @@ def test_warmup_readings_are_excluded(recorded):
 
 
 def test_throttle_warning_names_gpu_and_reason(recorded):
-    line = aggregate.throttle_warning(recorded["samples"], {0: "NVIDIA A100-SXM4-40GB"})
+    line = console.throttle_warning(aggregate.gpu_per_device(recorded["samples"]),
+                                    {0: "NVIDIA A100-SXM4-40GB"})
     assert line == ("GPU throttled during the timed run (images/sec reflects the lowered "
                     "clocks): GPU 0 [NVIDIA A100-SXM4-40GB] sw_power_cap in 14% of samples")
 
@@ -77,7 +79,7 @@ def test_throttle_warning_names_gpu_and_reason(recorded):
 def test_no_warning_when_not_throttled(recorded):
     calm = [dict(x, throttle_mask=0x1 if x["phase"] == "start" else 0)
             for x in recorded["samples"]]
-    assert aggregate.throttle_warning(calm) is None
+    assert console.throttle_warning(aggregate.gpu_per_device(calm)) is None
     assert aggregate.gpu_summary(calm)["throttled"] is False
 
 
@@ -115,7 +117,7 @@ def test_two_gpus_power_totals_and_energy_sum():
     assert s["gpu_util_pct_mean"] == pytest.approx(95.0)
     assert s["temp_c_max"] == 61
     assert s["throttled"] is True and s["throttle_reasons"] == "hw_thermal_slowdown"
-    line = aggregate.throttle_warning(samples)
+    line = console.throttle_warning(aggregate.gpu_per_device(samples))
     assert line.endswith(": GPU 1 hw_thermal_slowdown in 50% of samples")
 
 

@@ -4,6 +4,7 @@ import types
 import pytest
 
 from tfbench.monitors.host import HostMonitor
+from tfbench.output import console
 
 
 class FakePsutil:
@@ -48,9 +49,9 @@ def test_host_monitor_with_fake_psutil():
     assert s["process_cpu_pct_mean"] == 170.0
     assert s["host_rss_gb_max"] == pytest.approx(3.0)
     assert s["num_cpus"] == 8
-    assert mon.console_lines() == [
+    assert console.host_cpu_lines(s) == [
         "Host CPU: 90% busy (system, 8 cores), process 170% (100% = one core), RSS max 3.00 GiB"]
-    assert mon.warnings() == []
+    assert console.monitor_warnings(s) == []
 
 
 def test_the_first_cpu_reading_has_no_interval_and_is_discarded():
@@ -113,4 +114,5 @@ def test_host_monitor_without_psutil_process():
     mon.stop()
     assert mon.summary() == {"cpu_util_pct_mean": None,
                              "host_monitor": "not available (psutil: no /proc)"}
-    assert mon.console_lines() == ["Host CPU: not available (psutil: no /proc)"]
+    assert console.host_cpu_lines(mon.summary()) == [
+        "Host CPU: not available (psutil: no /proc)"]

@@ -7,6 +7,7 @@ import pytest
 from tfbench import monitors
 from tfbench.measure import nvml as nvml_mod
 from tfbench.monitors.nvml import NvmlMonitor
+from tfbench.output import console
 
 
 class FakeNvmlError(Exception):
@@ -210,7 +211,7 @@ def test_sampler_reads_through_injected_nvml():
     assert s["images_per_sec_per_watt"] == pytest.approx(0.625)
     assert s["throttled"] is True
     assert s["gpus"][0]["name"] == "NVIDIA A100-SXM4-40GB"
-    assert mon.warnings() == [
+    assert console.monitor_warnings(s) == [
         "GPU throttled during the timed run (images/sec reflects the lowered clocks): "
         "GPU 0 [NVIDIA A100-SXM4-40GB] sw_power_cap in 100% of samples"]
     assert fake.inits == 1 and fake.shutdowns == 1
@@ -345,7 +346,7 @@ def test_cuda_stops_at_the_first_entry_it_cannot_use():
 def test_a_gpu_that_cannot_be_matched_makes_the_monitor_unavailable_with_the_reason():
     mon = NvmlMonitor([0, 1], interval_sec=0, nvml=FakeNvml(THREE), environ={})
     assert not mon.available
-    assert mon.console_lines() == [
+    assert console.gpu_power_lines(mon.summary()) == [
         "GPU power: not available (CUDA numbers GPUs fastest first (CUDA_DEVICE_ORDER=unset), "
         "an order NVML cannot tell; set CUDA_DEVICE_ORDER=PCI_BUS_ID or name the GPUs by UUID "
         "in CUDA_VISIBLE_DEVICES)"]
@@ -387,8 +388,8 @@ def test_missing_driver_real_pynvml_is_quiet(capfd):
     s = mon.summary(images=10, images_per_sec=5.0)
     assert s["nvml_monitor"].startswith("not available (")
     assert s["power_w_mean"] is None and s["throttled"] is None
-    assert mon.samples() == [] and mon.warnings() == []
-    assert mon.console_lines() == ["GPU power: %s" % s["nvml_monitor"]]
+    assert mon.samples() == [] and console.monitor_warnings(s) == []
+    assert console.gpu_power_lines(s) == ["GPU power: %s" % s["nvml_monitor"]]
     out, err = capfd.readouterr()
     assert out == "" and err == ""
 
@@ -428,7 +429,7 @@ def test_console_line_format():
     fake = FakeNvml([a100()])
     mon = NvmlMonitor([0], interval_sec=0, nvml=fake, environ={})
     run_without_thread(mon)
-    assert mon.console_lines(images=1000, images_per_sec=250.0) == [
+    assert console.gpu_power_lines(mon.summary(images=1000, images_per_sec=250.0)) == [
         "GPU power: mean 400.0 W, max 400.0 W, energy 3500.0 J (3.5 J/image), "
         "0.625 images/sec/W; util 100%, temp max 60 C, SM clock 1290 MHz"]
 
@@ -447,11 +448,11 @@ def test_create_and_combined_helpers():
     assert "cpu_util_pct_mean" in combined and "power_w_mean" in combined
     series = monitors.samples(gpu_mons)
     assert len(series["host"]) == 3
-    lines = monitors.console_lines(gpu_mons)
+    lines = console.monitor_lines(combined)
     assert lines[0].startswith("GPU power: ") and lines[-1].startswith("Host CPU: ")
     if not gpu_mons[0].available:  # no NVIDIA driver here
         assert combined["nvml_monitor"].startswith("not available")
-        assert series["nvml"] == [] and monitors.warnings(gpu_mons) == []
+        assert series["nvml"] == [] and console.monitor_warnings(combined) == []
         assert lines[0].startswith("GPU power: not available")
 
 

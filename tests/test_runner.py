@@ -85,24 +85,29 @@ def test_cifar_model_implies_dataset_with_notice(tmp_path):
 
 
 def test_expected_range_line_for_a_known_gpu():
-    import dataclasses
+    import json
 
-    from tfbench.config.params import make_params
+    from tfbench.engine import measurements
+    from tfbench.output import console
     from tfbench.results import RunResult
-    from tfbench.engine.runner import Benchmark
-    bench = Benchmark(make_params({"device": "cpu", "model": "resnet50"}), emit=lambda _: None)
-    bench.r.device = dataclasses.replace(bench.r.device, kind="gpu")
     res = RunResult(model="resnet50", mode="training", precision="fp16", num_devices=1,
                     images_per_sec=2200.0)
     res.extra["device_name"] = "NVIDIA A100-SXM4-40GB"
-    bench._expected_range(res)
+    measurements.expected_range_figures(res, "gpu")
     assert res.extra["expected_range"] == "within"
-    assert res.extra["expected_range_line"].startswith("Expected range for resnet50 training")
+    # The JSON keeps the band and its sources; the line is rendered from them.
+    reference = res.extra["expected_range_reference"]
+    assert reference["low"] < 2200.0 < reference["high"] and reference["references"]
+    (line,) = console.summary_lines(None, res)
+    assert line.startswith("Expected range for resnet50 training")
+    assert line.endswith("; +/-10%]") and ", measured 2,200: within [published " in line
+    res.extra = json.loads(json.dumps(res.extra))   # as a JSON manifest keeps them
+    assert console.summary_lines(None, res) == [line]
 
 
 def test_nhwc_only_model_says_so_under_nchw():
     from tfbench.config.params import make_params
-    from tfbench.engine.runner import resolve
+    from tfbench.engine.plan import resolve
     r = resolve(make_params({"device": "cpu", "model": "convnext_tiny", "mkl": True,
                              "data_format": "NCHW"}))
     assert r.device.data_format == "NHWC"

@@ -7,7 +7,9 @@ import pytest
 import tensorflow as tf
 
 from helpers import run_inprocess
-from tfbench.engine import runner
+from tfbench.engine import base, train
+from tfbench.engine.plan import resolve
+from tfbench.engine.runlog import SilentLog
 from tfbench.config.params import make_params
 from tfbench.results import RunResult
 
@@ -18,7 +20,8 @@ TWO_WORKERS = {"worker_hosts": "127.0.0.1:7002,127.0.0.1:7003", "job_name": "wor
 
 
 def _learning_rates(values, steps):
-    opt = runner.Benchmark(make_params(values), emit=lambda line: None)._make_optimizer()
+    p = make_params(values)
+    opt = train.make_optimizer(p, resolve(p), tf.distribute.get_strategy(), SilentLog().notice)
     rates = []
     for step in steps:
         opt.iterations.assign(step)
@@ -98,8 +101,7 @@ def test_evaluation_without_eval_length_flags_covers_trainings_epochs(tmp_path):
 def test_step_lines_count_the_workers_images_legacy_counts(variable_update, batch):
     # Legacy Step lines count this worker's batch, except distributed_all_reduce's single
     # session, whose one step is every worker's (batch_size * num_workers).
-    bench = runner.Benchmark(make_params(dict(TWO_WORKERS, device="cpu", model="trivial",
-                                              batch_size=4, variable_update=variable_update)),
-                             emit=lambda line: None)
-    mean, _, _ = bench._step_stats(RunResult(), [0.5, 0.5], None)
+    plan = resolve(make_params(dict(TWO_WORKERS, device="cpu", model="trivial", batch_size=4,
+                                    variable_update=variable_update)))
+    mean, _, _ = base.step_stats(RunResult(), plan.step_line_batch, [0.5, 0.5], None)
     assert mean == pytest.approx(batch / 0.5)

@@ -99,15 +99,17 @@ def test_corrupt_record_names_the_file(tmp_path, fake_dir):
 
 def _epoch_labels(data_dir, monkeypatch, rank, size, train):
     """Labels one horovod process's replica reads in one epoch, through the runner's input path."""
-    from tfbench.engine import runner
+    from tfbench.engine.base import ModeRunner
+    from tfbench.engine.plan import resolve
     from tfbench.distribute import strategy as strategy_lib
     from tfbench.config.params import make_params
     install_fake_horovod(monkeypatch, rank=rank, size=size)
     p = make_params({"device": "cpu", "model": "trivial", "image_size": 16, "batch_size": 2,
                      "data_dir": data_dir, "variable_update": "horovod"})
-    bench = runner.Benchmark(p, emit=lambda line: None)
-    bench.strategy = strategy_lib.make_strategy(p, bench.r.device).strategy
-    iterator, from_iterator = bench._inputs(2, train=train)
+    plan = resolve(p)
+    bench = ModeRunner(p=p, plan=plan,
+                       strategy=strategy_lib.make_strategy(p, plan.device).strategy)
+    iterator, from_iterator = bench.inputs(2, train=train)
     assert from_iterator
     labels = [next(iterator)[1].numpy() for _ in range(8 // size // 2)]
     return sorted(np.concatenate(labels).tolist())

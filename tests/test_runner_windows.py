@@ -5,14 +5,12 @@ monitor share; nothing else takes time except explicit sleeps (cooldowns, at idl
 every figure has one exact expected value, whatever the machine.
 """
 
-import time
-import types
-
 import pytest
 
-from tfbench.output import csv_out, files as outputs
-from tfbench.measure import estimate, memory
-from tfbench.engine import runner, steps
+from tfbench.output import console, csv_out
+from tfbench.output.classic_log import ClassicLog
+from tfbench.measure import memory
+from tfbench.engine import base, measurements, runner, steps
 from tfbench.errors import NanLoss
 from tfbench.monitors import aggregate
 from tfbench.monitors.base import Monitor
@@ -62,12 +60,14 @@ class FakeNvmlMonitor(Monitor):
         return aggregate.gpu_summary(samples, images, images_per_sec)
 
 
+CLOCK = base.Clock()   # the runner's clock: the fake GPU's while the `gpu` fixture is on
+
+
 @pytest.fixture
 def gpu(monkeypatch):
     g = FakeGpu()
-    monkeypatch.setattr(runner, "time", types.SimpleNamespace(
-        perf_counter=g.now, monotonic=g.now, sleep=g.sleep, time=time.time))
-    monkeypatch.setattr(runner.monitors, "create", lambda *a, **k: [FakeNvmlMonitor(g)])
+    monkeypatch.setitem(globals(), "CLOCK", base.Clock(perf_counter=g.now, sleep=g.sleep))
+    monkeypatch.setattr(measurements.monitors, "create", lambda *a, **k: [FakeNvmlMonitor(g)])
 
     def costed(make):
         def builder(self, *args, **kwargs):
@@ -94,7 +94,8 @@ def run(flags, result=None):
     values.update(flags)
     lines = []
     res = result or RunResult()
-    runner.Benchmark(make_params(values), emit=lines.append).run(res)
+    runner.run(make_params(values), ClassicLog(lines.append), res,
+               clock=CLOCK)
     return res, lines
 
 
@@ -158,7 +159,7 @@ def test_a_nan_at_a_display_step_leaves_images_per_sec_over_the_steps_timed(gpu,
         if where == "step 10":
             raise NanLoss("Loss became NaN at step 10")
 
-    monkeypatch.setattr(runner.Benchmark, "_check_finite", check_finite)
+    monkeypatch.setattr(base.ModeRunner, "_check_finite", check_finite)
     res = RunResult()
     with pytest.raises(NanLoss):
         run({"num_batches": 20, "num_warmup_batches": 0, "display_every": 10}, res)
@@ -178,7 +179,7 @@ def test_a_nan_in_the_second_repeat_keeps_the_first_repeats_figure(gpu, monkeypa
             checked.append(where)
 
     checked = []
-    monkeypatch.setattr(runner.Benchmark, "_check_finite", check_finite)
+    monkeypatch.setattr(base.ModeRunner, "_check_finite", check_finite)
     res = RunResult()
     with pytest.raises(NanLoss):
         run({"num_batches": 3, "num_warmup_batches": 0, "num_runs": 2}, res)
@@ -200,19 +201,19 @@ def test_extra_never_redefines_a_result_field(gpu, flags):
 
 def test_warmup_sec_is_one_figure_in_the_json_csv_and_console(gpu, monkeypatch):
     """The wall time of warm-up, host work between its steps included."""
-    check_finite = runner.Benchmark._check_finite
+    check_finite = base.ModeRunner._check_finite
 
     def slow_check(self, out, where):
         gpu.sleep(0.5)
         check_finite(self, out, where)
 
-    monkeypatch.setattr(runner.Benchmark, "_check_finite", slow_check)
+    monkeypatch.setattr(base.ModeRunner, "_check_finite", slow_check)
     res, _ = run({"num_batches": 2, "num_warmup_batches": 3})
     assert res.warmup_times == [pytest.approx(COLD_SEC), pytest.approx(STEP_SEC),
                                 pytest.approx(STEP_SEC)]
     assert res.warmup_sec == pytest.approx(COLD_SEC + 2 * STEP_SEC + 3 * 0.5)
     assert csv_out.row_for(res)["warmup_sec"] == "103.5"
-    (line,) = [l for l in outputs.summary_lines(None, res) if l.startswith("Cold start:")]
+    (line,) = [l for l in console.summary_lines(None, res) if l.startswith("Cold start:")]
     assert line.startswith("Cold start: first step 100.000 s, warm-up 103.500 s (3 steps)")
 
 
@@ -231,7 +232,26 @@ def test_the_training_time_estimate_is_for_training_runs_only(gpu):
     assert res.extra["estimated_train_hours"] == pytest.approx(1008 / (BATCH * 0.7) / 3600)
     res, lines = run(dict(flags, forward_only=True))
     assert "estimated_train_hours" not in res.extra
-    assert estimate.console_lines(res.extra) == []
+    assert console.estimate_lines(res.extra) == []
     notice = ("--estimate_dataset_size estimates training time: no estimate for a forward-only "
               "run")
     assert notice in lines and notice in res.notices
+
+
+def test_the_console_summary_is_rendered_from_figures_the_manifest_keeps(gpu):
+    import dataclasses
+    import json
+
+    from tfbench.output import files
+    flags = {"num_batches": 3, "num_warmup_batches": 1, "num_runs": 2,
+             "estimate_dataset_size": 1008}
+    res, _ = run(flags)
+    lines = console.summary_lines(None, res)
+    assert [l.split(":")[0] for l in lines] == [
+        "Model stats", "Cold start", "Memory", "GPU power", "Repeats", "Training-time estimate"]
+    # No figure is a rendered line.
+    assert not [v for v in res.extra.values() if isinstance(v, str) and v in lines]
+    p = make_params({"device": "cpu", "model": "trivial", "json_dir": ""})
+    saved = json.loads(json.dumps(files.manifest(p, res), default=str))
+    loaded = RunResult(**{f.name: saved[f.name] for f in dataclasses.fields(RunResult)})
+    assert console.summary_lines(None, loaded) == lines

@@ -1,6 +1,7 @@
 import pytest
 
 from tfbench.output import csv_out
+from tfbench.output import console
 from tfbench.measure import stats
 from tfbench.results import FIELD_NAMES
 
@@ -26,7 +27,7 @@ def test_latency_summary_empty_is_none():
     s = stats.latency_summary([])
     assert set(s) >= {"latency_ms_p50", "latency_ms_p99", "latency_ms_max"}
     assert all(v is None for v in s.values())
-    assert stats.console_lines_latency(s) == []
+    assert console.latency_lines(s) == []
 
 
 def test_summary_keys_are_csv_columns_where_they_exist():
@@ -45,7 +46,7 @@ def test_summary_keys_are_csv_columns_where_they_exist():
 
 def test_console_line_latency_format():
     s = stats.latency_summary([0.01234, 0.01234, 0.02])
-    (line,) = stats.console_lines_latency(s)
+    (line,) = console.latency_lines(s)
     assert line.startswith("Latency (ms/batch): p50 12.34  p90 18.47  p99 19.85  mean 14.89")
     assert line.endswith("min 12.34  max 20.00")
 
@@ -56,24 +57,24 @@ def test_cold_start_with_warmup():
     assert s["steady_step_sec_mean"] == pytest.approx(0.2)
     assert s["first_step_vs_steady"] == pytest.approx(10.0)
     # warmup_sec is the warm-up's wall time (RunResult), here above the sum of its steps.
-    assert stats.console_lines_cold_start(dict(s, first_step_sec=2.0, warmup_sec=3.25)) == [
+    assert console.cold_start_lines(dict(s, first_step_sec=2.0, warmup_sec=3.25)) == [
         "Cold start: first step 2.000 s, warm-up 3.250 s (3 steps), steady state 200.00 ms/step"]
     one = stats.cold_start_summary([2.0], [0.1])
-    assert stats.console_lines_cold_start(dict(one, first_step_sec=2.0, warmup_sec=2.0)) == [
+    assert console.cold_start_lines(dict(one, first_step_sec=2.0, warmup_sec=2.0)) == [
         "Cold start: first step 2.000 s, warm-up 2.000 s (1 step), steady state 100.00 ms/step"]
 
 
 def test_cold_start_without_warmup_uses_first_timed_step():
     s = stats.cold_start_summary([], [0.5, 0.1])
     assert s["num_warmup_steps"] == 0 and s["first_step_vs_steady"] == pytest.approx(5 / 3)
-    assert stats.console_lines_cold_start(dict(s, first_step_sec=0.5, warmup_sec=None)) == [
+    assert console.cold_start_lines(dict(s, first_step_sec=0.5, warmup_sec=None)) == [
         "Cold start: first step 0.500 s, steady state 300.00 ms/step"]
 
 
 def test_cold_start_no_steps():
     s = stats.cold_start_summary([], [])
     assert s["steady_step_sec_mean"] is None and s["first_step_vs_steady"] is None
-    assert stats.console_lines_cold_start(dict(s, first_step_sec=None)) == []
+    assert console.cold_start_lines(dict(s, first_step_sec=None)) == []
 
 
 def test_repeat_summary_stable():
@@ -84,7 +85,7 @@ def test_repeat_summary_stable():
     assert s["images_per_sec_max"] == 102.0
     assert s["spread_pct"] == pytest.approx(4.0)
     assert s["unstable"] is False
-    assert stats.console_lines_repeats(s) == [
+    assert console.repeat_lines(s) == [
         "Repeats: 5 runs, median 100.00 images/sec, min 98.00, max 102.00, spread 4.0%"]
 
 
@@ -93,12 +94,12 @@ def test_repeat_summary_unstable_and_threshold():
     s = stats.repeat_summary(values)
     assert s["spread_pct"] == pytest.approx(54.0)
     assert s["unstable"] is True
-    (line,) = stats.console_lines_repeats(s)
+    (line,) = console.repeat_lines(s)
     assert line.endswith("spread 54.0% UNSTABLE (spread > 10%)")
     relaxed = stats.repeat_summary(values, unstable_threshold_pct=60)
     assert relaxed["unstable"] is False
-    assert "UNSTABLE" not in stats.console_lines_repeats(relaxed)[0]
-    assert stats.console_lines_repeats(stats.repeat_summary(values, 2.5))[0].endswith(
+    assert "UNSTABLE" not in console.repeat_lines(relaxed)[0]
+    assert console.repeat_lines(stats.repeat_summary(values, 2.5))[0].endswith(
         "UNSTABLE (spread > 2.5%)")
 
 
@@ -111,7 +112,7 @@ def test_repeat_summary_exactly_at_threshold_is_stable():
 def test_repeat_summary_single_and_empty():
     one = stats.repeat_summary([123.0])
     assert one["spread_pct"] == 0.0 and one["unstable"] is False and one["num_runs"] == 1
-    assert stats.console_lines_repeats(one) == []
+    assert console.repeat_lines(one) == []
     none = stats.repeat_summary([])
     assert none["num_runs"] == 0 and none["images_per_sec_median"] is None
-    assert stats.console_lines_repeats(none) == []
+    assert console.repeat_lines(none) == []

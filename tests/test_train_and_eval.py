@@ -48,14 +48,14 @@ def test_specified_steps_past_the_end_are_skipped(tmp_path):
 def test_stop_at_top_1_accuracy(tmp_path, monkeypatch):
     # As the legacy test: evaluations return 0.1 then 0.5; the threshold 0.4 stops after the
     # second, so 4 Step lines and 2 evaluations, and no final evaluation.
-    from tfbench.engine import runner
+    from tfbench.engine import base
     scripted = iter([0.1, 0.5, 0.9])
 
     def fake_evaluate(self, step_fn, inputs, num_batches, res):
         top_1 = next(scripted)
-        self.emit("Accuracy @ 1 = %.4f Accuracy @ 5 = 1.0000 [4 examples]" % top_1)
+        self.log.accuracy(top_1, 1.0, 4)
         return top_1
-    monkeypatch.setattr(runner.Benchmark, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(base.ModeRunner, "_evaluate", fake_evaluate)
     code, lines = run_inprocess(BASE + ["--num_batches=8", "--num_warmup_batches=0",
                                         "--eval_during_training_every_n_steps=2",
                                         "--num_eval_batches=1",

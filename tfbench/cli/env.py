@@ -10,6 +10,7 @@ import sys
 from typing import Optional, Sequence, TextIO
 
 from tfbench.measure import environment
+from tfbench.output import environment as environment_text
 from tfbench.errors import UsageError
 
 USAGE = "usage: tfbench env [--format=text|json]"
@@ -49,10 +50,10 @@ def main(argv: Sequence[str], out: Optional[TextIO] = None) -> int:
         json.dump(env, out, indent=1, sort_keys=True, default=str)
         out.write("\n")
     else:
-        lines = environment.summary_lines(env)
+        lines = environment_text.summary_lines(env)
         warning = environment.vm_warning(env)
         if warning:
             lines.append("Note: " + warning)
-        out.write("\n".join(lines) + "\n\n" + environment.text_report(env) + "\n")
+        out.write("\n".join(lines) + "\n\n" + environment_text.text_report(env) + "\n")
     out.flush()
     return 0

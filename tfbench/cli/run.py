@@ -1,6 +1,9 @@
 """`tfbench [run] [--flagfile=FILE] [--FLAG=VALUE ...]`: one benchmark with the legacy flags.
 
 absl flags -> Params -> engine -> classic log, CSV, JSON; results are written on every path.
+The engine reports the run as it goes to a ClassicLog (tfbench.output.classic_log), which
+prints the classic log; after the run the summary and the footer come from
+tfbench.output.console.
 """
 
 from __future__ import annotations
@@ -48,8 +51,11 @@ def _install_signal_handlers() -> Callable[[], None]:
 
 
 def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = None) -> int:
-    """One benchmark invocation; returns the exit code. Results are written on every path."""
-    from tfbench.output import files as outputs
+    """One benchmark invocation; returns the exit code. Results are written on every path.
+
+    emit: where each line goes (default: stdout, flushed line by line)."""
+    from tfbench.output import console, files as outputs
+    from tfbench.output.classic_log import ClassicLog
     from tfbench.results import RunResult
 
     emit = emit or _Printer()
@@ -64,11 +70,11 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     try:
         from tfbench.engine import lean_import
         lean_import.import_frameworks()
-        from tfbench.engine import runner
+        from tfbench.engine import diagnose, runner
         if p.diagnose_input:
-            runner.diagnose_input(p, emit, result)
+            diagnose.diagnose_input(p, ClassicLog(emit), result)
         else:
-            runner.Benchmark(p, emit).run(result)
+            runner.run(p, ClassicLog(emit), result)
     except TfbenchError as exc:
         result.status, result.error, code = exc.status, str(exc), exc.exit_code
     except KeyboardInterrupt:
@@ -91,23 +97,18 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         error_line("could not write results: %s" % exc)
         return code or 1
     if code != EXIT_OK:
-        if result.step_times:
-            emit("Measured before the stop: %d timed steps, %.2f images/sec"
-                 % (len(result.step_times), result.images_per_sec))
-        for line in lines:
+        for line in console.stopped_lines(result) + lines:
             emit(line)
         message = result.error
         if "traceback" in result.extra and lines:
             message += " (traceback in the JSON manifest)"
         error_line(message)
         return code
-    for line in outputs.summary_lines(p, result) + lines:
+    for line in console.summary_lines(p, result) + lines:
         emit(line)
-    for line in outputs.footer(result):
+    for line in console.footer(result):
         emit(line)
     return EXIT_OK
-
-
 
 
 def main(argv: Sequence[str]) -> int:

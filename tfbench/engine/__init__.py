@@ -1,3 +1,18 @@
-"""Runs one benchmark: the plan (what will run), one runner per mode, the step functions,
-optimizers, learning-rate schedules, checkpoints and tracing.
+"""Runs one benchmark. Read runner.py first (the start every mode shares, then one runner per
+mode), then base.py (what the runners share) and the runner of the mode you care about.
+
+  plan.py          Resolved, resolve(): what will run, from Params and the device plan
+  runlog.py        RunLog: the events a run reports (the CLI prints them as the classic log)
+  runner.py        run(): runtime, environment, strategy, header, the mode's runner, failures
+  base.py          ModeRunner: model, folded clone, step config, inputs, Step figures, evals
+  train.py         training and forward-only: warm-up, timed loop, repeats, evaluations
+  evaluation.py    --eval: the latest checkpoint, again with --eval_interval_secs
+  data_only.py     --data_only: the input pipeline alone
+  diagnose.py      --diagnose_input: three runs and the figures of the verdict
+  measurements.py  Meter (monitor windows, memory peaks) and finish(): the figures of a run
+  checkpoints.py   --train_dir: checkpoints, resume, the summary writer
+  steps.py, optimizers.py, lr.py, tracing.py: step functions, optimizers, learning-rate
+  schedules, --trace_file; lean_import.py: TensorFlow and Keras imported lean.
+
+The engine formats nothing: it reports through a RunLog and fills a RunResult with figures.
 """

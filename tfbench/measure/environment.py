@@ -2,7 +2,8 @@
 
 capture() never raises and stays fast (well under a second without a GPU once TensorFlow is
 imported): every probe is a small guarded function returning None when it cannot tell.
-diff() compares two captures and names the fields that changed during the run.
+diff() compares two captures and lists the fields that changed during the run. The lines that
+show a capture (before a run, `tfbench env`) are tfbench.output.environment's.
 
 Environment variables are recorded only for a fixed list of performance-relevant prefixes, and
 never when the name suggests a secret (KEY, TOKEN, SECRET, PASSWORD, ...): manifests get shared.
@@ -24,9 +25,8 @@ from typing import Any, Callable, Iterable, Optional
 
 import tfbench
 from tfbench.config import startup_env
+from tfbench.measure import nvml as nvml_mod
 from tfbench.pins import TF_DISTRIBUTIONS
-
-GB = float(1 << 30)   # GiB: every *_gb figure is in 2**30 bytes
 
 ENV_PREFIXES = ("TF_", "XLA_", "NCCL_", "OMP_", "KMP_", "MKL_", "ONEDNN_", "DNNL_", "CUDA_",
                 "CUDNN_", "TPU_", "HOROVOD_")
@@ -313,26 +313,6 @@ def relevant_env_vars(environ: Optional[dict[str, str]] = None) -> dict[str, str
                        and not k.startswith(ENV_EXCLUDED_PREFIXES)))
 
 
-def _nvidia(nvml: Any = None) -> dict[str, Any]:
-    from tfbench.measure import nvml as nvml_mod
-    module, reason = nvml_mod.open_nvml(nvml)
-    if module is None:
-        return {"available": False, "reason": reason, "gpus": []}
-    try:
-        info: dict[str, Any] = {"available": True, "reason": None}
-        info.update(nvml_mod.system_info(module))
-        gpus = []
-        for index in range(module.nvmlDeviceGetCount()):
-            handle = module.nvmlDeviceGetHandleByIndex(index)
-            gpus.append({"nvml_index": index, **nvml_mod.gpu_static_info(module, handle)})
-        info["gpus"] = gpus
-        return info
-    except Exception as exc:  # noqa: BLE001
-        return {"available": False, "reason": nvml_mod._reason(exc), "gpus": []}
-    finally:
-        nvml_mod.close_nvml(module)
-
-
 def capture(argv: Optional[list[str]] = None, *, import_tf: bool = True,
             nvml: Any = None) -> dict[str, Any]:
     """The environment manifest as plain JSON-ready data. Never raises.
@@ -358,7 +338,7 @@ def capture(argv: Optional[list[str]] = None, *, import_tf: bool = True,
     env["tensorflow"] = _safe(lambda: _tensorflow(import_tf), {})
     env["keras"] = _safe(_keras, {})
     env["nvidia_packages"] = _safe(_nvidia_packages, {})
-    env["nvidia"] = _safe(lambda: _nvidia(nvml), {"available": False, "gpus": []})
+    env["nvidia"] = _safe(lambda: nvml_mod.static_info(nvml), {"available": False, "gpus": []})
     env["cpu"] = _safe(_cpu, {})
     env["memory"] = _safe(_memory, {})
     env["os"] = _safe(_os, {})
@@ -368,86 +348,9 @@ def capture(argv: Optional[list[str]] = None, *, import_tf: bool = True,
     return env
 
 
-# --- presentation --------------------------------------------------------------------------
-def _gpu_line(env: dict[str, Any]) -> str:
-    nv = env.get("nvidia") or {}
-    if not nv.get("available"):
-        return "GPU: none visible to NVML (%s)" % (nv.get("reason") or "not available")
-    groups: dict[str, list[dict]] = {}
-    for gpu in nv.get("gpus", []):
-        groups.setdefault(gpu.get("name") or "unknown GPU", []).append(gpu)
-    parts = []
-    for name, gpus in groups.items():
-        g = gpus[0]
-        detail = []
-        if g.get("memory_total_bytes"):
-            detail.append("%.1f GiB" % (g["memory_total_bytes"] / GB))
-        if g.get("pcie_gen_max"):
-            detail.append("PCIe gen%s x%s" % (g["pcie_gen_max"], g.get("pcie_width_max")))
-        if g.get("nvlink_active_links"):
-            detail.append("%d NVLinks" % g["nvlink_active_links"])
-        parts.append("%d x %s%s" % (len(gpus), name, " (%s)" % ", ".join(detail) if detail
-                                    else ""))
-    line = "GPU: " + ", ".join(parts or ["none"])
-    line += " | driver %s" % nv.get("driver_version")
-    if nv.get("cuda_driver_version"):
-        line += " (CUDA %s)" % nv["cuda_driver_version"]
-    return line
-
-
-def summary_lines(env: dict[str, Any]) -> list[str]:
-    """A few lines describing the environment, printed before the run."""
-    tb = env.get("tfbench") or {}
-    tf = env.get("tensorflow") or {}
-    build = tf.get("build") or {}
-    first = "tfbench %s" % tb.get("version")
-    if tb.get("git_hash"):
-        first += " (git %s%s)" % (tb["git_hash"][:10], ", modified" if tb.get("git_dirty") else "")
-    tf_text = "TensorFlow %s" % tf.get("version")
-    extras = [x for x in (tf.get("git_version"),
-                          "CUDA %s" % build["cuda_version"] if build.get("cuda_version") else None,
-                          "cuDNN %s" % build["cudnn_version"] if build.get("cudnn_version")
-                          else None) if x]
-    if extras:
-        tf_text += " (%s)" % ", ".join(extras)
-    keras = (env.get("keras") or {}).get("version")
-    first += " | %s | Keras %s | Python %s" % (tf_text, keras,
-                                               (env.get("python") or {}).get("version"))
-    lines = [first, _gpu_line(env)]
-
-    cpu, mem, osinfo = env.get("cpu") or {}, env.get("memory") or {}, env.get("os") or {}
-    host = "CPU: %s (%s logical / %s physical cores" % (cpu.get("model"), cpu.get("logical_cores"),
-                                                        cpu.get("physical_cores"))
-    if cpu.get("usable_cores") and cpu.get("usable_cores") != cpu.get("logical_cores"):
-        host += ", %s usable" % cpu["usable_cores"]
-    if cpu.get("cgroup_cpu_limit"):
-        host += ", cgroup limit %g" % cpu["cgroup_cpu_limit"]
-    host += ")"
-    if mem.get("total_bytes"):
-        host += ", %.1f GiB RAM" % (mem["total_bytes"] / GB)
-    host += " | %s %s" % (osinfo.get("system"), osinfo.get("kernel"))
-    if osinfo.get("distribution"):
-        host += " (%s)" % osinfo["distribution"]
-    virt, cont = env.get("virtualization") or {}, env.get("container") or {}
-    if virt.get("is_vm"):
-        what = _vm_names(virt)
-        host += " | VM" + (": " + what if what else "")
-    elif virt.get("cloud"):
-        host += " | %s (bare metal)" % virt["cloud"]
-    if cont.get("in_container"):
-        host += " | container: %s" % cont.get("runtime")
-        if cont.get("nvidia_image"):
-            host += " (NVIDIA TensorFlow %s)" % cont["nvidia_image"]
-    lines.append(host)
-
-    env_vars = env.get("env_vars") or {}
-    if env_vars:
-        text = " ".join("%s=%s" % (k, v) for k, v in env_vars.items())
-        lines.append("Env: " + (text if len(text) <= 200 else text[:197] + "..."))
-    return lines
-
-
-def _vm_names(virt: dict[str, Any]) -> str:
+# --- figures -------------------------------------------------------------------------------
+def vm_names(virt: dict[str, Any]) -> str:
+    """The hypervisor and cloud names of a capture's `virtualization`, e.g. "kvm, Amazon EC2"."""
     names: list[str] = []
     for x in (virt.get("hypervisor"), virt.get("cloud")):
         if x and x != "unknown" and x not in names:
@@ -460,48 +363,42 @@ def vm_warning(env: dict[str, Any], using_real_data: bool = True) -> Optional[st
     virt = env.get("virtualization") or {}
     if not virt.get("is_vm") or not using_real_data:
         return None
-    what = _vm_names(virt) or "hypervisor detected"
+    what = vm_names(virt) or "hypervisor detected"
     return ("Running in a virtual machine (%s): virtualised disk and network I/O make real-data "
             "results noisy; prefer synthetic data (omit --data_dir) when comparing hardware"
             % what)
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A capture as {dotted path: value}, e.g. {"nvidia.gpus.0.power_limit_w": 400.0}."""
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for k, v in value.items():
-            out.update(_flatten(v, "%s.%s" % (prefix, k) if prefix else str(k)))
+            out.update(flatten(v, "%s.%s" % (prefix, k) if prefix else str(k)))
         return out
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         out = {}
         for i, v in enumerate(value):
-            out.update(_flatten(v, "%s.%d" % (prefix, i)))
+            out.update(flatten(v, "%s.%d" % (prefix, i)))
         return out
     return {prefix: value}
 
 
 def diff(before: dict[str, Any], after: dict[str, Any],
-         ignore: Iterable[str] = ()) -> list[str]:
-    """One line per field that changed between two captures (volatile fields ignored).
+         ignore: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """The fields that changed between two captures (volatile fields ignored), in path order:
+    {"field": dotted path, "before": value, "after": value}, without "before" (or "after")
+    when the field was absent from that capture.
 
     ignore: extra fnmatch patterns on dotted paths, e.g. "env_vars.TF_GPU_THREAD_MODE" for a
     variable tfbench itself sets during the run.
     """
     patterns = tuple(VOLATILE_FIELDS) + tuple(ignore)
-    old, new = _flatten(before), _flatten(after)
-    lines = []
+    old, new = flatten(before), flatten(after)
+    changes = []
     for key in sorted(set(old) | set(new)):
-        if any(fnmatch.fnmatchcase(key, p) for p in patterns):
-            continue
-        a, b = old.get(key, "<unset>"), new.get(key, "<unset>")
-        if a != b:
-            lines.append("Environment changed during the run: %s: %s -> %s" % (key, a, b))
-    return lines
-
-
-def text_report(env: dict[str, Any]) -> str:
-    """Every field of the manifest, one `path: value` line each (for `tfbench env`)."""
-    flat = _flatten(env)
-    width = min(max((len(k) for k in flat), default=0), 48)
-    return "\n".join("%-*s  %s" % (width, k + ":", "" if v is None else v)
-                     for k, v in flat.items())
+        same = key in old and key in new and old[key] == new[key]
+        if not same and not any(fnmatch.fnmatchcase(key, p) for p in patterns):
+            sides = (("before", old), ("after", new))
+            changes.append({"field": key, **{s: v[key] for s, v in sides if key in v}})
+    return changes

@@ -2,7 +2,8 @@
 
 Utilisation is the fraction of the benchmark's images/sec a real training run sustains once
 data loading, evaluation, checkpointing and logging take their share (--estimate_utilization,
-default 0.7). Pass the run's images/sec (the median when --num_runs > 1).
+default 0.7). Pass the run's images/sec (the median when --num_runs > 1). The console line is
+tfbench.output.console's.
 """
 
 from __future__ import annotations
@@ -43,23 +44,3 @@ def estimate_summary(images_per_sec: Optional[float], dataset_size: int, epochs:
         "estimate_utilization": float(utilization),
         "estimate_images_per_sec": images_per_sec,
     }
-
-
-def _duration(hours: float) -> str:
-    if hours < 1.0:
-        return "%.1f minutes" % (hours * 60.0)
-    if hours < 48.0:
-        return "%.2f hours" % hours
-    return "%.1f hours (%.1f days)" % (hours, hours / 24.0)
-
-
-def console_lines(summary: dict[str, Any]) -> list[str]:
-    """`Training-time estimate: 1281167 samples x 90 epochs at 2345.60 images/sec x 0.70
-    utilization = 19.53 hours` (one line; nothing when the estimate is off)."""
-    if not summary or summary.get("estimated_train_hours") is None:
-        return []
-    return ["Training-time estimate: %d samples x %g epochs at %.2f images/sec x %.2f "
-            "utilization = %s" % (summary["estimate_dataset_size"], summary["estimate_epochs"],
-                                  summary["estimate_images_per_sec"],
-                                  summary["estimate_utilization"],
-                                  _duration(summary["estimated_train_hours"]))]

@@ -6,6 +6,9 @@ synthetic), XLA and batch size, so a run is judged against a band: the lowest to
 matching value, widened by a tolerance (default 10%). TensorFlow figures are preferred; when a GPU
 has only other-framework figures (e.g. PyTorch DLE on H100), those are used and labelled "sanity
 bound". Plain csv, no pandas: the runner imports this module.
+
+judge() gives the figures (verdict, band, sources), which a run keeps; describe() words them in
+the one line the console and the reports print; expected_range() is both at once.
 """
 
 from __future__ import annotations
@@ -80,9 +83,7 @@ class Reference:
         return "TF" in self.framework or "tf_cnn" in self.framework
 
     def label(self) -> str:
-        batch = " (bs%d, %s)" % (self.batch_per_gpu, self.notes) if self.batch_per_gpu else \
-            " (%s)" % self.notes
-        return _fmt(self.images_per_sec) + batch
+        return _label(dataclasses.asdict(self))
 
 
 def parse_references(text: str) -> list[Reference]:
@@ -126,6 +127,91 @@ def _fmt(value: float) -> str:
     return "{:,.0f}".format(value)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Judgement:
+    """The figures of one judgement: the band a run is held against, its sources, the verdict.
+
+    Plain data (RunResult keeps it as a dict, `Judgement(**figures)` takes it back); `describe`
+    renders it as one line.
+    """
+    verdict: Optional[str]       # within | below | above; None when nothing was judged
+    device_name: str
+    gpu: str                     # the GPU as the reference table names it, e.g. A100 40GB SXM
+    model: str
+    mode: str                    # normalised: training | forward_only
+    precision: str               # normalised: fp32 | fp16 | bf16
+    num_gpus: int
+    mig: bool = False            # a MIG slice: no published figure describes it
+    low: Optional[float] = None  # images/sec, the published minimum less the tolerance
+    high: Optional[float] = None
+    tolerance: float = DEFAULT_TOLERANCE
+    measured: Optional[float] = None
+    sanity_framework: Optional[str] = None   # only this non-TensorFlow framework's figures
+    # The published figures used: images_per_sec, batch_per_gpu, notes, framework, source.
+    references: list[dict] = dataclasses.field(default_factory=list)
+
+
+def judge(device_name: Optional[str], model: str, mode: str, precision: str, num_gpus: int,
+          images_per_sec: Optional[float], tolerance: float = DEFAULT_TOLERANCE,
+          references=None) -> Optional[Judgement]:
+    """The figures of the judgement (see expected_range), or None when the GPU is not in the
+    reference table at all (including CPUs)."""
+    refs_all = references if references is not None else load_references()
+    gpu = normalize_gpu(device_name)
+    if gpu is None:
+        return None
+    common = dict(device_name=device_name or "", gpu=str(gpu), model=model,
+                  mode=normalize_mode(mode), precision=normalize_precision(precision),
+                  num_gpus=int(num_gpus or 1), tolerance=tolerance, measured=images_per_sec)
+    if gpu.mig is not None:
+        return Judgement(verdict=None, mig=True, **common)
+    if not any((k := normalize_gpu(r.gpu)) is not None and k.matches(gpu) for r in refs_all):
+        return None
+    refs = matching_references(device_name, model, mode, precision, num_gpus, refs_all)
+    if not refs:
+        return Judgement(verdict=None, **common)
+    values = [r.images_per_sec for r in refs]
+    low, high = min(values) * (1 - tolerance), max(values) * (1 + tolerance)
+    verdict = None
+    if images_per_sec:
+        verdict = "below" if images_per_sec < low else "above" if images_per_sec > high \
+            else "within"
+    return Judgement(
+        verdict=verdict, low=low, high=high,
+        sanity_framework=None if refs[0].is_tensorflow else refs[0].framework,
+        references=[{"images_per_sec": r.images_per_sec, "batch_per_gpu": r.batch_per_gpu,
+                     "notes": r.notes, "framework": r.framework, "source": r.source}
+                    for r in refs], **common)
+
+
+def _label(ref: dict) -> str:
+    batch = " (bs%d, %s)" % (ref["batch_per_gpu"], ref["notes"]) if ref["batch_per_gpu"] \
+        else " (%s)" % ref["notes"]
+    return _fmt(ref["images_per_sec"]) + batch
+
+
+def describe(j: Judgement) -> str:
+    """The judgement in one line: the band, its sources and, when measured, the verdict."""
+    if j.mig:
+        return ("Expected range: none for %s, a MIG slice (published figures are whole GPUs)"
+                % j.device_name)
+    what = "%s %s %s, %dx %s" % (j.model, j.mode, j.precision, j.num_gpus, j.gpu)
+    if not j.references:
+        return "Expected range: no published figure for %s" % what
+    kind = "" if j.sanity_framework is None else \
+        " (%s figures: sanity bound only)" % j.sanity_framework
+    by_source: dict[tuple[str, str], list[str]] = {}
+    for ref in j.references:
+        by_source.setdefault((ref["framework"], ref["source"]), []).append(_label(ref))
+    sources = "; ".join("%s from %s, %s" % (", ".join(labels), source, framework)
+                        for (framework, source), labels in by_source.items())
+    band = "%s-%s images/sec" % (_fmt(j.low), _fmt(j.high))
+    if j.verdict is None:
+        return "Expected range for %s: %s%s [published %s]" % (what, band, kind, sources)
+    return "Expected range for %s: %s%s, measured %s: %s [published %s; +/-%d%%]" % (
+        what, band, kind, _fmt(j.measured), j.verdict, sources, round(j.tolerance * 100))
+
+
 def expected_range(device_name: Optional[str], model: str, mode: str, precision: str,
                    num_gpus: int, images_per_sec: Optional[float],
                    tolerance: float = DEFAULT_TOLERANCE,
@@ -136,30 +222,6 @@ def expected_range(device_name: Optional[str], model: str, mode: str, precision:
     when the GPU is known but nothing matches, no throughput was measured, or it is a MIG
     slice (a fraction of a GPU, which no published figure describes).
     """
-    refs_all = references if references is not None else load_references()
-    gpu = normalize_gpu(device_name)
-    if gpu is not None and gpu.mig is not None:
-        return None, ("Expected range: none for %s, a MIG slice (published figures are whole "
-                      "GPUs)" % device_name)
-    if gpu is None or not any((k := normalize_gpu(r.gpu)) is not None and k.matches(gpu)
-                              for r in refs_all):
-        return None, ""
-    what = "%s %s %s, %dx %s" % (model, normalize_mode(mode), normalize_precision(precision),
-                                 int(num_gpus or 1), gpu)
-    refs = matching_references(device_name, model, mode, precision, num_gpus, refs_all)
-    if not refs:
-        return None, "Expected range: no published figure for %s" % what
-    values = [r.images_per_sec for r in refs]
-    low, high = min(values) * (1 - tolerance), max(values) * (1 + tolerance)
-    kind = "" if refs[0].is_tensorflow else " (%s figures: sanity bound only)" % refs[0].framework
-    by_source: dict[tuple[str, str], list[str]] = {}
-    for ref in refs:
-        by_source.setdefault((ref.framework, ref.source), []).append(ref.label())
-    sources = "; ".join("%s from %s, %s" % (", ".join(labels), source, framework)
-                        for (framework, source), labels in by_source.items())
-    band = "%s-%s images/sec" % (_fmt(low), _fmt(high))
-    if not images_per_sec:
-        return None, "Expected range for %s: %s%s [published %s]" % (what, band, kind, sources)
-    verdict = "below" if images_per_sec < low else "above" if images_per_sec > high else "within"
-    return verdict, "Expected range for %s: %s%s, measured %s: %s [published %s; +/-%d%%]" % (
-        what, band, kind, _fmt(images_per_sec), verdict, sources, round(tolerance * 100))
+    j = judge(device_name, model, mode, precision, num_gpus, images_per_sec, tolerance,
+              references)
+    return (None, "") if j is None else (j.verdict, describe(j))

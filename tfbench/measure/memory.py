@@ -10,7 +10,7 @@ memory never appears under a device label.
 
 The runner resets the device peak after warm-up, so the figure is the steady state's: cuDNN's
 autotuning tries algorithms with scratch buffers (up to 4 GiB by default) during the first steps.
-The warm-up's own peak is kept apart.
+The warm-up's own peak is kept apart. tfbench.output.console prints the figures.
 """
 
 from __future__ import annotations
@@ -138,27 +138,3 @@ def memory_summary(device_kind: str, device_peaks: dict[str, Optional[int]],
     else:
         out["memory_unavailable"] = unavailable or "no device reported a peak"
     return out
-
-
-def console_lines(summary: dict) -> list[str]:
-    """`Memory: peak 12.34 GiB per device (steady state; warm-up 14.02 GiB), host peak RSS
-    3.21 GiB, 123.4 images/sec/GiB`"""
-    if summary.get("memory_unavailable"):
-        line = "Memory: device peak not available (%s)" % summary["memory_unavailable"]
-        if summary.get("host_peak_rss_gb") is not None:
-            line += "; host peak RSS %.2f GiB" % summary["host_peak_rss_gb"]
-        return [line]
-    if summary.get("peak_mem_gb") is None:
-        return ["Memory: not available"]
-    line = "Memory: peak %.2f GiB" % summary["peak_mem_gb"]
-    if summary.get("peak_mem_source") == "device":
-        line += " per device"
-        if summary.get("warmup_peak_mem_gb") is not None:
-            line += " (steady state; warm-up %.2f GiB)" % summary["warmup_peak_mem_gb"]
-        if summary.get("host_peak_rss_gb") is not None:
-            line += ", host peak RSS %.2f GiB" % summary["host_peak_rss_gb"]
-    else:
-        line += " host RSS (no device memory statistics)"
-    if summary.get("images_per_sec_per_gb") is not None:
-        line += ", %.1f images/sec/GiB" % summary["images_per_sec_per_gb"]
-    return [line]

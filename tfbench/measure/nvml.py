@@ -1,9 +1,9 @@
 """What NVML (the `pynvml` module of NVIDIA's nvidia-ml-py package) says about the GPUs.
 
 open_nvml() loads and initialises NVML, or says why it cannot ("not available": no driver, no
-GPU); nothing is printed. GpuReader takes one sample of a GPU; gpu_static_info() and
-system_info() describe the GPUs for the environment manifest. The NVML module is a parameter
-everywhere, so tests inject a fake.
+GPU); nothing is printed. GpuReader takes one sample of a GPU; static_info() (from
+gpu_static_info() and system_info()) describes the GPUs for the environment manifest. The NVML
+module is a parameter everywhere, so tests inject a fake.
 
 GPU numbering: tfbench's GPU indices are CUDA's, i.e. positions in CUDA_VISIBLE_DEVICES when it
 is set. resolve_handles() maps them to NVML devices the way CUDA reads CUDA_VISIBLE_DEVICES: an
@@ -322,3 +322,24 @@ def system_info(nvml: Any) -> dict[str, Any]:
         "cuda_driver_version": None if not cuda else "%d.%d" % (cuda // 1000, cuda % 1000 // 10),
         "nvml_version": None if version is None else _text(version),
     }
+
+
+def static_info(nvml: Any = None) -> dict[str, Any]:
+    """The environment manifest's `nvidia`: driver, CUDA driver version and every GPU NVML
+    lists (`available` False with the `reason` when NVML cannot be used)."""
+    module, reason = open_nvml(nvml)
+    if module is None:
+        return {"available": False, "reason": reason, "gpus": []}
+    try:
+        info: dict[str, Any] = {"available": True, "reason": None}
+        info.update(system_info(module))
+        gpus = []
+        for index in range(module.nvmlDeviceGetCount()):
+            handle = module.nvmlDeviceGetHandleByIndex(index)
+            gpus.append({"nvml_index": index, **gpu_static_info(module, handle)})
+        info["gpus"] = gpus
+        return info
+    except Exception as exc:  # noqa: BLE001
+        return {"available": False, "reason": _reason(exc), "gpus": []}
+    finally:
+        close_nvml(module)

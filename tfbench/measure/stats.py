@@ -5,11 +5,13 @@ Hyndman & Fan type 7): for n sorted values x[0..n-1], the q-th percentile sits a
 (n - 1) * q / 100, interpolated between its two neighbours. With 100 steps p99 therefore lies
 between the 99th and the 100th value; with few steps the tail percentiles approach the max.
 
-Keys are the CSV column names of tfbench.output.csv_out where a column exists.
+Keys are the CSV column names of tfbench.output.csv_out where a column exists; the console
+lines made of these figures are tfbench.output.console's.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any, Optional, Sequence
 
@@ -17,6 +19,28 @@ import numpy as np
 
 LATENCY_PERCENTILES = (50, 90, 99)
 DEFAULT_UNSTABLE_THRESHOLD_PCT = 10.0
+
+
+def perf_stats(batch_size: int, step_times: Sequence[float],
+               ewma: Optional[float] = None) -> tuple[float, float, float]:
+    """A Step line's (mean images/sec, +/-, jitter) over the timed steps so far, as the legacy
+    script computes them.
+
+    mean = B / mean(times) (EWMA-weighted mean of times when `ewma` is set); +/- = population
+    std of per-step speeds / sqrt(n); jitter = 1.4826 * median absolute deviation of speeds.
+    """
+    times = np.asarray(step_times, dtype=np.float64)
+    n = len(times)
+    if ewma is not None and n > 0:
+        weights = (1.0 - ewma) ** np.arange(n - 1, -1, -1)
+        mean_time = float(np.sum(weights * times) / np.sum(weights))
+    else:
+        mean_time = float(np.mean(times))
+    mean = batch_size / mean_time
+    speeds = batch_size / times
+    uncertainty = float(np.std(speeds) / math.sqrt(n))
+    jitter = float(1.4826 * np.median(np.abs(speeds - np.median(speeds))))
+    return mean, uncertainty, jitter
 
 
 def latency_summary(step_times_sec: Sequence[float]) -> dict[str, Optional[float]]:
@@ -82,47 +106,3 @@ def repeat_summary(values: Sequence[float],
         "unstable": spread is not None and spread > unstable_threshold_pct,
     })
     return result
-
-
-def _ms(value: Optional[float]) -> str:
-    return "n/a" if value is None else "%.2f" % value
-
-
-def console_lines_latency(summary: dict[str, Any]) -> list[str]:
-    """`Latency (ms/batch): p50 12.34  p90 ...  p99 ...  mean ...  min ...  max ...`"""
-    if summary.get("latency_ms_p50") is None:
-        return []
-    parts = ["%s %s" % (label, _ms(summary.get(key))) for label, key in (
-        ("p50", "latency_ms_p50"), ("p90", "latency_ms_p90"), ("p99", "latency_ms_p99"),
-        ("mean", "latency_ms_mean"), ("min", "latency_ms_min"), ("max", "latency_ms_max"))]
-    return ["Latency (ms/batch): " + "  ".join(parts)]
-
-
-def console_lines_cold_start(summary: dict[str, Any]) -> list[str]:
-    """`Cold start: first step 2.345 s, warm-up 3.456 s (10 steps), steady state 12.34 ms/step`"""
-    if summary.get("first_step_sec") is None:
-        return []
-    line = "Cold start: first step %.3f s" % summary["first_step_sec"]
-    if summary.get("num_warmup_steps") and summary.get("warmup_sec") is not None:
-        n = summary["num_warmup_steps"]
-        line += ", warm-up %.3f s (%d step%s)" % (summary["warmup_sec"], n, "" if n == 1 else "s")
-    if summary.get("steady_step_sec_mean") is not None:
-        line += ", steady state %.2f ms/step" % (summary["steady_step_sec_mean"] * 1000.0)
-    return [line]
-
-
-def console_lines_repeats(summary: dict[str, Any]) -> list[str]:
-    """`Repeats: 5 runs, median 123.45 images/sec, min 120.00, max 125.00, spread 3.2%`
-
-    followed by ` UNSTABLE (spread > 10%)` when the spread exceeds the threshold. Nothing for a
-    single run.
-    """
-    if summary.get("num_runs", 0) < 2 or summary.get("images_per_sec_median") is None:
-        return []
-    spread = summary.get("spread_pct")
-    line = "Repeats: %d runs, median %.2f images/sec, min %.2f, max %.2f, spread %s" % (
-        summary["num_runs"], summary["images_per_sec_median"], summary["images_per_sec_min"],
-        summary["images_per_sec_max"], "n/a" if spread is None else "%.1f%%" % spread)
-    if summary.get("unstable"):
-        line += " UNSTABLE (spread > %g%%)" % summary["unstable_threshold_pct"]
-    return [line]

@@ -12,8 +12,10 @@ Typical use by the runner:
     ...timed loop...
     for m in mons: m.stop()
     extra.update(monitors.summary(mons, images=timed_images, images_per_sec=ips))
-    lines = monitors.console_lines(mons, ...) ; warnings = monitors.warnings(mons)
     series = monitors.samples(mons)     # {"nvml": [...], "host": [...]} for the JSON
+
+The summary holds figures only; tfbench.output.console prints them (power, host CPU, and the
+throttling warning from each GPU's throttle reasons and their fractions).
 """
 
 from __future__ import annotations
@@ -24,8 +26,7 @@ from tfbench.monitors.base import Monitor
 from tfbench.monitors.host import HostMonitor
 from tfbench.monitors.nvml import NvmlMonitor
 
-__all__ = ["Monitor", "NvmlMonitor", "HostMonitor", "create", "summary", "samples",
-           "warnings", "console_lines"]
+__all__ = ["Monitor", "NvmlMonitor", "HostMonitor", "create", "summary", "samples"]
 
 
 def create(device_kind: str, gpu_indices: Optional[Sequence[int]] = None,
@@ -48,12 +49,3 @@ def summary(mons: Sequence[Monitor], images: Optional[int] = None,
 
 def samples(mons: Sequence[Monitor]) -> dict[str, list[dict]]:
     return {m.name: m.samples() for m in mons}
-
-
-def warnings(mons: Sequence[Monitor]) -> list[str]:
-    return [line for m in mons for line in m.warnings()]
-
-
-def console_lines(mons: Sequence[Monitor], images: Optional[int] = None,
-                  images_per_sec: Optional[float] = None) -> list[str]:
-    return [line for m in mons for line in m.console_lines(images, images_per_sec)]

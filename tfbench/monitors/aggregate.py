@@ -245,24 +245,6 @@ def gpu_summary(samples: list[dict], images: Optional[int] = None,
     return summary
 
 
-def throttle_warning(samples: list[dict], names: Optional[dict[Any, str]] = None) -> Optional[str]:
-    """One line naming each GPU that throttled in the steady state and why, or None."""
-    parts = []
-    for gpu, rows in _by_gpu(samples).items():
-        fractions = _throttle_fractions(steady_samples(rows))
-        if not fractions:
-            continue
-        label = "GPU %s" % gpu
-        if names and names.get(gpu):
-            label += " [%s]" % names[gpu]
-        parts.append("%s %s" % (label, ", ".join(
-            "%s in %d%% of samples" % (name, round(100 * f)) for name, f in fractions.items())))
-    if not parts:
-        return None
-    return ("GPU throttled during the timed run (images/sec reflects the lowered clocks): %s"
-            % "; ".join(parts))
-
-
 HOST_COLUMNS = ("cpu_util_pct_mean",)
 
 

@@ -9,8 +9,8 @@ Life cycle, driven by the runner:
   resume()       when the timed steps go on (next repeat, after an evaluation); takes a
                  "steady_resume" boundary sample and opens a window of the same measurement
   stop()         at the end; takes an "end" sample (closing a window still open), joins the thread
-  summary(images=N, images_per_sec=X) -> dict keyed by CSV column; samples() -> time series;
-  warnings() -> one-line messages; console_lines() -> lines to print before the footer.
+  summary(images=N, images_per_sec=X) -> dict keyed by CSV column; samples() -> time series.
+  The console lines and warnings made of a summary's figures are tfbench.output.console's.
 
 Subclasses implement _read() (one tick's readings) and the aggregation hooks; aggregation lives
 in tfbench.monitors.aggregate as pure functions. A failing reading never stops the benchmark:
@@ -140,10 +140,3 @@ class Monitor:
             out = self._summarize(self.samples(), images, images_per_sec)
         out["%s_monitor" % self.name] = self.status()
         return out
-
-    def warnings(self) -> list[str]:
-        return []
-
-    def console_lines(self, images: Optional[int] = None,
-                      images_per_sec: Optional[float] = None) -> list[str]:
-        return []

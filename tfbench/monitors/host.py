@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from tfbench.monitors import aggregate
 from tfbench.monitors.base import Monitor
@@ -54,19 +54,3 @@ class HostMonitor(Monitor):
         out = aggregate.host_summary(samples)
         out["num_cpus"] = self.num_cpus
         return out
-
-    def console_lines(self, images: Optional[int] = None,
-                      images_per_sec: Optional[float] = None) -> list[str]:
-        """`Host CPU: 85% busy (system), process 170% (100% = one core), RSS max 3.21 GiB`"""
-        if not self.available:
-            return ["Host CPU: not available (%s)" % self.unavailable_reason]
-        s = self.summary()
-        if s.get("cpu_util_pct_mean") is None:
-            return []
-        line = "Host CPU: %.0f%% busy (system, %s cores)" % (s["cpu_util_pct_mean"],
-                                                            s.get("num_cpus") or "?")
-        if s.get("process_cpu_pct_mean") is not None:
-            line += ", process %.0f%% (100%% = one core)" % s["process_cpu_pct_mean"]
-        if s.get("host_rss_gb_max") is not None:
-            line += ", RSS max %.2f GiB" % s["host_rss_gb_max"]
-        return [line]

@@ -65,48 +65,5 @@ class NvmlMonitor(Monitor):
 
     def _summarize(self, samples, images, images_per_sec):
         out = aggregate.gpu_summary(samples, images, images_per_sec)
-        out["gpus"] = self.devices
+        out["gpus"] = self.devices   # each GPU's static facts, its name among them
         return out
-
-    def _names(self) -> dict[Any, str]:
-        return {d["gpu"]: d.get("name") for d in self.devices}
-
-    def warnings(self) -> list[str]:
-        if not self.available:
-            return []
-        line = aggregate.throttle_warning(self.samples(), self._names())
-        return [line] if line else []
-
-    def console_lines(self, images: Optional[int] = None,
-                      images_per_sec: Optional[float] = None) -> list[str]:
-        """`GPU power: mean 312.4 W, max 398.2 W, energy 3123.5 J (0.0305 J/image), ...`"""
-        if not self.available:
-            return ["GPU power: not available (%s)" % self.unavailable_reason]
-        s = self.summary(images, images_per_sec)
-        if s.get("power_w_mean") is None and s.get("gpu_util_pct_mean") is None:
-            return ["GPU power: no readings"]
-        parts = []
-        if s.get("power_w_mean") is not None:
-            parts.append("mean %.1f W, max %.1f W" % (s["power_w_mean"], s["power_w_max"]))
-        else:
-            parts.append("power n/a")
-        if s.get("energy_j") is not None:
-            energy = "energy %.1f J" % s["energy_j"]
-            if s.get("joules_per_image") is not None:
-                energy += " (%.4g J/image)" % s["joules_per_image"]
-            parts.append(energy)
-        if s.get("images_per_sec_per_watt") is not None:
-            parts.append("%.3g images/sec/W" % s["images_per_sec_per_watt"])
-        detail = []
-        if s.get("gpu_util_pct_mean") is not None:
-            detail.append("util %.0f%%" % s["gpu_util_pct_mean"])
-        if s.get("temp_c_max") is not None:
-            detail.append("temp max %.0f C" % s["temp_c_max"])
-        if s.get("sm_clock_mhz_mean") is not None:
-            detail.append("SM clock %.0f MHz" % s["sm_clock_mhz_mean"])
-        line = "GPU power: " + ", ".join(parts)
-        if detail:
-            line += "; " + ", ".join(detail)
-        if s.get("num_gpus_monitored", 1) > 1:
-            line += " (%d GPUs; power and energy are totals)" % s["num_gpus_monitored"]
-        return [line]

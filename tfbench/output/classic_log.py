@@ -2,14 +2,16 @@
 
 This is the only module that knows the legacy format. It formats plain numbers and strings; it
 knows nothing about TensorFlow. Golden tests pin every line.
+
+ClassicLog prints a run's log as the engine reports it (tfbench.engine.runlog.RunLog, one method
+per event, each printing its lines at once); the functions below format single lines.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-import numpy as np
+from tfbench.output import environment as environment_text
 
 DASHES = "-" * 64
 
@@ -59,27 +61,6 @@ def step_header(loss_name: str, with_accuracy: bool) -> str:
     return "\t".join(cols)
 
 
-def perf_stats(batch_size: int, step_times: Sequence[float],
-               ewma: Optional[float] = None) -> tuple[float, float, float]:
-    """(mean images/sec, +/-, jitter) over the timed steps so far, as the legacy script.
-
-    mean = B / mean(times) (EWMA-weighted mean of times when `ewma` is set); +/- = population
-    std of per-step speeds / sqrt(n); jitter = 1.4826 * median absolute deviation of speeds.
-    """
-    times = np.asarray(step_times, dtype=np.float64)
-    n = len(times)
-    if ewma is not None and n > 0:
-        weights = (1.0 - ewma) ** np.arange(n - 1, -1, -1)
-        mean_time = float(np.sum(weights * times) / np.sum(weights))
-    else:
-        mean_time = float(np.mean(times))
-    mean = batch_size / mean_time
-    speeds = batch_size / times
-    uncertainty = float(np.std(speeds) / math.sqrt(n))
-    jitter = float(1.4826 * np.median(np.abs(speeds - np.median(speeds))))
-    return mean, uncertainty, jitter
-
-
 def step_line(step: int, mean: float, uncertainty: float, jitter: float, loss: float,
               top_1: Optional[float] = None, top_5: Optional[float] = None) -> str:
     """`step` is the 1-based step number (legacy prints step + 1 of the 0-based timed step)."""
@@ -88,11 +69,6 @@ def step_line(step: int, mean: float, uncertainty: float, jitter: float, loss: f
     if top_1 is not None:
         line += "\t%.3f\t%.3f" % (top_1, top_5)
     return line
-
-
-def should_display(step_index: int, display_every: int) -> bool:
-    """Legacy rule on the 0-based timed step: step 0, then every display_every-th."""
-    return step_index == 0 or (step_index + 1) % display_every == 0
 
 
 def eval_progress_line(step: int, examples_per_sec: float) -> str:
@@ -115,3 +91,103 @@ def mode_label(forward_only: bool, eval_mode: bool, train_and_eval: bool = False
     if train_and_eval:
         return "training + evaluation"
     return "training"
+
+
+def _mode_text(mode: str, train_and_eval: bool) -> str:
+    if mode == "data_only":
+        return "input pipeline only"
+    return mode_label(mode == "forward_only", mode == "eval", train_and_eval)
+
+
+# The parts of --diagnose_input (tfbench.engine.runlog.DIAGNOSIS_PARTS).
+_DIAGNOSIS = {"input_only": "the input pipeline alone", "synthetic": "synthetic data",
+              "real": "real data"}
+
+
+class ClassicLog:
+    """The classic log of one run, printed through `write` (one line per call) at the moments
+    the legacy script printed each line. Implements tfbench.engine.runlog.RunLog."""
+
+    def __init__(self, write: Callable[[str], None]):
+        self.write = write
+
+    def _lines(self, lines: Sequence[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def environment(self, env: Mapping[str, Any]) -> None:
+        self._lines(environment_text.summary_lines(dict(env)))
+
+    def notice(self, text: str) -> None:
+        self.write(text)
+
+    def header(self, header) -> None:
+        h = header
+        self._lines(header_lines(
+            tf_version=h.tf_version, model=h.model, dataset=h.dataset,
+            mode=_mode_text(h.mode, h.train_and_eval), batch_size=h.batch_size,
+            global_batch_size=h.global_batch_size, num_batches=h.num_batches,
+            num_epochs=h.num_epochs, devices=h.devices, data_format=h.data_format,
+            optimizer=h.optimizer, variable_update=h.variable_update,
+            all_reduce_spec=h.all_reduce_spec, show_all_reduce=h.show_all_reduce,
+            job_name=h.job_name, horovod_device=h.horovod_device))
+
+    def cluster_lines(self, lines: Sequence[str]) -> None:
+        self._lines(lines)
+
+    def generating_training_model(self) -> None:
+        self.write("Generating training model")
+
+    def generating_evaluation_model(self) -> None:
+        self.write("Generating evaluation model")
+
+    def generating_input_pipeline(self) -> None:
+        self.write("Generating input pipeline")
+
+    def initializing(self) -> None:
+        self.write("Initializing graph")
+
+    def warmup_started(self) -> None:
+        self.write("Running warm up")
+
+    def tracing(self, trace_file: str) -> None:
+        self.write("Dumping trace to %s" % trace_file)
+
+    def warmup_done(self) -> None:
+        self.write("Done warm up")
+
+    def repeat_started(self, run: int, num_runs: int) -> None:
+        self.write("Repeat %d of %d" % (run, num_runs))
+
+    def steps_started(self, loss_name: str, with_accuracy: bool) -> None:
+        self.write(step_header(loss_name, with_accuracy))
+
+    def step(self, report) -> None:
+        r = report
+        self.write(step_line(r.step, r.images_per_sec, r.plusminus, r.jitter, r.loss,
+                             r.top_1, r.top_5))
+
+    def checkpoint_loaded(self, path: str) -> None:
+        self.write("Successfully loaded model from %s." % path)
+
+    def evaluation_started(self, global_step: int, final: bool) -> None:
+        self.write("Running %sevaluation at global_step %d"
+                   % ("final " if final else "", global_step))
+
+    def evaluation_progress(self, step: int, examples_per_sec: float) -> None:
+        self.write(eval_progress_line(step, examples_per_sec))
+
+    def accuracy(self, top_1: float, top_5: float, num_examples: int) -> None:
+        self.write(accuracy_line(top_1, top_5, num_examples))
+
+    def early_stop(self, target: float) -> None:
+        self.write("Stopping, as eval accuracy at least %s was reached" % target)
+
+    def training_resumed(self) -> None:
+        self.write("Resuming training")
+
+    def training_done(self) -> None:
+        self.write("Done with training")
+
+    def diagnosis_started(self, part: str) -> None:
+        self.write("Input diagnosis: %s" % _DIAGNOSIS[part])

@@ -1,6 +1,7 @@
 """Everything a finished (or failed) run writes: CSV row, JSON manifest, benchmark logs.
 
-Formatters only: they read RunResult and Params, never TensorFlow state.
+Formatters only: they read RunResult and Params, never TensorFlow state. What is printed is
+tfbench.output.console's and tfbench.output.classic_log's.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import dataclasses
 import os
 from typing import Any
 
-from tfbench.output import classic_log, csv_out
+from tfbench.output import csv_out
 from tfbench.results import RunResult
 
 
@@ -43,50 +44,3 @@ def write_all(p, result: RunResult) -> list[str]:
         lines.append("Results: %s row appended to %s (run %s)"
                      % (result.status, p.csv_file, result.run_id))
     return lines
-
-
-def summary_lines(p, result: RunResult) -> list[str]:
-    """tfbench's own lines, printed before the legacy footer."""
-    from tfbench.measure import estimate, stats
-    extra = result.extra
-    if extra.get("server_task"):
-        return []
-    lines = []
-    if result.params_count is not None:
-        line = "Model stats: %s trainable params" % "{:,}".format(result.params_count)
-        if result.gflops_per_image:
-            line += ", %.3f GFLOPs/image forward (multiply-add = 2)" % result.gflops_per_image
-        if result.tflops_per_sec:
-            line += ", achieved %.3f TFLOP/s%s" % (
-                result.tflops_per_sec, " (training = 3x forward)" if result.mode == "training"
-                else "")
-        if extra.get("mfu_pct") is not None:
-            line += ", MFU %.1f%% of %.1f TFLOP/s per device" % (extra["mfu_pct"],
-                                                                extra["peak_tflops"])
-        lines.append(line)
-    if extra.get("batch_norm_fold_line"):
-        lines.append(extra["batch_norm_fold_line"])
-    if result.mode in ("forward_only", "eval"):
-        lines += stats.console_lines_latency(extra)
-    lines += stats.console_lines_cold_start(
-        {**extra, "first_step_sec": result.first_step_sec, "warmup_sec": result.warmup_sec})
-    lines += extra.get("memory_lines", [])
-    lines += extra.get("monitor_lines", [])
-    lines += ["WARNING: " + w for w in extra.get("monitor_warnings", [])]
-    if extra.get("num_runs", 1) > 1:
-        lines += stats.console_lines_repeats(extra)
-    if extra.get("estimated_train_hours") is not None:
-        lines += estimate.console_lines(extra)
-    lines += extra.get("environment_changes", [])
-    if extra.get("expected_range_line"):
-        lines.append(extra["expected_range_line"])
-    if extra.get("input_verdict_line"):
-        lines.append(extra["input_verdict_line"])
-    return lines
-
-
-def footer(result: RunResult) -> list[str]:
-    """The legacy total block; training + evaluation mode has none, as in the legacy script."""
-    if result.extra.get("train_and_eval") or result.extra.get("server_task"):
-        return []
-    return classic_log.footer_lines(result.images_per_sec)

@@ -1,0 +1,149 @@
+"""The package layout shows the design: imports flow one way and no module imports itself back.
+
+Every import of every module counts, those inside functions too (a lazy import is still a
+dependency). Layers, lowest first: a package imports its own modules and lower layers only.
+"""
+
+import ast
+import os
+
+import pytest
+
+from helpers import ROOT
+
+PACKAGE = os.path.join(ROOT, "tfbench")
+
+# Lowest first; a layer may import the layers below it.
+LAYERS = {
+    "errors": 0, "results": 0,
+    "config": 1, "pins": 1,
+    "data": 2, "models": 2,
+    "measure": 3,
+    "distribute": 4, "monitors": 4,
+    "engine": 5, "output": 5,
+    "report": 6,
+    "sweep": 7,
+    "cli": 8,
+    "__main__": 9,
+}
+# Below-layer imports that would still break the design.
+FORBIDDEN = {
+    # Reports read CSV files (and JSON manifests), never a live run.
+    "report": {"engine", "distribute", "monitors", "data", "models"},
+    # A sweep runs each point in its own process; it never imports the runner.
+    "sweep": {"engine", "distribute", "monitors", "data", "models"},
+}
+
+
+def _modules() -> dict[str, str]:
+    """dotted name -> path of every module in the package."""
+    found = {}
+    for folder, _, names in os.walk(PACKAGE):
+        for name in names:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+                found[rel[:-len(".__init__")] if rel.endswith(".__init__") else rel] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: str) -> set[str]:
+    """The tfbench modules `name` imports, anywhere in its body."""
+    package = name if path.endswith("__init__.py") else name.rsplit(".", 1)[0]
+    found = set()
+    with open(path) as handle:
+        tree = ast.parse(handle.read(), path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            for alias in node.names:
+                candidate = "%s.%s" % (base, alias.name)
+                found.add(candidate if candidate in MODULES else base)
+    return {m for m in found if m.startswith("tfbench") and m in MODULES and m != name}
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _layer_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_package_has_a_layer():
+    unknown = {_layer_of(m) for m in MODULES} - set(LAYERS) - {"__init__"}
+    assert not unknown, "give these packages a layer in LAYERS: %s" % sorted(unknown)
+
+
+def test_imports_flow_down_the_layers():
+    wrong = []
+    for module, imported in sorted(GRAPH.items()):
+        here = _layer_of(module)
+        if here == "__init__":
+            continue
+        for target in sorted(imported):
+            there = _layer_of(target)
+            if there == here or there == "__init__":
+                continue
+            if LAYERS[there] >= LAYERS[here] or there in FORBIDDEN.get(here, ()):
+                wrong.append("%s imports %s" % (module, target))
+    assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles():
+    assert _cycles() == []
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_modules_stay_small(module):
+    """About 400 lines at most; a longer module says why in its docstring."""
+    with open(MODULES[module]) as handle:
+        text = handle.read()
+    lines = text.count("\n")
+    doc = ast.get_docstring(ast.parse(text)) or ""
+    assert lines <= 420 or "Longer than" in doc, "%s has %d lines" % (module, lines)
+
+
+def test_the_cli_package_lists_the_subcommands():
+    from tfbench.cli import SUBCOMMANDS
+    modules = sorted(os.path.splitext(n)[0] for n in os.listdir(os.path.join(PACKAGE, "cli"))
+                     if n.endswith(".py") and n != "__init__.py")
+    assert modules == sorted(["run"] + list(SUBCOMMANDS))

@@ -1,0 +1,203 @@
+"""The shared base of the runners, one per mode: tfbench.engine.train (training, forward-only),
+tfbench.engine.evaluation (--eval) and tfbench.engine.data_only (--data_only).
+
+A runner is built by keyword with everything it runs on: Params, the Resolved plan, the
+strategy, the RunLog it reports to, the Meter around its timed steps and the Clock that times
+them. Its run(res) fills RunResult as it goes, so a failure keeps what was measured; the
+model its timed steps run is `model` (tfbench.engine.measurements counts its FLOPs). This base
+holds what several modes share: building the model (and its batch-norm-folded clone for
+inference), step configuration, inputs, the Step lines' figures, the NaN check and evaluation.
+
+Per-step times are the duration of one compiled step including the single host round trip
+that fetches its loss, as the legacy script times sess.run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfbench.config import fast_paths
+from tfbench.distribute import strategy as strategy_lib
+from tfbench.engine import optimizers, steps
+from tfbench.engine.measurements import Meter
+from tfbench.engine.plan import TRAINING, Resolved
+from tfbench.engine.runlog import RunLog, SilentLog
+from tfbench.errors import NanLoss, raise_if_stopped
+from tfbench.measure import flops, stats
+from tfbench.models import fold_bn
+from tfbench.results import RunResult
+
+# A compiled step: inputs (per-replica images or a distributed iterator) -> the float32 vector
+# [base_loss, total_loss, top_1, top_5] (tfbench.engine.steps).
+StepFn = Callable[[Any], tf.Tensor]
+
+
+@dataclasses.dataclass(frozen=True)
+class Clock:
+    """The runners' time sources, injectable: tests run a whole benchmark on a fake clock that
+    a fake device advances. Step and loop times come from `perf_counter`; cooldowns and
+    --eval_interval_secs wait with `sleep`. Timestamps (--save_model_secs, the Step-line
+    events of the benchmark logs) are wall-clock time.time()."""
+    perf_counter: Callable[[], float] = time.perf_counter
+    sleep: Callable[[float], None] = time.sleep
+
+
+def should_display(step_index: int, display_every: int) -> bool:
+    """Legacy rule on the 0-based timed step: step 0, then every display_every-th."""
+    return step_index == 0 or (step_index + 1) % display_every == 0
+
+
+def step_stats(res: RunResult, batch: int, times: list[float],
+               ewma: Optional[float]) -> tuple[float, float, float]:
+    """The Step line's (mean images/sec, +/-, jitter) over `times`, recorded in res; `batch`
+    is the images one Step line counts (Resolved.step_line_batch)."""
+    figures = stats.perf_stats(batch, times, ewma)
+    res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = figures
+    return figures
+
+
+class ModeRunner:
+    """One mode's run over a strategy that exists already. Subclasses implement run(res)."""
+
+    def __init__(self, *, p, plan: Resolved, strategy: tf.distribute.Strategy,
+                 log: RunLog = SilentLog(), meter: Optional[Meter] = None,
+                 clock: Clock = Clock()):
+        self.p = p
+        self.plan = plan
+        self.strategy = strategy
+        self.log = log
+        self.meter = meter if meter is not None else Meter(plan.device.names)
+        self.clock = clock
+        self.model: Optional[keras.Model] = None   # what the timed steps run, once built
+
+    def run(self, res: RunResult) -> None:
+        raise NotImplementedError
+
+    def notice(self, res: RunResult, text: str) -> None:
+        """Says `text` now and records it with the run's notices."""
+        self.log.notice(text)
+        res.notices.append(text)
+
+    # --- model and steps ----------------------------------------------------------------------
+    def build_model(self) -> keras.Model:
+        r = self.plan
+        optimizers.set_policy(r.precision)
+        with self.strategy.scope():
+            return r.spec.build(r.image_size, r.device.data_format)
+
+    def fold_batch_norm(self, model: keras.Model,
+                        res: RunResult) -> Optional[fold_bn.FoldedModel]:
+        """The folded clone that inference steps run (see models/fold_bn), or None: with
+        --nofold_batch_norm, or when the model has no batch norm after a convolution."""
+        if not self.p.fold_batch_norm:
+            return None
+        # The published parameter count is the unfolded model's (the clone has extra biases).
+        res.params_count = flops.count_params(model)
+        with self.strategy.scope():
+            folding = fold_bn.fold_batch_norm(model)
+        if folding is not None:
+            # Shown with tfbench's own lines before the footer: the legacy block stays intact.
+            res.extra["batch_norm_folded_convolutions"] = folding.num_folded
+            res.notices.append("Batch norm folded into %d convolutions for inference "
+                               "(--nofold_batch_norm times the unfolded model)"
+                               % folding.num_folded)
+        return folding
+
+    def step_config(self, mode: str) -> steps.StepConfig:
+        p, r = self.p, self.plan
+        scaling, scale = optimizers.loss_scaling(p, r.precision)
+        return steps.StepConfig(
+            num_label_classes=r.spec.num_classes - 1, weight_decay=p.weight_decay,
+            loss_scaling=scaling, loss_scale=scale,
+            accum_steps=p.accum_steps if mode == TRAINING else 1,
+            compute_accuracy=p.print_training_accuracy or mode != TRAINING,
+            jit_compile=r.xla, fast_paths=fast_paths.for_device(r.device.kind))
+
+    # --- inputs -------------------------------------------------------------------------------
+    def images(self, batch_size: int):
+        """Synthetic per-replica images (and labels) of batch_size each."""
+        return steps.synthetic_images(self.strategy, batch_size, self.plan.image_size,
+                                      optimizers.compute_dtype(self.plan.precision))
+
+    def dataset(self, batch_per_replica: int, train: bool) -> tf.data.Dataset:
+        """This process's pipeline, read without tf.distribute (--data_only): one step's batch
+        over all local replicas, from the part of the data its replicas would read."""
+        index, count = strategy_lib.process_shard(self.strategy)
+        return self.pipeline(batch_per_replica * self.plan.device.num_devices, train, index,
+                             count)
+
+    def pipeline(self, batch_size: int, train: bool, index: int = 0,
+                 count: int = 1) -> tf.data.Dataset:
+        """Input pipeline `index` of `count`: batches of batch_size from its part of the data."""
+        from tfbench import data
+        r = self.plan
+        return data.make_dataset(self.p, dataset_name=r.spec.dataset, image_size=r.image_size,
+                                 batch_size=batch_size, train=train,
+                                 dtype=optimizers.compute_dtype(r.precision),
+                                 shard=data.Shard(index, count))
+
+    def inputs(self, batch_per_replica: int, train: bool) -> tuple[Any, bool]:
+        """(step inputs, from_iterator): synthetic per-replica images or a distributed iterator
+        that gives every replica batch_per_replica real images, as synthetic inputs do."""
+        if not self.plan.real_data:
+            return self.images(batch_per_replica), False
+        return strategy_lib.distribute_inputs(
+            self.strategy,
+            lambda index, count: self.pipeline(batch_per_replica, train, index, count)), True
+
+    # --- figures ------------------------------------------------------------------------------
+    def step_stats(self, res: RunResult, times: list[float],
+                   ewma: Optional[float]) -> tuple[float, float, float]:
+        return step_stats(res, self.plan.step_line_batch, times, ewma)
+
+    def _check_finite(self, out: np.ndarray, where: str) -> None:
+        if not np.all(np.isfinite(out[:2])):
+            r = self.plan
+            raise NanLoss("Loss became %s at %s of %s (%s, batch %d): use loss scaling "
+                          "(--fp16_enable_auto_loss_scale) or a lower learning rate "
+                          "(--init_learning_rate)"
+                          % ("NaN" if np.isnan(out[:2]).any() else "Inf", where,
+                             r.spec.name, r.precision, r.batch_size))
+
+    def _evaluate(self, step_fn: StepFn, inputs: Any, num_batches: int, res: RunResult,
+                  times: Optional[list[float]] = None, timed: bool = False) -> float:
+        """Runs eval batches with progress lines and the Accuracy line; returns top-1.
+
+        Each step's time (with its host fetch) goes to `times` when given. `timed`: these steps
+        are the run's measurement (--eval), so res.wall_time covers every step in `times`."""
+        p, now = self.p, self.clock.perf_counter
+        # Every worker evaluates its own part of the data (strategy.distribute_inputs) and the
+        # accuracy is their mean (Steps.eval_step), so the count is all workers' images.
+        global_eval = self.plan.eval_global_batch
+        top1s, top5s = [], []
+        times = times if times is not None else []
+        loop_start = window_start = now()
+        for i in range(num_batches):
+            t0 = now()
+            out = step_fn(inputs).numpy()
+            times.append(now() - t0)
+            if timed:
+                res.wall_time = now() - loop_start
+                self.meter.covered_steps = len(times)
+            raise_if_stopped()
+            top1s.append(float(out[2]))
+            top5s.append(float(out[3]))
+            if (i + 1) % p.display_every == 0:
+                end = now()
+                self.log.evaluation_progress(
+                    i + 1, p.display_every * global_eval / (end - window_start))
+                window_start = end
+        top_1 = float(np.mean(top1s)) if top1s else 0.0
+        top_5 = float(np.mean(top5s)) if top5s else 0.0
+        res.top_1_accuracy, res.top_5_accuracy = top_1, top_5
+        res.eval_examples = num_batches * global_eval
+        res.extra.setdefault("evaluations", []).append(
+            {"top_1_accuracy": top_1, "top_5_accuracy": top_5, "examples": res.eval_examples})
+        self.log.accuracy(top_1, top_5, res.eval_examples)
+        return top_1

@@ -1,0 +1,47 @@
+"""--data_only: the input pipeline alone, timed batch by batch, in the classic log format (the
+Step lines' loss is 0)."""
+
+from __future__ import annotations
+
+from tfbench.engine.base import ModeRunner, should_display
+from tfbench.engine.runlog import StepReport
+from tfbench.errors import raise_if_stopped
+from tfbench.results import RunResult
+
+
+class DataOnlyRunner(ModeRunner):
+    """Batches read from this process's pipeline without tf.distribute and without a model."""
+
+    def run(self, res: RunResult) -> None:
+        p, r, log, now = self.p, self.plan, self.log, self.clock.perf_counter
+        log.generating_input_pipeline()
+        iterator = iter(self.dataset(r.batch_size, train=True))
+        log.warmup_started()
+        warm_start = now()
+        for _ in range(r.num_warmup):
+            t0 = now()
+            next(iterator)
+            res.warmup_times.append(now() - t0)
+            raise_if_stopped()
+        res.warmup_sec = now() - warm_start if r.num_warmup else None
+        log.warmup_done()
+        self.meter.steady_state()
+        log.steps_started(p.loss_type_to_report, False)
+        self.meter.open_window(new_measurement=True)
+        loop_start = now()
+        for i in range(r.num_batches):
+            t0 = now()
+            next(iterator)
+            res.step_times.append(now() - t0)
+            res.wall_time = now() - loop_start
+            self.meter.covered_steps = len(res.step_times)
+            raise_if_stopped()
+            if should_display(i, p.display_every):
+                mean, pm, jitter = self.step_stats(res, res.step_times, p.display_perf_ewma)
+                log.step(StepReport(step=i + 1, images_per_sec=mean, plusminus=pm,
+                                    jitter=jitter, loss=0.0))
+        res.wall_time = now() - loop_start
+        self.meter.close_window()
+        res.first_step_sec = (res.warmup_times or res.step_times or [None])[0]
+        self.step_stats(res, res.step_times, p.display_perf_ewma)
+        res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time

@@ -1,0 +1,34 @@
+"""--diagnose_input: the same configuration run three times, on the input pipeline alone, on
+synthetic data and on real data (last, so the log ends like a real-data run); the verdict
+(input-bound or not) is made from the three images/sec figures (tfbench.data.diagnose).
+"""
+
+from __future__ import annotations
+
+from tfbench.engine import runner
+from tfbench.engine.base import Clock
+from tfbench.engine.plan import resolve
+from tfbench.engine.runlog import RunLog
+from tfbench.results import RunResult
+
+
+def diagnose_input(p, log: RunLog, result: RunResult, *, clock: Clock = Clock()) -> RunResult:
+    """Fills `result` with the real-data run and the diagnosis figures: synthetic and
+    input-only images/sec, and `input_bound`."""
+    from tfbench import data
+    resolve(p)  # validates the configuration before three runs start
+    base = p.replace(diagnose_input=False)
+    figures = {}
+    for part, key, variant in (
+            ("input_only", "input_only_images_per_sec", base.replace(data_only=True)),
+            ("synthetic", "synthetic_images_per_sec", base.replace(use_synthetic_data=True))):
+        log.diagnosis_started(part)
+        figures[key] = runner.run(variant, log, RunResult(), clock=clock).images_per_sec
+    log.diagnosis_started("real")
+    runner.run(base, log, result, clock=clock)
+    bound, _ = data.input_bound_verdict(figures["synthetic_images_per_sec"],
+                                        result.images_per_sec,
+                                        figures["input_only_images_per_sec"])
+    result.extra.update(figures)
+    result.extra["input_bound"] = bound
+    return result

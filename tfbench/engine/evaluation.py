@@ -1,0 +1,72 @@
+"""--eval: evaluate the latest checkpoint of --train_dir (again whenever a new one appears, with
+--eval_interval_secs). The first batch is an untimed cold call; the timed batches are the
+measurement, each evaluation a new one.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tfbench.engine import steps
+from tfbench.engine.base import ModeRunner, StepFn
+from tfbench.engine.checkpoints import latest_checkpoint
+from tfbench.errors import UsageError, raise_if_stopped
+from tfbench.results import RunResult
+
+
+class EvalRunner(ModeRunner):
+    """The eval step over the restored model (batch norm folded unless --nofold_batch_norm)."""
+
+    def run(self, res: RunResult) -> None:
+        p, r, log, now = self.p, self.plan, self.log, self.clock.perf_counter
+        log.generating_evaluation_model()
+        model = self.model = self.build_model()
+        ckpt = tf.train.Checkpoint(model=model)
+        images, from_iterator = self.inputs(r.eval_batch_size, train=False)
+        folding = self.fold_batch_norm(model, res)
+        step_fn = steps.Steps(folding.model if folding else model, None, self.strategy,
+                              self.step_config("eval")).eval_step(from_iterator)
+        evaluated = None
+        while True:
+            path = latest_checkpoint(p.train_dir)
+            if path is None:
+                raise UsageError("Checkpoint not found in %s" % p.train_dir)
+            if path != evaluated:
+                ckpt.restore(path).expect_partial()
+                if folding is not None:
+                    folding.refresh(model)
+                log.checkpoint_loaded(path)
+                if not res.warmup_times:
+                    self._cold_call(step_fn, images, res)
+                # Each evaluation is a new measurement: its steps replace the last ones.
+                res.step_times.clear()
+                res.wall_time, res.images_per_sec, self.meter.covered_steps = 0.0, 0.0, 0
+                self.meter.open_window(new_measurement=True)
+                loop_start = now()
+                self._evaluate(step_fn, images, r.num_batches, res, times=res.step_times,
+                               timed=True)
+                res.wall_time = now() - loop_start
+                self.meter.close_window()
+                if res.step_times:
+                    res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
+                    self.step_stats(res, res.step_times, None)
+                evaluated = path
+            if not p.eval_interval_secs:
+                break
+            self.clock.sleep(p.eval_interval_secs)
+
+    def _cold_call(self, step_fn: StepFn, inputs, res: RunResult) -> None:
+        """One untimed eval batch before the first timed one, as training's warm-up: the first
+        call traces and compiles the step (XLA too) and, on a GPU, autotunes cuDNN, none of
+        which belongs in steady-state images/sec or latency. The legacy script likewise builds
+        its graph before its timer starts. With real data it reads the first batch, so the
+        timed batches are the next num_batches (the eval input repeats). No line is printed:
+        the legacy eval log has no warm-up lines; the cold call shows in `Cold start:`."""
+        now = self.clock.perf_counter
+        start = now()
+        step_fn(inputs).numpy()
+        res.warmup_times.append(now() - start)
+        res.first_step_sec = res.warmup_sec = res.warmup_times[0]
+        res.num_warmup_batches = len(res.warmup_times)
+        raise_if_stopped()
+        self.meter.steady_state()

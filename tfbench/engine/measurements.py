@@ -1,0 +1,148 @@
+"""Every figure beside the timed steps: the monitors' windows and device-memory peaks while a
+run goes on (Meter), and the figures computed when it ends (finish), on success and on failure.
+
+finish() writes figures only into RunResult: FLOPs and MFU, latency, cold start, memory, the
+monitors' summaries and time series, the expected range, the training-time estimate and the
+environment fields that changed. tfbench.output.console prints them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional, Sequence
+
+from tfbench import monitors
+from tfbench.engine.plan import TRAINING, Resolved
+from tfbench.measure import environment, estimate, expected_range, flops, memory, peak, stats
+from tfbench.results import RunResult
+
+
+class Meter:
+    """The monitors and device-memory peaks around the timed steps of one run.
+
+    Runners call steady_state() when warm-up ends (the warm-up's memory peak is kept apart),
+    open_window() / close_window() exactly around timed steps (the monitors' figures cover
+    those only: tfbench.monitors.aggregate), and keep `covered_steps`, the timed steps that
+    RunResult.wall_time covers (this repeat's), for a failed run's images/sec.
+    """
+
+    def __init__(self, device_names: Sequence[str], mons: Sequence[monitors.Monitor] = ()):
+        self.device_names = tuple(device_names)
+        self.monitors = list(mons)
+        self.reset_error: Optional[str] = None   # why a device peak could not be reset
+        self.warmup_peaks: Optional[dict[str, Optional[int]]] = None
+        self.covered_steps = 0
+
+    @classmethod
+    def start(cls, plan: Resolved, interval_sec: float) -> "Meter":
+        """Resets the device peaks and starts the monitors, before the model is built."""
+        meter = cls(plan.device.names)
+        meter.reset_error = memory.reset_peak(meter.device_names)
+        gpus = None
+        if plan.device.kind == "gpu":
+            gpus = list(plan.device.gpu_indices or range(plan.device.num_devices))
+        meter.monitors = monitors.create(plan.device.kind, gpus, interval_sec)
+        for m in meter.monitors:
+            m.start()
+        return meter
+
+    def steady_state(self) -> None:
+        """Warm-up is over: the device memory peak so far (autotuning scratch included) is kept
+        apart before the peak is reset."""
+        self.warmup_peaks = memory.peak_device_bytes(self.device_names)[0]
+        self.reset_error = self.reset_error or memory.reset_peak(self.device_names)
+
+    def open_window(self, new_measurement: bool) -> None:
+        """Timed steps start: the monitors' figures cover them (tfbench.monitors.aggregate).
+        A new measurement replaces the windows before it; otherwise the window adds to them."""
+        for m in self.monitors:
+            if new_measurement:
+                m.mark_steady()
+            else:
+                m.resume()
+
+    def close_window(self) -> None:
+        """Timed steps stop (end of a repeat, an evaluation): the monitors' window closes."""
+        for m in self.monitors:
+            m.pause()
+
+    def stop(self) -> None:
+        for m in self.monitors:
+            m.stop()
+
+
+def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
+           env_before: Optional[dict], failed: bool = False) -> None:
+    """Summaries of every measurement taken; runs on success and on failure alike.
+
+    model: the model the timed steps ran, whose FLOPs are counted (None if none was built);
+    on a failure the FLOP count (a second trace of the model) is skipped."""
+    meter.stop()
+    if not res.images_per_sec and meter.covered_steps and res.wall_time:
+        # Stopped early (interrupt, NaN): the steps already timed still count, those the
+        # wall time covers (this repeat's).
+        res.images_per_sec = meter.covered_steps * plan.global_batch / res.wall_time
+    ips = res.images_per_sec or None
+    # This host's monitors and memory see this worker's images only.
+    timed_images = len(res.step_times) * plan.worker_batch
+    local_ips = ips / plan.num_workers if ips else None
+    if model is not None and not failed:
+        count_flops(model, plan.image_size, res)
+    flops_figures(res, p, plan, ips)
+    res.extra.update(stats.latency_summary(res.step_times))
+    res.extra.update(stats.cold_start_summary(res.warmup_times, res.step_times))
+    peaks, unavailable = memory.peak_device_bytes(meter.device_names)
+    if meter.reset_error:   # the peak would also cover the warm-up
+        peaks, unavailable = dict.fromkeys(peaks), meter.reset_error
+    res.extra.update(memory.memory_summary(plan.device.kind, peaks, memory.host_peak_rss_bytes(),
+                                           local_ips, unavailable, meter.warmup_peaks))
+    if meter.monitors:
+        res.extra.update(monitors.summary(meter.monitors, timed_images, local_ips))
+        res.extra["samples"] = monitors.samples(meter.monitors)
+    expected_range_figures(res, plan.device.kind)
+    if p.estimate_dataset_size and plan.mode == TRAINING:
+        res.extra.update(estimate.estimate_summary(
+            ips, p.estimate_dataset_size, p.estimate_epochs, p.estimate_utilization))
+    if env_before is not None:
+        after = environment.capture(res.command.split() if res.command else None)
+        res.environment["after"] = after
+        res.extra["environment_changes"] = environment.diff(env_before, after)
+
+
+def count_flops(model, image_size: int, res: RunResult) -> None:
+    if res.params_count is None:
+        res.params_count = flops.count_params(model)
+    try:
+        res.gflops_per_image = flops.model_forward_flops(model, image_size) / 1e9
+    except Exception as exc:  # noqa: BLE001 - FLOPs are a figure, not a reason to fail
+        res.notices.append("FLOPs not counted: %s" % str(exc).splitlines()[0][:120])
+
+
+def flops_figures(res: RunResult, p, plan: Resolved, ips: Optional[float]) -> None:
+    """Achieved TFLOP/s (training counted as 3x forward) and MFU where a peak is known."""
+    if not (res.gflops_per_image and ips):
+        return
+    # Training costs about 3x the forward pass (forward + two backward matmuls).
+    factor = 3.0 if plan.mode == TRAINING else 1.0
+    res.tflops_per_sec = res.gflops_per_image * factor * ips / 1000.0
+    name = res.extra.get("device_name", "")
+    per_device = p.peak_tflops or (
+        peak.gpu_peak_tflops(name, plan.precision) if plan.device.kind == "gpu" else None) \
+        or peak.cached_peak(name, plan.precision)
+    if per_device:
+        res.extra["peak_tflops"] = per_device
+        res.extra["mfu_pct"] = peak.mfu_pct(res.tflops_per_sec, per_device,
+                                            plan.device.num_devices * plan.num_workers)
+
+
+def expected_range_figures(res: RunResult, device_kind: str) -> None:
+    """Where the GPU is in the published table: the verdict (within / below / above its band)
+    and the band with its sources (`expected_range_reference`)."""
+    if not res.images_per_sec or device_kind != "gpu":
+        return
+    judged = expected_range.judge(res.extra.get("device_name", ""), res.model, res.mode,
+                                  res.precision, res.num_devices * res.num_workers,
+                                  res.images_per_sec)
+    res.extra["expected_range"] = (judged and judged.verdict) or ""
+    if judged is not None:
+        res.extra["expected_range_reference"] = dataclasses.asdict(judged)

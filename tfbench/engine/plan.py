@@ -1,0 +1,192 @@
+"""What will run: Params resolved against the model registry and the device plan.
+
+`resolve(p)` applies the defaults (the model's batch size and image size), the device plan and
+the legacy arithmetic (global batch, batches and epochs, warm-up, evaluation batches) and
+collects the notices that say where tfbench changed what was asked. The result, `Resolved`, is
+plain data built by keyword; every runner reads it and none changes it (a parameter-server
+controller resolves again once its strategy has counted the workers' replicas).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+
+from tfbench.config import datasets, flagdefs
+from tfbench.config import params as params_lib
+from tfbench.distribute import devices
+from tfbench.distribute import strategy as strategy_lib
+from tfbench.engine import optimizers
+from tfbench.errors import UsageError
+from tfbench.models import catalog, registry
+
+# The values of Resolved.mode.
+TRAINING, FORWARD_ONLY, EVAL, DATA_ONLY = "training", "forward_only", "eval", "data_only"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Resolved:
+    """What will run, after defaults and device facts are applied."""
+    spec: registry.ModelSpec
+    device: devices.DevicePlan
+    precision: str
+    image_size: int
+    batch_size: int              # per device (per micro-batch with accumulation)
+    eval_batch_size: int
+    global_batch: int            # images per step, all devices, all micro-batches
+    num_batches: int
+    num_epochs: float
+    num_warmup: int
+    mode: str                    # training | forward_only | eval | data_only
+    xla: bool
+    train_and_eval: bool
+    notices: tuple[str, ...] = ()
+    real_data: bool = False
+    num_workers: int = 1         # hosts (or horovod processes) training together
+    worker_batch: int = 0        # images per step on this worker (its monitors see these)
+    # Images one Step line's images/sec counts: this worker's, or under distributed_all_reduce
+    # (the legacy single session, one step of every worker) the global batch.
+    step_line_batch: int = 0
+    # The dataset sizes every epoch figure uses: --num_epochs, learning-rate epochs,
+    # --eval_during_training_*_epochs and --num_eval_epochs. The legacy constants for imagenet
+    # and cifar10, the data's own count for folders and tfds.
+    train_examples: int = 0      # 0 in eval mode
+    eval_examples: Optional[int] = None   # when the run evaluates
+    eval_global_batch: int = 0   # images per evaluation step, every device of every worker
+    num_eval_batches: int = 0    # batches per evaluation (eval mode: num_batches)
+    # Optimizer iterations (the global step) one step adds: on a parameter-server cluster each
+    # worker's update counts (legacy: global_step += num_workers per step), else 1.
+    iterations_per_step: int = 1
+    # Images per optimizer iteration, the learning-rate schedule's batch (legacy
+    # examples_per_step): the per-worker batch on a parameter-server cluster.
+    images_per_iteration: int = 0
+
+    @property
+    def run_batch_size(self) -> int:
+        """The per-device batch of the steps this run times (the header's, the CSV's)."""
+        return self.eval_batch_size if self.mode == EVAL else self.batch_size
+
+
+def resolve(p, replicas_per_worker: Optional[int] = None) -> Resolved:
+    """Applies defaults, the device plan and the model registry to Params.
+
+    replicas_per_worker: the replicas each worker runs when they are not this process's
+    devices (a parameter-server controller: the strategy counts the workers' GPUs)."""
+    from tfbench import data
+    real = data.is_real_data(p)
+    if (p.data_only or p.diagnose_input) and not real:
+        raise UsageError("--%s needs real data: give --data_dir (and not --use_synthetic_data)"
+                         % ("data_only" if p.data_only else "diagnose_input"))
+    dataset = p.data_name if p.data_name in (datasets.IMAGENET, datasets.CIFAR10) else None
+    if real and dataset is None:
+        guessed = data.resolve_data_name(p)
+        dataset = guessed if guessed in (datasets.IMAGENET, datasets.CIFAR10) else None
+    spec = catalog.get(p.model, dataset)
+    notices: list[str] = []
+    if p.use_synthetic_data and p.data_dir:
+        notices.append("--use_synthetic_data: synthetic inputs, --data_dir=%s not read"
+                       % p.data_dir)
+    if dataset is None and spec.dataset != datasets.IMAGENET:
+        notices.append("Model %s exists only for %s: using --data_name=%s"
+                       % (p.model, spec.dataset, spec.dataset))
+    plan = devices.plan_devices(p)
+    notices.extend(plan.notices)
+    if plan.data_format == "NCHW" and not spec.channels_first:
+        notices.append("%s cannot run channels-first: running it NHWC (--data_format=NCHW "
+                       "ignored)" % spec.name)
+        plan = dataclasses.replace(plan, data_format="NHWC")
+    notices.extend("--%s has no effect under TF2 (TF1 graph-only flag); ignored" % name
+                   for name in flagdefs.graph_only_overrides(p))
+    precision = optimizers.resolve_precision(p)
+    batch = p.batch_size or spec.batch_size
+    eval_batch = p.eval_batch_size or batch
+    mode = EVAL if p.eval else (FORWARD_ONLY if p.forward_only else TRAINING)
+    if p.data_only:
+        mode = DATA_ONLY
+    accum = p.accum_steps if mode == TRAINING else 1
+    if p.accum_steps > 1 and mode != TRAINING:
+        notices.append("--accum_steps applies to training only; ignored in %s mode" % mode)
+    if accum > 1:
+        notices.append("Gradient accumulation: %d micro-batches of %d per device per update "
+                       "(%d images per device per step)" % (accum, batch, accum * batch))
+    per_step_batch = (eval_batch if mode == EVAL else batch) * accum
+    worker_batch = per_step_batch * (replicas_per_worker or plan.num_devices)
+    num_workers = strategy_lib.num_workers(p)
+    global_batch = worker_batch * num_workers
+    train_and_eval = mode == TRAINING and bool(
+        p.eval_during_training_every_n_steps or p.eval_during_training_every_n_epochs
+        or p.eval_during_training_at_specified_steps
+        or p.eval_during_training_at_specified_epochs)
+    # Synthetic data counts the model dataset's legacy epoch (data.num_examples).
+    train_examples = data.num_examples(p, spec.dataset, train=True) if mode != EVAL else 0
+    eval_examples = num_eval_batches = None
+    eval_global_batch = eval_batch * plan.num_devices * num_workers
+    if mode == EVAL or train_and_eval:
+        eval_examples = data.num_examples(p, spec.dataset, train=False)
+        num_eval_batches = eval_batches(p, eval_global_batch, eval_examples)
+    if mode == EVAL:
+        num_batches = num_eval_batches
+        num_epochs = num_batches * global_batch / eval_examples
+    else:
+        num_batches, num_epochs = params_lib.num_batches_and_epochs(p, global_batch,
+                                                                    train_examples)
+    iterations_per_step = num_workers if _parameter_server(p) else 1
+    if train_and_eval and p.num_runs > 1:
+        raise UsageError("--num_runs cannot be combined with --eval_during_training_*")
+    if mode == EVAL and p.num_runs > 1:
+        notices.append("--num_runs applies to training and forward-only runs; evaluating once")
+    if p.estimate_dataset_size and mode != TRAINING:
+        notices.append("--estimate_dataset_size estimates training time: no estimate for a%s "
+                       "%s run" % ("n" if mode == EVAL else "", mode.replace("_", "-")))
+    return Resolved(
+        spec=spec, device=plan, precision=precision, image_size=p.image_size or spec.image_size,
+        batch_size=batch, eval_batch_size=eval_batch, global_batch=global_batch,
+        num_batches=num_batches, num_epochs=num_epochs,
+        num_warmup=0 if mode == EVAL else params_lib.num_warmup_batches(p), mode=mode,
+        xla=params_lib.xla_requested(p), train_and_eval=train_and_eval,
+        notices=tuple(notices), real_data=real, num_workers=num_workers,
+        worker_batch=worker_batch,
+        step_line_batch=global_batch if p.variable_update == "distributed_all_reduce"
+        else worker_batch,
+        train_examples=train_examples, eval_examples=eval_examples,
+        eval_global_batch=eval_global_batch, num_eval_batches=num_eval_batches or 0,
+        iterations_per_step=iterations_per_step,
+        images_per_iteration=global_batch // iterations_per_step)
+
+
+def eval_batches(p, eval_global_batch: int, eval_examples: int) -> int:
+    """Batches per evaluation, legacy rule: --num_eval_batches or --num_eval_epochs, else
+    training's --num_batches or --num_epochs, over the validation set; a batch is every
+    worker's (benchmark_cnn.py: eval_batch_size * num_workers)."""
+    if p.num_eval_batches is not None or p.num_eval_epochs is not None:
+        p = p.replace(num_batches=p.num_eval_batches, num_epochs=p.num_eval_epochs)
+    return params_lib.num_batches_and_epochs(p, eval_global_batch, eval_examples)[0]
+
+
+def _parameter_server(p) -> bool:
+    from tfbench.distribute import cluster
+    plan = cluster.cluster_plan(p)
+    return plan is not None and plan.mode == cluster.PARAMETER_SERVER
+
+
+def eval_steps_during_training(p, r: Resolved) -> set[int]:
+    """Local step counts after which to evaluate (legacy arithmetic; the last step excluded)."""
+    global_batch, num_batches = r.global_batch, r.num_batches
+
+    def step_of_epoch(e: float) -> int:
+        return int(e * r.train_examples + global_batch - 1) // global_batch
+    if p.eval_during_training_every_n_steps:
+        n = p.eval_during_training_every_n_steps
+        due = set(range(n, num_batches, n))
+    elif p.eval_during_training_every_n_epochs:
+        n = p.eval_during_training_every_n_epochs
+        due = {step_of_epoch(e) for e in np.arange(n, r.num_epochs, n)}
+    elif p.eval_during_training_at_specified_steps:
+        due = {int(s) for s in p.eval_during_training_at_specified_steps}
+    elif p.eval_during_training_at_specified_epochs:
+        due = {step_of_epoch(float(e)) for e in p.eval_during_training_at_specified_epochs}
+    else:
+        return set()
+    return {s for s in due if 0 < s < num_batches}

@@ -1,0 +1,246 @@
+"""Training and forward-only runs: the model and its steps, warm-up, the timed loop (repeated
+with --num_runs), Step lines, checkpoints and summaries (--train_dir), evaluations during
+training (--eval_during_training_*) and --trace_file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfbench.distribute import strategy as strategy_lib
+from tfbench.engine import lr, optimizers, steps
+from tfbench.engine.base import ModeRunner, StepFn, should_display
+from tfbench.engine.checkpoints import Checkpoints, TrainDir, open_train_dir
+from tfbench.engine.plan import TRAINING, Resolved, eval_steps_during_training
+from tfbench.engine.runlog import StepReport
+from tfbench.errors import raise_if_stopped
+from tfbench.measure import stats
+from tfbench.results import RunResult
+
+
+@dataclasses.dataclass
+class Setup:
+    """What the timed loop runs, built once before warm-up."""
+    model: keras.Model                   # the model the steps run (folded for inference)
+    optimizer: Optional[keras.optimizers.Optimizer]   # None in forward-only mode
+    step_fn: StepFn
+    inputs: Any                          # per-replica images or a distributed iterator
+    train_dir: TrainDir = dataclasses.field(default_factory=TrainDir)
+    eval_fn: Optional[StepFn] = None     # with --eval_during_training_*
+    eval_inputs: Any = None
+
+
+def make_optimizer(p, plan: Resolved, strategy: tf.distribute.Strategy,
+                   notice: Callable[[str], None]) -> keras.optimizers.Optimizer:
+    """The optimizer with its learning-rate schedule (and dynamic loss scaling); `notice`
+    hears about learning-rate flags that have no effect."""
+    schedule, notices = lr.plan_for(p, plan.spec, plan.images_per_iteration,
+                                    plan.train_examples)
+    for text in notices:
+        notice(text)
+    opt = optimizers.make_optimizer(p, lr.Schedule(schedule))
+    scaling, scale = optimizers.loss_scaling(p, plan.precision)
+    if scaling == "dynamic":
+        opt = optimizers.LossScaleOptimizer(
+            opt, initial_scale=scale, dynamic_growth_steps=p.fp16_inc_loss_scale_every_n)
+    if strategy_lib.is_parameter_server(strategy):
+        _count_every_update(opt)
+    return opt
+
+
+def _count_every_update(optimizer: keras.optimizers.Optimizer) -> None:
+    """Each parameter-server worker's update adds one to `iterations`, the global step.
+
+    Keras adds with assign(iterations + 1), a read and then a write, so two workers updating at
+    once would count one update between them; TensorFlow's AssignAddVariableOp adds under the
+    variable's lock on the ps.
+    """
+    counter = optimizer.iterations
+    counter.assign_add = lambda value: counter.value.assign_add(tf.cast(value, counter.dtype))
+
+
+class TrainRunner(ModeRunner):
+    """--forward_only or training (the default), with or without evaluations."""
+
+    def setup(self, res: RunResult) -> Setup:
+        """Builds the model, the optimizer, the steps and their inputs; opens --train_dir."""
+        p, r, log = self.p, self.plan, self.log
+        training = r.mode == TRAINING
+        log.generating_training_model()
+        model = self.build_model()
+        optimizer = None
+        with self.strategy.scope():
+            if training:
+                optimizer = make_optimizer(p, r, self.strategy, log.notice)
+                optimizer.build(model.trainable_variables)
+        folding = None if training else self.fold_batch_norm(model, res)
+        if folding is not None:
+            # Nothing restores into the source here: drop it, so the peak memory from now on
+            # holds one copy of the weights, as an unfolded run does.
+            model = folding.model
+        self.model = model
+        builder = steps.Steps(model, optimizer, self.strategy, self.step_config(r.mode))
+        accum = p.accum_steps if training else 1
+        inputs, from_iterator = self.inputs(r.batch_size * accum, train=True)
+        setup = Setup(model=model, optimizer=optimizer,
+                      step_fn=builder.train_step(from_iterator) if training
+                      else builder.forward_step(from_iterator), inputs=inputs)
+        if r.train_and_eval:
+            log.generating_evaluation_model()
+            eval_builder = steps.Steps(model, None, self.strategy, self.step_config("eval"))
+            setup.eval_inputs, eval_iter = self.inputs(r.eval_batch_size, train=False)
+            setup.eval_fn = eval_builder.eval_step(eval_iter)
+        log.initializing()
+        if training and p.train_dir:
+            setup.train_dir = open_train_dir(p, self.strategy, model, optimizer,
+                                             notice=lambda text: self.notice(res, text))
+        return setup
+
+    def run(self, res: RunResult) -> None:
+        p, r, log, now = self.p, self.plan, self.log, self.clock.perf_counter
+        training = r.mode == TRAINING
+        s = self.setup(res)
+        checkpoints = Checkpoints(p, s.train_dir.manager, s.optimizer, s.train_dir.scratch_dir)
+
+        log.warmup_started()
+        warm_start = now()
+        for _ in range(r.num_warmup):
+            t0 = now()
+            out = s.step_fn(s.inputs).numpy()
+            res.warmup_times.append(now() - t0)
+            raise_if_stopped()
+            self._check_finite(out, "warm-up")
+            checkpoints.maybe_save()
+        res.warmup_sec = now() - warm_start if r.num_warmup else None
+        res.first_step_sec = res.warmup_times[0] if res.warmup_times else None
+        if p.trace_file:
+            self._trace(s)
+        log.warmup_done()
+        self.meter.steady_state()
+
+        # --num_batches is a global-step target when resuming (legacy: num_batches -
+        # init_global_step // num_workers where every worker's update counts).
+        num_timed = max(r.num_batches - s.train_dir.init_global_step // r.iterations_per_step,
+                        0)
+        totals = []
+        for run in range(p.num_runs):
+            if run:
+                if p.cooldown_secs:
+                    self.clock.sleep(p.cooldown_secs)
+                log.repeat_started(run + 1, p.num_runs)
+            totals.append(self._timed_loop(s, res, num_timed, checkpoints,
+                                           new_measurement=run == 0))
+        if len(totals) > 1:
+            summary = stats.repeat_summary(totals, p.unstable_threshold_pct)
+            res.extra.update(summary)
+            res.images_per_sec = summary["images_per_sec_median"]
+        if training and s.train_dir.manager is not None:
+            checkpoints.save(checkpoints.global_step())
+        if r.train_and_eval:
+            log.training_done()
+            if not res.extra.get("stopped_early"):
+                log.evaluation_started(checkpoints.global_step(), final=True)
+                self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
+
+    def _timed_loop(self, s: Setup, res: RunResult, num_timed: int, checkpoints: Checkpoints,
+                    new_measurement: bool = True) -> float:
+        """One measurement: num_timed steps with Step lines; returns total images/sec.
+
+        The monitors' window is open exactly while res.wall_time runs (evaluations excluded)."""
+        p, r, log, now = self.p, self.plan, self.log, self.clock.perf_counter
+        training = r.mode == TRAINING
+        with_acc = p.print_training_accuracy or not training
+        log.steps_started(p.loss_type_to_report, with_acc)
+        loss_index = 0 if p.loss_type_to_report == "base_loss" else 1
+        eval_due = eval_steps_during_training(p, r) if r.train_and_eval else set()
+        times: list[float] = []
+        out = None
+        paused = 0.0
+        self.meter.covered_steps = 0
+        self.meter.open_window(new_measurement)
+        loop_start = now()
+        for i in range(num_timed):
+            t0 = now()
+            out = s.step_fn(s.inputs).numpy()
+            elapsed = now() - t0
+            raise_if_stopped()
+            times.append(elapsed)
+            res.step_times.append(elapsed)
+            # Covers every step timed so far: a NaN or an interrupt below leaves a fallback
+            # images/sec over exactly these steps.
+            res.wall_time = now() - loop_start - paused
+            self.meter.covered_steps = len(times)
+            if res.first_step_sec is None:
+                res.first_step_sec = elapsed
+            loss = float(out[loss_index]) if training else 0.0
+            res.losses.append(loss)
+            res.final_loss = loss
+            if with_acc:
+                res.top_1_accuracy, res.top_5_accuracy = float(out[2]), float(out[3])
+            if should_display(i, p.display_every):
+                self._check_finite(out, "step %d" % (i + 1))
+                mean, pm, jitter = self.step_stats(res, times, p.display_perf_ewma)
+                accs = (float(out[2]), float(out[3])) if with_acc else (None, None)
+                res.extra.setdefault("display_events", []).append(
+                    {"step": i + 1, "images_per_sec": mean, "time": time.time(),
+                     "top_1_accuracy": accs[0], "top_5_accuracy": accs[1]})
+                log.step(StepReport(step=i + 1, images_per_sec=mean, plusminus=pm,
+                                    jitter=jitter, loss=loss, top_1=accs[0], top_5=accs[1]))
+            if training:
+                checkpoints.maybe_save()
+                if s.train_dir.summary_writer is not None:  # reading the step: a round trip
+                    self._write_summaries(s, out, checkpoints.global_step())
+            if (i + 1) in eval_due:
+                pause = now()
+                self.meter.close_window()
+                log.evaluation_started(checkpoints.global_step(), final=False)
+                top_1 = self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
+                self.meter.open_window(new_measurement=False)
+                paused += now() - pause
+                if p.stop_at_top_1_accuracy and top_1 >= p.stop_at_top_1_accuracy:
+                    log.early_stop(p.stop_at_top_1_accuracy)
+                    res.extra["stopped_early"] = True
+                    break
+                log.training_resumed()
+            res.wall_time = now() - loop_start - paused
+        res.wall_time = now() - loop_start - paused
+        self.meter.close_window()
+        if not times:
+            return 0.0
+        self._check_finite(out, "step %d" % len(times))
+        self.step_stats(res, times, p.display_perf_ewma)
+        res.images_per_sec = len(times) * r.global_batch / res.wall_time
+        return res.images_per_sec
+
+    def _write_summaries(self, s: Setup, out: np.ndarray, global_step: int) -> None:
+        p, writer = self.p, s.train_dir.summary_writer
+        if writer is None or global_step % p.save_summaries_steps:
+            return
+        with writer.as_default(step=global_step):
+            opt = s.optimizer
+            inner = getattr(opt, "inner_optimizer", opt)
+            tf.summary.scalar("learning_rate", inner.learning_rate)
+            tf.summary.scalar(p.loss_type_to_report,
+                              float(out[0 if p.loss_type_to_report == "base_loss" else 1]))
+            if hasattr(opt, "dynamic_scale"):
+                tf.summary.scalar("loss_scale", opt.dynamic_scale)
+            if p.print_training_accuracy:
+                tf.summary.scalar("top_1_accuracy", float(out[2]))
+                tf.summary.scalar("top_5_accuracy", float(out[3]))
+            if p.summary_verbosity >= 2:
+                for v in s.model.trainable_variables:
+                    tf.summary.histogram(v.path, v)
+        writer.flush()
+
+    def _trace(self, s: Setup) -> None:
+        """A TensorFlow profiler trace of a few untimed steps after warm-up (TensorBoard)."""
+        from tfbench.engine import tracing
+        self.log.tracing(self.p.trace_file)
+        tracing.trace_steps(lambda: s.step_fn(s.inputs).numpy(), self.p.trace_file,
+                            chrome_json=self.p.use_chrome_trace_format)

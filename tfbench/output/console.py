@@ -1,0 +1,271 @@
+"""tfbench's own console lines after a run, rendered from RunResult figures: the summary printed
+before the legacy footer, the footer, and what a failed run had measured.
+
+Nothing here is stored. The JSON manifest and the CSV keep the figures these lines are made of
+(model stats, latency, cold start, memory, GPU and host monitors, throttling, repeats, the
+training-time estimate, environment changes, the expected range, the input diagnosis), so any
+line can be rendered again from a manifest. Formatters only: no TensorFlow.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from tfbench.data import diagnose
+from tfbench.measure import expected_range
+from tfbench.output import classic_log
+from tfbench.output import environment as environment_text
+from tfbench.results import RunResult
+
+
+def summary_lines(p, result: RunResult) -> list[str]:
+    """tfbench's own lines, printed before the legacy footer."""
+    extra = result.extra
+    if extra.get("server_task"):
+        return []
+    lines = model_stats_lines(result)
+    if extra.get("batch_norm_folded_convolutions"):
+        lines.append(fold_line(extra["batch_norm_folded_convolutions"]))
+    if result.mode in ("forward_only", "eval"):
+        lines += latency_lines(extra)
+    lines += cold_start_lines(
+        {**extra, "first_step_sec": result.first_step_sec, "warmup_sec": result.warmup_sec})
+    if "peak_mem_gb" in extra:
+        lines += memory_lines(extra)
+    lines += monitor_lines(extra)
+    lines += ["WARNING: " + w for w in monitor_warnings(extra)]
+    if extra.get("num_runs", 1) > 1:
+        lines += repeat_lines(extra)
+    if extra.get("estimated_train_hours") is not None:
+        lines += estimate_lines(extra)
+    lines += environment_text.change_lines(extra.get("environment_changes", []))
+    if extra.get("expected_range_reference"):
+        lines.append(expected_range.describe(
+            expected_range.Judgement(**extra["expected_range_reference"])))
+    if "input_bound" in extra:
+        lines.append(input_diagnosis_line(result))
+    return lines
+
+
+def footer(result: RunResult) -> list[str]:
+    """The legacy total block; training + evaluation mode has none, as in the legacy script."""
+    if result.extra.get("train_and_eval") or result.extra.get("server_task"):
+        return []
+    return classic_log.footer_lines(result.images_per_sec)
+
+
+def stopped_lines(result: RunResult) -> list[str]:
+    """What a run that stopped early (an error, an interrupt) had measured."""
+    if not result.step_times:
+        return []
+    return ["Measured before the stop: %d timed steps, %.2f images/sec"
+            % (len(result.step_times), result.images_per_sec)]
+
+
+# --- one figure group each ---------------------------------------------------------------------
+def model_stats_lines(result: RunResult) -> list[str]:
+    """`Model stats: 25,557,032 trainable params, 8.178 GFLOPs/image forward (...), ...`"""
+    if result.params_count is None:
+        return []
+    extra = result.extra
+    line = "Model stats: %s trainable params" % "{:,}".format(result.params_count)
+    if result.gflops_per_image:
+        line += ", %.3f GFLOPs/image forward (multiply-add = 2)" % result.gflops_per_image
+    if result.tflops_per_sec:
+        line += ", achieved %.3f TFLOP/s%s" % (
+            result.tflops_per_sec, " (training = 3x forward)" if result.mode == "training"
+            else "")
+    if extra.get("mfu_pct") is not None:
+        line += ", MFU %.1f%% of %.1f TFLOP/s per device" % (extra["mfu_pct"],
+                                                            extra["peak_tflops"])
+    return [line]
+
+
+def fold_line(num_folded: int) -> str:
+    """Inference steps ran the folded model (the run's notice says the same)."""
+    return ("Batch norm folded into %d convolutions for inference (--nofold_batch_norm times "
+            "the unfolded model)" % num_folded)
+
+
+def _ms(value: Optional[float]) -> str:
+    return "n/a" if value is None else "%.2f" % value
+
+
+def latency_lines(summary: dict[str, Any]) -> list[str]:
+    """`Latency (ms/batch): p50 12.34  p90 ...  p99 ...  mean ...  min ...  max ...`"""
+    if summary.get("latency_ms_p50") is None:
+        return []
+    parts = ["%s %s" % (label, _ms(summary.get(key))) for label, key in (
+        ("p50", "latency_ms_p50"), ("p90", "latency_ms_p90"), ("p99", "latency_ms_p99"),
+        ("mean", "latency_ms_mean"), ("min", "latency_ms_min"), ("max", "latency_ms_max"))]
+    return ["Latency (ms/batch): " + "  ".join(parts)]
+
+
+def cold_start_lines(summary: dict[str, Any]) -> list[str]:
+    """`Cold start: first step 2.345 s, warm-up 3.456 s (10 steps), steady state 12.34 ms/step`"""
+    if summary.get("first_step_sec") is None:
+        return []
+    line = "Cold start: first step %.3f s" % summary["first_step_sec"]
+    if summary.get("num_warmup_steps") and summary.get("warmup_sec") is not None:
+        n = summary["num_warmup_steps"]
+        line += ", warm-up %.3f s (%d step%s)" % (summary["warmup_sec"], n, "" if n == 1 else "s")
+    if summary.get("steady_step_sec_mean") is not None:
+        line += ", steady state %.2f ms/step" % (summary["steady_step_sec_mean"] * 1000.0)
+    return [line]
+
+
+def repeat_lines(summary: dict[str, Any]) -> list[str]:
+    """`Repeats: 5 runs, median 123.45 images/sec, min 120.00, max 125.00, spread 3.2%`
+
+    followed by ` UNSTABLE (spread > 10%)` when the spread exceeds the threshold. Nothing for a
+    single run.
+    """
+    if summary.get("num_runs", 0) < 2 or summary.get("images_per_sec_median") is None:
+        return []
+    spread = summary.get("spread_pct")
+    line = "Repeats: %d runs, median %.2f images/sec, min %.2f, max %.2f, spread %s" % (
+        summary["num_runs"], summary["images_per_sec_median"], summary["images_per_sec_min"],
+        summary["images_per_sec_max"], "n/a" if spread is None else "%.1f%%" % spread)
+    if summary.get("unstable"):
+        line += " UNSTABLE (spread > %g%%)" % summary["unstable_threshold_pct"]
+    return [line]
+
+
+def memory_lines(summary: dict[str, Any]) -> list[str]:
+    """`Memory: peak 12.34 GiB per device (steady state; warm-up 14.02 GiB), host peak RSS
+    3.21 GiB, 123.4 images/sec/GiB` (tfbench.measure.memory.memory_summary's figures)"""
+    if summary.get("memory_unavailable"):
+        line = "Memory: device peak not available (%s)" % summary["memory_unavailable"]
+        if summary.get("host_peak_rss_gb") is not None:
+            line += "; host peak RSS %.2f GiB" % summary["host_peak_rss_gb"]
+        return [line]
+    if summary.get("peak_mem_gb") is None:
+        return ["Memory: not available"]
+    line = "Memory: peak %.2f GiB" % summary["peak_mem_gb"]
+    if summary.get("peak_mem_source") == "device":
+        line += " per device"
+        if summary.get("warmup_peak_mem_gb") is not None:
+            line += " (steady state; warm-up %.2f GiB)" % summary["warmup_peak_mem_gb"]
+        if summary.get("host_peak_rss_gb") is not None:
+            line += ", host peak RSS %.2f GiB" % summary["host_peak_rss_gb"]
+    else:
+        line += " host RSS (no device memory statistics)"
+    if summary.get("images_per_sec_per_gb") is not None:
+        line += ", %.1f images/sec/GiB" % summary["images_per_sec_per_gb"]
+    return [line]
+
+
+def monitor_lines(summary: dict[str, Any]) -> list[str]:
+    """The lines of the monitors that ran (tfbench.monitors.summary's figures): GPU power, then
+    host CPU."""
+    lines = []
+    if "nvml_monitor" in summary:
+        lines += gpu_power_lines(summary)
+    if "host_monitor" in summary:
+        lines += host_cpu_lines(summary)
+    return lines
+
+
+def gpu_power_lines(s: dict[str, Any]) -> list[str]:
+    """`GPU power: mean 312.4 W, max 398.2 W, energy 3123.5 J (0.0305 J/image), ...`"""
+    if s.get("nvml_monitor") != "ok":
+        return ["GPU power: %s" % s.get("nvml_monitor")]
+    if s.get("power_w_mean") is None and s.get("gpu_util_pct_mean") is None:
+        return ["GPU power: no readings"]
+    parts = []
+    if s.get("power_w_mean") is not None:
+        parts.append("mean %.1f W, max %.1f W" % (s["power_w_mean"], s["power_w_max"]))
+    else:
+        parts.append("power n/a")
+    if s.get("energy_j") is not None:
+        energy = "energy %.1f J" % s["energy_j"]
+        if s.get("joules_per_image") is not None:
+            energy += " (%.4g J/image)" % s["joules_per_image"]
+        parts.append(energy)
+    if s.get("images_per_sec_per_watt") is not None:
+        parts.append("%.3g images/sec/W" % s["images_per_sec_per_watt"])
+    detail = []
+    if s.get("gpu_util_pct_mean") is not None:
+        detail.append("util %.0f%%" % s["gpu_util_pct_mean"])
+    if s.get("temp_c_max") is not None:
+        detail.append("temp max %.0f C" % s["temp_c_max"])
+    if s.get("sm_clock_mhz_mean") is not None:
+        detail.append("SM clock %.0f MHz" % s["sm_clock_mhz_mean"])
+    line = "GPU power: " + ", ".join(parts)
+    if detail:
+        line += "; " + ", ".join(detail)
+    if s.get("num_gpus_monitored", 1) > 1:
+        line += " (%d GPUs; power and energy are totals)" % s["num_gpus_monitored"]
+    return [line]
+
+
+def host_cpu_lines(s: dict[str, Any]) -> list[str]:
+    """`Host CPU: 85% busy (system, 8 cores), process 170% (100% = one core), RSS max 3.21 GiB`"""
+    if s.get("host_monitor") != "ok":
+        return ["Host CPU: %s" % s.get("host_monitor")]
+    if s.get("cpu_util_pct_mean") is None:
+        return []
+    line = "Host CPU: %.0f%% busy (system, %s cores)" % (s["cpu_util_pct_mean"],
+                                                        s.get("num_cpus") or "?")
+    if s.get("process_cpu_pct_mean") is not None:
+        line += ", process %.0f%% (100%% = one core)" % s["process_cpu_pct_mean"]
+    if s.get("host_rss_gb_max") is not None:
+        line += ", RSS max %.2f GiB" % s["host_rss_gb_max"]
+    return [line]
+
+
+def monitor_warnings(summary: dict[str, Any]) -> list[str]:
+    """The monitors' warnings (tfbench.monitors.summary's figures): GPU throttling."""
+    names = {g["gpu"]: g.get("name") for g in summary.get("gpus") or []}
+    warning = throttle_warning(summary.get("per_gpu") or [], names)
+    return [warning] if warning else []
+
+
+def throttle_warning(per_gpu: Sequence[dict[str, Any]],
+                     names: Optional[dict[Any, str]] = None) -> Optional[str]:
+    """One line naming each GPU that throttled during the timed steps and why, or None.
+
+    per_gpu: tfbench.monitors.aggregate.gpu_per_device's figures, whose `throttle_reasons` maps
+    each reason to the fraction of the GPU's samples that reported it, most frequent first."""
+    parts = []
+    for gpu in per_gpu:
+        fractions = gpu.get("throttle_reasons") or {}
+        if not fractions:
+            continue
+        label = "GPU %s" % gpu["gpu"]
+        if names and names.get(gpu["gpu"]):
+            label += " [%s]" % names[gpu["gpu"]]
+        ranked = sorted(fractions.items(), key=lambda item: -item[1])   # as JSON loses order
+        parts.append("%s %s" % (label, ", ".join(
+            "%s in %d%% of samples" % (name, round(100 * f)) for name, f in ranked)))
+    if not parts:
+        return None
+    return ("GPU throttled during the timed run (images/sec reflects the lowered clocks): %s"
+            % "; ".join(parts))
+
+
+def _duration(hours: float) -> str:
+    if hours < 1.0:
+        return "%.1f minutes" % (hours * 60.0)
+    if hours < 48.0:
+        return "%.2f hours" % hours
+    return "%.1f hours (%.1f days)" % (hours, hours / 24.0)
+
+
+def estimate_lines(summary: dict[str, Any]) -> list[str]:
+    """`Training-time estimate: 1281167 samples x 90 epochs at 2345.60 images/sec x 0.70
+    utilization = 19.53 hours` (one line; nothing when the estimate is off)."""
+    if not summary or summary.get("estimated_train_hours") is None:
+        return []
+    return ["Training-time estimate: %d samples x %g epochs at %.2f images/sec x %.2f "
+            "utilization = %s" % (summary["estimate_dataset_size"], summary["estimate_epochs"],
+                                  summary["estimate_images_per_sec"],
+                                  summary["estimate_utilization"],
+                                  _duration(summary["estimated_train_hours"]))]
+
+
+def input_diagnosis_line(result: RunResult) -> str:
+    """--diagnose_input's verdict from its three figures (tfbench.data.diagnose words it)."""
+    return diagnose.input_bound_verdict(result.extra["synthetic_images_per_sec"],
+                                        result.images_per_sec,
+                                        result.extra["input_only_images_per_sec"])[1]
