@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfbench.engine import steps
-from tfbench.distribute import strategy as strategy_lib  # noqa: E402
+from tfbench.distribute import strategy as strategy_lib, pipelines  # noqa: E402
 from tfbench.distribute.devices import DevicePlan  # noqa: E402
 from tfbench.config.params import make_params  # noqa: E402
 
@@ -136,7 +136,7 @@ def main() -> None:
         return tf.data.Dataset.range(100).shard(count, index).batch(3).repeat()
     for name, strategy in (("mirrored", mirrored), ("central_storage", mp_strategy),
                            ("independent", sp.strategy)):
-        element = next(strategy_lib.distribute_inputs(strategy, numbered))
+        element = next(pipelines.distribute_inputs(strategy, numbered))
         out["inputs_" + name] = [np.asarray(x).tolist()
                                  for x in strategy.experimental_local_results(element)]
 

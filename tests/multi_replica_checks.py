@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfbench.engine import optimizers, steps
-from tfbench.distribute import strategy as strategy_lib  # noqa: E402
+from tfbench.distribute import strategy as strategy_lib, strategies  # noqa: E402
 from tfbench.distribute.devices import DevicePlan  # noqa: E402
 from tfbench.models.fused_bn import FusedBatchNorm  # noqa: E402
 from tfbench.config.params import make_params  # noqa: E402
@@ -164,7 +164,7 @@ def main() -> None:
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * (len(DEVICES) + 1))
     mirrored = tf.distribute.MirroredStrategy(list(DEVICES))
-    independent = strategy_lib.IndependentStrategy(DEVICES)
+    independent = strategies.IndependentStrategy(DEVICES)
     central = tf.distribute.experimental.CentralStorageStrategy(
         compute_devices=list(DEVICES), parameter_device="/cpu:0")
     out = {

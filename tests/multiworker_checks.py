@@ -46,7 +46,7 @@ def main() -> None:
     task, hosts, data_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     batch, eval_batch, num_steps, eval_steps = (int(a) for a in sys.argv[4:8])
     import tensorflow as tf
-    from tfbench.distribute import devices, strategy as strategy_lib
+    from tfbench.distribute import devices, pipelines, strategy as strategy_lib
     from tfbench.engine.base import ModeRunner
     from tfbench.engine.plan import resolve
     from tfbench.config.params import make_params
@@ -82,7 +82,7 @@ def main() -> None:
 
     synthetic = strategy.experimental_local_results(bench.images(batch))
     out = {"worker_devices": list(strategy.extended.worker_devices),
-           "process_shard": list(getattr(strategy_lib, "process_shard", lambda s: ())(strategy)),
+           "process_shard": list(pipelines.process_shard(strategy)),
            "train": read(batch, True, num_steps),
            "eval": read(eval_batch, False, eval_steps),
            "synthetic_batch_sizes": [int(x.shape[0]) for x in synthetic]}

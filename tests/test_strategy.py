@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from helpers import install_fake_horovod
 from tfbench.engine import steps
-from tfbench.distribute import strategy as strategy_lib
+from tfbench.distribute import strategy as strategy_lib, pipelines, strategies, sync
 from tfbench.distribute.devices import DevicePlan
 from tfbench.errors import UsageError
 from tfbench.config.params import make_params
@@ -224,7 +224,7 @@ def test_horovod_averages_gradients_and_broadcasts_initial_state(fake_horovod):
     p = make_params({"variable_update": "horovod", "device": "cpu", "horovod_device": "/cpu:0"})
     assert strategy_lib.num_workers(p) == 4
     sp = strategy_lib.make_strategy(p, CPU1)
-    assert isinstance(sp.strategy, strategy_lib.HorovodStrategy)
+    assert isinstance(sp.strategy, strategies.HorovodStrategy)
     assert (sp.variables_label, sp.num_workers, sp.horovod_device) == ("horovod", 4, "/cpu:0")
     with sp.strategy.scope():
         model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
@@ -278,8 +278,8 @@ def test_horovod_with_a_cluster_is_an_error():
 
 def test_gradient_divisor():
     one = tf.distribute.OneDeviceStrategy("/cpu:0")
-    assert strategy_lib.gradient_divisor(one) == 1
-    assert strategy_lib.reduce_gradients(one, [1, 2]) == [1, 2]
+    assert sync.gradient_divisor(one) == 1
+    assert sync.reduce_gradients(one, [1, 2]) == [1, 2]
 
 
 def test_horovod_process_takes_its_local_rank_gpu(fake_horovod, monkeypatch):
@@ -367,7 +367,7 @@ def test_multi_worker_collectives_carry_no_per_collective_timeout(captured_multi
     ((1, 2, 1, 3), (3, 6)),           # input pipeline 1 of 2 in process 1 of 3
 ])
 def test_pipeline_shard(args, shard):
-    assert strategy_lib.pipeline_shard(*args) == shard
+    assert pipelines.pipeline_shard(*args) == shard
 
 
 def _first_batches(iterator, count=2):
@@ -383,19 +383,19 @@ def test_horovod_ranks_read_their_own_part_of_the_data(fake_horovod):
     """--variable_update=horovod: rank 3 of 4 reads examples 3, 7, 11, ... (issue 23.3)."""
     sp = strategy_lib.make_strategy(make_params({"variable_update": "horovod", "device": "cpu"}),
                                     CPU1)
-    assert strategy_lib.process_rank(sp.strategy) == (3, 4)
-    assert strategy_lib.process_shard(sp.strategy) == (3, 4)
+    assert pipelines.process_rank(sp.strategy) == (3, 4)
+    assert pipelines.process_shard(sp.strategy) == (3, 4)
     shards = []
 
     def make(index, count):
         shards.append((index, count))
         return _numbers(index, count)
-    assert _first_batches(strategy_lib.distribute_inputs(sp.strategy, make)) == [[3, 7], [11, 3]]
+    assert _first_batches(pipelines.distribute_inputs(sp.strategy, make)) == [[3, 7], [11, 3]]
     assert shards == [(3, 4)]
 
 
 def test_one_host_reads_all_the_data_in_replica_batches():
     one = tf.distribute.OneDeviceStrategy("/cpu:0")
-    assert strategy_lib.process_shard(one) == (0, 1)
-    iterator = strategy_lib.distribute_inputs(one, _numbers)
+    assert pipelines.process_shard(one) == (0, 1)
+    iterator = pipelines.distribute_inputs(one, _numbers)
     assert _first_batches(iterator, 3) == [[0, 1], [2, 3], [4, 5]]

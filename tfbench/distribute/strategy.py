@@ -14,11 +14,9 @@
   distributed_replicated     TF_CONFIG "ps") is given; ps and worker tasks serve
   horovod                    one device per process, gradients averaged with horovod.tensorflow
 
-Steps (tfbench.engine.steps) asks this module how to scale and reduce gradients (`gradient_divisor`,
-`reduce_gradients`), whether to broadcast initial state (`sync_initial_state`) and how to run a
-step on a parameter-server cluster (`coordinator`, `ScheduledStep`). The runner feeds real data
-through `distribute_inputs`: one input pipeline per worker (or horovod process), each replica
-taking its own batches, each pipeline reading its own part of the data.
+This module builds the strategy for a run (make_strategy) and says what it built
+(StrategyPlan). tfbench's own strategies are in strategies.py, what steps and checkpoints ask of a
+strategy in sync.py, and the input pipelines under a strategy in pipelines.py.
 """
 
 from __future__ import annotations
@@ -26,12 +24,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional
 
-import numpy as np
 import tensorflow as tf
 
 from tfbench.distribute import cluster as cluster_lib
 from tfbench.config import params as params_lib
 from tfbench.distribute.devices import DevicePlan
+from tfbench.distribute.strategies import (HorovodStrategy, IndependentStrategy, coordinator,
+                                           import_horovod, remember_cluster)
 from tfbench.errors import UsageError
 
 SINGLE_HOST_VALUES = ("parameter_server", "replicated", "independent")
@@ -56,203 +55,6 @@ class StrategyPlan:
     serve: Optional[Callable[[], None]] = None   # a ps/worker task: blocks while serving
     cluster: Optional[cluster_lib.ClusterPlan] = None
     reduction: str = ""           # what reduces gradients, for the JSON manifest
-
-
-# --- gradient reduction without exchange (independent) -------------------------------------
-
-class _NoExchange(tf.distribute.CrossDeviceOps):
-    """All-reduce is the identity; reductions to a device (metrics) are real.
-
-    Keras all-reduces gradients across replicas and then updates each replica's copy of a
-    mirrored variable with its own replica's value of the result; with the identity every
-    replica applies its own gradient, so the replicas train as independent models.
-    """
-
-    def __init__(self):
-        super().__init__()
-        self._to_one = tf.distribute.ReductionToOneDevice()
-
-    def reduce_implementation(self, reduce_op, per_replica_value, destinations, options):
-        if destinations is per_replica_value:     # an all-reduce: each replica keeps its own
-            return per_replica_value
-        return self._to_one.reduce_implementation(reduce_op, per_replica_value, destinations,
-                                                  options)
-
-    def batch_reduce_implementation(self, reduce_op, value_destination_pairs, options):
-        return [self.reduce_implementation(reduce_op, value, dest, options)
-                for value, dest in value_destination_pairs]
-
-    def broadcast_implementation(self, tensor, destinations):
-        return self._to_one.broadcast_implementation(tensor, destinations)
-
-
-class IndependentStrategy(tf.distribute.MirroredStrategy):
-    """MirroredStrategy whose replicas never exchange gradients (--variable_update=independent)."""
-
-    def __init__(self, devices):
-        super().__init__(list(devices), cross_device_ops=_NoExchange())
-
-
-# --- horovod ---------------------------------------------------------------------------------
-
-def import_horovod():
-    """horovod.tensorflow, initialised; UsageError when it is not importable."""
-    try:
-        import horovod.tensorflow as hvd
-    except ImportError:
-        raise UsageError("--variable_update=horovod needs horovod, which is not "
-                         "importable; use --variable_update=replicated (MirroredStrategy) "
-                         "or collective_all_reduce instead") from None
-    hvd.init()
-    return hvd
-
-
-class HorovodStrategy(tf.distribute.OneDeviceStrategy):
-    """One device per process; gradients averaged over processes with horovod's allreduce."""
-
-    def __init__(self, device: str, hvd, device_dense: str = ""):
-        super().__init__(device)
-        self.hvd = hvd
-        self.device_dense = device_dense
-
-    def reduce_gradients(self, grads: list) -> list:
-        kwargs = {"device_dense": self.device_dense} if self.device_dense else {}
-        return [None if g is None else self.hvd.allreduce(g, op=self.hvd.Average, **kwargs)
-                for g in grads]
-
-    def broadcast(self, variables: list) -> None:
-        self.hvd.broadcast_variables(variables, root_rank=0)
-
-
-# --- hooks for the step functions -----------------------------------------------------------
-
-def gradient_divisor(strategy: tf.distribute.Strategy) -> int:
-    """Replicas whose gradients are summed into one update (each loss is divided by it)."""
-    if isinstance(strategy, IndependentStrategy):
-        return 1
-    return strategy.num_replicas_in_sync
-
-
-def reduce_gradients(strategy: tf.distribute.Strategy, grads: list) -> list:
-    """Cross-process reduction that tf.distribute does not do itself (horovod)."""
-    if isinstance(strategy, HorovodStrategy):
-        return strategy.reduce_gradients(grads)
-    return grads
-
-
-def sync_initial_state(strategy: tf.distribute.Strategy, variables: list) -> None:
-    """Every process starts from rank 0's variables (horovod); tf.distribute syncs its own."""
-    if isinstance(strategy, HorovodStrategy) and variables:
-        strategy.broadcast(variables)
-
-
-def _multi_worker(strategy: tf.distribute.Strategy) -> bool:
-    """A MultiWorkerMirroredStrategy spanning more than this process."""
-    return (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-            and strategy.num_replicas_in_sync > len(strategy.extended.worker_devices))
-
-
-def is_chief(strategy: tf.distribute.Strategy) -> bool:
-    """Whether this process writes --train_dir (checkpoints, summaries): horovod rank 0, the
-    MultiWorkerMirroredStrategy chief (TensorFlow's: the "chief" task, else worker 0), and
-    every process that is alone in running the steps (the parameter-server controller too)."""
-    if isinstance(strategy, HorovodStrategy):
-        return strategy.hvd.rank() == 0
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        return bool(strategy.extended.should_checkpoint)
-    return True
-
-
-def chief_label(strategy: tf.distribute.Strategy) -> str:
-    """The process that writes --train_dir, as a user names it."""
-    if isinstance(strategy, HorovodStrategy):
-        return "horovod rank 0"
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        jobs = strategy.cluster_resolver.cluster_spec().as_dict()
-        return "the chief task" if jobs.get("chief") else "worker 0"
-    return "this process"
-
-
-def saves_beside_chief(strategy: tf.distribute.Strategy) -> bool:
-    """A MultiWorkerMirroredStrategy worker other than the chief also saves each checkpoint,
-    into a scratch directory it then removes: TensorFlow's documented pattern, because a save
-    may need every worker (reading an on-read variable is a collective). Horovod ranks hold
-    plain variables, so only rank 0 saves, as in the legacy script."""
-    return _multi_worker(strategy) and not is_chief(strategy)
-
-
-def sync_restored_state(strategy: tf.distribute.Strategy, variables: list) -> None:
-    """After the chief restored a checkpoint (or found none), every process takes the chief's
-    values, so no process needs the chief's files. Every process must call it, in the same
-    place: it is a collective (horovod's broadcast; an all-reduce under MultiWorkerMirrored)."""
-    if isinstance(strategy, HorovodStrategy) and variables:
-        strategy.broadcast(variables)
-    elif _multi_worker(strategy) and variables:
-        _broadcast_from_chief(strategy, variables)
-
-
-def _broadcast_from_chief(strategy: tf.distribute.Strategy, variables: list) -> None:
-    """Every worker's copy of `variables` set to the chief's: a sum over all replicas in which
-    only global replica 0 (the chief's first device) contributes.
-
-    Eager, one all-reduce per variable: in a tf.function the collective batches its inputs
-    (concat and split, one dtype per batch), and SplitV has no int64 GPU kernel for the step
-    and seed counters; eagerly each value goes alone. Float32 and int64 are types that NCCL,
-    ring and CPU collectives all take. It runs once, before warm-up.
-    """
-    def contribution():
-        ctx = tf.distribute.get_replica_context()
-        first = tf.get_static_value(ctx.replica_id_in_sync_group) == 0
-        return [ctx.all_reduce(tf.distribute.ReduceOp.SUM,
-                               tf.convert_to_tensor(v) if first else tf.zeros(v.shape, v.dtype))
-                for v in variables]
-    logger = tf.get_logger()
-    level = logger.level
-    logger.setLevel("ERROR")   # not TF's warning that running eagerly is slow: this runs once
-    try:
-        reduced = strategy.run(contribution)
-    finally:
-        logger.setLevel(level)
-    for var, value in zip(variables, reduced):
-        # The same value on every local replica: assign the first local one to all copies.
-        var.assign(strategy.experimental_local_results(value)[0])
-
-
-def is_parameter_server(strategy: Optional[tf.distribute.Strategy]) -> bool:
-    return isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
-
-
-def coordinator(strategy: tf.distribute.Strategy):
-    """The strategy's ClusterCoordinator (TF keeps one per strategy)."""
-    return tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-
-
-# id(ParameterServerStrategy) -> (bounded caller, number of workers), set by make_strategy.
-_PS_CLUSTERS: dict[int, tuple[cluster_lib.BoundedCalls, int]] = {}
-
-
-class ScheduledStep:
-    """A step on a parameter-server cluster: one step scheduled per worker, then joined.
-
-    Returns the mean of the workers' outputs, so one call is one round in which every worker
-    trains one batch: the per-worker Step lines and the total (× workers) mean what they mean
-    for the legacy script's synchronous workers.
-    """
-
-    def __init__(self, step_fn: Callable, strategy: tf.distribute.Strategy):
-        self.step_fn = step_fn
-        self.coordinator = coordinator(strategy)
-        self.bounded, self.num_workers = _PS_CLUSTERS.get(id(strategy), (None, 1))
-
-    def _round(self, inputs) -> np.ndarray:
-        values = [self.coordinator.schedule(self.step_fn, args=(inputs,))
-                  for _ in range(self.num_workers)]
-        self.coordinator.join()
-        return np.mean([np.asarray(v.fetch()) for v in values], axis=0)
-
-    def __call__(self, inputs) -> tf.Tensor:
-        out = self.bounded(self._round, inputs) if self.bounded else self._round(inputs)
-        return tf.constant(out)
 
 
 def distributed_failure(exc: BaseException, sp: StrategyPlan):
@@ -486,8 +288,8 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
                              "ParameterServerStrategy runs one replica per worker GPU") from None
         cluster_lib.run_bounded(lambda: coordinator(strategy), cl, timeout,
                                 "starting the coordinator")
-        _PS_CLUSTERS[id(strategy)] = (cluster_lib.BoundedCalls(cl, timeout, "waiting for a step"),
-                                      cl.num_workers)
+        remember_cluster(strategy, cluster_lib.BoundedCalls(cl, timeout, "waiting for a step"),
+                         cl.num_workers)
         return StrategyPlan(strategy, label, None, False, num_workers=cl.num_workers,
                             job_name=job_name, cluster=cl,
                             reduction="parameter servers (%d)" % len(cl.addresses("ps")))
@@ -519,67 +321,3 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
                         % (impl_label, cl.num_workers))
 
 
-# --- input pipelines ------------------------------------------------------------------------
-
-def pipeline_shard(pipeline_id, num_pipelines: int, rank=0, size: int = 1) -> tuple:
-    """(index, count) of input pipeline `pipeline_id` of `num_pipelines` in process `rank` of
-    `size`: the part of the data it reads (every count-th example from index). Ints, or a
-    tensor index on a parameter-server worker."""
-    return rank * num_pipelines + pipeline_id, size * num_pipelines
-
-
-def process_rank(strategy: tf.distribute.Strategy) -> tuple[int, int]:
-    """(rank, size) among processes that tf.distribute does not know of: horovod's."""
-    if isinstance(strategy, HorovodStrategy):
-        return strategy.hvd.rank(), strategy.hvd.size()
-    return 0, 1
-
-
-def distribute_inputs(strategy: tf.distribute.Strategy, make: Callable[..., tf.data.Dataset]):
-    """An iterator giving every replica its own batch; per worker on a parameter-server cluster.
-
-    make(index, count) builds input pipeline `index` of `count` (see pipeline_shard), batched
-    per replica: each replica takes whole batches from its worker's pipeline. A dataset handed
-    to experimental_distribute_dataset would instead be taken as the global batch and split
-    over every worker's replicas.
-    """
-    if is_parameter_server(strategy):
-        _, num = _PS_CLUSTERS.get(id(strategy), (None, 1))
-
-        def per_worker():
-            def dataset_fn(context):
-                # Each worker runs the traced function; its index is known only there.
-                worker = tf.distribute.coordinator.experimental_get_current_worker_index()
-                return make(*pipeline_shard(context.input_pipeline_id,
-                                            context.num_input_pipelines, worker, num))
-            return strategy.distribute_datasets_from_function(dataset_fn)
-        return iter(coordinator(strategy).create_per_worker_dataset(per_worker))
-    rank, size = process_rank(strategy)
-
-    def dataset_fn(context):
-        return make(*pipeline_shard(context.input_pipeline_id, context.num_input_pipelines,
-                                    rank, size))
-    return iter(strategy.distribute_datasets_from_function(dataset_fn))
-
-
-def process_shard(strategy: tf.distribute.Strategy) -> tuple[int, int]:
-    """(index, count) of this process's part of the data, read without tf.distribute
-    (--data_only): the same part its replicas read through distribute_inputs."""
-    rank, size = process_rank(strategy)
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        # One input pipeline per worker, numbered chief first (as TensorFlow numbers them).
-        resolver = strategy.cluster_resolver
-        jobs = resolver.cluster_spec().as_dict()
-        chiefs = len(jobs.get("chief", ()))
-        worker = resolver.task_id + (chiefs if resolver.task_type == "worker" else 0)
-        return pipeline_shard(worker, chiefs + len(jobs.get("worker", ())), rank, size)
-    return pipeline_shard(0, 1, rank, size)
-
-
-def per_worker_synthetic(strategy: tf.distribute.Strategy, make: Callable):
-    """Per-worker iterator repeating one per-replica batch of images made by make(context)."""
-    def per_worker():
-        def dataset_fn(context):
-            return tf.data.Dataset.from_tensors(make(context)).repeat()
-        return strategy.distribute_datasets_from_function(dataset_fn)
-    return iter(coordinator(strategy).create_per_worker_dataset(per_worker))

@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfbench.config import fast_paths
-from tfbench.distribute import strategy as strategy_lib
+from tfbench.distribute import pipelines
 from tfbench.engine import optimizers, steps
 from tfbench.engine.measurements import Meter
 from tfbench.engine.plan import TRAINING, Resolved
@@ -128,7 +128,7 @@ class ModeRunner:
     def dataset(self, batch_per_replica: int, train: bool) -> tf.data.Dataset:
         """This process's pipeline, read without tf.distribute (--data_only): one step's batch
         over all local replicas, from the part of the data its replicas would read."""
-        index, count = strategy_lib.process_shard(self.strategy)
+        index, count = pipelines.process_shard(self.strategy)
         return self.pipeline(batch_per_replica * self.plan.device.num_devices, train, index,
                              count)
 
@@ -147,7 +147,7 @@ class ModeRunner:
         that gives every replica batch_per_replica real images, as synthetic inputs do."""
         if not self.plan.real_data:
             return self.images(batch_per_replica), False
-        return strategy_lib.distribute_inputs(
+        return pipelines.distribute_inputs(
             self.strategy,
             lambda index, count: self.pipeline(batch_per_replica, train, index, count)), True
 

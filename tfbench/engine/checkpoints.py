@@ -19,7 +19,7 @@ from typing import Callable, Optional
 import keras
 import tensorflow as tf
 
-from tfbench.distribute import strategy as strategy_lib
+from tfbench.distribute import sync
 
 
 def latest_checkpoint(path: str) -> Optional[str]:
@@ -56,7 +56,7 @@ def open_train_dir(p, strategy: tf.distribute.Strategy, model: keras.Model,
     """
     out = TrainDir()
     ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    chief = strategy_lib.is_chief(strategy)
+    chief = sync.is_chief(strategy)
     if chief:
         out.manager = tf.train.CheckpointManager(
             ckpt, p.train_dir, max_to_keep=p.max_ckpts_to_keep, checkpoint_name="model.ckpt")
@@ -64,14 +64,14 @@ def open_train_dir(p, strategy: tf.distribute.Strategy, model: keras.Model,
             ckpt.restore(out.manager.latest_checkpoint).expect_partial()
     else:
         notice("--train_dir: %s writes the checkpoints and summaries; this process writes "
-               "none there and resumes from its state" % strategy_lib.chief_label(strategy))
-        if strategy_lib.saves_beside_chief(strategy):
+               "none there and resumes from its state" % sync.chief_label(strategy))
+        if sync.saves_beside_chief(strategy):
             out.scratch_dir = os.path.join(
                 tempfile.gettempdir(), "tfbench-ckpt-%d-%s" % (os.getpid(), uuid.uuid4().hex))
             out.manager = tf.train.CheckpointManager(
                 ckpt, out.scratch_dir, max_to_keep=1, checkpoint_name="model.ckpt")
     # Steps broadcast the initial state before the restore; this sends the restored one.
-    strategy_lib.sync_restored_state(
+    sync.sync_restored_state(
         strategy, list(model.variables) + list(optimizer.variables))
     out.init_global_step = int(optimizer.iterations.numpy())
     if chief and p.summary_verbosity >= 1 and p.save_summaries_steps > 0:

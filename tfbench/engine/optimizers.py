@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from tfbench.errors import UsageError
 from tfbench.models.fused_bn import statistics_aggregation
-from tfbench.distribute.strategy import IndependentStrategy
+from tfbench.distribute.strategies import IndependentStrategy
 # Defined beside Params (no TensorFlow) so that the sweep can use it too; kept importable here.
 from tfbench.config.params import resolve_precision  # noqa: F401
 

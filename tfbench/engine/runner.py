@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfbench.distribute import devices
-from tfbench.distribute import strategy as strategy_lib
+from tfbench.distribute import strategy as strategy_lib, strategies
 from tfbench.engine import measurements
 from tfbench.engine.base import Clock, ModeRunner
 from tfbench.engine.data_only import DataOnlyRunner
@@ -62,7 +62,7 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     for notice in sp.notices:
         log.notice(notice)
     res.notices.extend(sp.notices)
-    if strategy_lib.is_parameter_server(sp.strategy):
+    if strategies.is_parameter_server(sp.strategy):
         plan = _count_worker_replicas(p, plan, sp.strategy, res, log)
     res.variable_update = sp.variables_label
     res.num_workers, res.extra["reduction"] = sp.num_workers, sp.reduction

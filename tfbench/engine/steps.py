@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 
 from tfbench.config import fast_paths as fast_paths_lib
-from tfbench.distribute import strategy as strategy_lib
+from tfbench.distribute import pipelines, strategies, sync
 from tfbench.models.fused_bn import FusedBatchNorm
 
 NORM_LAYERS = (keras.layers.BatchNormalization, keras.layers.LayerNormalization,
@@ -82,7 +82,7 @@ class Steps:
         self._accum = None
         self._grad_fn = self._gradients
         self._predict_fn = self._predict
-        strategy_lib.sync_initial_state(
+        sync.sync_initial_state(
             strategy, list(model.variables) + (list(optimizer.variables) if optimizer else []))
 
     # -- per replica -------------------------------------------------------------------
@@ -109,7 +109,7 @@ class Steps:
 
     def _gradients(self, images, labels):
         cfg = self.config
-        replicas = strategy_lib.gradient_divisor(self.strategy)
+        replicas = sync.gradient_divisor(self.strategy)
         with tf.GradientTape() as tape:
             logits, base, total = self._losses(images, labels, training=True, tape=tape)
             # Gradients are summed across replicas, so each replica's loss is divided.
@@ -215,7 +215,7 @@ class Steps:
             if labels is None:
                 labels = self._labels(images)
             logits, base, total, grads = self._grad_fn(images, labels)
-            grads = strategy_lib.reduce_gradients(self.strategy, grads)
+            grads = sync.reduce_gradients(self.strategy, grads)
             self._apply(grads, variables)
             return self._metrics(logits, labels, base, total)
         # Gradient accumulation: the step's batch (K micro-batches per replica) is split, and
@@ -229,7 +229,7 @@ class Steps:
             logits, base, total, grads = self._grad_fn(micro_images[k], micro_labels[k])
             summed = grads if summed is None else [a + b for a, b in zip(summed, grads)]
             sums += self._metrics(logits, micro_labels[k], base, total)
-        grads = strategy_lib.reduce_gradients(self.strategy,
+        grads = sync.reduce_gradients(self.strategy,
                                               [g / cfg.accum_steps for g in summed])
         self._apply(grads, variables)
         return sums / cfg.accum_steps
@@ -250,14 +250,14 @@ class Steps:
         strategy = self.strategy
         jit = self.config.jit_compile
         single = strategy.num_replicas_in_sync == 1
-        parameter_server = strategy_lib.is_parameter_server(strategy)
+        parameter_server = strategies.is_parameter_server(strategy)
         # Parameter-server workers read their inputs from their own per-worker iterator.
         from_iterator = from_iterator or parameter_server
         # XLA compiles the whole step on one device with in-graph inputs. Otherwise (several
         # replicas, an input iterator, or horovod, whose allreduce has no XLA kernel) it
         # compiles each replica's forward (and backward) pass; the gradient reduction and the
         # optimizer update stay outside the XLA cluster.
-        horovod = isinstance(strategy, strategy_lib.HorovodStrategy)
+        horovod = isinstance(strategy, strategies.HorovodStrategy)
         whole_step_jit = bool(jit and single and not from_iterator and not horovod)
         per_replica_jit = bool(jit and not whole_step_jit)
         # autograph=False: the step's control flow is plain Python (over flags and layers), and
@@ -280,7 +280,7 @@ class Steps:
 
         compiled = tf.function(step, jit_compile=whole_step_jit, autograph=False)
         if parameter_server:
-            return strategy_lib.ScheduledStep(compiled, strategy)
+            return strategies.ScheduledStep(compiled, strategy)
         return ConcreteAfterFirstCall(compiled)
 
     def train_step(self, from_iterator: bool = False):
@@ -334,8 +334,8 @@ def synthetic_images(strategy: tf.distribute.Strategy, batch_size: int, image_si
     def make(_context):
         return tf.cast(tf.random.truncated_normal(
             [batch_size, image_size, image_size, 3], mean=127.0, stddev=60.0, seed=seed), dtype)
-    if strategy_lib.is_parameter_server(strategy):
-        return strategy_lib.per_worker_synthetic(strategy, make)
+    if strategies.is_parameter_server(strategy):
+        return pipelines.per_worker_synthetic(strategy, make)
 
     def make_on_replica_device(context):
         # TensorFlow calls this without a device scope: unplaced, every replica's batch would

@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfbench.distribute import strategy as strategy_lib
+from tfbench.distribute import strategies
 from tfbench.engine import lr, optimizers, steps
 from tfbench.engine.base import ModeRunner, StepFn, should_display
 from tfbench.engine.checkpoints import Checkpoints, TrainDir, open_train_dir
@@ -49,7 +49,7 @@ def make_optimizer(p, plan: Resolved, strategy: tf.distribute.Strategy,
     if scaling == "dynamic":
         opt = optimizers.LossScaleOptimizer(
             opt, initial_scale=scale, dynamic_growth_steps=p.fp16_inc_loss_scale_every_n)
-    if strategy_lib.is_parameter_server(strategy):
+    if strategies.is_parameter_server(strategy):
         _count_every_update(opt)
     return opt
 

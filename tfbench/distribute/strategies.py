@@ -1,0 +1,124 @@
+"""tfbench's own strategies beside TensorFlow's: independent replicas (no gradient exchange),
+horovod (one device per process), and the parameter-server step that schedules one batch on every
+worker per call.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from tfbench.distribute import cluster as cluster_lib
+from tfbench.errors import UsageError
+
+
+class _NoExchange(tf.distribute.CrossDeviceOps):
+    """All-reduce is the identity; reductions to a device (metrics) are real.
+
+    Keras all-reduces gradients across replicas and then updates each replica's copy of a
+    mirrored variable with its own replica's value of the result; with the identity every
+    replica applies its own gradient, so the replicas train as independent models.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._to_one = tf.distribute.ReductionToOneDevice()
+
+    def reduce_implementation(self, reduce_op, per_replica_value, destinations, options):
+        if destinations is per_replica_value:     # an all-reduce: each replica keeps its own
+            return per_replica_value
+        return self._to_one.reduce_implementation(reduce_op, per_replica_value, destinations,
+                                                  options)
+
+    def batch_reduce_implementation(self, reduce_op, value_destination_pairs, options):
+        return [self.reduce_implementation(reduce_op, value, dest, options)
+                for value, dest in value_destination_pairs]
+
+    def broadcast_implementation(self, tensor, destinations):
+        return self._to_one.broadcast_implementation(tensor, destinations)
+
+
+class IndependentStrategy(tf.distribute.MirroredStrategy):
+    """MirroredStrategy whose replicas never exchange gradients (--variable_update=independent)."""
+
+    def __init__(self, devices):
+        super().__init__(list(devices), cross_device_ops=_NoExchange())
+
+
+def import_horovod():
+    """horovod.tensorflow, initialised; UsageError when it is not importable."""
+    try:
+        import horovod.tensorflow as hvd
+    except ImportError:
+        raise UsageError("--variable_update=horovod needs horovod, which is not "
+                         "importable; use --variable_update=replicated (MirroredStrategy) "
+                         "or collective_all_reduce instead") from None
+    hvd.init()
+    return hvd
+
+
+class HorovodStrategy(tf.distribute.OneDeviceStrategy):
+    """One device per process; gradients averaged over processes with horovod's allreduce."""
+
+    def __init__(self, device: str, hvd, device_dense: str = ""):
+        super().__init__(device)
+        self.hvd = hvd
+        self.device_dense = device_dense
+
+    def reduce_gradients(self, grads: list) -> list:
+        kwargs = {"device_dense": self.device_dense} if self.device_dense else {}
+        return [None if g is None else self.hvd.allreduce(g, op=self.hvd.Average, **kwargs)
+                for g in grads]
+
+    def broadcast(self, variables: list) -> None:
+        self.hvd.broadcast_variables(variables, root_rank=0)
+
+
+def is_parameter_server(strategy: Optional[tf.distribute.Strategy]) -> bool:
+    return isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
+
+
+def coordinator(strategy: tf.distribute.Strategy):
+    """The strategy's ClusterCoordinator (TF keeps one per strategy)."""
+    return tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+
+
+# id(ParameterServerStrategy) -> (bounded caller, number of workers), set by make_strategy.
+_PS_CLUSTERS: dict[int, tuple[cluster_lib.BoundedCalls, int]] = {}
+
+
+def remember_cluster(strategy: tf.distribute.Strategy, bounded: cluster_lib.BoundedCalls,
+                     num_workers: int) -> None:
+    """What a parameter-server strategy's steps need: the bounded caller and the workers."""
+    _PS_CLUSTERS[id(strategy)] = (bounded, num_workers)
+
+
+def cluster_of(strategy: tf.distribute.Strategy) -> tuple[Optional[cluster_lib.BoundedCalls], int]:
+    """(bounded caller or None, number of workers) remembered for `strategy`."""
+    return _PS_CLUSTERS.get(id(strategy), (None, 1))
+
+
+class ScheduledStep:
+    """A step on a parameter-server cluster: one step scheduled per worker, then joined.
+
+    Returns the mean of the workers' outputs, so one call is one round in which every worker
+    trains one batch: the per-worker Step lines and the total (× workers) mean what they mean
+    for the legacy script's synchronous workers.
+    """
+
+    def __init__(self, step_fn: Callable, strategy: tf.distribute.Strategy):
+        self.step_fn = step_fn
+        self.coordinator = coordinator(strategy)
+        self.bounded, self.num_workers = cluster_of(strategy)
+
+    def _round(self, inputs) -> np.ndarray:
+        values = [self.coordinator.schedule(self.step_fn, args=(inputs,))
+                  for _ in range(self.num_workers)]
+        self.coordinator.join()
+        return np.mean([np.asarray(v.fetch()) for v in values], axis=0)
+
+    def __call__(self, inputs) -> tf.Tensor:
+        out = self.bounded(self._round, inputs) if self.bounded else self._round(inputs)
+        return tf.constant(out)
