@@ -493,10 +493,12 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
                             reduction="parameter servers (%d)" % len(cl.addresses("ps")))
     notices = list(cl.notices)
     if explicit and vu not in MULTI_WORKER_VALUES:
-        raise UsageError("--worker_hosts (or TF_CONFIG) without ps runs "
+        raise UsageError("%s without ps runs "
                          "MultiWorkerMirroredStrategy: use --variable_update="
                          "collective_all_reduce (or distributed_all_reduce, "
-                         "distributed_replicated), not %s" % vu)
+                         "distributed_replicated), not %s"
+                         % ("A Slurm step of several tasks" if cl.source == "Slurm"
+                            else "--worker_hosts (or TF_CONFIG)", vu))
     if vu not in MULTI_WORKER_VALUES:
         vu = "collective_all_reduce"
         notices.append("Cluster without ps: MultiWorkerMirroredStrategy "
