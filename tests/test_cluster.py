@@ -388,3 +388,26 @@ def test_a_slurm_step_tfbench_cannot_run_is_one_clear_error(changes, needle):
     with pytest.raises(UsageError) as err:
         _plan(dict(SLURM_TASK_2, **changes))
     assert needle in str(err.value)
+
+
+def test_the_sigterm_handler_comes_back_after_tensorflow_replaced_it():
+    """TensorFlow's preemption notifier replaces the C-level SIGTERM handler (as libc's
+    signal() does here); Python then never runs its own handler."""
+    import ctypes
+    import os
+    import signal
+    import time
+    got = []
+    previous = signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+    try:
+        libc = ctypes.CDLL(None)
+        libc.signal(signal.SIGTERM, ctypes.c_void_p(1))   # SIG_IGN, behind Python's back
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        assert got == []
+        cluster.restore_sigterm_handler()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        assert got == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)

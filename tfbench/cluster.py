@@ -28,6 +28,7 @@ import dataclasses
 import json
 import os
 import re
+import signal
 import socket
 import struct
 import threading
@@ -551,6 +552,23 @@ class BoundedCalls:
             if failure is not None:
                 raise failure from None
             raise
+
+
+def restore_sigterm_handler() -> None:
+    """Puts back the SIGTERM handler Python had (the CLI's: status interrupted, exit code 143).
+
+    TensorFlow's coordination service, which MultiWorkerMirroredStrategy and
+    ParameterServerStrategy start, replaces it with its preemption notifier, which only records
+    the signal (tsl/distributed_runtime/preemption/preemption_notifier.cc, TF 2.17 to 2.21:
+    std::signal(SIGTERM, ...)); tfbench uses no preemption checkpointing. Without this, a task
+    stopped by Slurm (scancel), Kubernetes or tfbench launch trained on until SIGKILL and wrote
+    no row. Python sets handlers from the main thread only; elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    handler = signal.getsignal(signal.SIGTERM)
+    if handler is not None:
+        signal.signal(signal.SIGTERM, handler)
 
 
 # --- parameter-server tasks -----------------------------------------------------------------

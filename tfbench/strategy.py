@@ -486,6 +486,7 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
                              "ParameterServerStrategy runs one replica per worker GPU") from None
         cluster_lib.run_bounded(lambda: coordinator(strategy), cl, timeout,
                                 "starting the coordinator")
+        cluster_lib.restore_sigterm_handler()
         _PS_CLUSTERS[id(strategy)] = (cluster_lib.BoundedCalls(cl, timeout, "waiting for a step"),
                                       cl.num_workers)
         return StrategyPlan(strategy, label, None, False, num_workers=cl.num_workers,
@@ -514,6 +515,7 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
         lambda: tf.distribute.MultiWorkerMirroredStrategy(
             cluster_resolver=resolver, communication_options=options),
         cl, timeout, "waiting for all workers to join")
+    cluster_lib.restore_sigterm_handler()
     return StrategyPlan(strategy, vu, p.all_reduce_spec, vu in ALL_REDUCE_VALUES,
                         num_workers=cl.num_workers, notices=tuple(notices), job_name=job_name,
                         start_lines=("Starting worker %d" % cl.worker_rank,), cluster=cl,
