@@ -188,6 +188,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args and args[0] in ("--helpfull", "--helpshort"):
         print(helpfull())
         return EXIT_OK
+    if args and args[0] == "--version":
+        from tfbench import environment
+        print(environment.version_line())
+        return EXIT_OK
     if args and args[0] == "run":
         argv = [argv[0]] + args[1:]
     elif args and not args[0].startswith("-"):
