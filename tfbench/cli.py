@@ -25,6 +25,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("tfbench.sweep", "run a grid of configurations, one process per point"),
     "report": ("tfbench.report", "Markdown/HTML tables and PNG plots from result CSVs"),
     "compare": ("tfbench.report.compare", "compare two result CSVs with a noise verdict"),
+    "launch": ("tfbench.launch_cli", "run on several hosts over ssh: one task per host, "
+                                     "rows gathered, scaling series"),
     "env": ("tfbench.env_cli", "print the environment manifest"),
     "peak": ("tfbench.peak", "measure achievable TFLOP/s per precision (the MFU peak)"),
     "make_fake_imagenet": ("tfbench.fake_imagenet", "write a small ImageNet in TFRecords"),
