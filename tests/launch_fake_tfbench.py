@@ -6,6 +6,9 @@
                             on InfiniBand hosts (between hosts for several workers)
   --model=oom_on_1          worker 1: an out-of-memory error (exit code 3, status oom); the
                             others train until stopped (SIGTERM: status interrupted, 143)
+  --model=until_stopped     every task trains until stopped
+  --model=hang_on_1         worker 1 hangs (stops itself, SIGSTOP); the others lose it after
+                            0.5 s as tfbench does (exit code 5)
 """
 
 import os
@@ -58,8 +61,18 @@ def main(argv):
             handle.write((NCCL_MULTI if workers > 1 else NCCL_SINGLE).format(
                 h=socket.gethostname(), p=os.getpid(), q=os.getpid() + 1))
     code = 0
-    if result.model == "oom_on_1":
+    if result.model == "hang_on_1":
         if index == 1:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        time.sleep(0.5)
+        result.status = "error"
+        result.error = ("worker %d: lost the cluster (UnavailableError); no heartbeat from "
+                        "worker 1 (hung, or cut off from this host)" % index)
+        csv_out.append_row(args["csv_file"], result)
+        print("tfbench: error: %s" % result.error, file=sys.stderr)
+        return 5
+    if result.model in ("oom_on_1", "until_stopped"):
+        if index == 1 and result.model == "oom_on_1":
             time.sleep(0.5)
             result.status, result.error = "oom", "OOM when allocating tensor with shape [64]"
             csv_out.append_row(args["csv_file"], result)

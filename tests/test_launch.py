@@ -167,6 +167,26 @@ def test_a_failing_task_is_named_and_the_others_are_stopped_within_the_timeout(t
     assert seconds < 30 and _leftovers(tmp_path) == []
 
 
+def test_a_hung_task_is_named_once_the_others_lost_it(tmp_path):
+    """Worker 1 stops (SIGSTOP, as a hung host); the others end with "lost the cluster" (exit 5,
+    a consequence): the task that did not end is the one named, then killed."""
+    proc, seconds = _launch(tmp_path, ["--hosts=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "--",
+                                       "--model=hang_on_1", "--json_dir=",
+                                       "--cluster_timeout_secs=5"])
+    assert proc.returncode == errors.EXIT_DISTRIBUTED, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"tfbench launch: error: 127\.0\.0\.1:2 \(worker 1\): still running [\d.]+ s after "
+        r"worker [02] failed \(worker [02]: lost the cluster \(UnavailableError\); no heartbeat "
+        r"from worker 1 \(hung, or cut off from this host\)\); stopped: killed by SIGKILL; the "
+        r"other 2 task\(s\) ended within [\d.]+ s", last), last
+    rows = _rows(tmp_path / "tfbench_results.csv")
+    assert [(r["status"], r["error"][:30]) for r in rows] == [
+        ("error", "worker 0: lost the cluster (Un"), ("error", "killed by SIGKILL"),
+        ("error", "worker 2: lost the cluster (Un")]
+    assert seconds < 30 and _leftovers(tmp_path) == []
+
+
 def test_an_unreachable_host_is_named_and_nothing_starts(tmp_path):
     proc, _ = _launch(tmp_path, ["--hosts=127.0.0.1:1,gpu-node7:2", "--", "--json_dir="])
     assert proc.returncode == errors.EXIT_DISTRIBUTED
@@ -195,3 +215,39 @@ def test_a_host_with_other_versions_is_named_and_nothing_starts(tmp_path):
         "chief (127.0.0.1:1) runs TensorFlow 2.21.0, Keras 3.15.1")
     (row,) = _rows(tmp_path / "tfbench_results.csv")
     assert row["status"] == "error" and row["hostname"] == "127.0.0.2"
+
+
+def test_a_killed_launcher_leaves_no_task_and_no_temporary_directory(tmp_path):
+    """SIGKILL gives tfbench launch no chance to stop anything: the hosts' watchers see the
+    remote shells' stdin close and stop their tasks."""
+    env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmp_path))
+    hosts = "127.0.0.1:7001,127.0.0.1:7002"
+    proc = subprocess.Popen([sys.executable, "-m", "tfbench", "launch", "--rsh=" + LOCAL_RSH,
+                             "--remote_cmd=" + FAKE, "--out_dir=out", "--hosts=" + hosts, "--",
+                             "--model=until_stopped", "--json_dir="],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout.readline() == "Starting worker 0\n"
+        assert len(_processes_with(hosts)) >= 4      # at least both shells and both tasks
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 15
+        while (_processes_with(hosts) or _leftovers(tmp_path)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert _processes_with(hosts) == [] and _leftovers(tmp_path) == []
+
+
+def _processes_with(text):
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                if text.encode() in handle.read():
+                    found.append(pid)
+        except OSError:
+            continue
+    return found

@@ -247,7 +247,8 @@ def _result(cfg: LaunchConfig, tasks: Sequence[RemoteTask], hosts: Sequence[Host
         if root is not None:
             exit_code = _exit_code(root)
             others = len(tasks) - 1
-            error = "%s (worker %d): %s" % (root.host.label, root.index, root.cause(cfg.rsh))
+            error = "%s (worker %d): %s" % (root.host.label, root.index,
+                                            _root_phrase(root, tasks, cfg.rsh))
             if others:
                 error += "; the other %d task(s) ended within %.1f s" % (
                     others, max(0.0, last_end - root.ended))
@@ -257,13 +258,30 @@ def _result(cfg: LaunchConfig, tasks: Sequence[RemoteTask], hosts: Sequence[Host
 
 
 def _root_cause(tasks: Sequence[RemoteTask]) -> Optional[RemoteTask]:
-    """The task whose failure came first, a lost peer (exit code 5) being a consequence of
-    another task's failure rather than a cause; tasks the launcher stopped come last."""
+    """The task to name: the first to fail by itself (crash, OOM, killed), else one that did not
+    end while the others did (hung, cut off: the launcher stopped it), else the first that lost
+    its peers (exit code 5, the others' consequence of a failure)."""
     failed = [t for t in tasks if not t.ok]
     if not failed:
         return None
-    return min(failed, key=lambda t: (t.stopped, t.exit_code == errors.EXIT_DISTRIBUTED,
-                                      t.ended))
+
+    def rank(t: RemoteTask) -> tuple:
+        lost_peer = t.exit_code == errors.EXIT_DISTRIBUTED
+        return (2 if lost_peer and not t.stopped else 1 if t.stopped else 0, t.ended)
+    return min(failed, key=rank)
+
+
+def _root_phrase(root: RemoteTask, tasks: Sequence[RemoteTask], rsh: Sequence[str]) -> str:
+    """The named task's cause; for a task the launcher had to stop, what it outlived."""
+    if not root.stopped:
+        return root.cause(rsh)
+    ended = [t for t in tasks if not t.stopped and t.ended]
+    if not ended:
+        return root.cause(rsh)
+    first = min(ended, key=lambda t: t.ended)
+    what = "failed (%s)" % first.cause(rsh) if not first.ok else "ended"
+    return "still running %.1f s after worker %d %s; stopped: %s" % (
+        root.stopped_at - first.ended, first.index, what, root.cause(rsh))
 
 
 def _exit_code(task: RemoteTask) -> int:

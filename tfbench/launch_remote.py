@@ -253,6 +253,7 @@ class RemoteTask:
         self.proc: Optional[subprocess.Popen] = None
         self.started = self.ended = 0.0
         self.stopped = False           # the launcher closed its stdin (remote SIGTERM)
+        self.stopped_at = 0.0
         self.exit_code: Optional[int] = None    # the remote tfbench's, from the marker
         self.rows_text: list[str] = []
         self.nccl_text: list[str] = []
@@ -328,7 +329,7 @@ class RemoteTask:
         """Closes the remote shell's stdin: the host's watcher sends SIGTERM to the task."""
         if self.stopped:
             return
-        self.stopped = True
+        self.stopped, self.stopped_at = True, time.monotonic()
         try:
             self.proc.stdin.close()
         except OSError:
