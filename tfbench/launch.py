@@ -249,7 +249,7 @@ def _result(cfg: LaunchConfig, tasks: Sequence[RemoteTask], hosts: Sequence[Host
             others = len(tasks) - 1
             error = "%s (worker %d): %s" % (root.host.label, root.index,
                                             _root_phrase(root, tasks, cfg.rsh))
-            if others:
+            if others and not root.stopped:
                 error += "; the other %d task(s) ended within %.1f s" % (
                     others, max(0.0, last_end - root.ended))
     return LaunchResult(list(hosts), rows, exit_code, error,
@@ -280,8 +280,9 @@ def _root_phrase(root: RemoteTask, tasks: Sequence[RemoteTask], rsh: Sequence[st
         return root.cause(rsh)
     first = min(ended, key=lambda t: t.ended)
     what = "failed (%s)" % first.cause(rsh) if not first.ok else "ended"
-    return "still running %.1f s after worker %d %s; stopped: %s" % (
-        root.stopped_at - first.ended, first.index, what, root.cause(rsh))
+    return "still running %.1f s after worker %d %s; stopped: %s, %.1f s after it" % (
+        root.stopped_at - first.ended, first.index, what, root.cause(rsh),
+        root.ended - first.ended)
 
 
 def _exit_code(task: RemoteTask) -> int:
