@@ -188,6 +188,21 @@ def test_a_hung_task_is_named_once_the_others_lost_it(tmp_path):
     assert seconds < 30 and _leftovers(tmp_path) == []
 
 
+def test_a_host_without_setsid_is_named_and_nothing_starts(tmp_path):
+    """setsid puts a task in its own process group, the one a stop signals."""
+    bin_dir = tmp_path / "bin"               # a PATH with sh and without setsid
+    bin_dir.mkdir()
+    (bin_dir / "sh").symlink_to("/bin/sh")
+    rsh = tmp_path / "rsh.sh"
+    rsh.write_text('#!/bin/sh\nshift\nexec env PATH=%s /bin/sh -c "$*"\n' % bin_dir)
+    rsh.chmod(0o755)
+    proc, _ = _launch(tmp_path, ["--hosts=127.0.0.1:1", "--", "--json_dir="], rsh=str(rsh))
+    assert proc.returncode == errors.EXIT_DISTRIBUTED
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "tfbench launch: error: 127.0.0.1:1: `%s --version` failed (exit code 126): setsid not "
+        "found on this host (util-linux): tfbench launch needs it to stop its tasks" % FAKE)
+
+
 def test_an_unreachable_host_is_named_and_nothing_starts(tmp_path):
     proc, _ = _launch(tmp_path, ["--hosts=127.0.0.1:1,gpu-node7:2", "--", "--json_dir="])
     assert proc.returncode == errors.EXIT_DISTRIBUTED

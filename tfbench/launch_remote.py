@@ -2,8 +2,8 @@
 
 A task is `<rsh> HOST "sh -c '<program>'"`, ssh's way of running a command. The program
 (`remote_script`) is POSIX sh, because the remote side has nothing but a shell and tfbench:
-  * the task runs in its own session (setsid), in the background, with its row going to a fresh
-    temporary directory (--csv_file=$d/rows.csv);
+  * the task runs in its own session (setsid, which every host needs), in the background, with
+    its row going to a fresh temporary directory (--csv_file=$d/rows.csv);
   * a watcher reads the remote shell's stdin, which the launcher holds open and never writes.
     When the launcher closes it (a failure elsewhere, SIGINT/SIGTERM), exits or is killed, and
     equally when the ssh connection drops, the watcher reads end-of-file and sends SIGTERM to the
@@ -102,6 +102,12 @@ def task_flags(flags: Sequence[str], hosts: Sequence[Host], index: int) -> list[
                           "--task_index=%d" % index]
 
 
+# A host without setsid (util-linux; busybox has one too) could not stop a task's process group:
+# said before anything starts (the version check runs this too), exit code 126.
+NEEDS_SETSID = ('command -v setsid >/dev/null 2>&1 || { echo "setsid not found on this host '
+                '(util-linux): tfbench launch needs it to stop its tasks" >&2; exit 126; }')
+
+
 def remote_script(remote_cmd: str, flags: Sequence[str], nccl_debug: bool = False,
                   kill_after: float = 5.0, tag: str = "") -> str:
     """The sh program a host runs for one task (see the module docstring). `tag` names the task
@@ -113,21 +119,20 @@ def remote_script(remote_cmd: str, flags: Sequence[str], nccl_debug: bool = Fals
     args = " ".join(shlex.quote(f) for f in flags)
     nccl = ('export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS="${NCCL_DEBUG_SUBSYS:-INIT,NET}" '
             'NCCL_DEBUG_FILE="$d/nccl.%h.%p"\n' if nccl_debug else "")
-    watch = shlex.quote(
-        'while read -r _; do :; done; kill -TERM -"$1" 2>/dev/null || kill -TERM "$1"; '
-        'sleep %g; kill -KILL -"$1" 2>/dev/null || kill -KILL "$1"' % kill_after)
+    watch = shlex.quote('while read -r _; do :; done; kill -TERM -"$1"; sleep %g; '
+                        'kill -KILL -"$1"' % kill_after)
     return (
+        NEEDS_SETSID + "\n"
         'd=$(mktemp -d "${TMPDIR:-/tmp}/tfbench-launch.XXXXXX") || exit 125\n'
         + nccl +
-        'S=; command -v setsid >/dev/null 2>&1 && S=setsid\n'
         'exec 3<&0\n'
-        '$S sh -c %s tfbench-task %s "--csv_file=$d/rows.csv" </dev/null 3<&- &\n'
+        'setsid sh -c %s tfbench-task %s "--csv_file=$d/rows.csv" </dev/null 3<&- &\n'
         'p=$!\n'
-        '$S sh -c %s tfbench-watch "$p" %s <&3 >/dev/null 2>&1 &\n'
+        'setsid sh -c %s tfbench-watch "$p" %s <&3 >/dev/null 2>&1 &\n'
         'w=$!\n'
         'exec 3<&-\n'
         'wait "$p"; c=$?\n'
-        'kill -KILL -"$w" 2>/dev/null || kill -KILL "$w" 2>/dev/null\n'
+        'kill -KILL -"$w" 2>/dev/null\n'
         "trap '' PIPE\n"
         'echo "%sexit $c"\n'
         'if [ -s "$d/rows.csv" ]; then echo "%srows"; cat "$d/rows.csv"; echo; echo "%send"; fi\n'
@@ -159,7 +164,8 @@ def _last(text: str) -> str:
 
 
 def ask_version(rsh: Sequence[str], host: Host, remote_cmd: str, timeout: float) -> Answer:
-    argv = rsh_argv(rsh, host, remote_cmd + " --version")
+    argv = rsh_argv(rsh, host, "sh -c %s" % shlex.quote(
+        "%s; %s --version" % (NEEDS_SETSID, remote_cmd)))
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
