@@ -498,7 +498,7 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
                          "MultiWorkerMirroredStrategy: use --variable_update="
                          "collective_all_reduce (or distributed_all_reduce, "
                          "distributed_replicated), not %s"
-                         % ("A Slurm step of several tasks" if cl.source == "Slurm"
+                         % ("a Slurm step of several tasks" if cl.source == "Slurm"
                             else "--worker_hosts (or TF_CONFIG)", vu))
     if vu not in MULTI_WORKER_VALUES:
         vu = "collective_all_reduce"
