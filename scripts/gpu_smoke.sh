@@ -77,7 +77,7 @@ if [ "$NGPU" -ge 2 ]; then
   # 4. Each replica's synthetic batch lives on its own GPU (not copied from GPU:0 every step).
   if python3 - <<'PY'
 import tensorflow as tf
-from tfbench import steps
+from tfbench.engine import steps
 gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
 strategy = tf.distribute.MirroredStrategy(gpus)
 images = steps.synthetic_images(strategy, 2, 8, "float32")

@@ -157,3 +157,24 @@ def test_gpus_of_different_models_are_said_and_named_together(gpus):
     assert peak.gpu_peak(name, "fp16") is None
     assert expected_range.expected_range(name, "resnet50", "training", "fp16", 2, 1.0) == \
         (None, "")
+
+
+def test_a_slurm_task_drives_every_gpu_it_sees_unless_num_gpus_is_given(gpus, monkeypatch):
+    """Slurm binds the job's GPUs through CUDA_VISIBLE_DEVICES; the count reaches
+    MultiWorkerMirroredStrategy as the resolver's num_accelerators (strategy._multi_host passes
+    the plan's GPU count)."""
+    from test_cluster import SLURM_TASK_2
+    from tfbench.distribute import cluster
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    for name, value in dict(SLURM_TASK_2, CUDA_VISIBLE_DEVICES="4,5,6,7").items():
+        monkeypatch.setenv(name, value)
+    gpus(["NVIDIA H100 80GB HBM3"] * 4)
+    plan = devices.plan_devices(make_params({}))
+    assert plan.num_devices == 4 and plan.names == ("/gpu:0", "/gpu:1", "/gpu:2", "/gpu:3")
+    assert plan.notices == ("Slurm step: this task drives the 4 GPU(s) it sees (--num_gpus=4; "
+                            "CUDA_VISIBLE_DEVICES=4,5,6,7)",)
+    resolver = cluster.cluster_plan(make_params({})).resolver(num_gpus=plan.num_devices)
+    assert resolver.num_accelerators() == {"GPU": 4}
+    assert devices.plan_devices(make_params({"num_gpus": 2})).num_devices == 2
+    monkeypatch.delenv("SLURM_STEP_NUM_TASKS")   # not a step: the --num_gpus default
+    assert devices.plan_devices(make_params({})).num_devices == 1

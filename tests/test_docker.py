@@ -98,3 +98,21 @@ def test_readme_says_which_driver_each_image_needs():
     section = section[:section.index("\n## ")]
     assert "570" in section and "forward compatibility" in section
     assert "525.60.13" in section and "ubuntu:24.04" in section
+
+
+def test_the_tfjob_manifest_runs_the_image_with_flags_tfbench_accepts():
+    """docker/tfjob.yaml: the image built from docker/Dockerfile, flags tfbench parses, and no
+    TF_CONFIG of its own (the operator sets it; test_cluster parses the operator's format)."""
+    import json
+    from tfbench.config.argv import parse_params
+    text = _read("tfjob.yaml")
+    lines = [l.strip() for l in text.splitlines() if not l.strip().startswith("#")]
+    assert "kind: TFJob" in lines and "- name: tensorflow    # the operator's default " \
+                                      "container name" in lines
+    assert "image: registry.example.com/tfbench:ngc" in lines
+    (args_line,) = [l for l in lines if l.startswith("args: ")]
+    args = json.loads(args_line[len("args: "):])
+    p = parse_params(["tfbench"] + args)
+    assert p.variable_update == "collective_all_reduce" and p.cluster_timeout_secs >= 600
+    assert "TF_CONFIG" not in text.replace("gives every pod TF_CONFIG", "")
+    assert "ENTRYPOINT [\"/opt/nvidia/nvidia_entrypoint.sh\", \"tfbench\"]" in _read("Dockerfile")

@@ -2,10 +2,12 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
 import tfbench
+from helpers import ROOT
 from tfbench.measure import environment
 from tfbench.output import environment as environment_text
 from test_monitors_nvml import FakeNvml, a100
@@ -238,3 +240,14 @@ def test_diff_flags_changes_and_ignores_volatile():
 def test_text_report_lists_fields(env):
     text = environment_text.text_report(env)
     assert "cpu.logical_cores:" in text and "tfbench.version:" in text
+
+
+def test_tfbench_version_prints_the_versions_without_importing_tensorflow(tmp_path):
+    code = ("import sys; from tfbench import cli; cli.main(['tfbench', '--version']); "
+            "print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, env=dict(os.environ, PYTHONPATH=ROOT)).stdout.splitlines()
+    fields = dict(part.strip().split(" ", 1) for part in out[0].split("|"))
+    assert list(fields) == ["tfbench", "TensorFlow", "Keras", "Python"]
+    assert fields["tfbench"].startswith("0.1.0") and fields["TensorFlow"][:2] == "2."
+    assert out[1] == "False"

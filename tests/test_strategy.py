@@ -163,6 +163,20 @@ def test_multi_host_misuse_is_a_usage_error(flags, plan, needle):
     assert needle in str(err.value)
 
 
+def test_a_slurm_step_picks_the_strategy_as_worker_hosts_do(monkeypatch):
+    from test_cluster import SLURM_TASK_2
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    for name, value in SLURM_TASK_2.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(UsageError) as err:
+        strategy_lib.make_strategy(make_params(dict(device="cpu",
+                                                    variable_update="replicated")), CPU1)
+    assert str(err.value).startswith("a Slurm step of several tasks without ps runs "
+                                     "MultiWorkerMirroredStrategy: use --variable_update="
+                                     "collective_all_reduce")
+    assert strategy_lib.num_workers(make_params({})) == 3
+
+
 def test_ps_and_worker_tasks_serve_with_the_legacy_lines():
     flags = dict(device="cpu", ps_hosts="127.0.0.1:3", worker_hosts="127.0.0.1:1,127.0.0.1:4",
                  controller_host="127.0.0.1:2")

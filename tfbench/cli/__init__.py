@@ -19,6 +19,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("tfbench.cli.sweep", "run a grid of configurations, one process per point"),
     "report": ("tfbench.cli.report", "Markdown/HTML tables and PNG plots from result CSVs"),
     "compare": ("tfbench.cli.compare", "compare two result CSVs with a noise verdict"),
+    "launch": ("tfbench.cli.launch", "run on several hosts over ssh: one task per host, "
+                                     "rows gathered, scaling series"),
     "env": ("tfbench.cli.env", "print the environment manifest"),
     "peak": ("tfbench.cli.peak", "measure achievable TFLOP/s per precision (the MFU peak)"),
     "make_fake_imagenet": ("tfbench.cli.make_fake_imagenet", "write a small ImageNet in TFRecords"),
@@ -55,6 +57,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_OK
     if args and args[0] in ("--helpfull", "--helpshort"):
         print(helpfull())
+        return EXIT_OK
+    if args and args[0] == "--version":
+        from tfbench.measure import environment
+        print(environment.version_line())
         return EXIT_OK
     if args and args[0] == "run":
         args = args[1:]

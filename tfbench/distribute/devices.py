@@ -138,6 +138,17 @@ def _horovod_local_rank() -> Optional[int]:
     return hvd.local_rank()
 
 
+def _slurm_gpus(p, visible: int) -> Optional[int]:
+    """The GPUs a task of a Slurm step drives when --num_gpus is not given: all it sees (Slurm
+    binds the job's GPUs through CUDA_VISIBLE_DEVICES), so MultiWorkerMirroredStrategy gets
+    them as num_accelerators. None outside a Slurm cluster."""
+    from tfbench.distribute import cluster
+    plan = cluster.cluster_plan(p)
+    if plan is None or plan.source != "Slurm" or visible < 1:
+        return None
+    return visible
+
+
 def plan_devices(p) -> DevicePlan:
     """Resolves device kind, count and data format from Params and what is visible."""
     notices = []
@@ -150,6 +161,13 @@ def plan_devices(p) -> DevicePlan:
         kind = "cpu"
         notices.append("No GPU visible: running on CPU (--device=cpu)")
     n = p.num_gpus
+    if kind == "gpu" and not p.is_explicit("num_gpus") and not p.gpu_indices:
+        slurm = _slurm_gpus(p, len(gpus))
+        if slurm is not None:
+            n = slurm
+            notices.append("Slurm step: this task drives the %d GPU(s) it sees (--num_gpus=%d; "
+                           "CUDA_VISIBLE_DEVICES=%s)"
+                           % (n, n, os.environ.get("CUDA_VISIBLE_DEVICES", "unset")))
     indices: list[int] = []
     models: list[Optional[str]] = []
     if kind == "gpu":

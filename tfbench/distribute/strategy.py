@@ -288,6 +288,7 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
                              "ParameterServerStrategy runs one replica per worker GPU") from None
         cluster_lib.run_bounded(lambda: coordinator(strategy), cl, timeout,
                                 "starting the coordinator")
+        cluster_lib.restore_sigterm_handler()
         remember_cluster(strategy, cluster_lib.BoundedCalls(cl, timeout, "waiting for a step"),
                          cl.num_workers)
         return StrategyPlan(strategy, label, None, False, num_workers=cl.num_workers,
@@ -295,10 +296,12 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
                             reduction="parameter servers (%d)" % len(cl.addresses("ps")))
     notices = list(cl.notices)
     if explicit and vu not in MULTI_WORKER_VALUES:
-        raise UsageError("--worker_hosts (or TF_CONFIG) without ps runs "
+        raise UsageError("%s without ps runs "
                          "MultiWorkerMirroredStrategy: use --variable_update="
                          "collective_all_reduce (or distributed_all_reduce, "
-                         "distributed_replicated), not %s" % vu)
+                         "distributed_replicated), not %s"
+                         % ("a Slurm step of several tasks" if cl.source == "Slurm"
+                            else "--worker_hosts (or TF_CONFIG)", vu))
     if vu not in MULTI_WORKER_VALUES:
         vu = "collective_all_reduce"
         notices.append("Cluster without ps: MultiWorkerMirroredStrategy "
@@ -314,6 +317,7 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
         lambda: tf.distribute.MultiWorkerMirroredStrategy(
             cluster_resolver=resolver, communication_options=options),
         cl, timeout, "waiting for all workers to join")
+    cluster_lib.restore_sigterm_handler()
     return StrategyPlan(strategy, vu, p.all_reduce_spec, vu in ALL_REDUCE_VALUES,
                         num_workers=cl.num_workers, notices=tuple(notices), job_name=job_name,
                         start_lines=("Starting worker %d" % cl.worker_rank,), cluster=cl,

@@ -180,6 +180,18 @@ def _tfbench() -> dict[str, Any]:
     return info
 
 
+def version_line() -> str:
+    """`tfbench 0.1.0 (git 30d835ce25) | TensorFlow 2.21.0 | Keras 3.15.1 | Python 3.11.7`, what
+    `tfbench --version` prints: from package metadata, without importing TensorFlow (about
+    0.1 s). `tfbench launch` compares it across hosts."""
+    tb = _tfbench()
+    first = "tfbench %s" % tb["version"]
+    if tb.get("git_hash"):
+        first += " (git %s%s)" % (tb["git_hash"][:10], ", modified" if tb.get("git_dirty") else "")
+    return " | ".join([first, "TensorFlow %s" % _tensorflow(False)["version"],
+                       "Keras %s" % _keras()["version"], "Python %s" % platform.python_version()])
+
+
 # --- hardware ------------------------------------------------------------------------------
 def _cpu() -> dict[str, Any]:
     text = _read("/proc/cpuinfo") or ""

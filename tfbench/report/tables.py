@@ -77,6 +77,8 @@ COLUMN_STYLE: dict[str, tuple[str, Callable[[object], str]]] = {
     "seconds": ("Time (s)", _num("{:.1f}")),
     "probes": ("Probes (batch:status)", str),
     "exit_code": ("Exit code", str),
+    "hosts": ("Hosts", _INT),                      # tfbench launch --sweep_hosts
+    "interconnect": ("Interconnect", str),
     # compare
     "a_images_per_sec": ("A images/sec", _num("{:,.1f}")),
     "b_images_per_sec": ("B images/sec", _num("{:,.1f}")),

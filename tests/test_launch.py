@@ -1,0 +1,271 @@
+"""tfbench launch: hosts, the host program, versions, the chief's console, faults and the scaling
+series. End-to-end runs use scripts/local_rsh.sh (the command runs on this machine, as over ssh)
+and a stand-in tfbench (tests/launch_fake_tfbench.py), so no TensorFlow starts here; real
+TensorFlow tasks are in test_launch_multiworker.py."""
+
+import csv
+import io
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import ROOT
+from tfbench import errors
+from tfbench.cli import launch as launch_cli
+from tfbench.launch import remote as launch_remote, run as launch
+
+LOCAL_RSH = os.path.join(ROOT, "scripts", "local_rsh.sh")
+FAKE = "%s %s" % (sys.executable, os.path.join(ROOT, "tests", "launch_fake_tfbench.py"))
+
+
+# --- hosts and flags ---------------------------------------------------------------------
+
+def test_hosts_take_the_default_port_and_a_repeated_host_the_next_one():
+    hosts = launch_remote.parse_hosts("gpu1, me@gpu2:2300,gpu1,[fe80::1]:9", 2222)
+    assert [(h.target, h.address) for h in hosts] == [
+        ("gpu1", "gpu1:2222"), ("me@gpu2", "gpu2:2300"), ("gpu1", "gpu1:2223"),
+        ("fe80::1", "[fe80::1]:9")]
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("", "--hosts needs at least one host"),
+    ("h:1,h:1", "--hosts names h:1 more than once"),
+    ("h:x", "'h:x' is not [user@]host[:port]"),
+    ("h:70000", "port 70000 of 'h:70000' is out of range"),
+])
+def test_bad_hosts_are_usage_errors(text, needle):
+    with pytest.raises(errors.UsageError, match=re.escape(needle)):
+        launch_remote.parse_hosts(text)
+
+
+def test_sweep_hosts_counts_are_checked_against_the_hosts():
+    assert launch.parse_counts("1,2,4", 4) == [1, 2, 4]
+    with pytest.raises(errors.UsageError, match="needs 4 hosts; --hosts names 3"):
+        launch.parse_counts("1,4", 3)
+    with pytest.raises(errors.UsageError, match="distinct host counts >= 1"):
+        launch.parse_counts("2,2", 3)
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (["--worker_hosts=a:1"], "--worker_hosts is set by tfbench launch"),
+    (["--task_index=1"], "--task_index is set by tfbench launch"),
+    (["--variable_update=replicated"], "runs MultiWorkerMirroredStrategy: use "
+                                       "--variable_update=collective_all_reduce"),
+    (["--variable_update=horovod"], "horovodrun or mpirun, not tfbench launch"),
+    (["--model=resnet50", "--num_batches=0"], "--num_batches must be a positive integer"),
+])
+def test_flags_a_task_would_refuse_stop_the_launch_before_it_starts(flags, needle):
+    with pytest.raises(errors.UsageError, match=needle):
+        launch_cli.build(["--hosts=h1,h2", "--"] + flags)
+
+
+def test_the_csv_stays_local_and_other_flags_go_to_every_task(tmp_path):
+    preset = tmp_path / "p.flags"
+    preset.write_text("--model=resnet50\n# a comment\n--batch_size=64\n")
+    args, cfg = launch_cli.build(["--hosts=h1,h2", "--rsh=sh", "--", "--flagfile=%s" % preset,
+                                  "--csv_file=mine.csv", "--cluster_timeout_secs=30"])
+    assert cfg.flags == ["--model=resnet50", "--batch_size=64", "--cluster_timeout_secs=30"]
+    assert cfg.csv_file == "mine.csv" and cfg.cluster_timeout == 30.0
+    assert launch_remote.task_flags(cfg.flags, cfg.hosts, 1)[-3:] == [
+        "--job_name=worker", "--worker_hosts=h1:2222,h2:2222", "--task_index=1"]
+
+
+# --- the chief's console -----------------------------------------------------------------
+
+def test_the_chiefs_log_passes_unchanged_with_the_launchers_lines_before_the_footer():
+    out, err = io.StringIO(), io.StringIO()
+    console = launch.ChiefConsole(out, err)
+    dashes = "-" * 64
+    log = ["Step\tImg/sec\ttotal_loss", dashes, "not a footer", "1\timages/sec: 3.0", dashes,
+           "total images/sec: 12.34", dashes]
+    for line in log:
+        console.out(line)
+    console.err("a TensorFlow warning")
+    assert out.getvalue().splitlines() == log[:4]      # the footer is held back
+    console.finish(["Launch: 2 row(s)"])
+    assert out.getvalue().splitlines() == log[:4] + ["Launch: 2 row(s)"] + log[4:]
+    assert err.getvalue() == "a TensorFlow warning\n"
+
+
+# --- versions ----------------------------------------------------------------------------
+
+def test_hosts_whose_versions_differ_from_the_chiefs_are_named():
+    hosts = launch_remote.parse_hosts("a,b,c")
+    same = "tfbench 0.1.0 | TensorFlow 2.21.0 | Keras 3.15.1 | Python 3.11.7"
+    other = "tfbench 0.1.0 | TensorFlow 2.17.1 | Keras 3.15.1 | Python 3.10.12"
+    answers = [launch_remote.Answer(hosts[0], same), launch_remote.Answer(hosts[1], same),
+               launch_remote.Answer(hosts[2], other)]
+    assert launch_remote.version_problems(answers) == [
+        (hosts[2], "runs TensorFlow 2.17.1 where the chief (a:2222) runs TensorFlow 2.21.0")]
+
+
+# --- end to end with the stand-ins -------------------------------------------------------
+
+def _launch(tmp_path, args, rsh=LOCAL_RSH, remote_cmd=FAKE, timeout=120):
+    env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmp_path), TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("TF_CONFIG", None)
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "tfbench", "launch", "--rsh=" + rsh,
+                           "--remote_cmd=" + remote_cmd, "--out_dir=out"] + args,
+                          cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    return proc, time.monotonic() - started
+
+
+def _rows(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _leftovers(tmp_path):
+    return [n for n in os.listdir(tmp_path) if n.startswith("tfbench-launch.")]
+
+
+def test_a_scaling_series_prints_efficiency_with_the_interconnect_each_point_saw(tmp_path):
+    proc, _ = _launch(tmp_path, ["--hosts=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
+                                 "--sweep_hosts=1,2,3", "--nccl_debug", "--", "--json_dir="])
+    assert proc.returncode == 0, proc.stderr
+    table = [line for line in proc.stdout.splitlines() if line.startswith("| trivial |")]
+    cells = [[c.strip() for c in line.split("|")[1:-1]] for line in table]
+    # workers, images/sec, speed-up, efficiency, interconnect
+    assert [(c[4], c[8], c[10], c[11]) for c in cells] == [
+        ("1", "100.0", "1.00", "100.0"), ("2", "180.0", "1.80", "90.0"),
+        ("3", "240.0", "2.40", "80.0")]
+    assert cells[0][12] == "NCCL 2.21.5+cuda12.4: within a host P2P/IPC"
+    assert cells[2][12] == ("NCCL 2.21.5+cuda12.4: between hosts NET/IB (InfiniBand mlx5_0, "
+                            "mlx5_1) with GPUDirect RDMA; within a host P2P/IPC")
+    # every host's row, in the sweep's and the local CSV: 1 + 2 + 3 tasks
+    for path in (tmp_path / "out" / "sweep.csv", tmp_path / "tfbench_results.csv"):
+        rows = _rows(path)
+        assert [r["num_workers"] for r in rows] == ["1", "2", "2", "3", "3", "3"]
+        assert {r["status"] for r in rows} == {"ok"}
+    log = (tmp_path / "out" / "logs" / "002_hosts-3" / "worker2_127.0.0.1-3.log").read_text()
+    assert "[worker 2 127.0.0.1:3] Starting worker 2\n" in log
+    assert "[worker 2 127.0.0.1:3] [nccl] " in log
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_failing_task_is_named_and_the_others_are_stopped_within_the_timeout(tmp_path):
+    """Worker 1 runs out of memory; the stand-in chief and worker 2 would train on (a real
+    tfbench notices the lost peer itself): tfbench launch stops them."""
+    hosts = "--hosts=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
+    proc, seconds = _launch(tmp_path, [hosts, "--", "--model=oom_on_1", "--json_dir=",
+                                       "--cluster_timeout_secs=5"])
+    assert proc.returncode == errors.EXIT_OOM, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("tfbench launch: error: 127.0.0.1:2 (worker 1): OOM when allocating "
+                           "tensor with shape [64]; the other 2 task(s) ended within ")
+    assert float(last.rsplit(" ", 2)[1]) < 5          # --cluster_timeout_secs
+    assert "Traceback" not in proc.stderr
+    rows = _rows(tmp_path / "tfbench_results.csv")
+    assert [(r["status"], r["error"]) for r in rows] == [
+        ("interrupted", "interrupted by SIGTERM"),
+        ("oom", "OOM when allocating tensor with shape [64]"),
+        ("interrupted", "interrupted by SIGTERM")]
+    assert seconds < 30 and _leftovers(tmp_path) == []
+
+
+def test_a_hung_task_is_named_once_the_others_lost_it(tmp_path):
+    """Worker 1 stops (SIGSTOP, as a hung host); the others end with "lost the cluster" (exit 5,
+    a consequence): the task that did not end is the one named, then killed."""
+    proc, seconds = _launch(tmp_path, ["--hosts=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "--",
+                                       "--model=hang_on_1", "--json_dir=",
+                                       "--cluster_timeout_secs=5"])
+    assert proc.returncode == errors.EXIT_DISTRIBUTED, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"tfbench launch: error: 127\.0\.0\.1:2 \(worker 1\): still running [\d.]+ s after "
+        r"worker [02] failed \(worker [02]: lost the cluster \(UnavailableError\); no heartbeat "
+        r"from worker 1 \(hung, or cut off from this host\)\); stopped: killed by SIGKILL, "
+        r"[\d.]+ s after it", last), last
+    assert float(last.rsplit(" ", 4)[1]) < 5            # --cluster_timeout_secs
+    rows = _rows(tmp_path / "tfbench_results.csv")
+    assert [(r["status"], r["error"][:30]) for r in rows] == [
+        ("error", "worker 0: lost the cluster (Un"), ("error", "killed by SIGKILL"),
+        ("error", "worker 2: lost the cluster (Un")]
+    assert seconds < 30 and _leftovers(tmp_path) == []
+
+
+def test_a_host_without_setsid_is_named_and_nothing_starts(tmp_path):
+    """setsid puts a task in its own process group, the one a stop signals."""
+    bin_dir = tmp_path / "bin"               # a PATH with sh and without setsid
+    bin_dir.mkdir()
+    (bin_dir / "sh").symlink_to("/bin/sh")
+    rsh = tmp_path / "rsh.sh"
+    rsh.write_text('#!/bin/sh\nshift\nexec env PATH=%s /bin/sh -c "$*"\n' % bin_dir)
+    rsh.chmod(0o755)
+    proc, _ = _launch(tmp_path, ["--hosts=127.0.0.1:1", "--", "--json_dir="], rsh=str(rsh))
+    assert proc.returncode == errors.EXIT_DISTRIBUTED
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "tfbench launch: error: 127.0.0.1:1: `%s --version` failed (exit code 126): setsid not "
+        "found on this host (util-linux): tfbench launch needs it to stop its tasks" % FAKE)
+
+
+def test_an_unreachable_host_is_named_and_nothing_starts(tmp_path):
+    proc, _ = _launch(tmp_path, ["--hosts=127.0.0.1:1,gpu-node7:2", "--", "--json_dir="])
+    assert proc.returncode == errors.EXIT_DISTRIBUTED
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "tfbench launch: error: gpu-node7:2: unreachable over `%s`: ssh: Could not resolve "
+        "hostname gpu-node7: Name or service not known" % LOCAL_RSH)
+    assert proc.stdout == ""
+    (row,) = _rows(tmp_path / "tfbench_results.csv")
+    assert row["status"] == "error" and row["hostname"] == "gpu-node7"
+    assert row["error"].startswith("gpu-node7:2: unreachable over")
+    assert row["num_workers"] == "2"
+    assert not (tmp_path / "out" / "worker0_127.0.0.1-1.log").exists()
+
+
+def test_a_host_with_other_versions_is_named_and_nothing_starts(tmp_path):
+    rsh = tmp_path / "rsh.sh"
+    rsh.write_text('#!/bin/sh\ncase "$1:$2" in 127.0.0.2:*--version*)\n'
+                   '  echo "tfbench 0.1.0 | TensorFlow 2.17.1 | Keras 3.8.0 | Python 3.10.12"; '
+                   'exit 0;;\nesac\nexec %s "$@"\n' % LOCAL_RSH)
+    rsh.chmod(0o755)
+    proc, _ = _launch(tmp_path, ["--hosts=127.0.0.1:1,127.0.0.2:2", "--", "--json_dir="],
+                      rsh=str(rsh))
+    assert proc.returncode == errors.EXIT_DISTRIBUTED
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "tfbench launch: error: 127.0.0.2:2: runs TensorFlow 2.17.1, Keras 3.8.0 where the "
+        "chief (127.0.0.1:1) runs TensorFlow 2.21.0, Keras 3.15.1")
+    (row,) = _rows(tmp_path / "tfbench_results.csv")
+    assert row["status"] == "error" and row["hostname"] == "127.0.0.2"
+
+
+def test_a_killed_launcher_leaves_no_task_and_no_temporary_directory(tmp_path):
+    """SIGKILL gives tfbench launch no chance to stop anything: the hosts' watchers see the
+    remote shells' stdin close and stop their tasks."""
+    env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmp_path))
+    hosts = "127.0.0.1:7001,127.0.0.1:7002"
+    proc = subprocess.Popen([sys.executable, "-m", "tfbench", "launch", "--rsh=" + LOCAL_RSH,
+                             "--remote_cmd=" + FAKE, "--out_dir=out", "--hosts=" + hosts, "--",
+                             "--model=until_stopped", "--json_dir="],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout.readline() == "Starting worker 0\n"
+        assert len(_processes_with(hosts)) >= 4      # at least both shells and both tasks
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 15
+        while (_processes_with(hosts) or _leftovers(tmp_path)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert _processes_with(hosts) == [] and _leftovers(tmp_path) == []
+
+
+def _processes_with(text):
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                if text.encode() in handle.read():
+                    found.append(pid)
+        except OSError:
+            continue
+    return found

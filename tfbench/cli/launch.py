@@ -1,0 +1,128 @@
+"""`tfbench launch`: the command-line layer over tfbench.launch.
+
+    tfbench launch --hosts=h1,h2,... [--rsh="ssh -o BatchMode=yes"] [--remote_cmd=tfbench]
+                   [--port=2222] [--sweep_hosts=1,2,4] [--nccl_debug] [--out_dir=DIR]
+                   -- BENCHMARK FLAGS
+
+Everything after `--` goes to every task (--flagfile is read here, so hosts need no copy);
+tfbench launch adds --job_name, --worker_hosts, --task_index and the task's --csv_file itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import signal
+import sys
+from typing import Optional, Sequence, TextIO
+
+from tfbench import errors
+from tfbench.launch import remote as launch_remote, run as launch
+from tfbench.sweep import grid as sweep_grid
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tfbench launch", allow_abbrev=False,
+        usage="tfbench launch --hosts=H1,H2,... [options] -- BENCHMARK FLAGS",
+        description="Run one benchmark task per host through a remote shell (ssh), as one "
+                    "MultiWorkerMirroredStrategy cluster: the chief's classic log on stdout, "
+                    "each host's log in its own file, every host's CSV row in the local CSV.")
+    p.add_argument("--hosts", required=True, metavar="[USER@]HOST[:PORT],...",
+                   help="one task per entry, the first the chief; PORT is the task's "
+                        "TensorFlow port (default --port; a host named again gets the next)")
+    p.add_argument("--rsh", default=launch_remote.DEFAULT_RSH,
+                   help="remote shell taking HOST COMMAND as ssh does (default %(default)r); "
+                        "no -t: the tasks stop when its stdin closes")
+    p.add_argument("--remote_cmd", default=launch_remote.DEFAULT_REMOTE_CMD,
+                   help="how a host starts tfbench, a shell fragment such as "
+                        "'cd /work && /opt/venv/bin/tfbench' (default %(default)r)")
+    p.add_argument("--port", type=int, default=launch_remote.DEFAULT_PORT,
+                   help="TensorFlow port of hosts given without one (default %(default)s)")
+    p.add_argument("--sweep_hosts", default=None, metavar="N1,N2,...",
+                   help="scaling series: run on the first N hosts for each N, then print the "
+                        "efficiency table (devices x workers)")
+    p.add_argument("--nccl_debug", action="store_true",
+                   help="have NCCL log its transport on every host (NCCL_DEBUG=INFO, to a file "
+                        "the launcher collects) and state the interconnect in the report")
+    p.add_argument("--out_dir", default=None,
+                   help="host logs, rows.csv (sweep.csv and the tables with --sweep_hosts) "
+                        "(default tfbench_launch_<UTC time>)")
+    return p
+
+
+def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(launch options, benchmark flags): the benchmark flags are those after `--`."""
+    argv = list(argv)
+    if "--" not in argv:
+        return argv, []
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
+def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]:
+    """Parses and checks everything; no process is started. UsageError on bad input."""
+    own, flags = split_argv(argv)
+    parser = _parser()
+    args, unknown = parser.parse_known_args(own)
+    if unknown:
+        raise errors.UsageError("unknown tfbench launch option %r (benchmark flags go after "
+                                "--)" % unknown[0])
+    flags = sweep_grid.expand_flagfiles(flags)
+    given = {t[2:].split("=", 1)[0] for t in flags if t.startswith("--")}
+    taken = [name for name in launch.CLUSTER_FLAGS if name in given]
+    if taken:
+        raise errors.UsageError("--%s is set by tfbench launch for every task (one task per "
+                                "--hosts entry); leave it out" % taken[0])
+    hosts = launch_remote.parse_hosts(args.hosts, args.port)
+    p = sweep_grid.child_params(launch_remote.task_flags(flags, hosts, 0))
+    if p.variable_update == "horovod":
+        raise errors.UsageError("--variable_update=horovod starts its processes with "
+                                "horovodrun or mpirun, not tfbench launch")
+    if p.is_explicit("variable_update") and p.variable_update not in \
+            launch.MULTI_WORKER_VALUES:
+        raise errors.UsageError("tfbench launch runs MultiWorkerMirroredStrategy: use "
+                                "--variable_update=%s (or leave it out), not %s"
+                                % (", ".join(launch.MULTI_WORKER_VALUES), p.variable_update))
+    rsh = shlex.split(args.rsh)
+    if not rsh or shutil.which(rsh[0]) is None:
+        raise errors.UsageError("--rsh=%s: %s" % (args.rsh, "empty" if not rsh else
+                                                  "%s not found" % rsh[0]))
+    if not args.remote_cmd.strip():
+        raise errors.UsageError("--remote_cmd is empty")
+    if args.sweep_hosts is not None:
+        launch.parse_counts(args.sweep_hosts, len(hosts))
+    cfg = launch.LaunchConfig(
+        hosts=hosts, flags=sweep_grid.strip_flags(flags, ["csv_file"]), rsh=rsh,
+        remote_cmd=args.remote_cmd.strip(), out_dir=args.out_dir or launch.default_out_dir(),
+        csv_file=p.csv_file or "", cluster_timeout=float(p.cluster_timeout_secs),
+        nccl_debug=args.nccl_debug)
+    return args, cfg
+
+
+def run(argv: Sequence[str], stdout: Optional[TextIO] = None,
+        stderr: Optional[TextIO] = None) -> int:
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    args, cfg = build(argv)
+    if args.sweep_hosts is not None:
+        counts = launch.parse_counts(args.sweep_hosts, len(cfg.hosts))
+        return launch.launch_series(cfg, counts, stdout, stderr).exit_code
+    return launch.launch(cfg, stdout, stderr).exit_code
+
+
+def main(argv: list[str]) -> int:
+    """Entry point for `tfbench launch ...` (argv without the subcommand)."""
+    def on_signal(signum, _frame):
+        raise errors.Interrupted(signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return run(argv)
+    except errors.TfbenchError as exc:
+        print("tfbench launch: error: %s" % exc, file=sys.stderr)
+        return exc.exit_code
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
