@@ -7,6 +7,8 @@ import threading
 import pytest
 
 from tfbench.distribute import cluster
+from tfbench.distribute import slurm
+from tfbench.distribute import peers
 from helpers import free_ports as _free_ports
 from tfbench.errors import DistributedError, UsageError
 from tfbench.config.params import make_params
@@ -111,11 +113,11 @@ def test_tf_config_without_a_cluster_is_ignored():
 def test_probe_reports_refused_and_accepted():
     server = socket.create_server(("127.0.0.1", 0))
     try:
-        assert cluster.probe("127.0.0.1:%d" % server.getsockname()[1]) is None
+        assert peers.probe("127.0.0.1:%d" % server.getsockname()[1]) is None
     finally:
         server.close()
     (port,) = _free_ports(1)
-    assert cluster.probe("127.0.0.1:%d" % port) == "connection refused"
+    assert peers.probe("127.0.0.1:%d" % port) == "connection refused"
 
 
 def test_rendezvous_of_two_tasks_returns_for_both():
@@ -126,7 +128,7 @@ def test_rendezvous_of_two_tasks_returns_for_both():
 
     def wait(plan):
         try:
-            cluster.rendezvous(plan, timeout_secs=20, poll_secs=0.05)
+            peers.rendezvous(plan, timeout_secs=20, poll_secs=0.05)
         except Exception as exc:  # noqa: BLE001
             errors.append(exc)
     threads = [threading.Thread(target=wait, args=(plan,)) for plan in plans]
@@ -142,7 +144,7 @@ def test_rendezvous_names_the_missing_peer_at_the_deadline():
     hosts = ",".join("127.0.0.1:%d" % p for p in ports)
     plan = _plan(job_name="worker", worker_hosts=hosts, task_index=0)
     with pytest.raises(DistributedError) as err:
-        cluster.rendezvous(plan, timeout_secs=0.5, poll_secs=0.05)
+        peers.rendezvous(plan, timeout_secs=0.5, poll_secs=0.05)
     message = str(err.value)
     assert message.startswith("worker 0: the cluster did not form within 0.5s")
     assert "worker 1 at 127.0.0.1:%d (connection refused)" % ports[1] in message
@@ -155,23 +157,23 @@ def test_run_bounded_gives_up_and_names_unreachable_peers():
     plan = _plan(job_name="worker", worker_hosts=",".join("127.0.0.1:%d" % p for p in ports))
     release = threading.Event()
     with pytest.raises(DistributedError) as err:
-        cluster.run_bounded(lambda: release.wait(10), plan, 0.2, "joining")
+        peers.run_bounded(lambda: release.wait(10), plan, 0.2, "joining")
     release.set()
     assert "no cluster after 0.2s joining" in str(err.value)
     assert "worker 1 at 127.0.0.1:%d" % ports[1] in str(err.value)
-    assert cluster.run_bounded(lambda: 7, plan, 5, "x") == 7
+    assert peers.run_bounded(lambda: 7, plan, 5, "x") == 7
 
 
 def test_peer_failures_become_distributed_errors():
     import tensorflow as tf
     ports = _free_ports(2)
     plan = _plan(job_name="worker", worker_hosts=",".join("127.0.0.1:%d" % p for p in ports))
-    failure = cluster.as_distributed_error(
+    failure = peers.as_distributed_error(
         tf.errors.UnavailableError(None, None, "Collective ops is aborted"), plan)
     assert isinstance(failure, DistributedError) and failure.exit_code == 5
     assert str(failure).startswith("worker 0: lost the cluster (UnavailableError)")
-    assert cluster.as_distributed_error(ValueError("x"), plan) is None
-    assert cluster.as_distributed_error(
+    assert peers.as_distributed_error(ValueError("x"), plan) is None
+    assert peers.as_distributed_error(
         tf.errors.UnavailableError(None, None, "x"), None) is None
 
 
@@ -215,7 +217,7 @@ def test_a_peer_without_heartbeats_is_named(message):
     try:
         hosts = "127.0.0.1:%d,127.0.0.1:%d" % (_free_ports(1)[0], server.getsockname()[1])
         plan = _plan(job_name="worker", worker_hosts=hosts, task_index=0)
-        failure = cluster.as_distributed_error(tf.errors.UnavailableError(None, None, message),
+        failure = peers.as_distributed_error(tf.errors.UnavailableError(None, None, message),
                                                plan)
     finally:
         server.close()
@@ -232,7 +234,7 @@ def test_other_peer_failures_keep_tensorflows_cause_without_the_trace():
         message = ("Graph execution error:\n\nDetected at node X defined at (most recent call "
                    "last):\n  File \"x.py\", line 9\n\nCollective ops is aborted by: peer went "
                    "away\nThe error could be from a previous operation.")
-        failure = cluster.as_distributed_error(tf.errors.AbortedError(None, None, message), plan)
+        failure = peers.as_distributed_error(tf.errors.AbortedError(None, None, message), plan)
     finally:
         server.close()
     assert str(failure) == "worker 0: lost the cluster (AbortedError); peer went away"
@@ -241,7 +243,7 @@ def test_other_peer_failures_keep_tensorflows_cause_without_the_trace():
 _SERVE_WITH_FLAGS = r"""
 import json, sys
 import tensorflow as tf
-from tfbench.distribute import cluster, devices
+from tfbench.distribute import cluster, devices, peers
 from tfbench.config.params import make_params
 p = make_params({"device": "cpu", "num_intra_threads": 3, "num_inter_threads": 2,
                  "enable_optimizations": False, "job_name": sys.argv[1],
@@ -251,8 +253,8 @@ devices.configure_runtime(p, devices.plan_devices(p))
 created = {}
 tf.distribute.Server = lambda *args, **kwargs: created.update(kwargs)
 answers = iter([None] + ["connection refused"] * 3)   # the controller comes, then goes
-cluster.probe = lambda address, timeout=1.0: next(answers)
-cluster.serve(cluster.cluster_plan(p, environ={}), timeout_secs=10, poll_secs=0.01)
+peers.probe = lambda address, timeout=1.0: next(answers)
+peers.serve(cluster.cluster_plan(p, environ={}), timeout_secs=10, poll_secs=0.01)
 config = created["config"]
 print("RESULT " + json.dumps({
     "threads": [config.intra_op_parallelism_threads, config.inter_op_parallelism_threads],
@@ -292,8 +294,8 @@ def test_a_ps_task_makes_no_gpu_device(monkeypatch):
                                         gpu_options=config_pb2.GPUOptions(
                                             visible_device_list="2,3", allow_growth=True))
     monkeypatch.setattr(context, "context", lambda: Context)
-    assert cluster.server_config("ps").device_count["GPU"] == 0
-    worker = cluster.server_config("worker")
+    assert peers.server_config("ps").device_count["GPU"] == 0
+    worker = peers.server_config("worker")
     assert worker == Context.config and worker is not Context.config
 
 
@@ -332,7 +334,7 @@ SLURM_TASK_2 = {
     ("r[1-2]n[1-2]", ["r1n1", "r1n2", "r2n1", "r2n2"]),
 ])
 def test_slurm_host_lists_expand_in_slurms_order(text, hosts):
-    assert cluster.expand_hostlist(text) == hosts
+    assert slurm.expand_hostlist(text) == hosts
 
 
 def test_a_slurm_step_makes_one_worker_per_node_in_node_list_order():
@@ -405,7 +407,7 @@ def test_the_sigterm_handler_comes_back_after_tensorflow_replaced_it():
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.05)
         assert got == []
-        cluster.restore_sigterm_handler()
+        peers.restore_sigterm_handler()
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.05)
         assert got == [signal.SIGTERM]

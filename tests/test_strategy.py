@@ -199,11 +199,11 @@ def test_a_ps_task_with_gpus_says_it_leaves_them_unused():
 
 def test_parameter_server_workers_with_different_gpu_counts_are_a_usage_error(monkeypatch):
     """Workers now run the GPUs their flags choose; TensorFlow needs the same count on each."""
-    from tfbench.distribute import cluster
+    from tfbench.distribute import peers
 
     def mismatched(resolver):
         raise ValueError("Mismatched number of GPUs per worker")
-    monkeypatch.setattr(cluster, "rendezvous", lambda *args, **kwargs: None)
+    monkeypatch.setattr(peers, "rendezvous", lambda *args, **kwargs: None)
     monkeypatch.setattr(tf.distribute.experimental, "ParameterServerStrategy", mismatched)
     with pytest.raises(UsageError, match="parameter-server workers run different numbers of "
                                          "GPUs: give every worker the same --num_gpus"):
@@ -329,8 +329,8 @@ class _CapturedStrategy:
 
 @pytest.fixture
 def captured_multi_worker(monkeypatch):
-    from tfbench.distribute import cluster
-    monkeypatch.setattr(cluster, "rendezvous", lambda *args, **kwargs: None)
+    from tfbench.distribute import peers
+    monkeypatch.setattr(peers, "rendezvous", lambda *args, **kwargs: None)
     monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", _CapturedStrategy)
 
     def make(plan, **flags):

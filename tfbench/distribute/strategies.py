@@ -10,7 +10,7 @@ from typing import Callable, Optional
 import numpy as np
 import tensorflow as tf
 
-from tfbench.distribute import cluster as cluster_lib
+from tfbench.distribute import peers
 from tfbench.errors import UsageError
 
 
@@ -86,16 +86,16 @@ def coordinator(strategy: tf.distribute.Strategy):
 
 
 # id(ParameterServerStrategy) -> (bounded caller, number of workers), set by make_strategy.
-_PS_CLUSTERS: dict[int, tuple[cluster_lib.BoundedCalls, int]] = {}
+_PS_CLUSTERS: dict[int, tuple[peers.BoundedCalls, int]] = {}
 
 
-def remember_cluster(strategy: tf.distribute.Strategy, bounded: cluster_lib.BoundedCalls,
+def remember_cluster(strategy: tf.distribute.Strategy, bounded: peers.BoundedCalls,
                      num_workers: int) -> None:
     """What a parameter-server strategy's steps need: the bounded caller and the workers."""
     _PS_CLUSTERS[id(strategy)] = (bounded, num_workers)
 
 
-def cluster_of(strategy: tf.distribute.Strategy) -> tuple[Optional[cluster_lib.BoundedCalls], int]:
+def cluster_of(strategy: tf.distribute.Strategy) -> tuple[Optional[peers.BoundedCalls], int]:
     """(bounded caller or None, number of workers) remembered for `strategy`."""
     return _PS_CLUSTERS.get(id(strategy), (None, 1))
 

@@ -27,6 +27,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from tfbench.distribute import cluster as cluster_lib
+from tfbench.distribute import peers
 from tfbench.config import params as params_lib
 from tfbench.distribute.devices import DevicePlan
 from tfbench.distribute.strategies import (HorovodStrategy, IndependentStrategy, coordinator,
@@ -59,7 +60,7 @@ class StrategyPlan:
 
 def distributed_failure(exc: BaseException, sp: StrategyPlan):
     """A DistributedError for a peer failure during a multi-host run, else None."""
-    return cluster_lib.as_distributed_error(exc, sp.cluster)
+    return peers.as_distributed_error(exc, sp.cluster)
 
 
 def num_workers(p) -> int:
@@ -271,11 +272,11 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
             return StrategyPlan(None, label, None, False, num_workers=cl.num_workers,
                                 notices=notices, job_name=job_name, start_lines=(line,),
                                 cluster=cl,
-                                serve=lambda: cluster_lib.serve(cl, timeout, p.server_protocol),
+                                serve=lambda: peers.serve(cl, timeout, p.server_protocol),
                                 reduction="parameter servers")
-        cluster_lib.rendezvous(cl, timeout, listen=False)
+        peers.rendezvous(cl, timeout, listen=False)
         try:
-            strategy = cluster_lib.run_bounded(
+            strategy = peers.run_bounded(
                 lambda: tf.distribute.experimental.ParameterServerStrategy(
                     cl.resolver(p.server_protocol)), cl, timeout,
                 "connecting to the ps and workers")
@@ -286,10 +287,10 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
             raise UsageError("parameter-server workers run different numbers of GPUs: give "
                              "every worker the same --num_gpus (or as many --gpu_indices); "
                              "ParameterServerStrategy runs one replica per worker GPU") from None
-        cluster_lib.run_bounded(lambda: coordinator(strategy), cl, timeout,
+        peers.run_bounded(lambda: coordinator(strategy), cl, timeout,
                                 "starting the coordinator")
-        cluster_lib.restore_sigterm_handler()
-        remember_cluster(strategy, cluster_lib.BoundedCalls(cl, timeout, "waiting for a step"),
+        peers.restore_sigterm_handler()
+        remember_cluster(strategy, peers.BoundedCalls(cl, timeout, "waiting for a step"),
                          cl.num_workers)
         return StrategyPlan(strategy, label, None, False, num_workers=cl.num_workers,
                             job_name=job_name, cluster=cl,
@@ -312,12 +313,12 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
     options = tf.distribute.experimental.CommunicationOptions(implementation=impl)
     resolver = cl.resolver(p.server_protocol,
                            num_gpus=plan.num_devices if plan.kind == "gpu" else 0)
-    cluster_lib.rendezvous(cl, timeout)
-    strategy = cluster_lib.run_bounded(
+    peers.rendezvous(cl, timeout)
+    strategy = peers.run_bounded(
         lambda: tf.distribute.MultiWorkerMirroredStrategy(
             cluster_resolver=resolver, communication_options=options),
         cl, timeout, "waiting for all workers to join")
-    cluster_lib.restore_sigterm_handler()
+    peers.restore_sigterm_handler()
     return StrategyPlan(strategy, vu, p.all_reduce_spec, vu in ALL_REDUCE_VALUES,
                         num_workers=cl.num_workers, notices=tuple(notices), job_name=job_name,
                         start_lines=("Starting worker %d" % cl.worker_rank,), cluster=cl,
