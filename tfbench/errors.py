@@ -13,7 +13,7 @@ Exit codes (documented in docs/output.md):
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Callable, Optional
 
 EXIT_OK = 0
 EXIT_RUN_ERROR = 1
@@ -149,3 +149,23 @@ def out_of_memory_evidence(text: str, error_class: str = "") -> Optional[str]:
 def is_out_of_memory(text: str, error_class: str = "") -> bool:
     """Whether an error (message, or a log's tail) and its class name mean out of memory."""
     return out_of_memory_evidence(text, error_class) is not None
+
+
+def interrupt_on_signals(signums: tuple[int, ...] = ()) -> "Callable[[], None]":
+    """Makes SIGINT/SIGTERM (or `signums`) raise Interrupted, and records the signal too,
+    because TensorFlow may wrap an exception raised inside its own Python code (e.g. while
+    binding inputs); returns the function that puts the previous handlers back."""
+    import signal
+
+    def handler(signum, _frame):
+        request_stop(signum)
+        raise Interrupted(signum)
+    clear_stop()
+    previous = {s: signal.signal(s, handler)
+                for s in (signums or (signal.SIGINT, signal.SIGTERM))}
+
+    def restore() -> None:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        clear_stop()
+    return restore

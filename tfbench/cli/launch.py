@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import shutil
-import signal
 import sys
 from typing import Optional, Sequence, TextIO
 
@@ -114,15 +113,11 @@ def run(argv: Sequence[str], stdout: Optional[TextIO] = None,
 
 def main(argv: list[str]) -> int:
     """Entry point for `tfbench launch ...` (argv without the subcommand)."""
-    def on_signal(signum, _frame):
-        raise errors.Interrupted(signum)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    restore = errors.interrupt_on_signals()
     try:
         return run(argv)
     except errors.TfbenchError as exc:
         print("tfbench launch: error: %s" % exc, file=sys.stderr)
         return exc.exit_code
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        restore()

@@ -34,22 +34,6 @@ class _Printer:
         sys.stdout.flush()
 
 
-def _install_signal_handlers() -> Callable[[], None]:
-    """SIGINT/SIGTERM raise Interrupted; the signal is also recorded, because TensorFlow may
-    wrap an exception raised inside its own Python code (e.g. while binding inputs)."""
-    def handler(signum, _frame):
-        errors.request_stop(signum)
-        raise Interrupted(signum)
-    errors.clear_stop()
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-
-    def restore():
-        for s, h in previous.items():
-            signal.signal(s, h)
-        errors.clear_stop()
-    return restore
-
-
 def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = None) -> int:
     """One benchmark invocation; returns the exit code. Results are written on every path.
 
@@ -65,7 +49,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         error_line(str(exc))
         return exc.exit_code
     result = RunResult(command=" ".join(shlex.quote(a) for a in argv))
-    restore = _install_signal_handlers()
+    restore = errors.interrupt_on_signals()
     code = EXIT_OK
     try:
         from tfbench.engine import lean_import

@@ -151,14 +151,11 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
 
 def main(argv: list[str]) -> int:
     """Entry point for `tfbench sweep ...` (argv without the subcommand)."""
-    def on_term(signum, _frame):
-        raise errors.Interrupted(signum)
-
-    previous = signal.signal(signal.SIGTERM, on_term)
+    restore = errors.interrupt_on_signals((signal.SIGTERM,))
     try:
         return run(argv)
     except errors.TfbenchError as exc:
         print("tfbench sweep: error: %s" % exc, file=sys.stderr)
         return exc.exit_code
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        restore()
