@@ -96,7 +96,9 @@ def test_specs_that_cannot_be_honoured_are_usage_errors(spec, plan, needle):
 
 @pytest.mark.parametrize("spec,plan,name", [
     (None, CPU1, "AUTO"), ("collective", CPU1, "AUTO"), ("ring", CPU1, "RING"),
-    ("xring", CPU1, "RING"), ("nccl", GPU2, "NCCL")])
+    ("xring", CPU1, "RING"), ("nccl", GPU2, "NCCL"),
+    # Unset on GPUs: NCCL. TensorFlow's AUTO would run its own ring all-reduce there.
+    (None, GPU2, "NCCL")])
 def test_collective_implementation(spec, plan, name):
     impl, _ = strategy_lib.collective_implementation(spec, plan)
     assert impl == getattr(tf.distribute.experimental.CommunicationImplementation, name)

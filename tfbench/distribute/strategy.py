@@ -144,10 +144,15 @@ def _hierarchical_copy(packs: int, plan: DevicePlan, notices: list[str]):
 
 
 def collective_implementation(spec: Optional[str], plan: DevicePlan):
-    """(CommunicationImplementation, label) for MultiWorkerMirroredStrategy."""
+    """(CommunicationImplementation, label) for MultiWorkerMirroredStrategy.
+
+    Unset on GPUs is NCCL: TensorFlow's AUTO takes NCCL only when asked by name or config
+    (collective_param_resolver_local.cc, AssignCollectiveType, 2.17 to 2.21) and otherwise runs
+    its own ring all-reduce, device copies within a host and gRPC between hosts.
+    """
     impl = tf.distribute.experimental.CommunicationImplementation
     if not spec:
-        return impl.AUTO, "auto"
+        return (impl.NCCL, "nccl (the GPU default)") if plan.kind == "gpu" else (impl.AUTO, "auto")
     name, _ = _split_spec(spec)
     if name in ("collective", "auto"):
         return impl.AUTO, "auto"
