@@ -176,5 +176,15 @@ def test_a_slurm_task_drives_every_gpu_it_sees_unless_num_gpus_is_given(gpus, mo
     resolver = cluster.cluster_plan(make_params({})).resolver(num_gpus=plan.num_devices)
     assert resolver.num_accelerators() == {"GPU": 4}
     assert devices.plan_devices(make_params({"num_gpus": 2})).num_devices == 2
+    # A one-node step given its cluster by flags (scripts/sbatch_scaling.sh): the same GPUs.
+    flags = {"job_name": "worker", "worker_hosts": "dgx8:12000", "task_index": 0}
+    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "1")
+    assert devices.plan_devices(make_params(flags)).num_devices == 4
+    # Slurm bound no GPU: the node's GPUs may be other jobs', so the default of one, said so.
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    plan = devices.plan_devices(make_params(flags))
+    assert plan.num_devices == 1 and plan.notices == (
+        "Slurm step: no GPU bound to this task (CUDA_VISIBLE_DEVICES unset; ask with "
+        "--gpus-per-node or --gres): running the default --num_gpus=1",)
     monkeypatch.delenv("SLURM_STEP_NUM_TASKS")   # not a step: the --num_gpus default
     assert devices.plan_devices(make_params({})).num_devices == 1

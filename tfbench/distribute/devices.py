@@ -138,15 +138,25 @@ def _horovod_local_rank() -> Optional[int]:
     return hvd.local_rank()
 
 
-def _slurm_gpus(p, visible: int) -> Optional[int]:
-    """The GPUs a task of a Slurm step drives when --num_gpus is not given: all it sees (Slurm
-    binds the job's GPUs through CUDA_VISIBLE_DEVICES), so MultiWorkerMirroredStrategy gets
-    them as num_accelerators. None outside a Slurm cluster."""
+def _slurm_gpus(p, visible: int, environ: Optional[Mapping[str, str]] = None
+                ) -> tuple[Optional[int], Optional[str]]:
+    """(GPUs, notice) for a cluster task inside a Slurm step when --num_gpus is not given: the
+    GPUs Slurm bound to it (through CUDA_VISIBLE_DEVICES), whatever describes the cluster
+    (Slurm's variables, or flags as scripts/sbatch_scaling.sh gives its one-node step), so every
+    point of a series drives the same GPUs per host; MultiWorkerMirroredStrategy gets them as
+    num_accelerators. Slurm binding none (the variable unset) leaves the default of one GPU,
+    said in one line: the node's other GPUs may be other jobs'. (None, None) outside."""
     from tfbench.distribute import cluster
-    plan = cluster.cluster_plan(p)
-    if plan is None or plan.source != "Slurm" or visible < 1:
-        return None
-    return visible
+    environ = os.environ if environ is None else environ
+    if "SLURM_STEP_ID" not in environ or visible < 1 or p.variable_update == "horovod" \
+            or cluster.cluster_plan(p, environ) is None:
+        return None, None
+    bound = environ.get("CUDA_VISIBLE_DEVICES")
+    if bound is None:
+        return None, ("Slurm step: no GPU bound to this task (CUDA_VISIBLE_DEVICES unset; ask "
+                      "with --gpus-per-node or --gres): running the default --num_gpus=1")
+    return visible, ("Slurm step: this task drives the %d GPU(s) it sees (--num_gpus=%d; "
+                     "CUDA_VISIBLE_DEVICES=%s)" % (visible, visible, bound))
 
 
 def plan_devices(p) -> DevicePlan:
@@ -162,12 +172,10 @@ def plan_devices(p) -> DevicePlan:
         notices.append("No GPU visible: running on CPU (--device=cpu)")
     n = p.num_gpus
     if kind == "gpu" and not p.is_explicit("num_gpus") and not p.gpu_indices:
-        slurm = _slurm_gpus(p, len(gpus))
-        if slurm is not None:
-            n = slurm
-            notices.append("Slurm step: this task drives the %d GPU(s) it sees (--num_gpus=%d; "
-                           "CUDA_VISIBLE_DEVICES=%s)"
-                           % (n, n, os.environ.get("CUDA_VISIBLE_DEVICES", "unset")))
+        slurm, notice = _slurm_gpus(p, len(gpus))
+        n = slurm or n
+        if notice:
+            notices.append(notice)
     indices: list[int] = []
     models: list[Optional[str]] = []
     if kind == "gpu":
