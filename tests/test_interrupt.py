@@ -51,3 +51,29 @@ def test_a_recorded_signal_stops_the_next_step_check():
     assert info.value.exit_code == 143 and str(info.value) == "interrupted by SIGTERM"
     errors.clear_stop()
     errors.raise_if_stopped()
+
+
+def test_a_sigterm_held_while_a_cluster_forms_is_delivered_once_released():
+    """MultiWorkerMirroredStrategy's preemption notifier takes SIGTERM while the cluster forms,
+    inside a call that holds the GIL: the CLI holds the signal until the strategy exists."""
+    import signal
+
+    import pytest
+
+    from tfbench import errors
+    restore = errors.interrupt_on_signals()
+    try:
+        errors.hold_sigterm()
+        os.kill(os.getpid(), signal.SIGTERM)     # nothing happens while held ...
+        # ... and a handler swapped in and out meanwhile (TensorFlow's notifier, then the
+        # restore in distribute.peers) loses nothing.
+        previous = signal.signal(signal.SIGTERM, lambda *args: None)
+        signal.signal(signal.SIGTERM, previous)
+        with pytest.raises(errors.Interrupted) as stop:
+            errors.release_sigterm()
+            for _ in range(1000):                # the handler runs at the next bytecode
+                pass
+        assert stop.value.exit_code == errors.EXIT_SIGTERM
+    finally:
+        errors.release_sigterm()
+        restore()

@@ -169,3 +169,24 @@ def interrupt_on_signals(signums: tuple[int, ...] = ()) -> "Callable[[], None]":
             signal.signal(s, h)
         clear_stop()
     return restore
+
+
+def hold_sigterm() -> None:
+    """Until release_sigterm(), a SIGTERM waits, pending, instead of reaching a handler.
+
+    MultiWorkerMirroredStrategy replaces the SIGTERM handler with its preemption notifier's
+    while it connects to the cluster, inside a C++ call that holds the GIL; a SIGTERM in that
+    window only sets the notifier's flag, and restoring Python's handler afterwards does not
+    replay it: the task would train on until SIGKILL and write no row. Held instead, the signal
+    reaches Python's handler once released. Threads started meanwhile (TensorFlow's) inherit
+    the mask and never take it, so it goes to the main thread."""
+    import signal
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+def release_sigterm() -> None:
+    """Delivers a SIGTERM held since hold_sigterm() (if any) and lets later ones through."""
+    import signal
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})

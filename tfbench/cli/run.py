@@ -50,6 +50,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         return exc.exit_code
     result = RunResult(command=" ".join(shlex.quote(a) for a in argv))
     restore = errors.interrupt_on_signals()
+    errors.hold_sigterm()   # released once the strategy exists (engine.runner)
     code = EXIT_OK
     try:
         from tfbench.engine import lean_import
@@ -74,6 +75,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
             result.extra["traceback"] = traceback.format_exc()
             code = 1
     finally:
+        errors.release_sigterm()
         restore()
     try:
         lines = outputs.write_all(p, result)

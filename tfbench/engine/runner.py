@@ -32,6 +32,7 @@ from tfbench.engine.plan import (DATA_ONLY, EVAL, FORWARD_ONLY, TRAINING, Resolv
                                  resolve)
 from tfbench.engine.runlog import Header, RunLog, SilentLog
 from tfbench.engine.train import TrainRunner
+from tfbench import errors
 from tfbench.errors import OutOfMemory, TfbenchError, out_of_memory_evidence
 from tfbench.measure import environment
 from tfbench.results import RunResult
@@ -58,7 +59,11 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     for notice in plan.notices:
         log.notice(notice)
     res.notices.extend(plan.notices)
-    sp = strategy_lib.make_strategy(p, plan.device)
+    try:
+        sp = strategy_lib.make_strategy(p, plan.device)
+    finally:
+        # A SIGTERM held while a cluster formed reaches the CLI's handler now (errors).
+        errors.release_sigterm()
     for notice in sp.notices:
         log.notice(notice)
     res.notices.extend(sp.notices)
