@@ -269,3 +269,45 @@ def _processes_with(text):
         except OSError:
             continue
     return found
+
+
+@pytest.mark.parametrize("login_shell", ["sh", "tcsh"])
+def test_the_remote_program_runs_under_the_users_login_shell(tmp_path, login_shell):
+    """ssh hands the command line to the user's login shell; csh/tcsh (still the default on
+    some clusters) refuse a newline inside quotes, so the program is one line."""
+    import shlex
+    import shutil
+    import subprocess
+    if not shutil.which(login_shell):
+        pytest.skip("%s is not installed" % login_shell)
+    fake = tmp_path / "fake_tfbench.sh"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in --csv_file=*) '
+                    'printf "model\\ntrivial\\n" > "${a#--csv_file=}";; esac; done\nexit 3\n')
+    fake.chmod(0o755)
+    script = launch_remote.remote_script(str(fake), ["--model=trivial"], tag="t")
+    assert "\n" not in script
+    # The launcher keeps the watcher's stdin open: an open pipe stands for the connection.
+    proc = subprocess.Popen([login_shell, "-c", "sh -c " + shlex.quote(script)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, TMPDIR=str(tmp_path)))
+    try:
+        out = proc.stdout.read().splitlines()
+        assert proc.wait(timeout=30) == 3, proc.stderr.read()
+    finally:
+        proc.stdin.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert out[0] == launch_remote.MARK + "exit 3"
+    assert out[1:4] == [launch_remote.MARK + "rows", "model", "trivial"]
+    assert [p for p in os.listdir(tmp_path) if p.startswith("tfbench-launch.")] == []
+
+
+@pytest.mark.parametrize("rsh,bad", [
+    ("ssh -o BatchMode=yes", ""), ("ssh -oBatchMode=yes -l root -p 22", ""),
+    ("ssh -i /keys/id_ed25519 -J bastion", ""), ("scripts/local_rsh.sh -n", ""),
+    ("ssh -n", "-n"), ("ssh -o BatchMode=yes -tt", "-t"), ("ssh -qf", "-f"),
+    ("/usr/bin/ssh -lroot -T -n", "-n")])
+def test_ssh_options_that_would_stop_every_task_are_named(rsh, bad):
+    import shlex
+    assert launch_cli._ssh_stdin_options(shlex.split(rsh)) == bad

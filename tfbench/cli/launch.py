@@ -11,6 +11,7 @@ tfbench launch adds --job_name, --worker_hosts, --task_index and the task's --cs
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 import sys
@@ -88,6 +89,11 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
     if not rsh or shutil.which(rsh[0]) is None:
         raise errors.UsageError("--rsh=%s: %s" % (args.rsh, "empty" if not rsh else
                                                   "%s not found" % rsh[0]))
+    bad = _ssh_stdin_options(rsh)
+    if bad:
+        raise errors.UsageError("--rsh=%s: ssh %s would take the connection's stdin away or give "
+                                "the task a terminal, and tfbench launch stops a host's task "
+                                "when that stdin closes: leave out -n, -f and -t" % (args.rsh, bad))
     if not args.remote_cmd.strip():
         raise errors.UsageError("--remote_cmd is empty")
     if args.sweep_hosts is not None:
@@ -109,6 +115,30 @@ def run(argv: Sequence[str], stdout: Optional[TextIO] = None,
         counts = launch.parse_counts(args.sweep_hosts, len(cfg.hosts))
         return launch.launch_series(cfg, counts, stdout, stderr).exit_code
     return launch.launch(cfg, stdout, stderr).exit_code
+
+
+# ssh options that take an argument (getopt: the rest of the token, or the next one).
+_SSH_WITH_ARGUMENT = set("BbcDEeFIiJLlmOoPpQRSWw")
+
+
+def _ssh_stdin_options(rsh: list[str]) -> str:
+    """The first of ssh's -n, -f, -t in `rsh` ('' if none, or if it is not ssh): -n and -f
+    take stdin away, so every host's watcher would stop its task at once; -t gives the task a
+    terminal, whose SIGHUP replaces the watcher's stop."""
+    if os.path.basename(rsh[0]) != "ssh":
+        return ""
+    args = iter(rsh[1:])
+    for arg in args:
+        if not arg.startswith("-") or arg == "--":
+            break   # the host, or the end of the options
+        for i, char in enumerate(arg[1:]):
+            if char in "nft":
+                return "-" + char
+            if char in _SSH_WITH_ARGUMENT:
+                if i == len(arg) - 2:
+                    next(args, None)   # its argument is the next token
+                break
+    return ""
 
 
 def main(argv: list[str]) -> int:

@@ -122,7 +122,7 @@ def remote_script(remote_cmd: str, flags: Sequence[str], nccl_debug: bool = Fals
             'NCCL_DEBUG_FILE="$d/nccl.%h.%p"\n' if nccl_debug else "")
     watch = shlex.quote('while read -r _; do :; done; kill -TERM -"$1"; sleep %g; '
                         'kill -KILL -"$1"' % kill_after)
-    return (
+    program = (
         NEEDS_SETSID + "\n"
         'd=$(mktemp -d "${TMPDIR:-/tmp}/tfbench-launch.XXXXXX") || exit 125\n'
         + nccl +
@@ -142,6 +142,9 @@ def remote_script(remote_cmd: str, flags: Sequence[str], nccl_debug: bool = Fals
         'rm -rf "$d"\n'
         'exit "$c"\n'
         % (command, args, watch, shlex.quote(tag or "-"), MARK, MARK, MARK, MARK, MARK))
+    # One line: ssh hands the command to the user's login shell, and csh/tcsh refuse a newline
+    # inside quotes ("Unmatched '."); sh reads `;` and `&` as it reads newlines.
+    return " ".join(s if s.endswith("&") else s + ";" for s in program.splitlines() if s)
 
 
 def rsh_argv(rsh: Sequence[str], host: Host, command: str) -> list[str]:
