@@ -37,6 +37,7 @@ COLUMN_STYLE: dict[str, tuple[str, Callable[[object], str]]] = {
     "precision": ("Precision", str),
     "xla": ("XLA", lambda v: "on" if int(v) else "off"),
     "execution": ("Execution", str),
+    "execution_mode": ("Execution mode", str),
     "batch_size": ("Batch/device", _INT),
     "global_batch_size": ("Global batch", _INT),
     "num_devices": ("Devices/worker", _INT),
@@ -92,6 +93,24 @@ COLUMN_STYLE: dict[str, tuple[str, Callable[[object], str]]] = {
     "ratio_peak_mem_gb": ("B/A peak memory", _num("{:.3f}")),
     "ratio_power_w_mean": ("B/A power", _num("{:.3f}")),
     "ratio_images_per_sec_per_watt": ("B/A images/sec per W", _num("{:.3f}")),
+    # evaluate (tfbench.report.evaluation): figures of the training or the inference run
+    "device_label": ("Device", str),
+    "kind": ("Run", str),
+    "train_images_per_sec": ("Training images/sec", _num("{:,.1f}")),
+    "gflops_per_image": ("GFLOPs per image (forward)", _num("{:,.3f}")),
+    "tflops_per_sec": ("Achieved TFLOP/s", _num("{:,.3f}")),
+    "mfu_pct": ("MFU (%)", _num("{:.1f}")),
+    "infer_latency_ms_p50": ("Inference p50 (ms, batch 1)", _num("{:.2f}")),
+    "infer_latency_ms_p99": ("Inference p99 (ms, batch 1)", _num("{:.2f}")),
+    "train_peak_mem_gb": ("Peak training memory (GiB)", _num("{:.2f}")),
+    "train_power_w_mean": ("Mean training power (W)", _num("{:.0f}")),
+    "train_images_per_sec_per_watt": ("Training images/sec per W", _num("{:.2f}")),
+    "train_temp_c_max": ("Max training temperature (C)", _num("{:.0f}")),
+    "images_per_sec_min": ("Min images/sec", _num("{:,.1f}")),
+    "images_per_sec_max": ("Max images/sec", _num("{:,.1f}")),
+    "num_runs": ("Repeats", _INT),
+    "spread_pct": ("Spread (%)", _num("{:.1f}")),
+    "stable": ("Stable?", str),
 }
 
 
