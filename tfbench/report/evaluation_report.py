@@ -176,8 +176,9 @@ def _by_mode(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def build(eval_dir: str, out_dir: Optional[str] = None, models: Sequence[str] = (),
-          title: str = "tfbench evaluate") -> EvaluationReport:
-    """Writes the report of the evaluation in eval_dir into out_dir (default eval_dir/report)."""
+          title: str = "tfbench evaluate", notes: Sequence[str] = ()) -> EvaluationReport:
+    """Writes the report of the evaluation in eval_dir into out_dir (default eval_dir/report).
+    notes: lines shown under the title (the command, how mixed precision was chosen)."""
     out_dir = out_dir or os.path.join(eval_dir, "report")
     os.makedirs(out_dir, exist_ok=True)
     raw = load.read_results([os.path.join(eval_dir, ROWS_FILE)])
@@ -187,19 +188,20 @@ def build(eval_dir: str, out_dir: Optional[str] = None, models: Sequence[str] = 
     figures = _figures(df, manifests, out_dir, models)
     tail = _tail_sections(df, raw, manifests, models)
     md_path, html_path = os.path.join(out_dir, "report.md"), os.path.join(out_dir, "report.html")
-    source = os.path.relpath(os.path.join(eval_dir, ROWS_FILE), out_dir)
+    head = ["Rows: %s" % os.path.relpath(os.path.join(eval_dir, ROWS_FILE), out_dir)]
+    head += list(notes)
     with open(md_path, "w") as handle:
-        handle.write(markdown_page(title, source, sections, figures, tail, out_dir))
+        handle.write(markdown_page(title, head, sections, figures, tail, out_dir))
     with open(html_path, "w") as handle:
-        handle.write(html_page(title, source, sections, figures, tail, out_dir))
+        handle.write(html_page(title, head, sections, figures, tail, out_dir))
     for section in sections + tail:
         shown = [c for c in section.columns if c in section.frame.columns]
         section.frame[shown].to_csv(os.path.join(out_dir, section.slug + ".csv"), index=False)
     return EvaluationReport(md_path, html_path, figures, sections + tail, first, mode)
 
 
-def markdown_page(title, source, sections, figures, tail, out_dir) -> str:
-    parts = ["# %s\n" % title, "Rows: %s\n" % source]
+def markdown_page(title, head, sections, figures, tail, out_dir) -> str:
+    parts = ["# %s\n" % title, "".join("%s  \n" % line for line in head)]
     for section in sections:
         parts.append(_md_section(section))
     if figures:
@@ -235,12 +237,12 @@ CSS = ("body{font-family:sans-serif;margin:16px;font-size:15px;line-height:1.35}
        ".figures img{width:100%;height:auto;border:1px solid #ddd}")
 
 
-def html_page(title, source, sections, figures, tail, out_dir) -> str:
+def html_page(title, head, sections, figures, tail, out_dir) -> str:
     esc = html_lib.escape
     parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
              "<meta name='viewport' content='width=device-width, initial-scale=1'>"
              "<title>%s</title><style>%s</style></head><body>" % (esc(title), CSS),
-             "<h1>%s</h1><p class='note'>Rows: %s</p>" % (esc(title), esc(source))]
+             "<h1>%s</h1><p class='note'>%s</p>" % (esc(title), "<br>".join(map(esc, head)))]
     parts += [_html_section(s) for s in sections]
     if figures:
         parts.append("<h2>Per-model figures</h2>")
