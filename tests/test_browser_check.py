@@ -57,3 +57,15 @@ def test_no_browser_is_a_reason_not_a_crash(tmp_path):
     page.write_text("<html><body></body></html>")
     with pytest.raises(browser_check.BrowserUnavailable, match="cannot start"):
         browser_check.check(str(page), browser="/nonexistent/chromium")
+
+
+@needs_chromium
+def test_tfbench_report_checks_its_page_when_asked(tmp_path, capsys):
+    from tfbench.cli import report as report_cli
+    ev_dir = write_evaluation(str(tmp_path / "ev"), ("resnet50",))
+    out = tmp_path / "rep"
+    assert report_cli.main([os.path.join(ev_dir, "evaluation.csv"), "--out", str(out),
+                            "--browser_check"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("browser check passed at 1280 px")
+    assert (out / "screenshot.png").exists() and (out / "browser_check.json").exists()

@@ -195,20 +195,14 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
 
 
 def _browser_check(html_path: str, mode: str) -> tuple[Optional[bool], str]:
-    """(passed, or None when skipped; its one line). Skipped, with the reason, when no browser
-    can run it (an error with --browser_check=yes)."""
+    """(passed, or None when skipped; its one line)."""
     from tfbench.report import browser_check
     if mode == "no":
         return None, "browser check: skipped (--browser_check=no)"
-    folder = os.path.dirname(html_path)
     try:
-        result = browser_check.check(html_path, os.path.join(folder, "screenshot.png"))
+        return browser_check.check_report(html_path, required=mode == "yes")
     except browser_check.BrowserUnavailable as exc:
-        if mode == "yes":
-            raise errors.UsageError("--browser_check=yes: %s" % exc) from None
-        return None, "browser check: skipped (%s)" % exc
-    browser_check.save(result, os.path.join(folder, "browser_check.json"))
-    return result.ok, result.summary()
+        raise errors.UsageError("--browser_check=yes: %s" % exc) from None
 
 
 def main(argv: list[str]) -> int:

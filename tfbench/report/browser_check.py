@@ -185,3 +185,18 @@ def save(result: BrowserCheck, path: str) -> None:
     with open(path, "w") as handle:
         json.dump(result.to_dict(), handle, indent=1)
         handle.write("\n")
+
+
+def check_report(html_path: str, required: bool = False) -> tuple[Optional[bool], str]:
+    """Checks a written report: screenshot.png and browser_check.json beside it. Returns (passed,
+    or None when skipped; the one line to print). Without a browser the check is skipped with
+    the reason, or BrowserUnavailable when `required`."""
+    folder = os.path.dirname(os.path.abspath(html_path))
+    try:
+        result = check(html_path, os.path.join(folder, "screenshot.png"))
+    except BrowserUnavailable as exc:
+        if required:
+            raise
+        return None, "browser check: skipped (%s)" % exc
+    save(result, os.path.join(folder, "browser_check.json"))
+    return result.ok, result.summary()

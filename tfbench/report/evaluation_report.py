@@ -220,21 +220,9 @@ def _md_section(section: studies.Section) -> str:
                                "\n%s\n" % section.note if section.note else "")
 
 
-CSS = ("body{font-family:sans-serif;margin:16px;font-size:15px;line-height:1.35}"
-       "h1{font-size:22px}h2{font-size:18px;margin-top:1.4em}h3{font-size:16px}"
-       "table.tfbench{border-collapse:collapse;margin-bottom:6px;font-size:13px;max-width:100%}"
-       "table.tfbench td,table.tfbench th{border:1px solid #ccc;padding:3px 6px;"
-       "text-align:right}table.wrap td{overflow-wrap:anywhere;text-align:left}"
-       "table.tfbench th{background:#f0f0f0;vertical-align:bottom;font-weight:600}"
-       "table.tfbench td:first-child,table.tfbench th:first-child{text-align:left}"
-       "table.numbers td:nth-child(-n+2){text-align:left}"
-       "table.numbers td:first-child{white-space:nowrap}"
-       "table.numbers td:nth-child(2){min-width:9em}"
-       "table.numbers th:nth-child(-n+2){text-align:left}"
-       ".note{color:#444;font-size:13px;max-width:1200px}"
-       ".figures{display:flex;flex-wrap:wrap;gap:6px}"
-       ".figures a{flex:0 1 calc(33.3% - 6px);min-width:300px}"
-       ".figures img{width:100%;height:auto;border:1px solid #ddd}")
+# Beside the shared page style: a device column keeps a readable width.
+CSS = tables.PAGE_CSS + "table.numbers td:nth-child(2){min-width:9em;text-align:left}" \
+    "table.numbers th:nth-child(2){text-align:left}"
 
 
 def html_page(title, head, sections, figures, tail, out_dir) -> str:
@@ -258,16 +246,14 @@ def html_page(title, head, sections, figures, tail, out_dir) -> str:
     return "\n".join(parts)
 
 
-# Tables of text (messages, paths, versions): their cells may break anywhere rather than widen
-# the page; tables of figures break only at spaces, never in a model name.
-WRAP_ANYWHERE = ("expected_range", "environment", "failed_runs")
+# Tables of text (messages, versions): their cells may break anywhere rather than widen the page.
+TEXT_SECTIONS = ("expected_range", "environment", "failed_runs")
 
 
 def _html_section(section: studies.Section) -> str:
     esc = html_lib.escape
-    table = tables.html(section.frame, section.columns)
-    kind = "wrap" if section.slug in WRAP_ANYWHERE else "numbers"
-    table = table.replace('class="dataframe tfbench"', 'class="dataframe tfbench %s"' % kind, 1)
+    kind = "text" if section.slug in TEXT_SECTIONS else "numbers"
+    table = tables.html(section.frame, section.columns, kind)
     text = "<h2>%s</h2>%s" % (esc(section.title), table)
     if section.note:
         text += "<p class='note'>%s</p>" % esc(section.note)
