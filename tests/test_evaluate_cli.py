@@ -116,11 +116,18 @@ def test_a_failing_model_is_marked_and_the_rest_goes_on(tmp_path, child, monkeyp
     assert [r["status"] for r in rows(out)][-2:] == ["ok", "ok"]
 
 
-def test_no_successful_run_exits_1(tmp_path, child, monkeypatch):
+def test_no_successful_run_exits_1_and_other_settings_may_start_over(tmp_path, child,
+                                                                       monkeypatch):
+    out = tmp_path / "ev"
+    argv = ["--models=resnet50", "--modes=native", "--browser_check=no", "--out_dir=%s" % out]
     monkeypatch.setenv("FAKE_FAIL", "resnet50")
-    code, _, stderr = evaluate(["--models=resnet50", "--modes=native", "--browser_check=no",
-                                "--out_dir=%s" % (tmp_path / "ev")], child)
+    code, _, stderr = evaluate(argv, child)
     assert code == errors.EXIT_RUN_ERROR and "no run succeeded" in stderr
+    monkeypatch.delenv("FAKE_FAIL")
+    code, _, stderr = evaluate(argv + ["--seed=7"], child)    # nothing measured: start over
+    assert code == 0 and "and no successful run; starting over" in stderr
+    assert [r["status"] for r in rows(str(out))] == ["ok", "ok"]
+    assert (out / "evaluation.csv.replaced").exists()
 
 
 def test_usage_errors_are_one_line_before_anything_runs(tmp_path, capsys):

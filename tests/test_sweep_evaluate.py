@@ -44,6 +44,14 @@ def test_each_run_gets_the_method_flags():
     assert (cpu.precision, cpu.fp16_enable_auto_loss_scale) == ("bf16", False)
     quick = _params(ev.Item("resnet50", "native", "training"), ev.Method(**ev.QUICK))
     assert quick.image_size == 32 and quick.num_batches == ev.QUICK["train_steps"]
+    # Inference at batch 1 runs on the first of the GPUs the user names.
+    base = ["--gpu_indices=2,3", "--num_gpus=2"]
+    points = {p.name: child_params(point_flags(base, p.flags))
+              for p in ev.points(ev.Method(models=("resnet50",)), "fp16", base)}
+    assert (points["resnet50_native_training"].gpu_indices,
+            points["resnet50_native_training"].num_gpus) == ("2,3", 2)
+    assert (points["resnet50_native_inference"].gpu_indices,
+            points["resnet50_native_inference"].num_gpus) == ("2", 1)
 
 
 @pytest.mark.parametrize("flag, hint", [("--batch_size=64", "--train_batch_size"),
@@ -95,6 +103,12 @@ def test_other_settings_in_the_same_directory_are_refused_and_named(tmp_path):
     assert ev.check_settings(out, first)["mixed_precision"] == "fp16"
     other = ev.settings_record(ev.Method(models=("vit_tiny",), repeats=5), True,
                                ["--num_gpus=4"])
+    # Before any run has succeeded, other settings start the evaluation over.
+    write(os.path.join(out, "evaluation.csv"), os.path.join(out, "runs"),
+          result("resnet50", "native", "training", status="error"))
+    assert ev.check_settings(out, other) is None
+    write(os.path.join(out, "evaluation.csv"), os.path.join(out, "runs"),
+          result("resnet50", "native", "inference"))
     with pytest.raises(errors.UsageError) as exc:
         ev.check_settings(out, other)
     text = str(exc.value)

@@ -143,7 +143,13 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     args, evaluation, record = build(argv, child_cmd, stderr, gpus)
     out_dir, method = args.out_dir, evaluation.method
-    if not os.path.exists(os.path.join(out_dir, ev.SETTINGS_FILE)):
+    if "command" not in record:    # a new evaluation (build returns a stored one with it)
+        rows = os.path.join(out_dir, ev.ROWS_FILE)
+        if os.path.exists(rows):
+            os.replace(rows, rows + ".replaced")
+            print("tfbench evaluate: %s held an evaluation with other settings and no successful "
+                  "run; starting over (its rows are in %s.replaced)" % (out_dir, rows),
+                  file=stderr)
         record = ev.save_settings(out_dir, record["settings"], record["mixed_precision"],
                                   record["mixed_precision_why"], ev.command_line(argv))
     todo = evaluation.pending(args.rerun_failed, args.rerun_unstable)

@@ -20,7 +20,8 @@ start-to-start variance.
 Resume: the directory's evaluation.csv says which configurations finished (any status but
 interrupted); running the same command again in the same directory runs only the rest.
 evaluation.json keeps the settings: another command line in that directory is refused, naming
-the settings that differ.
+the settings that differ, unless no run of it has succeeded yet (then it starts over; the old
+rows move to evaluation.csv.replaced).
 """
 
 from __future__ import annotations
@@ -97,8 +98,9 @@ def plan(method: Method) -> list[Item]:
     return [Item(m, mode, kind) for m in method.models for mode in method.modes for kind in KINDS]
 
 
-def item_flags(item: Item, method: Method, mixed: str) -> dict[str, str]:
-    """The child's flags for one configuration; mixed is 'fp16' or 'bf16'."""
+def item_flags(item: Item, method: Method, mixed: str, gpu_indices: str = "") -> dict[str, str]:
+    """The child's flags for one configuration; mixed is 'fp16' or 'bf16'; gpu_indices: the
+    user's --gpu_indices (inference runs on the first of them)."""
     flags = {"model": item.model, "tf_random_seed": str(method.seed),
              "num_runs": str(method.repeats), "num_warmup_batches": str(method.warmup_steps)}
     if method.image_size:
@@ -108,6 +110,8 @@ def item_flags(item: Item, method: Method, mixed: str) -> dict[str, str]:
     else:  # latency at batch 1 is a one-device figure, whatever --num_gpus training uses
         flags.update(forward_only="true", batch_size="1", num_batches=str(method.latency_steps),
                      num_gpus="1")
+        if gpu_indices:
+            flags["gpu_indices"] = gpu_indices.split(",")[0].strip()
     if item.mode == "native":
         flags["precision"] = "fp32"
     else:
@@ -119,9 +123,11 @@ def item_flags(item: Item, method: Method, mixed: str) -> dict[str, str]:
     return flags
 
 
-def points(method: Method, mixed: str) -> list[Point]:
+def points(method: Method, mixed: str, base_flags: Sequence[str] = ()) -> list[Point]:
+    gpu_indices = child_params(base_flags).gpu_indices
     return [Point(i, 1, {"model": it.model, "mode": it.mode, "kind": it.kind},
-                  item_flags(it, method, mixed), it.name) for i, it in enumerate(plan(method))]
+                  item_flags(it, method, mixed, gpu_indices), it.name)
+            for i, it in enumerate(plan(method))]
 
 
 def check_flags(base_flags: Sequence[str]) -> None:
@@ -184,9 +190,15 @@ def settings_record(method: Method, quick: bool, base_flags: Sequence[str]) -> d
     return {"options": {**fields, "quick": quick}, "flags": list(base_flags)}
 
 
+def has_ok_rows(out_dir: str) -> bool:
+    path = os.path.join(out_dir, ROWS_FILE)
+    return os.path.exists(path) and (load.read_results([path])["status"] == "ok").any()
+
+
 def check_settings(out_dir: str, settings: dict) -> Optional[dict]:
-    """The stored record of an evaluation in out_dir (None for a new one); UsageError when it
-    was started with other settings, naming them."""
+    """The stored record of an evaluation in out_dir; None for a new one, or for one started
+    with other settings that has no ok row yet (say, its first run refused a flag): it starts
+    over. UsageError when one with ok rows was started with other settings, naming them."""
     path = os.path.join(out_dir, SETTINGS_FILE)
     if not os.path.exists(path):
         if os.path.exists(os.path.join(out_dir, ROWS_FILE)):
@@ -210,6 +222,8 @@ def check_settings(out_dir: str, settings: dict) -> Optional[dict]:
     if added or dropped:
         diffs.append("flags for every run: %s here, %s there" % (
             " ".join(added) or "not", " ".join(dropped) or "not"))
+    if diffs and not has_ok_rows(out_dir):
+        return None
     if diffs:
         raise errors.UsageError("%s holds an evaluation with other settings (%s); run its own "
                                 "command again to continue it (%s), or choose another --out_dir"
@@ -273,7 +287,7 @@ class Evaluation:
         self.method, self.mixed = method, mixed
         self.sweep = Sweep(SweepConfig(list(base_flags), [], out_dir, child_cmd=tuple(child_cmd),
                                        timeout_sec=timeout_sec, rows_file=ROWS_FILE), stream)
-        self.all_points = points(method, mixed)
+        self.all_points = points(method, mixed, base_flags)
 
     @property
     def records(self) -> list[PointRecord]:
