@@ -98,7 +98,7 @@ def write_evaluation(out_dir: str, models=("resnet50", "vit_tiny"),
 
 # A stand-in for `python -m tfbench` in an evaluation: writes the row and the manifest for its
 # flags. FAKE_DEVICE names the device, FAKE_SPEED scales the figures, FAKE_FAIL=<model> makes
-# that model's runs exit 1 without a row.
+# that model's runs exit 1 without a row, FAKE_UNSTABLE=<model> spreads its repeats by 30%.
 FAKE_CHILD = textwrap.dedent("""\
     import os, sys
     sys.path[:0] = [%r, %r]
@@ -114,7 +114,8 @@ FAKE_CHILD = textwrap.dedent("""\
     kind = "inference" if args.get("forward_only") == "true" else "training"
     r = fakes.result(model, mode, kind, device=os.environ.get("FAKE_DEVICE", fakes.A100),
                      speed=float(os.environ.get("FAKE_SPEED", "1")),
-                     image_size=int(args.get("image_size") or 224))
+                     image_size=int(args.get("image_size") or 224),
+                     unstable=model == os.environ.get("FAKE_UNSTABLE"))
     r.num_batches = int(args["num_batches"])
     r.num_warmup_batches = int(args["num_warmup_batches"])
     r.batch_size = r.global_batch_size = int(args["batch_size"])

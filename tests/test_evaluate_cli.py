@@ -116,6 +116,22 @@ def test_a_failing_model_is_marked_and_the_rest_goes_on(tmp_path, child, monkeyp
     assert [r["status"] for r in rows(out)][-2:] == ["ok", "ok"]
 
 
+def test_unstable_configurations_are_said_and_run_again_when_asked(tmp_path, child,
+                                                                   monkeypatch):
+    argv = SMALL + ["--out_dir=%s" % (tmp_path / "ev"), "--modes=native"]
+    monkeypatch.setenv("FAKE_UNSTABLE", "vit_tiny")
+    code, stdout, stderr = evaluate(argv, child)
+    assert code == 0
+    assert "2 of 4 configurations unstable (repeats spread above the threshold)" in stderr
+    assert [ln.split()[-1] for ln in stdout.splitlines() if ln.startswith(("resnet50",
+                                                                          "vit_tiny"))] == \
+        ["yes", "no"]
+    monkeypatch.delenv("FAKE_UNSTABLE")
+    code, stdout, stderr = evaluate(argv + ["--rerun_unstable"], child)
+    assert code == 0 and "2 of 4 runs to do (2 already finished)" in stderr
+    assert "configurations unstable" not in stderr
+
+
 def test_no_successful_run_exits_1_and_other_settings_may_start_over(tmp_path, child,
                                                                        monkeypatch):
     out = tmp_path / "ev"

@@ -141,23 +141,22 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
     """The whole command; returns the exit code: 0 when the evaluation holds an ok row, 1 when
     it holds none, 130/143 when interrupted (the report is still written)."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
-    args, evaluation, record = build(argv, child_cmd, stderr, gpus)
-    out_dir, method = args.out_dir, evaluation.method
-    if "command" not in record:    # a new evaluation (build returns a stored one with it)
-        rows = os.path.join(out_dir, ev.ROWS_FILE)
-        if os.path.exists(rows):
-            os.replace(rows, rows + ".replaced")
-            print("tfbench evaluate: %s held an evaluation with other settings and no successful "
-                  "run; starting over (its rows are in %s.replaced)" % (out_dir, rows),
-                  file=stderr)
-        record = ev.save_settings(out_dir, record["settings"], record["mixed_precision"],
-                                  record["mixed_precision_why"], ev.command_line(argv))
-    todo = evaluation.pending(args.rerun_failed, args.rerun_unstable)
-    total = len(evaluation.all_points)
 
     def say(text: str) -> None:
         print("tfbench evaluate: " + text, file=stderr)
 
+    args, evaluation, record = build(argv, child_cmd, stderr, gpus)
+    out_dir = args.out_dir
+    if "command" not in record:    # a new evaluation (build returns a stored one with it)
+        rows = os.path.join(out_dir, ev.ROWS_FILE)
+        if os.path.exists(rows):
+            os.replace(rows, rows + ".replaced")
+            say("%s held an evaluation with other settings and no successful run; starting "
+                "over (its rows are in %s.replaced)" % (out_dir, rows))
+        record = ev.save_settings(out_dir, record["settings"], record["mixed_precision"],
+                                  record["mixed_precision_why"], ev.command_line(argv))
+    todo = evaluation.pending(args.rerun_failed, args.rerun_unstable)
+    total = len(evaluation.all_points)
     say("%s; mixed precision: %s (%s)%s" % (
         out_dir, record["mixed_precision"], record["mixed_precision_why"],
         "; quick mode" if args.quick else ""))
@@ -175,29 +174,43 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
             "runs")
     if not os.path.exists(os.path.join(out_dir, ev.ROWS_FILE)):
         return code
-    from tfbench.report import evaluation_report, tables
-    title = "tfbench evaluate%s" % (" --quick (CPU-sized smoke run: small images, few steps; "
-                                    "not comparable with a full evaluation)" if args.quick else "")
-    mixed = record["mixed_precision"]
-    notes = ["Command: %s" % record.get("command", ev.command_line(argv)),
-             "Mixed precision: %s%s, chosen %s" % (
-                 mixed, " (training with dynamic loss scaling)" if mixed == "fp16" else "",
-                 "by --mixed_precision" if record["mixed_precision_why"].startswith("--mixed")
-                 else "automatically: %s" % record["mixed_precision_why"])]
-    report = evaluation_report.build(out_dir, models=method.models, title=title, notes=notes)
-    first = report.sections[0]
-    stdout.write("%s\n\n%s\n" % (first.title, tables.text(first.frame, first.columns)))
-    stdout.write("rows:   %s\nreport: %s\n        %s\n" % (
-        os.path.join(out_dir, ev.ROWS_FILE), report.markdown_path, report.html_path))
-    checked, line = _browser_check(report.html_path, args.browser_check)
-    stdout.write(line + "\n")
-    stdout.flush()
+    report, checked = _report(args, evaluation.method, record, stdout, say)
     if code == errors.EXIT_OK and report.first_table.empty:
         say("no run succeeded; see the logs in %s" % os.path.join(out_dir, "logs"))
         code = errors.EXIT_RUN_ERROR
     if code == errors.EXIT_OK and checked is False and args.browser_check == "yes":
         code = errors.EXIT_RUN_ERROR
     return code
+
+
+def _report(args, method: ev.Method, record: dict, stdout, say):
+    """Writes the report, prints its first table and where it is, checks it in a browser;
+    returns (the report, whether the check passed: None when skipped)."""
+    from tfbench.report import evaluation_report, tables
+    title = "tfbench evaluate%s" % (" --quick (CPU-sized smoke run: small images, few steps; "
+                                    "not comparable with a full evaluation)" if args.quick else "")
+    mixed, why = record["mixed_precision"], record["mixed_precision_why"]
+    notes = ["Command: %s" % record["command"],
+             "Mixed precision: %s%s, chosen %s" % (
+                 mixed, " (training with dynamic loss scaling)" if mixed == "fp16" else "",
+                 "by --mixed_precision" if why.startswith("--mixed") else
+                 "automatically: %s" % why)]
+    report = evaluation_report.build(args.out_dir, models=method.models, title=title,
+                                     notes=notes)
+    first = report.sections[0]
+    runs = next(s.frame for s in report.sections if s.slug == "runs")
+    unstable = int((runs["stable"] == "no").sum())
+    if unstable:
+        say("%d of %d configurations unstable (repeats spread above the threshold); the report "
+            "says which and what to check, and --rerun_unstable runs them again"
+            % (unstable, len(runs)))
+    stdout.write("%s\n\n%s\n" % (first.title, tables.text(first.frame, first.columns)))
+    stdout.write("rows:   %s\nreport: %s\n        %s\n" % (
+        os.path.join(args.out_dir, ev.ROWS_FILE), report.markdown_path, report.html_path))
+    checked, line = _browser_check(report.html_path, args.browser_check)
+    stdout.write(line + "\n")
+    stdout.flush()
+    return report, checked
 
 
 def _browser_check(html_path: str, mode: str) -> tuple[Optional[bool], str]:
