@@ -87,6 +87,9 @@ def test_mixed_precision_is_fp16_on_a_gpu_and_bf16_on_a_cpu():
     assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "1"}, FakeNvml(2)) == (1, "")
     assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, FakeNvml(2))[0] == 0
     assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}, FakeNvml(2))[0] == 0
+    # CUDA stops at the first invalid entry; UUIDs count as GPUs.
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,-1,1"}, FakeNvml(2)) == (1, "")
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-8f6c,1"}, FakeNvml(4)) == (2, "")
     assert ev.resolve_mixed_precision("auto", [], (2, "")) == ("fp16", "2 NVIDIA GPUs visible")
     assert ev.resolve_mixed_precision("auto", [], (0, "no driver")) == (
         "bf16", "no NVIDIA GPU visible: no driver")

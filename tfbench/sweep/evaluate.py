@@ -150,11 +150,9 @@ def visible_gpus(environ: Optional[dict] = None, nvml=None) -> tuple[int, str]:
     """(NVIDIA GPUs CUDA would see, why none) without starting TensorFlow or CUDA."""
     from tfbench.measure import nvml as nvml_lib
     environ = os.environ if environ is None else environ
-    visible = environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        first = visible.split(",")[0].strip()
-        if not first or (first.lstrip("-").isdigit() and int(first) < 0):
-            return 0, "CUDA_VISIBLE_DEVICES=%r hides every GPU" % visible
+    visible = nvml_lib.parse_visible(environ.get("CUDA_VISIBLE_DEVICES"))
+    if visible == []:
+        return 0, "CUDA_VISIBLE_DEVICES=%r hides every GPU" % environ["CUDA_VISIBLE_DEVICES"]
     module, reason = nvml_lib.open_nvml(nvml)
     if module is None:
         return 0, reason or "NVML not available"
@@ -165,7 +163,7 @@ def visible_gpus(environ: Optional[dict] = None, nvml=None) -> tuple[int, str]:
     finally:
         nvml_lib.close_nvml(module)
     if visible is not None:
-        count = min(count, len([v for v in visible.split(",") if v.strip()]))
+        count = min(count, len(visible))
     return count, "" if count else "NVML lists no GPU"
 
 
