@@ -191,7 +191,7 @@ def check_report(html_path: str, required: bool = False) -> tuple[Optional[bool]
     """Checks a written report: screenshot.png and browser_check.json beside it. Returns (passed,
     or None when skipped; the one line to print). Without a browser the check is skipped with
     the reason, or BrowserUnavailable when `required`."""
-    folder = os.path.dirname(os.path.abspath(html_path))
+    folder = os.path.dirname(html_path)
     try:
         result = check(html_path, os.path.join(folder, "screenshot.png"))
     except BrowserUnavailable as exc:
