@@ -48,7 +48,7 @@ def result(model: str, mode: str, kind: str, device: str = A100, speed: float = 
                   device_kind="gpu" if gpu else "cpu", num_batches=200 if training else 1000,
                   num_warmup_batches=20, status=status, gflops_per_image=GFLOPS.get(model, 1.0))
     r.global_batch_size = r.batch_size
-    r.extra.update({"device_name": device, "num_runs": 3})
+    r.extra.update({"device_name": device, "num_runs": 3, "unstable_threshold_pct": 10.0})
     if status != "ok":
         r.error = "made-up failure"
         return r

@@ -85,8 +85,10 @@ def test_cpu_rows_leave_power_empty_and_say_why(tmp_path):
     assert pd.isna(table["train_power_w_mean"].iloc[0]) and table["stable"].iloc[0] == "yes"
     assert "expected_range" not in ev.first_table_columns(table)
     assert ev.mode_labels(df) == {"native": "native fp32", "mixed": "mixed bf16"}
-    assert "power, temperature and images/sec per W are empty" in \
-        evaluation_report.method_note(df, "native")
+    note = evaluation_report.method_note(df, "native", [10.0])
+    assert "power, temperature and images/sec per W are empty" in note
+    assert "median of the repeats stays within 10%, in training and in inference" in note
+    assert "stays within 5/10%" in evaluation_report.method_note(df, "native", [5.0, 10.0])
 
 
 def test_mode_matrix_speedups_over_native(eval_dir):
@@ -136,6 +138,7 @@ def test_report_puts_the_first_table_first_then_the_matrix_then_figures(eval_dir
     assert first[0]["Training images/sec"] == "900.0" and first[0]["Expected range"] == "within"
     assert "Expected range for resnet50 training fp32, 1x A100 40GB SXM" in md
     assert "Changed during the evaluation: nothing" in md
+    assert "median of the repeats stays within 10%" in md   # from the manifests
     assert sorted(report.plots) == ["resnet50", "vit_tiny"]
     for paths in report.plots.values():
         assert [p.rsplit("_", 1)[-1] for p in paths] == ["throughput.png", "latency.png",

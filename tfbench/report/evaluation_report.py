@@ -43,8 +43,9 @@ def _unique(values) -> str:
     return "/".join(found) if found else "?"
 
 
-def method_note(df: pd.DataFrame, mode: Optional[str]) -> str:
-    """What the figures are, from the rows themselves (batch, steps, repeats, sizes, device)."""
+def method_note(df: pd.DataFrame, mode: Optional[str], thresholds: Sequence[float] = ()) -> str:
+    """What the figures are, from the rows themselves (batch, steps, repeats, sizes, device);
+    thresholds: the runs' --unstable_threshold_pct (from their manifests)."""
     train = df[df["kind"] == "training"]
     infer = df[df["kind"] == "inference"]
     labels = ev.mode_labels(df)
@@ -67,8 +68,9 @@ def method_note(df: pd.DataFrame, mode: Optional[str]) -> str:
                      "temperature and images/sec per W are empty (they need an NVIDIA GPU).")
     parts.append("FLOPs: forward pass, multiply-add = 2; achieved TFLOP/s counts training as 3x "
                  "forward; MFU needs a peak (datasheet for known GPUs, `tfbench peak` on "
-                 "CPUs). Stable? = every repeat within the spread threshold (10%), training "
-                 "and inference.")
+                 "CPUs). Stable? = the spread (max - min) / median of the repeats stays within "
+                 "%s, in training and in inference." % ("%s%%" % _unique(thresholds)
+                                                       if len(thresholds) else "the threshold"))
     return " ".join(parts)
 
 
@@ -82,14 +84,17 @@ def _manifests(df: pd.DataFrame, eval_dir: str) -> dict[str, dict]:
     return found
 
 
-def _sections(df: pd.DataFrame, models: Sequence[str]
+def _sections(df: pd.DataFrame, models: Sequence[str], manifests: dict[str, dict]
               ) -> tuple[list[studies.Section], pd.DataFrame, Optional[str]]:
     mode = ev.headline_mode(df)
+    thresholds = sorted({float(t) for m in manifests.values()
+                         for t in [(m.get("extra") or {}).get("unstable_threshold_pct")]
+                         if t is not None})
     first = ev.first_table(df, models, mode)
     labels = ev.mode_labels(df)
     sections = [studies.Section(
         "first_table", "Results: one row per model and device (%s)" % labels.get(mode, "none"),
-        first, ev.first_table_columns(first), method_note(df, mode))]
+        first, ev.first_table_columns(first), method_note(df, mode, thresholds))]
     for kind, what in (("training", "training images/sec"),
                        ("inference", "inference p50 latency at batch 1")):
         matrix = ev.mode_matrix(df, kind, models)
@@ -184,7 +189,7 @@ def build(eval_dir: str, out_dir: Optional[str] = None, models: Sequence[str] = 
     raw = load.read_results([os.path.join(eval_dir, ROWS_FILE)])
     df = ev.with_method_columns(raw)
     manifests = _manifests(df, eval_dir)
-    sections, first, mode = _sections(df, models)
+    sections, first, mode = _sections(df, models, manifests)
     figures = _figures(df, manifests, out_dir, models)
     tail = _tail_sections(df, raw, manifests, models)
     md_path, html_path = os.path.join(out_dir, "report.md"), os.path.join(out_dir, "report.html")
