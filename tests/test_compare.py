@@ -185,3 +185,27 @@ def test_step_spread_of_a_multi_worker_row_counts_every_worker(tmp_path):
     assert (row["a_range"], row["b_range"]) == ("180.0-220.0", "209.0-217.0")
     assert row["verdict"] == "within noise"
     assert row["basis"] == "A: Step +/- x2 x 2 workers; B: Step +/- x2 x 2 workers"
+
+
+# --- directories: two evaluations, matched by model, run and execution mode -------------------
+
+def test_two_evaluation_directories_match_by_model_and_mode(tmp_path):
+    from evaluation_fakes import A100, write_evaluation
+    a = write_evaluation(str(tmp_path / "a"), ("resnet50",))
+    # On a CPU the mixed modes ran bf16, where the GPU ran fp16: the modes still meet.
+    b = write_evaluation(str(tmp_path / "b"), ("resnet50",), device="AMD EPYC", speed=0.5)
+    comp = compare.compare_files(a, b)
+    assert comp.compared == {"device_name": (A100, "AMD EPYC")}
+    assert [(r["execution_mode"], r["mode"], round(r["ratio"], 3), r["verdict"])
+            for _, r in comp.table.iterrows()] == [
+        (mode, kind, 0.5, "slower") for mode in ("native", "mixed", "mixed_xla")
+        for kind in ("training", "forward_only")]
+    text = compare.render(comp, a, b)
+    assert "Execution mode" in text and "min/max over 3 runs" in text
+    # A sweep's directory stands for its sweep.csv; a directory without results is refused.
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    write(sweep_dir / "sweep.csv", [result(ips=100.0, pm=1.0)])
+    assert compare.results_file(str(sweep_dir)) == str(sweep_dir / "sweep.csv")
+    with pytest.raises(errors.UsageError, match="holds no results file"):
+        compare.results_file(str(tmp_path))

@@ -17,6 +17,8 @@ from tfbench.errors import EXIT_OK, EXIT_USAGE, TfbenchError
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "models": ("tfbench.cli.models", "list registered models with parameters and FLOPs"),
     "sweep": ("tfbench.cli.sweep", "run a grid of configurations, one process per point"),
+    "evaluate": ("tfbench.cli.evaluate", "evaluate a GPU: 5 models x 3 modes, one table, a "
+                 "report"),
     "report": ("tfbench.cli.report", "Markdown/HTML tables and PNG plots from result CSVs"),
     "compare": ("tfbench.cli.compare", "compare two result CSVs with a noise verdict"),
     "launch": ("tfbench.cli.launch", "run on several hosts over ssh: one task per host, "

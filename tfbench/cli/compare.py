@@ -1,4 +1,5 @@
-"""`tfbench compare A.csv B.csv [--format=text|markdown|csv]`: CLI over tfbench.report.compare."""
+"""`tfbench compare A B [--format=text|markdown|csv]`: CLI over tfbench.report.compare. A and B
+are results CSV files or directories (an evaluation's, a sweep's)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from tfbench import errors
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tfbench compare", allow_abbrev=False,
-        description="Match configurations of two results CSV files, show B/A ratios and whether "
-                    "each difference is larger than the runs' spread.")
-    p.add_argument("a", help="baseline results CSV (A)")
-    p.add_argument("b", help="results CSV to compare (B)")
+        description="Match configurations of two results CSV files (or two evaluation "
+                    "directories: by model, run and execution mode), show B/A ratios and "
+                    "whether each difference is larger than the runs' spread.")
+    p.add_argument("a", help="baseline results CSV, or a directory of `tfbench evaluate` or "
+                             "`tfbench sweep` (A)")
+    p.add_argument("b", help="results CSV or directory to compare (B)")
     p.add_argument("--format", choices=("text", "markdown", "csv"), default="text")
     p.add_argument("--out", default=None, help="also write the output to this file")
     return p

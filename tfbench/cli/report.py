@@ -24,6 +24,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max_plots", type=int, default=12,
                    help="at most this many plots of each kind (default 12)")
     p.add_argument("--title", default="tfbench report")
+    p.add_argument("--browser_check", action="store_true",
+                   help="check report.html in the system's headless Chromium (every image loads, "
+                        "no table wider than 1,280 px) and save screenshot.png beside it")
     return p
 
 
@@ -39,4 +42,9 @@ def main(argv: list[str]) -> int:
         return exc.exit_code
     print("report: %s\n        %s\nplots:  %d in %s/plots" % (
         report.markdown_path, report.html_path, len(report.plots), args.out))
+    if args.browser_check:
+        from tfbench.report import browser_check
+        passed, line = browser_check.check_report(report.html_path)
+        print(line)
+        return 1 if passed is False else 0
     return 0

@@ -67,7 +67,7 @@ def close_nvml(nvml: Any) -> None:
         pass
 
 
-def _parse_visible(value: Optional[str]) -> Optional[list[str]]:
+def parse_visible(value: Optional[str]) -> Optional[list[str]]:
     """CUDA_VISIBLE_DEVICES -> its entries (CUDA stops at the first invalid one); None if unset."""
     if value is None:
         return None
@@ -186,7 +186,7 @@ def resolve_handles(nvml: Any, gpu_indices: Optional[Sequence[int]] = None,
     Raises UnmappedGpu when one of them cannot be matched for certain.
     """
     environ = os.environ if environ is None else environ
-    visible = _parse_visible(environ.get("CUDA_VISIBLE_DEVICES"))
+    visible = parse_visible(environ.get("CUDA_VISIBLE_DEVICES"))
     entries = visible if visible is not None else [
         str(i) for i in range(nvml.nvmlDeviceGetCount())]
     cached: list[list[Any]] = []

@@ -165,20 +165,19 @@ def _write_markdown(path, title, csv_paths, sections, plot_paths, out_dir) -> No
         handle.write("\n".join(parts))
 
 
-_CSS = ("body{font-family:sans-serif;margin:2em}table.tfbench{border-collapse:collapse;"
-        "margin-bottom:1em}table.tfbench td,table.tfbench th{border:1px solid #ccc;"
-        "padding:3px 8px;text-align:right}table.tfbench th{background:#f0f0f0}"
-        "img{max-width:100%;margin:1em 0}.note{color:#555}")
+# Sections of text lines: their cells may break anywhere rather than widen the page.
+TEXT_SECTIONS = ("expected_range", "failed_runs")
 
 
 def _write_html(path, title, csv_paths, sections, plot_paths, out_dir) -> None:
     esc = html_lib.escape
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>%s</title>"
-             "<style>%s</style></head><body>" % (esc(title), _CSS),
+             "<style>%s</style></head><body>" % (esc(title), tables.PAGE_CSS),
              "<h1>%s</h1><p>Sources: %s</p>" % (esc(title), esc(", ".join(csv_paths)))]
     for section in sections:
+        kind = "text" if section.slug in TEXT_SECTIONS else "numbers"
         parts.append("<h2>%s</h2>%s" % (esc(section.title),
-                                         tables.html(section.frame, section.columns)))
+                                         tables.html(section.frame, section.columns, kind)))
         if section.note:
             parts.append("<p class='note'>%s</p>" % esc(section.note))
     if plot_paths:

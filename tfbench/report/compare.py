@@ -14,23 +14,35 @@ the verdict is 'unknown'. The basis used is printed with each row.
 
 Each row shows the keys that identify it (IDENTITY_COLUMNS, plus every other key that varies);
 configurations not matched are listed with their keys and their own status in each file.
+
+Directories: an evaluation's directory (`tfbench evaluate`, its evaluation.csv) is compared by
+model, run (training or inference) and execution mode (native, mixed, mixed_xla) rather than by
+precision and XLA, so one machine's fp16 mixed mode meets another's bf16 one; each
+configuration's latest row counts. A sweep's directory stands for its sweep.csv.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+import os
+from typing import Optional, Sequence
 
 import pandas as pd
 
-from tfbench.report import load, studies, tables
+from tfbench.errors import UsageError
+from tfbench.report import evaluation, load, studies, tables
 
 MATCH_COLUMNS = ("model", "dataset", "mode", "precision", "xla", "batch_size", "num_devices",
                  "num_workers", "image_size", "data_source", "data_format", "accum_steps",
                  "variable_update", "device_name")
+# Evaluations: the execution mode in place of precision and XLA.
+EVALUATION_MATCH_COLUMNS = tuple(c for c in MATCH_COLUMNS if c not in ("precision", "xla")
+                                 ) + ("execution_mode",)
 # Shown for every row, whether or not they vary ("devices" = num_devices x num_workers; the split
 # is shown too when a row runs on several workers).
-IDENTITY_COLUMNS = ("model", "mode", "precision", "xla", "batch_size", "devices")
+IDENTITY_COLUMNS = ("model", "mode", "execution_mode", "precision", "xla", "batch_size", "devices")
+# What a directory stands for: the first of these files in it.
+DIRECTORY_FILES = ("evaluation.csv", "sweep.csv", "tfbench_results.csv")
 NO_ROW = "no row"
 RATIO_METRICS = ("latency_ms_p50", "latency_ms_p99", "peak_mem_gb", "power_w_mean",
                  "images_per_sec_per_watt")  # each has a ratio_<metric> column title in tables
@@ -102,14 +114,15 @@ def _range_text(lo, hi) -> str:
                                                             "{:,.1f}".format(hi))
 
 
-def compare_frames(a: pd.DataFrame, b: pd.DataFrame) -> Comparison:
+def compare_frames(a: pd.DataFrame, b: pd.DataFrame,
+                   match_columns: Sequence[str] = MATCH_COLUMNS) -> Comparison:
     compared = {}
     a_ok, b_ok = studies.ok_rows(a), studies.ok_rows(b)
-    for col in MATCH_COLUMNS:
+    for col in match_columns:
         va, vb = set(a_ok[col]), set(b_ok[col])
         if len(va) == 1 and len(vb) == 1 and va != vb:
             compared[col] = (str(next(iter(va))), str(next(iter(vb))))
-    keys = [c for c in MATCH_COLUMNS if c not in compared]
+    keys = [c for c in match_columns if c not in compared]
     sa, sb = _side(a, keys), _side(b, keys)
     merged = sa.merge(sb, on=keys, how="outer", suffixes=("_a", "_b"), indicator=True)
     both = merged[merged["_merge"] == "both"].copy()
@@ -197,8 +210,37 @@ def _unmatched(a: pd.DataFrame, b: pd.DataFrame, keys: list[str],
     return out
 
 
+def results_file(path: str) -> str:
+    """The results CSV a path stands for: itself, or the first of DIRECTORY_FILES in a
+    directory."""
+    if not os.path.isdir(path):
+        return path
+    for name in DIRECTORY_FILES:
+        if os.path.isfile(os.path.join(path, name)):
+            return os.path.join(path, name)
+    raise UsageError("%s holds no results file (%s)" % (path, ", ".join(DIRECTORY_FILES)))
+
+
+def _is_evaluation(path: str) -> bool:
+    return os.path.basename(results_file(path)) == DIRECTORY_FILES[0]
+
+
 def compare_files(a_path: str, b_path: str) -> Comparison:
-    return compare_frames(load.read_results([a_path]), load.read_results([b_path]))
+    """Two results files, or directories (see the module docstring): two evaluations are matched
+    by model, run and execution mode."""
+    a, b = (load.read_results([results_file(p)]) for p in (a_path, b_path))
+    if _is_evaluation(a_path) and _is_evaluation(b_path):
+        a, b = (evaluation.latest(evaluation.with_method_columns(df), ok_only=False)
+                for df in (a, b))
+        comp = compare_frames(a, b, EVALUATION_MATCH_COLUMNS)
+        if len(comp.table):   # the plan's order: model (as in A), mode, training first
+            models = list(dict.fromkeys(list(a["model"]) + list(b["model"])))
+            rank = [(models.index(r["model"]), evaluation.MODES.index(r["execution_mode"]),
+                     r["mode"] != "training") for _, r in comp.table.iterrows()]
+            order = sorted(range(len(rank)), key=rank.__getitem__)
+            comp.table = comp.table.iloc[order].reset_index(drop=True)
+        return comp
+    return compare_frames(a, b)
 
 
 def render(comp: Comparison, a_path: str, b_path: str, fmt: str = "text") -> str:

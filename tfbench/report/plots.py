@@ -31,6 +31,11 @@ def _save(fig: Figure, path: str) -> Figure:
     return fig
 
 
+# For the other figure modules of reports (tfbench.report.evaluation_plots).
+figure = _figure
+save = _save
+
+
 def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "_", text).strip("_")[:120] or "plot"
 

@@ -37,6 +37,7 @@ COLUMN_STYLE: dict[str, tuple[str, Callable[[object], str]]] = {
     "precision": ("Precision", str),
     "xla": ("XLA", lambda v: "on" if int(v) else "off"),
     "execution": ("Execution", str),
+    "execution_mode": ("Execution mode", str),
     "batch_size": ("Batch/device", _INT),
     "global_batch_size": ("Global batch", _INT),
     "num_devices": ("Devices/worker", _INT),
@@ -94,6 +95,24 @@ COLUMN_STYLE: dict[str, tuple[str, Callable[[object], str]]] = {
     "ratio_peak_mem_gb": ("B/A peak memory", _num("{:.3f}")),
     "ratio_power_w_mean": ("B/A power", _num("{:.3f}")),
     "ratio_images_per_sec_per_watt": ("B/A images/sec per W", _num("{:.3f}")),
+    # evaluate (tfbench.report.evaluation): figures of the training or the inference run
+    "device_label": ("Device", str),
+    "kind": ("Run", str),
+    "train_images_per_sec": ("Training images/sec", _num("{:,.1f}")),
+    "gflops_per_image": ("GFLOPs per image (forward)", _num("{:,.3f}")),
+    "tflops_per_sec": ("Achieved TFLOP/s", _num("{:,.3f}")),
+    "mfu_pct": ("MFU (%)", _num("{:.1f}")),
+    "infer_latency_ms_p50": ("Inference p50 (ms, batch 1)", _num("{:.2f}")),
+    "infer_latency_ms_p99": ("Inference p99 (ms, batch 1)", _num("{:.2f}")),
+    "train_peak_mem_gb": ("Peak training memory (GiB)", _num("{:.2f}")),
+    "train_power_w_mean": ("Mean training power (W)", _num("{:.0f}")),
+    "train_images_per_sec_per_watt": ("Training images/sec per W", _num("{:.2f}")),
+    "train_temp_c_max": ("Max training temperature (C)", _num("{:.0f}")),
+    "images_per_sec_min": ("Min images/sec", _num("{:,.1f}")),
+    "images_per_sec_max": ("Max images/sec", _num("{:,.1f}")),
+    "num_runs": ("Repeats", _INT),
+    "spread_pct": ("Spread (%)", _num("{:.1f}")),
+    "stable": ("Stable?", str),
 }
 
 
@@ -143,9 +162,33 @@ def markdown(df: pd.DataFrame, columns: Optional[list[str]] = None) -> str:
                                colalign=_aligns(shown)) + "\n"
 
 
-def html(df: pd.DataFrame, columns: Optional[list[str]] = None) -> str:
-    return display_frame(df, columns).to_html(index=False, border=0, classes="tfbench",
-                                              escape=True)
+# The style of report pages (tfbench report, tfbench evaluate), made to be read at 1,280 px:
+# headers wrap at spaces; tables of figures break their cells only at spaces and never in the
+# first column (model names); tables of text ("text") break anywhere rather than widen the page;
+# tables of many columns ("dense") are set smaller. tfbench.report.browser_check checks it.
+PAGE_CSS = (
+    "body{font-family:sans-serif;margin:16px;font-size:15px;line-height:1.35}"
+    "h1{font-size:22px}h2{font-size:18px;margin-top:1.4em}h3{font-size:16px}"
+    "table.tfbench{border-collapse:collapse;margin-bottom:6px;font-size:13px;max-width:100%}"
+    "table.tfbench td,table.tfbench th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
+    "table.tfbench th{background:#f0f0f0;vertical-align:bottom;font-weight:600}"
+    "table.tfbench td:first-child,table.tfbench th:first-child{text-align:left}"
+    "table.numbers td:first-child{white-space:nowrap}"
+    "table.text td{overflow-wrap:anywhere;text-align:left}"
+    "table.dense{font-size:12px}table.dense td,table.dense th{padding:2px 4px}"
+    ".note{color:#444;font-size:13px;max-width:1200px}"
+    ".figures{display:flex;flex-wrap:wrap;gap:6px}"
+    ".figures a{flex:0 1 calc(33.3% - 6px);min-width:300px}"
+    ".figures img{width:100%;height:auto;border:1px solid #ddd}"
+    "img{max-width:100%}")
+DENSE_COLUMNS = 15
+
+
+def html(df: pd.DataFrame, columns: Optional[list[str]] = None, kind: str = "numbers") -> str:
+    """An HTML table in the page style (PAGE_CSS); kind: numbers (figures) or text."""
+    shown = display_frame(df, columns)
+    classes = ["tfbench", kind] + (["dense"] if len(shown.columns) >= DENSE_COLUMNS else [])
+    return shown.to_html(index=False, border=0, classes=classes, escape=True)
 
 
 # Plain ASCII: a rule of dashes under the header, columns apart by spaces (files, pipes, any

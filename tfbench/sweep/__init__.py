@@ -3,4 +3,6 @@
 grid (axes, points, each child's flags) < child (one child process, its outcome, its rows)
 < progress (the bar on stderr) < runner (the Sweep that runs points) < max_batch (the
 max-batch search) < summary (the tables at the end). tfbench.cli.sweep is the front end.
+evaluate (the GPU evaluation's plan, run through the Sweep; tfbench.cli.evaluate) sits beside
+max_batch.
 """

@@ -44,10 +44,15 @@ class SweepConfig:
     timeout_sec: Optional[float] = None
     csv_file: Optional[str] = None    # also append every row here
     json_dir: Optional[str] = None    # default <out_dir>/runs
+    rows_file: str = "sweep.csv"      # every row, in out_dir (tfbench evaluate: evaluation.csv)
 
     @property
     def runs_dir(self) -> str:
         return self.json_dir or os.path.join(self.out_dir, "runs")
+
+    @property
+    def rows_path(self) -> str:
+        return os.path.join(self.out_dir, self.rows_file)
 
     @property
     def keys(self) -> list[str]:
@@ -80,9 +85,9 @@ class Sweep:
 
     def prepare(self) -> None:
         out = self.config.out_dir
-        if os.path.exists(os.path.join(out, "sweep.csv")):
-            raise errors.UsageError("%s already holds a sweep (sweep.csv); choose another "
-                                    "--out_dir" % out)
+        if os.path.exists(self.config.rows_path):
+            raise errors.UsageError("%s already holds a sweep (%s); choose another "
+                                    "--out_dir" % (out, self.config.rows_file))
         for sub in ("logs", "points"):
             os.makedirs(os.path.join(out, sub), exist_ok=True)
 
@@ -107,7 +112,7 @@ class Sweep:
 
     def _save(self, record: PointRecord) -> None:
         cfg = self.config
-        csv_out.append_rows(os.path.join(cfg.out_dir, "sweep.csv"), record.rows)
+        csv_out.append_rows(cfg.rows_path, record.rows)
         if cfg.csv_file:
             notice = csv_out.append_rows(cfg.csv_file, record.rows)
             if notice:

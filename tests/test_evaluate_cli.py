@@ -1,0 +1,178 @@
+"""`tfbench evaluate` with a fake child (tfbench.cli.evaluate over tfbench.sweep.evaluate): one
+directory, progress, resuming an interrupted evaluation, refusing other settings, failed runs,
+and `tfbench compare DIR_A DIR_B` over two evaluations."""
+
+import csv
+import io
+import os
+import subprocess
+
+import pytest
+
+from evaluation_fakes import A100, fake_child
+from tfbench import errors
+from tfbench.cli import compare as compare_cli
+from tfbench.cli import evaluate as cli
+from tfbench.report import compare, tables
+
+SMALL = ["--models=resnet50,vit_tiny", "--browser_check=no"]
+
+
+@pytest.fixture()
+def child(tmp_path):
+    return fake_child(tmp_path)
+
+
+def evaluate(argv, child, gpus=(1, "")):
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.run(argv, child_cmd=child, stdout=out, stderr=err, gpus=gpus)
+    return code, out.getvalue(), err.getvalue()
+
+
+def rows(path):
+    with open(os.path.join(path, "evaluation.csv")) as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_one_directory_holds_rows_logs_manifests_and_the_report(tmp_path, child):
+    out = str(tmp_path / "ev")
+    code, stdout, stderr = evaluate(SMALL + ["--out_dir=" + out], child)
+    assert code == 0, stderr
+    assert len(rows(out)) == 12
+    assert sorted(os.listdir(out)) == ["evaluation.csv", "evaluation.csv.lock", "evaluation.json",
+                                       "logs", "points", "points.csv", "report", "runs"]
+    assert len(os.listdir(os.path.join(out, "logs"))) == 12
+    assert len(os.listdir(os.path.join(out, "runs"))) == 12
+    assert "mixed precision: fp16 (1 NVIDIA GPU visible)" in stderr
+    assert "12 of 12 runs to do (0 already finished)" in stderr
+    assert "12/12 runs" in stderr and "ETA" in stderr
+    lines = stdout.splitlines()
+    assert lines[0] == "Results: one row per model and device (native fp32)"
+    assert lines[2].split()[:3] == ["Model", "Device", "Training"]
+    assert any(ln.startswith("resnet50") and "900.0" in ln and "within" in ln for ln in lines)
+    assert "browser check: skipped (--browser_check=no)" in stdout
+    md = open(os.path.join(out, "report", "report.md")).read()
+    assert tables.parse_markdown(md)[0]["Training images/sec"] == "900.0"
+    assert "Mixed precision: fp16 (training with dynamic loss scaling), chosen automatically: " \
+           "1 NVIDIA GPU visible" in md
+    assert "Command: tfbench evaluate --models=resnet50,vit_tiny" in md
+
+
+def test_an_interrupted_evaluation_continues_where_it_stopped(tmp_path, child, monkeypatch):
+    out = str(tmp_path / "ev")
+    real_wait = subprocess.Popen.wait
+    calls = []
+
+    def wait(self, timeout=None):
+        calls.append(1)      # Ctrl-C while the third run is on
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", wait)
+    code, stdout, stderr = evaluate(SMALL + ["--out_dir=" + out], child)
+    monkeypatch.setattr(subprocess.Popen, "wait", real_wait)
+    assert code == errors.EXIT_SIGINT
+    assert [r["status"] for r in rows(out)] == ["ok", "ok", "interrupted"]
+    assert "interrupted; the same command continues it" in stderr
+    assert "Results: one row per model and device" in stdout   # the report of what finished
+    code, stdout, stderr = evaluate(SMALL + ["--out_dir=" + out], child)
+    assert code == 0
+    assert "10 of 12 runs to do (2 already finished)" in stderr
+    names = [r["model"] + r["mode"] + r["precision"] + r["xla"] for r in rows(out)]
+    assert len(names) == 13 and len(set(names)) == 12       # none of the first two ran again
+    code, stdout, stderr = evaluate(SMALL + ["--out_dir=" + out], child)
+    assert code == 0 and "every run of the plan has finished; writing the report" in stderr
+    assert len(rows(out)) == 13
+
+
+def test_another_command_line_in_the_directory_is_refused(tmp_path, child, capsys):
+    out = str(tmp_path / "ev")
+    assert evaluate(SMALL + ["--out_dir=" + out, "--modes=native"], child)[0] == 0
+    before = rows(out)
+    code = cli.main(SMALL + ["--out_dir=" + out, "--modes=native,mixed", "--num_gpus=2"])
+    err = capsys.readouterr().err
+    assert code == errors.EXIT_USAGE and len(err.strip().splitlines()) == 1
+    assert err.startswith("tfbench evaluate: error: %s holds an evaluation with other settings "
+                          "(--modes native,mixed here, native there; flags for every run: "
+                          "--num_gpus=2 here, not there)" % out)
+    assert rows(out) == before
+
+
+def test_a_failing_model_is_marked_and_the_rest_goes_on(tmp_path, child, monkeypatch):
+    out = str(tmp_path / "ev")
+    monkeypatch.setenv("FAKE_FAIL", "vit_tiny")
+    code, stdout, stderr = evaluate(SMALL + ["--out_dir=" + out, "--modes=native"], child)
+    assert code == 0
+    assert [(r["model"], r["status"]) for r in rows(out)] == [
+        ("resnet50", "ok"), ("resnet50", "ok"), ("vit_tiny", "error"), ("vit_tiny", "error")]
+    assert "## Failed runs" in open(os.path.join(out, "report", "report.md")).read()
+    monkeypatch.delenv("FAKE_FAIL")
+    code, _, stderr = evaluate(SMALL + ["--out_dir=" + out, "--modes=native"], child)
+    assert "every run of the plan has finished" in stderr
+    code, _, stderr = evaluate(SMALL + ["--out_dir=" + out, "--modes=native", "--rerun_failed"],
+                               child)
+    assert code == 0 and "2 of 4 runs to do" in stderr
+    assert [r["status"] for r in rows(out)][-2:] == ["ok", "ok"]
+
+
+def test_unstable_configurations_are_said_and_run_again_when_asked(tmp_path, child,
+                                                                   monkeypatch):
+    argv = SMALL + ["--out_dir=%s" % (tmp_path / "ev"), "--modes=native"]
+    monkeypatch.setenv("FAKE_UNSTABLE", "vit_tiny")
+    code, stdout, stderr = evaluate(argv, child)
+    assert code == 0
+    assert "2 of 4 configurations unstable (repeats spread above the threshold)" in stderr
+    assert [ln.split()[-1] for ln in stdout.splitlines() if ln.startswith(("resnet50",
+                                                                          "vit_tiny"))] == \
+        ["yes", "no"]
+    monkeypatch.delenv("FAKE_UNSTABLE")
+    code, stdout, stderr = evaluate(argv + ["--rerun_unstable"], child)
+    assert code == 0 and "2 of 4 runs to do (2 already finished)" in stderr
+    assert "configurations unstable" not in stderr
+
+
+def test_no_successful_run_exits_1_and_other_settings_may_start_over(tmp_path, child,
+                                                                       monkeypatch):
+    out = tmp_path / "ev"
+    argv = ["--models=resnet50", "--modes=native", "--browser_check=no", "--out_dir=%s" % out]
+    monkeypatch.setenv("FAKE_FAIL", "resnet50")
+    code, _, stderr = evaluate(argv, child)
+    assert code == errors.EXIT_RUN_ERROR and "no run succeeded" in stderr
+    monkeypatch.delenv("FAKE_FAIL")
+    code, _, stderr = evaluate(argv + ["--seed=7"], child)    # nothing measured: start over
+    assert code == 0 and "and no successful run; starting over" in stderr
+    assert [r["status"] for r in rows(str(out))] == ["ok", "ok"]
+    assert (out / "evaluation.csv.replaced").exists()
+
+
+def test_usage_errors_are_one_line_before_anything_runs(tmp_path, capsys):
+    for argv, text in (
+            (["--batch_size=64"], "--batch_size is set by the evaluation method; use "
+                                  "--train_batch_size"),
+            (["--modes=native,turbo"], "--modes: turbo is not one of native, mixed, mixed_xla"),
+            (["--models=resnet50,resnet50"], "--models=resnet50,resnet50: a name is repeated"),
+            (["--train_steps=0"], "--train_steps must be >= 1, got 0"),
+            (["--data_format=NCHW", "--device=cpu"], "not supported on CPU")):
+        out = tmp_path / str(len(text))
+        assert cli.main(argv + ["--out_dir=%s" % out]) == errors.EXIT_USAGE
+        err = capsys.readouterr().err
+        assert text in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert not out.exists()
+
+
+def test_compare_two_evaluation_directories_by_model_and_mode(tmp_path, child, monkeypatch):
+    a, b = str(tmp_path / "a100"), str(tmp_path / "cpu")
+    assert evaluate(SMALL + ["--out_dir=" + a], child)[0] == 0
+    monkeypatch.setenv("FAKE_DEVICE", "AMD EPYC")     # mixed = bf16 on this one
+    monkeypatch.setenv("FAKE_SPEED", "0.5")
+    assert evaluate(SMALL + ["--out_dir=" + b], child, gpus=(0, "no driver"))[0] == 0
+    comp = compare.compare_files(a, b)
+    assert comp.compared == {"device_name": (A100, "AMD EPYC")}
+    table = comp.table
+    assert len(table) == 12 and set(table["execution_mode"]) == {"native", "mixed", "mixed_xla"}
+    assert set(table["ratio"].round(3)) == {0.5} and set(table["verdict"]) == {"slower"}
+    code = compare_cli.main([a, b, "--format=markdown"])
+    assert code == 0
+    with pytest.raises(errors.UsageError, match="holds no results file"):
+        compare.compare_files(a, str(tmp_path))

@@ -1,0 +1,155 @@
+"""The evaluation's plan and bookkeeping (tfbench.sweep.evaluate): which runs, with which flags,
+which mixed precision, which settings identify it, and which runs have finished."""
+
+import json
+import os
+
+import pytest
+
+from evaluation_fakes import result, write
+from helpers import ROOT
+from tfbench import errors
+from tfbench.sweep import evaluate as ev
+from tfbench.sweep.grid import child_params, point_flags
+
+
+def test_the_plan_is_five_models_three_modes_training_and_inference():
+    items = ev.plan(ev.Method())
+    assert len(items) == 30
+    assert [i.name for i in items[:6]] == [
+        "resnet50_native_training", "resnet50_native_inference", "resnet50_mixed_training",
+        "resnet50_mixed_inference", "resnet50_mixed_xla_training", "resnet50_mixed_xla_inference"]
+    assert sorted({i.model for i in items}) == sorted(
+        ["resnet50", "resnet101", "mobilenet_v3_large", "efficientnet_b0", "vit_tiny"])
+
+
+def _params(item, method=ev.Method(), mixed="fp16", base=()):
+    return child_params(point_flags(list(base), ev.item_flags(item, method, mixed)))
+
+
+def test_each_run_gets_the_method_flags():
+    train = _params(ev.Item("resnet50", "native", "training"), base=["--num_gpus=4"])
+    assert (train.model, train.batch_size, train.num_batches, train.num_warmup_batches,
+            train.num_runs, train.tf_random_seed, train.num_gpus, train.forward_only,
+            train.precision, train.xla) == ("resnet50", 32, 200, 20, 3, 1234, 4, False, "fp32",
+                                            False)
+    infer = _params(ev.Item("vit_tiny", "mixed_xla", "inference"), base=["--num_gpus=4"])
+    assert (infer.forward_only, infer.batch_size, infer.num_batches, infer.num_gpus,
+            infer.precision, infer.xla, infer.fp16_enable_auto_loss_scale) == (
+        True, 1, 1000, 1, "fp16", True, False)
+    mixed = _params(ev.Item("resnet50", "mixed", "training"))
+    assert (mixed.precision, mixed.fp16_enable_auto_loss_scale, mixed.xla) == ("fp16", True,
+                                                                               False)
+    cpu = _params(ev.Item("resnet50", "mixed", "training"), mixed="bf16")
+    assert (cpu.precision, cpu.fp16_enable_auto_loss_scale) == ("bf16", False)
+    quick = _params(ev.Item("resnet50", "native", "training"), ev.Method(**ev.QUICK))
+    assert quick.image_size == 32 and quick.num_batches == ev.QUICK["train_steps"]
+    # Inference at batch 1 runs on the first of the GPUs the user names.
+    base = ["--gpu_indices=2,3", "--num_gpus=2"]
+    points = {p.name: child_params(point_flags(base, p.flags))
+              for p in ev.points(ev.Method(models=("resnet50",)), "fp16", base)}
+    assert (points["resnet50_native_training"].gpu_indices,
+            points["resnet50_native_training"].num_gpus) == ("2,3", 2)
+    assert (points["resnet50_native_inference"].gpu_indices,
+            points["resnet50_native_inference"].num_gpus) == ("2", 1)
+
+
+@pytest.mark.parametrize("flag, hint", [("--batch_size=64", "--train_batch_size"),
+                                        ("--num_runs=5", "--repeats"),
+                                        ("--use_fp16", "--mixed_precision"),
+                                        ("--noxla", "--modes"),
+                                        ("--model=vgg16", "--models")])
+def test_flags_the_method_sets_are_refused_with_what_to_use(flag, hint):
+    with pytest.raises(errors.UsageError) as exc:
+        ev.check_flags([flag])
+    assert "is set by the evaluation method; use %s" % hint in str(exc.value)
+    with pytest.raises(errors.UsageError, match="unknown flag --bogus"):
+        ev.check_flags(["--bogus=1"])
+    ev.check_flags(["--num_gpus=8", "--data_dir=/data", "--device=gpu"])
+
+
+class FakeNvml:
+    def __init__(self, count):
+        self.count = count
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return self.count
+
+
+def test_mixed_precision_is_fp16_on_a_gpu_and_bf16_on_a_cpu():
+    assert ev.visible_gpus({}, FakeNvml(2)) == (2, "")
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "1"}, FakeNvml(2)) == (1, "")
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, FakeNvml(2))[0] == 0
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}, FakeNvml(2))[0] == 0
+    # CUDA stops at the first invalid entry; UUIDs count as GPUs.
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,-1,1"}, FakeNvml(2)) == (1, "")
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-8f6c,1"}, FakeNvml(4)) == (2, "")
+    assert ev.resolve_mixed_precision("auto", [], (2, "")) == ("fp16", "2 NVIDIA GPUs visible")
+    assert ev.resolve_mixed_precision("auto", [], (0, "no driver")) == (
+        "bf16", "no NVIDIA GPU visible: no driver")
+    assert ev.resolve_mixed_precision("auto", ["--device=cpu"], (2, ""))[0] == "bf16"
+    assert ev.resolve_mixed_precision("fp16", ["--device=cpu"], (0, "")) == (
+        "fp16", "--mixed_precision=fp16")
+
+
+def test_other_settings_in_the_same_directory_are_refused_and_named(tmp_path):
+    out = str(tmp_path)
+    first = ev.settings_record(ev.Method(models=("resnet50",)), False, ["--num_gpus=2"])
+    assert ev.check_settings(out, first) is None
+    ev.save_settings(out, first, "fp16", "1 NVIDIA GPU visible", "tfbench evaluate ...")
+    assert ev.check_settings(out, first)["mixed_precision"] == "fp16"
+    other = ev.settings_record(ev.Method(models=("vit_tiny",), repeats=5), True,
+                               ["--num_gpus=4"])
+    # Before any run has succeeded, other settings start the evaluation over.
+    write(os.path.join(out, "evaluation.csv"), os.path.join(out, "runs"),
+          result("resnet50", "native", "training", status="error"))
+    assert ev.check_settings(out, other) is None
+    write(os.path.join(out, "evaluation.csv"), os.path.join(out, "runs"),
+          result("resnet50", "native", "inference"))
+    with pytest.raises(errors.UsageError) as exc:
+        ev.check_settings(out, other)
+    text = str(exc.value)
+    for part in ("--models vit_tiny here, resnet50 there", "--quick true here, false there",
+                 "--repeats 5 here, 3 there",
+                 "flags for every run: --num_gpus=4 here, --num_gpus=2 there",
+                 "run its own command again to continue it (tfbench evaluate ...)"):
+        assert part in text
+    (tmp_path / "rows").mkdir()
+    (tmp_path / "rows" / "evaluation.csv").write_text("x\n")
+    with pytest.raises(errors.UsageError, match="not an evaluation directory"):
+        ev.check_settings(str(tmp_path / "rows"), first)
+
+
+def test_finished_runs_are_read_from_the_csv(tmp_path):
+    out = str(tmp_path)
+    rows, runs = os.path.join(out, "evaluation.csv"), os.path.join(out, "runs")
+    write(rows, runs, result("resnet50", "native", "training"))
+    write(rows, runs, result("resnet50", "native", "inference", unstable=True))
+    write(rows, runs, result("resnet50", "mixed", "training", status="oom"))
+    r = result("resnet50", "mixed", "inference", status="interrupted")
+    write(rows, runs, r)
+    assert ev.finished(out) == {"resnet50_native_training", "resnet50_native_inference",
+                                "resnet50_mixed_training"}
+    assert ev.finished(out, rerun_failed=True) == {"resnet50_native_training",
+                                                   "resnet50_native_inference"}
+    assert ev.finished(out, rerun_unstable=True) == {"resnet50_native_training",
+                                                     "resnet50_mixed_training"}
+    assert ev.finished(str(tmp_path / "none")) == set()
+
+
+def test_the_preset_spells_out_the_method():
+    from tfbench.cli import evaluate as cli
+    path = os.path.join(ROOT, "flags", "evaluate", "gpu_evaluation.flags")
+    args, evaluation, _ = cli.build(["--flagfile=" + path, "--out_dir=%s" % "unused"],
+                                    gpus=(1, ""))
+    assert evaluation.method == ev.Method()
+    assert evaluation.sweep.config.base_flags == []
+    with open(path) as handle:
+        assert "tfbench evaluate --flagfile=flags/evaluate/gpu_evaluation.flags" in handle.read()
+    assert json.dumps(ev.settings_record(evaluation.method, False, []))   # JSON-ready
