@@ -53,27 +53,36 @@ def test_a_recorded_signal_stops_the_next_step_check():
     errors.raise_if_stopped()
 
 
+_HELD_SIGTERM = """
+import os, signal, threading
+from tfbench import errors
+restore = errors.interrupt_on_signals()
+errors.hold_sigterm()                     # first, as the CLI does: before any thread starts
+threading.Thread(target=lambda: None).start()   # threads started while held never take it
+os.kill(os.getpid(), signal.SIGTERM)      # nothing happens while held ...
+# ... and a handler swapped in and out meanwhile (TensorFlow's notifier, then the restore
+# in distribute.peers) loses nothing.
+previous = signal.signal(signal.SIGTERM, lambda *args: None)
+signal.signal(signal.SIGTERM, previous)
+print("held", flush=True)
+try:
+    errors.release_sigterm()
+    for _ in range(1000):                 # the handler runs at the next bytecode
+        pass
+    print("not delivered")
+except errors.Interrupted as stop:
+    print("delivered", stop.exit_code)
+finally:
+    restore()
+"""
+
+
 def test_a_sigterm_held_while_a_cluster_forms_is_delivered_once_released():
     """MultiWorkerMirroredStrategy's preemption notifier takes SIGTERM while the cluster forms,
-    inside a call that holds the GIL: the CLI holds the signal until the strategy exists."""
-    import signal
-
-    import pytest
-
-    from tfbench import errors
-    restore = errors.interrupt_on_signals()
-    try:
-        errors.hold_sigterm()
-        os.kill(os.getpid(), signal.SIGTERM)     # nothing happens while held ...
-        # ... and a handler swapped in and out meanwhile (TensorFlow's notifier, then the
-        # restore in distribute.peers) loses nothing.
-        previous = signal.signal(signal.SIGTERM, lambda *args: None)
-        signal.signal(signal.SIGTERM, previous)
-        with pytest.raises(errors.Interrupted) as stop:
-            errors.release_sigterm()
-            for _ in range(1000):                # the handler runs at the next bytecode
-                pass
-        assert stop.value.exit_code == errors.EXIT_SIGTERM
-    finally:
-        errors.release_sigterm()
-        restore()
+    inside a call that holds the GIL: the CLI holds the signal until the strategy exists.
+    A fresh interpreter, because the mask holds only for threads started after it (pytest's
+    own threads would take the signal)."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", _HELD_SIGTERM], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.stdout.split("\n")[:2] == ["held", "delivered 143"], out.stdout + out.stderr

@@ -178,8 +178,9 @@ def hold_sigterm() -> None:
     while it connects to the cluster, inside a C++ call that holds the GIL; a SIGTERM in that
     window only sets the notifier's flag, and restoring Python's handler afterwards does not
     replay it: the task would train on until SIGKILL and write no row. Held instead, the signal
-    reaches Python's handler once released. Threads started meanwhile (TensorFlow's) inherit
-    the mask and never take it, so it goes to the main thread."""
+    reaches Python's handler once released. The mask is per thread: call this before any
+    thread starts (the CLI does, before importing TensorFlow), so that TensorFlow's threads
+    inherit it and never take the signal, which then goes to the main thread."""
     import signal
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
