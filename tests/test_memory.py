@@ -107,6 +107,16 @@ def test_a_gpu_run_never_reports_host_memory_as_device_memory():
         "2.00 GiB"]
 
 
+def test_a_process_that_runs_no_step_reports_no_memory_and_says_why():
+    """A parameter-server controller: its devices and host are idle, on a CPU run too."""
+    s = memory.memory_summary("cpu", {}, None, images_per_sec=50.0,
+                              unavailable="the workers run the steps")
+    assert s["peak_mem_gb"] is None and s["host_peak_rss_gb"] is None
+    assert s["peak_mem_source"] is None and s["images_per_sec_per_gb"] is None
+    assert console.memory_lines(s) == [
+        "Memory: device peak not available (the workers run the steps)"]
+
+
 def test_cpu_summary_is_the_host_rss_labelled_so():
     s = memory.memory_summary("cpu", {"/cpu:0": None}, 2 * GIB, images_per_sec=50.0)
     assert s["peak_mem_gb"] == pytest.approx(2.0)

@@ -154,6 +154,10 @@ def test_parameter_server_cluster_counts_the_images_the_workers_compute(tmp_path
     assert run["num_workers"] == 2 and run["global_batch_size"] == 8
     counted = run["images_per_sec"] * run["wall_time"]
     assert abs(counted - len(run["step_times"]) * 8) < 1e-6 * counted
+    # The controller's own (idle) host and devices are not what the steps used.
+    assert run["csv_row"]["peak_mem_gb"] == "" and run["csv_row"]["host_peak_rss_gb"] == ""
+    assert ("Memory: device peak not available (the parameter-server workers run the steps, "
+            "not this controller)") in lines
 
 
 def _ps_cluster_run(tmp_path, extra):

@@ -32,10 +32,19 @@ class Meter:
         self.reset_error: Optional[str] = None   # why a device peak could not be reset
         self.warmup_peaks: Optional[dict[str, Optional[int]]] = None
         self.covered_steps = 0
+        self.elsewhere: Optional[str] = None   # why this process measures no step
 
     @classmethod
-    def start(cls, plan: Resolved, interval_sec: float) -> "Meter":
-        """Resets the device peaks and starts the monitors, before the model is built."""
+    def start(cls, plan: Resolved, interval_sec: float,
+              elsewhere: Optional[str] = None) -> "Meter":
+        """Resets the device peaks and starts the monitors, before the model is built.
+
+        elsewhere: the steps run in other processes (a parameter-server controller's workers),
+        so this one's devices and host, idle, are not measured; the reason is reported."""
+        if elsewhere:
+            meter = cls(())
+            meter.elsewhere = elsewhere
+            return meter
         meter = cls(plan.device.names)
         meter.reset_error = memory.reset_peak(meter.device_names)
         gpus = None
@@ -94,8 +103,9 @@ def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
     peaks, unavailable = memory.peak_device_bytes(meter.device_names)
     if meter.reset_error:   # the peak would also cover the warm-up
         peaks, unavailable = dict.fromkeys(peaks), meter.reset_error
-    res.extra.update(memory.memory_summary(plan.device.kind, peaks, memory.host_peak_rss_bytes(),
-                                           local_ips, unavailable, meter.warmup_peaks))
+    host_rss = None if meter.elsewhere else memory.host_peak_rss_bytes()
+    res.extra.update(memory.memory_summary(plan.device.kind, peaks, host_rss, local_ips,
+                                           meter.elsewhere or unavailable, meter.warmup_peaks))
     if meter.monitors:
         res.extra.update(monitors.summary(meter.monitors, timed_images, local_ips))
         res.extra["samples"] = monitors.samples(meter.monitors)

@@ -77,7 +77,9 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
         sp.serve()
         res.extra["server_task"], res.images_per_sec = sp.cluster.label, 0.0
         return res
-    meter = Meter.start(plan, p.monitor_interval_ms / 1000.0)
+    meter = Meter.start(plan, p.monitor_interval_ms / 1000.0, elsewhere=(
+        "the parameter-server workers run the steps, not this controller"
+        if strategies.is_parameter_server(sp.strategy) else None))
     runner = RUNNERS[plan.mode](p=p, plan=plan, strategy=sp.strategy, log=log, meter=meter,
                                 clock=clock)
     try:

@@ -113,7 +113,8 @@ def memory_summary(device_kind: str, device_peaks: dict[str, Optional[int]],
     peak_mem_gb is the largest per-device peak of the timed steps (the figure that limits batch
     size). On a CPU run, which has no device statistics, it is the host's peak RSS
     (peak_mem_source "host"); on an accelerator run it is device memory or empty, with
-    `memory_unavailable` saying why. images_per_sec_per_gb divides images/sec by the memory all
+    `memory_unavailable` saying why (also on a CPU run given no host RSS and a reason: a
+    process that ran no step). images_per_sec_per_gb divides images/sec by the memory all
     devices used together (the sum of their peaks), so it does not grow with the number of GPUs.
     warmup_peak_mem_gb is the largest per-device peak of the warm-up steps (autotuning included).
     (NVML's used memory, which includes the CUDA context and TF's reserved pool, is in the NVML
@@ -132,7 +133,7 @@ def memory_summary(device_kind: str, device_peaks: dict[str, Optional[int]],
         out.update(peak_mem_gb=max(known.values()) / GIB, peak_mem_source="device",
                    images_per_sec_per_gb=images_per_sec_per_gb(
                        images_per_sec, sum(known.values()) / GIB))
-    elif device_kind == "cpu":
+    elif device_kind == "cpu" and (host_gb is not None or not unavailable):
         out.update(peak_mem_gb=host_gb, peak_mem_source="host" if host_gb is not None else None,
                    images_per_sec_per_gb=images_per_sec_per_gb(images_per_sec, host_gb))
     else:

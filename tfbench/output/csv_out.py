@@ -69,7 +69,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("latency_ms_p99", "99th percentile step time, ms"),
     ("latency_ms_mean", "mean step time, ms"),
     ("peak_mem_gb", "peak device memory over the timed steps, GiB (2^30 bytes); on CPU the "
-                    "host's peak RSS; empty on a GPU run whose device statistics are unavailable"),
+                    "host's peak RSS; empty on a GPU run whose device statistics are unavailable and on a "
+                    "parameter-server controller (its workers run the steps)"),
     ("warmup_peak_mem_gb", "peak device memory during warm-up (cuDNN autotuning included), GiB"),
     ("host_peak_rss_gb", "host peak resident memory, GiB"),
     ("images_per_sec_per_gb", "images/sec divided by the summed peak memory of all devices "
