@@ -149,6 +149,22 @@ def test_a_scaling_series_prints_efficiency_with_the_interconnect_each_point_saw
     assert _leftovers(tmp_path) == []
 
 
+def test_a_row_that_did_not_come_back_from_a_container_is_named_with_the_mount(tmp_path):
+    """--remote_cmd starting a container that sees neither the host's $TMPDIR nor NCCL_*."""
+    proc, _ = _launch(tmp_path, ["--hosts=127.0.0.1:1,127.0.0.1:2", "--nccl_debug", "--",
+                                 "--model=in_container", "--json_dir="])
+    assert proc.returncode == errors.EXIT_RUN_ERROR, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "tfbench launch: error: 127.0.0.1:1 (worker 0): ended with exit code 0, but its CSV "
+        "row did not come back: the task writes it under ${TMPDIR:-/tmp} on its host, which a "
+        "--remote_cmd that starts a container must mount (docker run -v "
+        "\"${TMPDIR:-/tmp}:${TMPDIR:-/tmp}\"); its classic log is in the host's log file")
+    rows = _rows(tmp_path / "tfbench_results.csv")
+    assert [(r["status"], r["hostname"]) for r in rows] == [("error", "127.0.0.1")] * 2
+    assert "docker run -e NCCL_DEBUG -e NCCL_DEBUG_SUBSYS -e NCCL_DEBUG_FILE" in proc.stdout
+    assert _leftovers(tmp_path) == []
+
+
 def test_a_failing_task_is_named_and_the_others_are_stopped_within_the_timeout(tmp_path):
     """Worker 1 runs out of memory; the stand-in chief and worker 2 would train on (a real
     tfbench notices the lost peer itself): tfbench launch stops them."""

@@ -163,6 +163,10 @@ def _result(cfg: LaunchConfig, tasks: Sequence[RemoteTask], hosts: Sequence[Host
             if others and not root.stopped:
                 error += "; the other %d task(s) ended within %.1f s" % (
                     others, max(0.0, last_end - root.ended))
+        elif any(r["error"] == NO_ROW for r in rows):
+            task = next(t for t in tasks if not t.rows())
+            exit_code = errors.EXIT_RUN_ERROR
+            error = "%s (worker %d): %s" % (task.host.label, task.index, NO_ROW)
     return LaunchResult(list(hosts), rows, exit_code, error,
                         interconnect(rows, tasks, cfg.nccl_debug), last_end - started,
                         stop_seconds, log_dir)
@@ -205,6 +209,14 @@ def _exit_code(task: RemoteTask) -> int:
     return errors.EXIT_DISTRIBUTED
 
 
+# A task that ended well wrote its row where its host's shell could not read it: a container
+# started by --remote_cmd has its own /tmp unless the host's is mounted.
+NO_ROW = ("ended with exit code 0, but its CSV row did not come back: the task writes it under "
+          "${TMPDIR:-/tmp} on its host, which a --remote_cmd that starts a container must mount "
+          "(docker run -v \"${TMPDIR:-/tmp}:${TMPDIR:-/tmp}\"); its classic log is in the "
+          "host's log file")
+
+
 def task_rows(cfg: LaunchConfig, task: RemoteTask, num_workers: int,
               interrupted: Optional[errors.Interrupted] = None) -> list[dict[str, str]]:
     """The task's own rows (marked error when it then ended badly), else one written for it."""
@@ -218,6 +230,8 @@ def task_rows(cfg: LaunchConfig, task: RemoteTask, num_workers: int,
                     row["error"] = "ended abnormally after writing its row: " + task.cause(
                         cfg.rsh)
         return rows
+    if task.ok:
+        return [host_failure_row(task.flags, "error", NO_ROW, command, task.host, num_workers)]
     sig = task.signal_number()
     if interrupted is not None or (task.stopped and sig in (signal.SIGTERM, signal.SIGINT)):
         status = "interrupted"
@@ -255,4 +269,6 @@ def interconnect(rows: Sequence[dict[str, str]], tasks: Sequence[RemoteTask],
         return "gRPC over TCP (TensorFlow's ring all-reduce; CPU devices, no NCCL)"
     if not nccl_debug:
         return "not recorded (--nccl_debug has NCCL log its transport)"
-    return "no NCCL log line (the all-reduce did not use NCCL, e.g. --all_reduce_spec=ring)"
+    return ("no NCCL log line (the all-reduce did not use NCCL, e.g. --all_reduce_spec=ring; "
+            "or a container did not get NCCL_DEBUG: docker run -e NCCL_DEBUG "
+            "-e NCCL_DEBUG_SUBSYS -e NCCL_DEBUG_FILE -v \"${TMPDIR:-/tmp}:${TMPDIR:-/tmp}\")")
