@@ -149,4 +149,5 @@ def test_the_cli_package_lists_the_subcommands():
     from tfbench.cli import SUBCOMMANDS
     modules = sorted(os.path.splitext(n)[0] for n in os.listdir(os.path.join(PACKAGE, "cli"))
                      if n.endswith(".py") and n != "__init__.py")
-    assert modules == sorted(["run"] + list(SUBCOMMANDS))
+    # guard: how the long-running subcommands end (one error line, signals), shared by them
+    assert modules == sorted(["run", "guard"] + list(SUBCOMMANDS))

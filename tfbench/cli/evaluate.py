@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import signal
 import sys
 from typing import Optional, Sequence
 
 from tfbench import errors
+from tfbench.cli.guard import guarded
 from tfbench.sweep import evaluate as ev
 from tfbench.sweep import grid
 from tfbench.sweep.child import DEFAULT_CHILD
@@ -226,11 +226,4 @@ def _browser_check(html_path: str, mode: str) -> tuple[Optional[bool], str]:
 
 def main(argv: list[str]) -> int:
     """Entry point for `tfbench evaluate ...` (argv without the subcommand)."""
-    restore = errors.interrupt_on_signals((signal.SIGTERM,))
-    try:
-        return run(argv)
-    except errors.TfbenchError as exc:
-        print("tfbench evaluate: error: %s" % exc, file=sys.stderr)
-        return exc.exit_code
-    finally:
-        restore()
+    return guarded("evaluate", run, argv)

@@ -14,10 +14,12 @@ import argparse
 import os
 import shlex
 import shutil
+import signal
 import sys
 from typing import Optional, Sequence, TextIO
 
 from tfbench import errors
+from tfbench.cli.guard import guarded
 from tfbench.launch import remote as launch_remote, run as launch
 from tfbench.sweep import grid as sweep_grid
 
@@ -143,11 +145,4 @@ def _ssh_stdin_options(rsh: list[str]) -> str:
 
 def main(argv: list[str]) -> int:
     """Entry point for `tfbench launch ...` (argv without the subcommand)."""
-    restore = errors.interrupt_on_signals()
-    try:
-        return run(argv)
-    except errors.TfbenchError as exc:
-        print("tfbench launch: error: %s" % exc, file=sys.stderr)
-        return exc.exit_code
-    finally:
-        restore()
+    return guarded("launch", run, argv, (signal.SIGINT, signal.SIGTERM))

@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import signal
 import sys
 from typing import Optional, Sequence
 
 from tfbench import errors
+from tfbench.cli.guard import guarded
 from tfbench.sweep import grid, max_batch, summary
 from tfbench.sweep.child import DEFAULT_CHILD
 from tfbench.sweep.runner import Sweep, SweepConfig
@@ -151,11 +151,4 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
 
 def main(argv: list[str]) -> int:
     """Entry point for `tfbench sweep ...` (argv without the subcommand)."""
-    restore = errors.interrupt_on_signals((signal.SIGTERM,))
-    try:
-        return run(argv)
-    except errors.TfbenchError as exc:
-        print("tfbench sweep: error: %s" % exc, file=sys.stderr)
-        return exc.exit_code
-    finally:
-        restore()
+    return guarded("sweep", run, argv)
