@@ -99,6 +99,26 @@ def test_another_command_line_in_the_directory_is_refused(tmp_path, child, capsy
     assert rows(out) == before
 
 
+def test_fp16_chosen_for_a_gpu_tensorflow_cannot_use_stops_at_the_first_run(tmp_path, child,
+                                                                             monkeypatch):
+    """NVML sees a GPU, TensorFlow does not (a CPU-only wheel, CUDA libraries missing): the
+    runs would be fp16 on the CPU."""
+    out = str(tmp_path / "ev")
+    monkeypatch.setenv("FAKE_DEVICE", "AMD EPYC")
+    with pytest.raises(errors.UsageError) as exc:
+        evaluate(SMALL + ["--out_dir=" + out], child, gpus=(1, ""))
+    assert str(exc.value).startswith(
+        "--mixed_precision=auto chose fp16 (NVML: 1 NVIDIA GPU visible), but TensorFlow ran "
+        "resnet50_native_training on the CPU (log: %s" % os.path.join(out, "logs"))
+    assert "pip install \".[gpu]\"" in str(exc.value)
+    assert [r["device_kind"] for r in rows(out)] == ["cpu"]       # the row measured is kept
+    # Chosen by the user, or bf16 for a machine without a GPU: nothing is assumed.
+    for argv, gpus in ((["--mixed_precision=fp16"], (1, "")), ([], (0, "no driver"))):
+        directory = str(tmp_path / ("ev%d" % gpus[0]))
+        assert evaluate(SMALL + ["--out_dir=" + directory, "--modes=native"] + argv, child,
+                        gpus=gpus)[0] == 0
+
+
 def test_a_failing_model_is_marked_and_the_rest_goes_on(tmp_path, child, monkeypatch):
     out = str(tmp_path / "ev")
     monkeypatch.setenv("FAKE_FAIL", "vit_tiny")

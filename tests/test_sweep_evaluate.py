@@ -8,6 +8,7 @@ import pytest
 
 from evaluation_fakes import result, write
 from helpers import ROOT
+from test_monitors_nvml import FakeNvml
 from tfbench import errors
 from tfbench.sweep import evaluate as ev
 from tfbench.sweep.grid import child_params, point_flags
@@ -54,6 +55,26 @@ def test_each_run_gets_the_method_flags():
             points["resnet50_native_inference"].num_gpus) == ("2", 1)
 
 
+@pytest.mark.parametrize("base", [["--num_gpus=4"], ["--gpu_indices=2,3"]])
+def test_training_on_several_gpus_uses_one_strategy_in_every_mode(base):
+    """XLA cannot run with the default parameter_server on several devices (the engine switches
+    it to replicated): every mode trains replicated, so the XLA speed-up measures XLA alone."""
+    runs = {p.name: child_params(point_flags(base, p.flags))
+            for p in ev.points(ev.Method(models=("resnet50",)), "fp16", base)}
+    assert {n: r.variable_update for n, r in runs.items() if n.endswith("_training")} == {
+        "resnet50_native_training": "replicated", "resnet50_mixed_training": "replicated",
+        "resnet50_mixed_xla_training": "replicated"}
+    assert runs["resnet50_native_inference"].variable_update == "parameter_server"   # 1 GPU
+
+
+@pytest.mark.parametrize("base", [[], ["--num_gpus=1"], ["--num_gpus=4",
+                                                         "--variable_update=parameter_server"]])
+def test_one_gpu_or_the_users_own_choice_is_left_alone(base):
+    runs = [child_params(point_flags(base, p.flags))
+            for p in ev.points(ev.Method(models=("resnet50",)), "fp16", base)]
+    assert {r.variable_update for r in runs} == {"parameter_server"}
+
+
 @pytest.mark.parametrize("flag, hint", [("--batch_size=64", "--train_batch_size"),
                                         ("--num_runs=5", "--repeats"),
                                         ("--use_fp16", "--mixed_precision"),
@@ -68,28 +89,25 @@ def test_flags_the_method_sets_are_refused_with_what_to_use(flag, hint):
     ev.check_flags(["--num_gpus=8", "--data_dir=/data", "--device=gpu"])
 
 
-class FakeNvml:
-    def __init__(self, count):
-        self.count = count
-
-    def nvmlInit(self):
-        pass
-
-    def nvmlShutdown(self):
-        pass
-
-    def nvmlDeviceGetCount(self):
-        return self.count
+def _gpus(n):
+    return FakeNvml([{"uuid": "GPU-%d8f6c-0000" % i, "bus": i} for i in range(n)])
 
 
 def test_mixed_precision_is_fp16_on_a_gpu_and_bf16_on_a_cpu():
-    assert ev.visible_gpus({}, FakeNvml(2)) == (2, "")
-    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "1"}, FakeNvml(2)) == (1, "")
-    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, FakeNvml(2))[0] == 0
-    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}, FakeNvml(2))[0] == 0
-    # CUDA stops at the first invalid entry; UUIDs count as GPUs.
-    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,-1,1"}, FakeNvml(2)) == (1, "")
-    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-8f6c,1"}, FakeNvml(4)) == (2, "")
+    order = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert ev.visible_gpus(order, _gpus(2)) == (2, "")
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "1", **order}, _gpus(2)) == (1, "")
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, _gpus(2))[0] == 0
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}, _gpus(2))[0] == 0
+    # CUDA stops at the first entry it cannot match; UUIDs (and their prefixes) are GPUs.
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,-1,1", **order}, _gpus(2)) == (1, "")
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-18f6c,1", **order}, _gpus(4)) == (2, "")
+    # Entries written are not GPUs: a typo, an index past the last GPU.
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-typo", **order}, _gpus(2)) == (
+        0, "CUDA_VISIBLE_DEVICES='GPU-typo' names no GPU NVML lists")
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "1", **order}, _gpus(1))[0] == 0
+    # Counting needs no order (CUDA_DEVICE_ORDER unset, several GPUs).
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1"}, _gpus(4)) == (2, "")
     assert ev.resolve_mixed_precision("auto", [], (2, "")) == ("fp16", "2 NVIDIA GPUs visible")
     assert ev.resolve_mixed_precision("auto", [], (0, "no driver")) == (
         "bf16", "no NVIDIA GPU visible: no driver")

@@ -130,8 +130,10 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stream=
     if record is None:   # a new evaluation; a resumed one keeps the precision it started with
         mixed, why = ev.resolve_mixed_precision(method.mixed_precision, base, gpus)
         record = {"settings": settings, "mixed_precision": mixed, "mixed_precision_why": why}
+    auto_gpu = method.mixed_precision == "auto" and record["mixed_precision"] == "fp16"
     evaluation = ev.Evaluation(method, base, args.out_dir, record["mixed_precision"], child_cmd,
-                               stream, args.run_timeout_sec)
+                               stream, args.run_timeout_sec,
+                               record["mixed_precision_why"] if auto_gpu else "")
     evaluation.check()
     return args, evaluation, record
 

@@ -179,6 +179,32 @@ def _resolve_entry(nvml: Any, entry: str, order: Callable[[], list[Any]]) -> Opt
     return None
 
 
+def cuda_device_count(nvml: Any, environ: Optional[Mapping[str, str]] = None) -> int:
+    """How many devices CUDA will number: CUDA_VISIBLE_DEVICES' entries up to the first it
+    cannot match (an index past the last GPU, an unknown UUID), else every GPU. Their order
+    does not matter here, so CUDA_DEVICE_ORDER need not be known."""
+    environ = os.environ if environ is None else environ
+    total = int(nvml.nvmlDeviceGetCount())
+    visible = parse_visible(environ.get("CUDA_VISIBLE_DEVICES"))
+    if visible is None:
+        return total
+    count = 0
+    for entry in visible:
+        try:
+            if entry.isdigit():
+                found = int(entry) < total
+            elif entry.startswith("GPU-"):   # a GPU in MIG mode still gives CUDA one device
+                found = _by_uuid(nvml, entry, lambda: _gpus(nvml)) is not None
+            else:
+                found = _resolve_entry(nvml, entry, lambda: _gpus(nvml)) is not None
+        except UnmappedGpu:
+            found = False
+        if not found:
+            break
+        count += 1
+    return count
+
+
 def resolve_handles(nvml: Any, gpu_indices: Optional[Sequence[int]] = None,
                     environ: Optional[Mapping[str, str]] = None) -> list[tuple[int, Any]]:
     """[(CUDA index, NVML handle)] for the GPUs to watch; None = every GPU CUDA sees.

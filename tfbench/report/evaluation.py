@@ -34,6 +34,7 @@ FIRST_COLUMNS = ["model", "device_label", "train_images_per_sec", "gflops_per_im
                  "train_peak_mem_gb", "train_power_w_mean", "train_images_per_sec_per_watt",
                  "train_temp_c_max", "expected_range", "stable"]
 RUN_COLUMNS = ["model", "execution_mode", "precision", "xla", "kind", "batch_size", "devices",
+               "variable_update",
                "image_size", "status", "images_per_sec", "images_per_sec_min",
                "images_per_sec_max", "num_runs", "spread_pct", "stable", "latency_ms_p50",
                "latency_ms_p99"]

@@ -98,15 +98,21 @@ def plan(method: Method) -> list[Item]:
     return [Item(m, mode, kind) for m in method.models for mode in method.modes for kind in KINDS]
 
 
-def item_flags(item: Item, method: Method, mixed: str, gpu_indices: str = "") -> dict[str, str]:
+def item_flags(item: Item, method: Method, mixed: str, gpu_indices: str = "",
+               replicate: bool = False) -> dict[str, str]:
     """The child's flags for one configuration; mixed is 'fp16' or 'bf16'; gpu_indices: the
-    user's --gpu_indices (inference runs on the first of them)."""
+    user's --gpu_indices (inference runs on the first of them); replicate: training on several
+    GPUs keeps a copy of the variables on each (--variable_update=replicated) in every mode,
+    because XLA cannot run with the default parameter_server (the engine would switch only
+    mixed_xla, and its speed-up would then also measure the change of strategy)."""
     flags = {"model": item.model, "tf_random_seed": str(method.seed),
              "num_runs": str(method.repeats), "num_warmup_batches": str(method.warmup_steps)}
     if method.image_size:
         flags["image_size"] = str(method.image_size)
     if item.kind == "training":
         flags.update(batch_size=str(method.train_batch_size), num_batches=str(method.train_steps))
+        if replicate:
+            flags["variable_update"] = "replicated"
     else:  # latency at batch 1 is a one-device figure, whatever --num_gpus training uses
         flags.update(forward_only="true", batch_size="1", num_batches=str(method.latency_steps),
                      num_gpus="1")
@@ -124,9 +130,12 @@ def item_flags(item: Item, method: Method, mixed: str, gpu_indices: str = "") ->
 
 
 def points(method: Method, mixed: str, base_flags: Sequence[str] = ()) -> list[Point]:
-    gpu_indices = child_params(base_flags).gpu_indices
+    p = child_params(base_flags)
+    devices = len([i for i in p.gpu_indices.split(",") if i.strip()]) or p.num_gpus
+    replicate = (devices > 1 and not p.is_explicit("variable_update")
+                 and not (p.worker_hosts or p.ps_hosts))
     return [Point(i, 1, {"model": it.model, "mode": it.mode, "kind": it.kind},
-                  item_flags(it, method, mixed, gpu_indices), it.name)
+                  item_flags(it, method, mixed, p.gpu_indices, replicate), it.name)
             for i, it in enumerate(plan(method))]
 
 
@@ -157,14 +166,14 @@ def visible_gpus(environ: Optional[dict] = None, nvml=None) -> tuple[int, str]:
     if module is None:
         return 0, reason or "NVML not available"
     try:
-        count = int(module.nvmlDeviceGetCount())
+        count = nvml_lib.cuda_device_count(module, environ)   # not the entries written
     except Exception as exc:  # noqa: BLE001 - a broken driver means no usable GPU
         return 0, "NVML: %s" % exc
     finally:
         nvml_lib.close_nvml(module)
-    if visible is not None:
-        count = min(count, len(visible))
-    return count, "" if count else "NVML lists no GPU"
+    return count, "" if count else (
+        "CUDA_VISIBLE_DEVICES=%r names no GPU NVML lists" % environ["CUDA_VISIBLE_DEVICES"]
+        if visible else "NVML lists no GPU")
 
 
 def resolve_mixed_precision(choice: str, base_flags: Sequence[str],
@@ -281,8 +290,10 @@ class Evaluation:
 
     def __init__(self, method: Method, base_flags: Sequence[str], out_dir: str, mixed: str,
                  child_cmd: Sequence[str] = DEFAULT_CHILD, stream: Optional[TextIO] = None,
-                 timeout_sec: Optional[float] = None):
-        self.method, self.mixed = method, mixed
+                 timeout_sec: Optional[float] = None, gpu_expected: str = ""):
+        """gpu_expected: why fp16 was chosen for a GPU (NVML saw one), '' when nothing was
+        assumed: a run TensorFlow then put on the CPU stops the evaluation."""
+        self.method, self.mixed, self.gpu_expected = method, mixed, gpu_expected
         self.sweep = Sweep(SweepConfig(list(base_flags), [], out_dir, child_cmd=tuple(child_cmd),
                                        timeout_sec=timeout_sec, rows_file=ROWS_FILE), stream)
         self.all_points = points(method, mixed, base_flags)
@@ -313,7 +324,18 @@ class Evaluation:
                 if i == 0 and record.exit_code == errors.EXIT_USAGE:
                     raise errors.UsageError("the first run failed with a usage error: %s (log: "
                                             "%s)" % (record.rows[0]["error"], record.log_path))
+                self._check_device(point, record)
         return self.records
+
+    def _check_device(self, point: Point, record: PointRecord) -> None:
+        """NVML can see a GPU that TensorFlow cannot use (a CPU-only wheel, CUDA libraries
+        missing, a driver too old for them): the runs would be fp16 on the CPU."""
+        if self.gpu_expected and any(r.get("device_kind") == "cpu" for r in record.rows):
+            raise errors.UsageError(
+                "--mixed_precision=auto chose fp16 (NVML: %s), but TensorFlow ran %s on the CPU "
+                "(log: %s): install TensorFlow with CUDA (pip install \".[gpu]\"; `tfbench env` "
+                "shows what it sees), or evaluate the CPU with --device=cpu in another --out_dir"
+                % (self.gpu_expected, point.name, record.log_path))
 
 
 def command_line(argv: Sequence[str]) -> str:
