@@ -116,7 +116,7 @@ def test_plot_axes_are_labelled_with_units(tmp_path, study_csv):
     fig = plots.timeseries_plot(manifest, row, str(tmp_path / "t.png"))
     ax, temp_ax = fig.axes
     assert ax.get_xlabel() == "Time since the first step (s)"
-    assert temp_ax.get_ylabel() == "GPU temperature (C)"
+    assert temp_ax.get_ylabel() == "GPU temperature (°C)"
     assert "throughput and temperature over the run" in ax.get_title()
     x, y = ax.lines[0].get_data()
     assert len(x) == 6 and y[-1] == pytest.approx(64 / 0.072)

@@ -40,15 +40,17 @@ def test_first_table_is_the_published_shape(eval_dir):
     assert list(shown.columns) == [
         "Model", "Device", "Training images/sec", "GFLOPs per image (forward)",
         "Achieved TFLOP/s", "MFU (%)", "Inference p50 (ms, batch 1)",
-        "Inference p99 (ms, batch 1)", "Peak training memory (GiB)", "Mean training power (W)",
-        "Training images/sec per W", "Max training temperature (C)", "Expected range", "Stable?"]
+        "Inference p99 (ms, batch 1)", "Peak training memory (GiB, largest device)",
+        "Mean training power (W, all GPUs)", "Training images/sec per W",
+        "Max training temperature (°C, hottest GPU)", "Expected range", "Stable?"]
     first = shown.iloc[0].to_dict()
     assert first == {
         "Model": "resnet50", "Device": A100, "Training images/sec": "900.0",
         "GFLOPs per image (forward)": "7.700", "Achieved TFLOP/s": "20.790", "MFU (%)": "40.0",
         "Inference p50 (ms, batch 1)": "5.00", "Inference p99 (ms, batch 1)": "6.50",
-        "Peak training memory (GiB)": "2.00", "Mean training power (W)": "300",
-        "Training images/sec per W": "3.00", "Max training temperature (C)": "70",
+        "Peak training memory (GiB, largest device)": "2.00",
+        "Mean training power (W, all GPUs)": "300",
+        "Training images/sec per W": "3.00", "Max training temperature (°C, hottest GPU)": "70",
         # The published A100 40GB SXM TF32 figure is 909 images/sec: 900 is within +/-10%.
         "Expected range": "within", "Stable?": "yes"}
     assert list(shown["Model"]) == ["resnet50", "vit_tiny"]
@@ -105,19 +107,31 @@ def test_mode_matrix_speedups_over_native(eval_dir):
     assert infer.iloc[0].tolist() == ["resnet50", A100, "5.00", "4.00", "1.25", "2.50", "2.00"]
 
 
+def _eight_gpus(driver="550.54.15"):
+    env = environment(driver)
+    env["nvidia"]["gpus"] = [{"name": A100}] * 8
+    return env
+
+
 def test_environment_table_and_changes():
     runs = [{"run_id": "a", "timestamp": "1", "model": "resnet50", "mode": "training",
-             "environment": {"before": environment(), "after": environment()}},
+             "num_devices": 2, "extra": {"device_name": A100},
+             "environment": {"before": _eight_gpus(), "after": _eight_gpus()}},
             {"run_id": "b", "timestamp": "2", "model": "vit_tiny", "mode": "training",
-             "environment": {"before": environment(), "after": environment("555.42")},
-             "extra": {"environment_changes": [
+             "num_devices": 1,
+             "environment": {"before": _eight_gpus(), "after": _eight_gpus("555.42")},
+             "extra": {"device_name": A100, "environment_changes": [
                  "Environment changed during the run: nvidia.driver_version: 550.54.15 -> "
                  "555.42"]}}]
     table = evaluation_env.environment_table(runs)
     values = dict(zip(table["Field"], table["Value"]))
-    assert (values["GPU"], values["NVIDIA driver"], values["CUDA (TensorFlow build)"],
+    # What the runs used, apart from what NVML lists on the host (here 8 GPUs).
+    assert table["Field"][0] == "Devices used by the runs"
+    assert values["Devices used by the runs"] == "2 x %s; %s" % (A100, A100)
+    assert values["GPUs on the host (NVML)"] == "8 x %s" % A100
+    assert (values["NVIDIA driver"], values["CUDA (TensorFlow build)"],
             values["cuDNN (TensorFlow build)"], values["TensorFlow"], values["Container"]) == (
-        A100, "550.54.15", "12.5.1", "9", "2.21.0 v2.21.0", "none")
+        "550.54.15", "12.5.1", "9", "2.21.0 v2.21.0", "none")
     lines = evaluation_env.changes(runs)
     assert lines[0] == "NVIDIA driver: 550.54.15 -> 555.42 (after run b, vit_tiny training)"
     assert lines[1].startswith("Environment changed during the run: nvidia.driver_version")

@@ -82,7 +82,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("joules_per_image", "energy_j / the images of those timed steps, J"),
     ("images_per_sec_per_watt", "images_per_sec / power_w_mean"),
     ("gpu_util_pct_mean", "mean GPU utilisation over the timed steps, %"),
-    ("temp_c_max", "max GPU temperature over the timed steps, C"),
+    ("temp_c_max", "max GPU temperature (hottest monitored GPU) over the timed steps, °C"),
     ("sm_clock_mhz_mean", "mean SM clock over the timed steps, MHz"),
     ("throttled", "1 when the GPU reported throttling during the timed steps"),
     ("cpu_util_pct_mean", "mean host CPU utilisation over the timed steps (each reading "

@@ -49,7 +49,7 @@ def _container(env: dict) -> Optional[str]:
 
 # Field title -> how to read it from a manifest.
 KEY_FIELDS: tuple[tuple[str, Callable[[dict], Optional[str]]], ...] = (
-    ("GPU", _gpus),
+    ("GPUs on the host (NVML)", _gpus),
     ("NVIDIA driver", _joined("nvidia.driver_version")),
     ("CUDA (driver)", _joined("nvidia.cuda_driver_version")),
     ("CUDA (TensorFlow build)", _joined("tensorflow.build.cuda_version")),
@@ -72,12 +72,28 @@ def _ordered(manifests: Sequence[dict]) -> list[dict]:
     return sorted((m for m in manifests if m), key=lambda m: str(m.get("timestamp") or ""))
 
 
+def devices_used(manifests: Sequence[dict]) -> Optional[str]:
+    """The devices the runs computed on, 'N x name' per distinct set (the host may hold more
+    GPUs than the runs used: CUDA_VISIBLE_DEVICES, --gpu_indices, inference on one GPU)."""
+    used = []
+    for run in _ordered(manifests):
+        name = (run.get("extra") or {}).get("device_name")
+        count = int(run.get("num_devices") or 1)
+        if name:
+            label = "%d x %s" % (count, name) if count > 1 else str(name)
+            if label not in used:
+                used.append(label)
+    return "; ".join(used) or None
+
+
 def environment_table(manifests: Sequence[dict]) -> pd.DataFrame:
-    """Field | Value: the key fields as the first run found them (before it started)."""
+    """Field | Value: the devices the runs used, then the key fields as the first run found
+    them (before it started)."""
     runs = _ordered(manifests)
     if not runs:
         return pd.DataFrame(columns=["Field", "Value"])
-    values = key_values((runs[0].get("environment") or {}).get("before"))
+    values = {"Devices used by the runs": devices_used(runs),
+              **key_values((runs[0].get("environment") or {}).get("before"))}
     return pd.DataFrame([{"Field": k, "Value": v if v is not None else "unknown"}
                          for k, v in values.items()])
 

@@ -168,7 +168,7 @@ def _figures(df: pd.DataFrame, manifests: dict[str, dict], out_dir: str,
             cpu = (train["device_kind"] == "cpu").all()
             evaluation_plots.memory_and_power(
                 model, label, modes, stem + "_memory_power.png",
-                "Peak training memory, host RSS (GiB)" if cpu else "Peak training memory (GiB)")
+                "Peak training memory, host RSS (GiB)" if cpu else "Peak training memory (GiB, largest device)")
             paths.append(stem + "_memory_power.png")
         out[model if model not in out else "%s (%s)" % (model, label)] = paths
     return out

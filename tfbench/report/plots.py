@@ -206,7 +206,7 @@ def timeseries_plot(manifest: dict, row, path: str) -> Optional[Figure]:
         for i, (gpu, (t, temp)) in enumerate(temps.items()):
             ax2.plot(t, temp, "-", color=_SECOND_COLOR, alpha=1.0 - 0.5 * i / len(temps),
                      label="GPU %s temperature" % gpu if gpu is not None else "GPU temperature")
-        ax2.set_ylabel("GPU temperature (C)", color=_SECOND_COLOR)
+        ax2.set_ylabel("GPU temperature (°C)", color=_SECOND_COLOR)
     elif _series(samples, "cpu_util_pct"):
         # No GPU monitor (CPU runs): host CPU utilisation is the next best companion series.
         what, note = "throughput and host CPU use", ", no temperature samples"
