@@ -119,6 +119,15 @@ def test_fp16_chosen_for_a_gpu_tensorflow_cannot_use_stops_at_the_first_run(tmp_
                         gpus=gpus)[0] == 0
 
 
+@pytest.mark.parametrize("flag", ["--num_gpus=2", "--gpu_indices=0,1"])
+def test_training_on_several_gpus_says_inference_uses_one(tmp_path, child, flag):
+    code, _, stderr = evaluate(SMALL + ["--out_dir=" + str(tmp_path / "ev"), "--modes=native",
+                                        "--models=resnet50", flag], child)
+    assert code == 0, stderr
+    assert ("tfbench evaluate: training runs use --num_gpus or --gpu_indices; inference runs at "
+            "batch 1 use one device") in stderr.splitlines()
+
+
 def test_a_failing_model_is_marked_and_the_rest_goes_on(tmp_path, child, monkeypatch):
     out = str(tmp_path / "ev")
     monkeypatch.setenv("FAKE_FAIL", "vit_tiny")

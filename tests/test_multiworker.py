@@ -155,7 +155,13 @@ def test_parameter_server_cluster_counts_the_images_the_workers_compute(tmp_path
     counted = run["images_per_sec"] * run["wall_time"]
     assert abs(counted - len(run["step_times"]) * 8) < 1e-6 * counted
     # The controller's own (idle) host and devices are not what the steps used.
-    assert run["csv_row"]["peak_mem_gb"] == "" and run["csv_row"]["host_peak_rss_gb"] == ""
+    row = run["csv_row"]
+    assert row["peak_mem_gb"] == "" and row["host_peak_rss_gb"] == ""
+    # Nor are its devices the workers': no device name, peak, MFU or published range from them.
+    assert (row["device_name"], row["mfu_pct"], row["expected_range"]) == ("", "", "")
+    assert float(row["tflops_per_sec"]) > 0
+    assert ("MFU and the published range are not judged on a parameter-server controller: the "
+            "parameter-server workers run the steps, not this controller") in row["notices"]
     assert ("Memory: device peak not available (the parameter-server workers run the steps, "
             "not this controller)") in lines
 

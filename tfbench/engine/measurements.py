@@ -97,7 +97,13 @@ def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
     local_ips = ips / plan.num_workers if ips else None
     if model is not None and not failed:
         count_flops(model, plan.image_size, res)
-    flops_figures(res, p, plan, ips)
+    if meter.elsewhere:
+        # The controller's own devices are not the workers': no peak, MFU or published range
+        # judged from them, and no device name that would say otherwise.
+        res.extra["device_name"] = ""
+        res.notices.append("MFU and the published range are not judged on a parameter-server "
+                           "controller: %s" % meter.elsewhere)
+    flops_figures(res, p, plan, ips, judge_peak=not meter.elsewhere)
     res.extra.update(stats.latency_summary(res.step_times))
     res.extra.update(stats.cold_start_summary(res.warmup_times, res.step_times))
     peaks, unavailable = memory.peak_device_bytes(meter.device_names)
@@ -109,7 +115,8 @@ def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
     if meter.monitors:
         res.extra.update(monitors.summary(meter.monitors, timed_images, local_ips))
         res.extra["samples"] = monitors.samples(meter.monitors)
-    expected_range_figures(res, plan.device.kind)
+    if not meter.elsewhere:
+        expected_range_figures(res, plan.device.kind)
     if p.estimate_dataset_size and plan.mode == TRAINING:
         res.extra.update(estimate.estimate_summary(
             ips, p.estimate_dataset_size, p.estimate_epochs, p.estimate_utilization))
@@ -128,13 +135,17 @@ def count_flops(model, image_size: int, res: RunResult) -> None:
         res.notices.append("FLOPs not counted: %s" % str(exc).splitlines()[0][:120])
 
 
-def flops_figures(res: RunResult, p, plan: Resolved, ips: Optional[float]) -> None:
-    """Achieved TFLOP/s (training counted as 3x forward) and MFU where a peak is known."""
+def flops_figures(res: RunResult, p, plan: Resolved, ips: Optional[float],
+                  judge_peak: bool = True) -> None:
+    """Achieved TFLOP/s (training counted as 3x forward) and MFU where a peak is known
+    (judge_peak: this process's devices ran the steps)."""
     if not (res.gflops_per_image and ips):
         return
     # Training costs about 3x the forward pass (forward + two backward matmuls).
     factor = 3.0 if plan.mode == TRAINING else 1.0
     res.tflops_per_sec = res.gflops_per_image * factor * ips / 1000.0
+    if not judge_peak:
+        return
     name = res.extra.get("device_name", "")
     per_device = p.peak_tflops or (
         peak.gpu_peak_tflops(name, plan.precision) if plan.device.kind == "gpu" else None) \

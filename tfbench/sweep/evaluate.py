@@ -129,10 +129,15 @@ def item_flags(item: Item, method: Method, mixed: str, gpu_indices: str = "",
     return flags
 
 
+def training_devices(base_flags: Sequence[str]) -> int:
+    """The devices a training run uses: --gpu_indices' count, else --num_gpus."""
+    p = child_params(base_flags)
+    return len([i for i in p.gpu_indices.split(",") if i.strip()]) or p.num_gpus
+
+
 def points(method: Method, mixed: str, base_flags: Sequence[str] = ()) -> list[Point]:
     p = child_params(base_flags)
-    devices = len([i for i in p.gpu_indices.split(",") if i.strip()]) or p.num_gpus
-    replicate = (devices > 1 and not p.is_explicit("variable_update")
+    replicate = (training_devices(base_flags) > 1 and not p.is_explicit("variable_update")
                  and not (p.worker_hosts or p.ps_hosts))
     return [Point(i, 1, {"model": it.model, "mode": it.mode, "kind": it.kind},
                   item_flags(it, method, mixed, p.gpu_indices, replicate), it.name)
