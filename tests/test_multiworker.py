@@ -159,6 +159,8 @@ def test_parameter_server_cluster_counts_the_images_the_workers_compute(tmp_path
     assert row["peak_mem_gb"] == "" and row["host_peak_rss_gb"] == ""
     # Nor are its devices the workers': no device name, peak, MFU or published range from them.
     assert (row["device_name"], row["mfu_pct"], row["expected_range"]) == ("", "", "")
+    # The workers' devices as TensorFlow counted them (1 CPU replica each), not the controller's 2.
+    assert (row["num_devices"], row["device_kind"]) == ("1", "cpu")
     assert float(row["tflops_per_sec"]) > 0
     assert ("MFU and the published range are not judged on a parameter-server controller: the "
             "parameter-server workers run the steps, not this controller") in row["notices"]

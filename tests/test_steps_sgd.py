@@ -151,3 +151,14 @@ def test_clipping_keeps_the_keras_path():
 def test_sgd_decays_a_weight_the_loss_does_not_use():
     # No gradient: 2 * (1 - 0.5 * 0.1) = 1.9
     np.testing.assert_allclose(_one_weight_update(None), [[1.9]], rtol=1e-6)
+
+
+def test_a_parameter_server_controller_traces_the_standard_gpu_safe_step():
+    """Its workers may compute on GPUs whatever the controller's own device kind: no CPU-only
+    rewrite may reach them."""
+    from tfbench.config.fast_paths import STANDARD
+    from tfbench.engine.base import step_fast_paths
+    controller = object.__new__(tf.distribute.experimental.ParameterServerStrategy)
+    assert step_fast_paths(controller, "cpu") == STANDARD
+    assert step_fast_paths(tf.distribute.OneDeviceStrategy("/cpu:0"), "cpu") == CPU
+    assert step_fast_paths(None, "gpu") == STANDARD

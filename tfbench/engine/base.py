@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfbench.config import fast_paths
-from tfbench.distribute import pipelines
+from tfbench.distribute import pipelines, strategies
 from tfbench.engine import optimizers, steps
 from tfbench.engine.measurements import Meter
 from tfbench.engine.plan import TRAINING, Resolved
@@ -60,6 +60,15 @@ def step_stats(res: RunResult, batch: int, times: list[float],
     figures = stats.perf_stats(batch, times, ewma)
     res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = figures
     return figures
+
+
+def step_fast_paths(strategy: Optional[tf.distribute.Strategy],
+                    device_kind: str) -> fast_paths.FastPaths:
+    """The CPU speed-ups for this process's device kind; none on a parameter-server controller,
+    which traces steps its workers run on devices it cannot see (GPUs, whatever its own)."""
+    if strategies.is_parameter_server(strategy):
+        return fast_paths.STANDARD
+    return fast_paths.for_device(device_kind)
 
 
 class ModeRunner:
@@ -117,7 +126,7 @@ class ModeRunner:
             loss_scaling=scaling, loss_scale=scale,
             accum_steps=p.accum_steps if mode == TRAINING else 1,
             compute_accuracy=p.print_training_accuracy or mode != TRAINING,
-            jit_compile=r.xla, fast_paths=fast_paths.for_device(r.device.kind))
+            jit_compile=r.xla, fast_paths=step_fast_paths(self.strategy, r.device.kind))
 
     # --- inputs -------------------------------------------------------------------------------
     def images(self, batch_size: int):

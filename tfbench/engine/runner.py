@@ -159,6 +159,9 @@ def _count_worker_replicas(p, plan: Resolved, strategy: tf.distribute.Strategy,
     own = plan.device.num_devices
     plan = resolve(p, replicas_per_worker=replicas)
     describe(p, plan, res)
+    # The row describes the workers' devices, as TensorFlow counted them, not this host's.
+    res.num_devices = replicas
+    res.device_kind = "gpu" if getattr(strategy.extended, "_num_gpus_per_worker", 0) else "cpu"
     if replicas != own:
         notice = ("Parameter-server workers run %d replica(s) each: a step counts %d images "
                   "per worker, not this controller's %d device(s)"
