@@ -111,7 +111,15 @@ def test_fp16_chosen_for_a_gpu_tensorflow_cannot_use_stops_at_the_first_run(tmp_
         "--mixed_precision=auto chose fp16 (NVML: 1 NVIDIA GPU visible), but TensorFlow ran "
         "resnet50_native_training on the CPU (log: %s" % os.path.join(out, "logs"))
     assert "pip install \".[gpu]\"" in str(exc.value)
-    assert [r["device_kind"] for r in rows(out)] == ["cpu"]       # the row measured is kept
+    # The row measured is kept apart from the evaluation's ...
+    assert "its row is in %s.cpu" % os.path.join(out, "evaluation.csv") in str(exc.value)
+    with open(os.path.join(out, "evaluation.csv.cpu")) as handle:
+        assert [r["device_kind"] for r in csv.DictReader(handle)] == ["cpu"]
+    # ... so that, once TensorFlow uses the GPU, the same command starts over.
+    monkeypatch.delenv("FAKE_DEVICE")
+    code, _, stderr = evaluate(SMALL + ["--out_dir=" + out], child, gpus=(1, ""))
+    assert code == 0 and "12 of 12 runs to do (0 already finished)" in stderr
+    assert [r["device_kind"] for r in rows(out)] == ["gpu"] * 12
     # Chosen by the user, or bf16 for a machine without a GPU: nothing is assumed.
     for argv, gpus in ((["--mixed_precision=fp16"], (1, "")), ([], (0, "no driver"))):
         directory = str(tmp_path / ("ev%d" % gpus[0]))

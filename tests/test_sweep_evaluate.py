@@ -8,8 +8,9 @@ import pytest
 
 from evaluation_fakes import result, write
 from helpers import ROOT
-from test_monitors_nvml import FakeNvml
+from test_monitors_nvml import FakeNvml, FakeNvmlError
 from tfbench import errors
+from tfbench.measure import nvml as nvml_lib
 from tfbench.sweep import evaluate as ev
 from tfbench.sweep.grid import child_params, point_flags
 
@@ -101,13 +102,35 @@ def test_mixed_precision_is_fp16_on_a_gpu_and_bf16_on_a_cpu():
     assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}, _gpus(2))[0] == 0
     # CUDA stops at the first entry it cannot match; UUIDs (and their prefixes) are GPUs.
     assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,-1,1", **order}, _gpus(2)) == (1, "")
-    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-18f6c,1", **order}, _gpus(4)) == (2, "")
+    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-18f6c,GPU-2", **order}, _gpus(4)) == (
+        2, "")
     # Entries written are not GPUs: a typo, an index past the last GPU.
     assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-typo", **order}, _gpus(2)) == (
         0, "CUDA_VISIBLE_DEVICES='GPU-typo' names no GPU NVML lists")
     assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "1", **order}, _gpus(1))[0] == 0
     # Counting needs no order (CUDA_DEVICE_ORDER unset, several GPUs).
     assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1"}, _gpus(4)) == (2, "")
+
+
+@pytest.mark.parametrize("spec, count", [
+    ("0,0", 0), ("0,1,0", 0),                     # a repeated device leaves CUDA none
+    ("GPU-08f6c,GPU-08f6c-0000", 0),              # the same GPU by two prefixes
+    ("0,GPU-18f6c", 1), ("GPU-18f6c,0", 1),       # the first entry sets the form
+    ("1gpu,0", 2), ("+1", 1),                     # ordinals are read like strtoul
+    ("2,x,3", 1), ("3,0", 0),                     # the list ends at the first it cannot read
+])
+def test_cuda_visible_devices_is_read_as_the_cuda_driver_reads_it(spec, count):
+    assert nvml_lib.cuda_device_count(_gpus(3), {"CUDA_VISIBLE_DEVICES": spec}) == count
+
+
+def test_unset_counts_the_gpus_this_process_may_open():
+    """NVML's count includes GPUs a cgroup or container denies this process."""
+    class Denied(FakeNvml):
+        def nvmlDeviceGetHandleByIndex(self, i):
+            if i == 1:
+                raise FakeNvmlError(4)   # NVML_ERROR_NO_PERMISSION
+            return super().nvmlDeviceGetHandleByIndex(i)
+    assert nvml_lib.cuda_device_count(Denied([{"uuid": "GPU-a"}, {"uuid": "GPU-b"}]), {}) == 1
     assert ev.resolve_mixed_precision("auto", [], (2, "")) == ("fp16", "2 NVIDIA GPUs visible")
     assert ev.resolve_mixed_precision("auto", [], (0, "no driver")) == (
         "bf16", "no NVIDIA GPU visible: no driver")

@@ -180,29 +180,51 @@ def _resolve_entry(nvml: Any, entry: str, order: Callable[[], list[Any]]) -> Opt
 
 
 def cuda_device_count(nvml: Any, environ: Optional[Mapping[str, str]] = None) -> int:
-    """How many devices CUDA will number: CUDA_VISIBLE_DEVICES' entries up to the first it
-    cannot match (an index past the last GPU, an unknown UUID), else every GPU. Their order
-    does not matter here, so CUDA_DEVICE_ORDER need not be known."""
+    """How many devices CUDA will number, read as the CUDA driver reads CUDA_VISIBLE_DEVICES
+    (PyTorch's _parse_visible_devices mirrors it): the first entry sets the form (GPU- or MIG-
+    UUIDs, else ordinals read like strtoul, so `1gpu` is 1); the list ends at the first entry of
+    another form, one that matches no device, or a negative one; a repeated device leaves none.
+    Unset: every GPU this process may open. The order does not matter here."""
     environ = os.environ if environ is None else environ
+    spec = environ.get("CUDA_VISIBLE_DEVICES")
+    if spec is None:
+        return len(_openable(nvml))
+    entries = [e.strip() for e in spec.split(",")]
+    seen: list[str] = []
+    prefix = entries[0][:4] if entries[0][:4] in ("GPU-", "MIG-") else ""
     total = int(nvml.nvmlDeviceGetCount())
-    visible = parse_visible(environ.get("CUDA_VISIBLE_DEVICES"))
-    if visible is None:
-        return total
-    count = 0
-    for entry in visible:
+    for entry in entries:
+        if prefix:
+            if not entry.startswith(prefix):
+                break
+            try:   # a GPU in MIG mode still gives CUDA one device
+                handle = (_by_uuid(nvml, entry, lambda: _gpus(nvml)) if prefix == "GPU-"
+                          else _resolve_entry(nvml, entry, lambda: _gpus(nvml)))
+            except UnmappedGpu:
+                break
+            if handle is None:
+                break
+            key = _uuid(nvml, handle)
+        else:
+            digits = re.match(r"\+?\d+", entry)
+            if digits is None or int(digits.group()) >= total:
+                break
+            key = str(int(digits.group()))
+        if key in seen:
+            return 0
+        seen.append(key)
+    return len(seen)
+
+
+def _openable(nvml: Any) -> list[Any]:
+    """The GPUs this process may open: NVML counts GPUs a cgroup or container denies it too."""
+    handles = []
+    for i in range(int(nvml.nvmlDeviceGetCount())):
         try:
-            if entry.isdigit():
-                found = int(entry) < total
-            elif entry.startswith("GPU-"):   # a GPU in MIG mode still gives CUDA one device
-                found = _by_uuid(nvml, entry, lambda: _gpus(nvml)) is not None
-            else:
-                found = _resolve_entry(nvml, entry, lambda: _gpus(nvml)) is not None
-        except UnmappedGpu:
-            found = False
-        if not found:
-            break
-        count += 1
-    return count
+            handles.append(nvml.nvmlDeviceGetHandleByIndex(i))
+        except nvml.NVMLError:
+            continue
+    return handles
 
 
 def resolve_handles(nvml: Any, gpu_indices: Optional[Sequence[int]] = None,

@@ -269,10 +269,12 @@ def row_item(row: dict) -> str:
     return "%s_%s_%s" % (row.get("model"), mode, kind) if mode and kind else ""
 
 
-def finished(out_dir: str, rerun_failed: bool = False,
-             rerun_unstable: bool = False) -> set[str]:
+def finished(out_dir: str, rerun_failed: bool = False, rerun_unstable: bool = False,
+             gpu_expected: bool = False) -> set[str]:
     """The plan items whose latest row in evaluation.csv needs no new run: any status but
-    interrupted; not ok ones when rerun_failed; unstable ones when rerun_unstable."""
+    interrupted; not ok ones when rerun_failed; unstable ones when rerun_unstable; none that
+    ran on the CPU when gpu_expected (the run that stopped the evaluation, see
+    Evaluation._check_device, runs again once TensorFlow uses the GPU)."""
     path = os.path.join(out_dir, ROWS_FILE)
     if not os.path.exists(path):
         return set()
@@ -284,7 +286,8 @@ def finished(out_dir: str, rerun_failed: bool = False,
     done = set()
     for name, row in latest.items():
         if row["status"] == "interrupted" or (rerun_failed and row["status"] != "ok") or \
-                (rerun_unstable and row["unstable"] == 1):
+                (rerun_unstable and row["unstable"] == 1) or \
+                (gpu_expected and row["device_kind"] == "cpu"):
             continue
         done.add(name)
     return done
@@ -313,7 +316,8 @@ class Evaluation:
             check_point(point, point_flags(self.sweep.config.base_flags, point.flags))
 
     def pending(self, rerun_failed: bool = False, rerun_unstable: bool = False) -> list[Point]:
-        done = finished(self.sweep.config.out_dir, rerun_failed, rerun_unstable)
+        done = finished(self.sweep.config.out_dir, rerun_failed, rerun_unstable,
+                        bool(self.gpu_expected))
         return [p for p in self.all_points if p.name not in done]
 
     def run(self, todo: Sequence[Point]) -> list[PointRecord]:
@@ -335,12 +339,20 @@ class Evaluation:
     def _check_device(self, point: Point, record: PointRecord) -> None:
         """NVML can see a GPU that TensorFlow cannot use (a CPU-only wheel, CUDA libraries
         missing, a driver too old for them): the runs would be fp16 on the CPU."""
-        if self.gpu_expected and any(r.get("device_kind") == "cpu" for r in record.rows):
-            raise errors.UsageError(
-                "--mixed_precision=auto chose fp16 (NVML: %s), but TensorFlow ran %s on the CPU "
-                "(log: %s): install TensorFlow with CUDA (pip install \".[gpu]\"; `tfbench env` "
-                "shows what it sees), or evaluate the CPU with --device=cpu in another --out_dir"
-                % (self.gpu_expected, point.name, record.log_path))
+        if not (self.gpu_expected and any(r.get("device_kind") == "cpu" for r in record.rows)):
+            return
+        # Kept apart, so that the same command, once TensorFlow uses the GPU, starts over and
+        # the GPU evaluation's report holds no CPU row.
+        path = os.path.join(self.sweep.config.out_dir, ROWS_FILE)
+        kept = "its row is in %s" % path
+        if (load.read_results([path])["device_kind"] == "cpu").all():
+            os.replace(path, path + ".cpu")
+            kept = "its row is in %s.cpu" % path
+        raise errors.UsageError(
+            "--mixed_precision=auto chose fp16 (NVML: %s), but TensorFlow ran %s on the CPU "
+            "(log: %s; %s): install TensorFlow with CUDA (pip install \".[gpu]\"; `tfbench env` "
+            "shows what it sees), or evaluate the CPU with --device=cpu in another --out_dir"
+            % (self.gpu_expected, point.name, record.log_path, kept))
 
 
 def command_line(argv: Sequence[str]) -> str:
