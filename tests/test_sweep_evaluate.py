@@ -106,7 +106,8 @@ def test_mixed_precision_is_fp16_on_a_gpu_and_bf16_on_a_cpu():
         2, "")
     # Entries written are not GPUs: a typo, an index past the last GPU.
     assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-typo", **order}, _gpus(2)) == (
-        0, "CUDA_VISIBLE_DEVICES='GPU-typo' names no GPU NVML lists")
+        0, "CUDA_VISIBLE_DEVICES='GPU-typo' leaves CUDA none of the GPUs NVML lists (its first "
+           "entry matches none, or one repeats)")
     assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "1", **order}, _gpus(1))[0] == 0
     # Counting needs no order (CUDA_DEVICE_ORDER unset, several GPUs).
     assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1"}, _gpus(4)) == (2, "")

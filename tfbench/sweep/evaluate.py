@@ -176,9 +176,12 @@ def visible_gpus(environ: Optional[dict] = None, nvml=None) -> tuple[int, str]:
         return 0, "NVML: %s" % exc
     finally:
         nvml_lib.close_nvml(module)
-    return count, "" if count else (
-        "CUDA_VISIBLE_DEVICES=%r names no GPU NVML lists" % environ["CUDA_VISIBLE_DEVICES"]
-        if visible else "NVML lists no GPU")
+    if count:
+        return count, ""
+    if visible:
+        return 0, ("CUDA_VISIBLE_DEVICES=%r leaves CUDA none of the GPUs NVML lists (its first "
+                   "entry matches none, or one repeats)" % environ["CUDA_VISIBLE_DEVICES"])
+    return 0, "NVML lists no GPU this process may open"
 
 
 def resolve_mixed_precision(choice: str, base_flags: Sequence[str],
