@@ -115,8 +115,8 @@ def run(argv: Sequence[str], stdout: Optional[TextIO] = None,
     args, cfg = build(argv)
     if args.sweep_hosts is not None:
         counts = launch.parse_counts(args.sweep_hosts, len(cfg.hosts))
-        return launch.launch_series(cfg, counts, stdout, stderr).exit_code
-    return launch.launch(cfg, stdout, stderr).exit_code
+        return launch.launch_series(cfg, counts, stdout, stderr)
+    return launch.launch(cfg, stdout, stderr)
 
 
 # ssh options that take an argument (getopt: the rest of the token, or the next one).

@@ -26,7 +26,6 @@ command on this machine for 127.0.0.1 hosts, which is how the tests (and a first
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import io
 import os
@@ -38,7 +37,7 @@ import time
 from typing import Callable, Optional, Sequence, TextIO
 
 from tfbench import errors
-from tfbench.output import csv_out
+from tfbench.sweep.child import last_line, parse_rows
 
 DEFAULT_RSH = "ssh -o BatchMode=yes"
 DEFAULT_REMOTE_CMD = "tfbench"
@@ -162,11 +161,6 @@ class Answer:
     cause: str = ""             # why there is none
 
 
-def _last(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if lines else ""
-
-
 def ask_version(rsh: Sequence[str], host: Host, remote_cmd: str, timeout: float) -> Answer:
     argv = rsh_argv(rsh, host, "sh -c %s" % shlex.quote(
         "%s; %s --version" % (NEEDS_SETSID, remote_cmd)))
@@ -186,7 +180,7 @@ def ask_version(rsh: Sequence[str], host: Host, remote_cmd: str, timeout: float)
     lines = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("tfbench ")]
     if proc.returncode == 0 and lines:
         return Answer(host, lines[-1])
-    said = _last(err) or _last(out) or "no output"
+    said = last_line(err) or last_line(out) or "no output"
     if proc.returncode == 255:
         return Answer(host, None, "unreachable over `%s`: %s" % (shlex.join(rsh), said))
     if proc.returncode == 127:
@@ -371,9 +365,7 @@ class RemoteTask:
         return self.proc is not None and self.proc.returncode == 0 and self.exit_code == 0
 
     def rows(self) -> list[dict[str, str]]:
-        text = "\n".join(self.rows_text)
-        return [{c: row.get(c) or "" for c in csv_out.COLUMN_NAMES}
-                for row in csv.DictReader(io.StringIO(text))]
+        return parse_rows(io.StringIO("\n".join(self.rows_text)))
 
     def signal_number(self) -> Optional[int]:
         code = self.exit_code

@@ -19,7 +19,6 @@ The tasks of one launch are in tasks.py, the chief's console in console.py.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import os
 import shlex
@@ -53,16 +52,9 @@ def parse_counts(text: str, num_hosts: int) -> list[int]:
     return counts
 
 
-@dataclasses.dataclass
-class Outcome:
-    exit_code: int
-    results: list[LaunchResult]
-    tables: str = ""             # the series' Markdown (sweep_hosts)
-
-
-def preflight(cfg: LaunchConfig, stderr: TextIO) -> Optional[Outcome]:
+def preflight(cfg: LaunchConfig, stderr: TextIO) -> Optional[int]:
     """Every host answers with the chief's versions, or one error line, a row per host at fault,
-    and exit code 5; None when all is well."""
+    and exit code 5 (returned); None when all is well."""
     answers = ask_versions(cfg.rsh, cfg.hosts, cfg.remote_cmd, cfg.cluster_timeout)
     problems = version_problems(answers)
     if not problems:
@@ -77,9 +69,7 @@ def preflight(cfg: LaunchConfig, stderr: TextIO) -> Optional[Outcome]:
             for host, cause in problems]
     _save_rows(cfg, rows, os.path.join(cfg.out_dir, "rows.csv"), stderr)
     print("tfbench launch: error: %s" % message, file=stderr)
-    return Outcome(errors.EXIT_DISTRIBUTED, [LaunchResult(list(cfg.hosts), rows,
-                                                          errors.EXIT_DISTRIBUTED, message,
-                                                          "", 0.0)])
+    return errors.EXIT_DISTRIBUTED
 
 
 def _save_rows(cfg: LaunchConfig, rows: list[dict[str, str]], path: str,
@@ -91,8 +81,8 @@ def _save_rows(cfg: LaunchConfig, rows: list[dict[str, str]], path: str,
             print(notice, file=stderr)
 
 
-def launch(cfg: LaunchConfig, stdout: TextIO, stderr: TextIO) -> Outcome:
-    """One task per host, the chief's classic log on stdout (see ChiefConsole)."""
+def launch(cfg: LaunchConfig, stdout: TextIO, stderr: TextIO) -> int:
+    """One task per host, the chief's classic log on stdout (see ChiefConsole); the exit code."""
     failed = preflight(cfg, stderr)
     if failed is not None:
         return failed
@@ -108,7 +98,7 @@ def launch(cfg: LaunchConfig, stdout: TextIO, stderr: TextIO) -> Outcome:
            % (len(result.rows), len(result.hosts), ok, where, cfg.out_dir),
            "Interconnect: %s" % result.interconnect]
     console.finish(own, result.error)
-    return Outcome(result.exit_code, [result])
+    return result.exit_code
 
 
 def chief_row(result: LaunchResult) -> dict[str, str]:
@@ -117,9 +107,9 @@ def chief_row(result: LaunchResult) -> dict[str, str]:
 
 
 def launch_series(cfg: LaunchConfig, counts: Sequence[int], stdout: TextIO,
-                  stderr: TextIO) -> Outcome:
+                  stderr: TextIO) -> int:
     """The scaling series: the first N hosts for each N in `counts`, then the efficiency table
-    (devices x workers) with the interconnect each point saw."""
+    (devices x workers) with the interconnect each point saw; the exit code."""
     failed = preflight(cfg, stderr)
     if failed is not None:
         return failed
@@ -152,10 +142,8 @@ def launch_series(cfg: LaunchConfig, counts: Sequence[int], stdout: TextIO,
         exit_code = exc.exit_code
         print("tfbench launch: %s; writing the tables for the %d finished point(s)"
               % (exc, len(results)), file=stderr)
-    summary = ""
     if results:
-        summary = series_tables(cfg, counts, results)
-        stdout.write(summary)
+        stdout.write(series_tables(cfg, counts, results))
         stdout.write("\nrows: %s\ntables: %s\n" % (sweep_csv,
                                                    os.path.join(cfg.out_dir, "summary.md")))
         stdout.flush()
@@ -163,7 +151,7 @@ def launch_series(cfg: LaunchConfig, counts: Sequence[int], stdout: TextIO,
         first = next(r for r in results if r.exit_code)
         print("tfbench launch: error: %d host(s): %s" % (len(first.hosts), first.error),
               file=stderr)
-    return Outcome(exit_code, results, summary)
+    return exit_code
 
 
 def series_tables(cfg: LaunchConfig, counts: Sequence[int],

@@ -55,8 +55,6 @@ class LaunchResult:
     error: str                       # the one line, '' when every task ended well
     interconnect: str
     seconds: float
-    stop_seconds: Optional[float] = None   # first failure (or interrupt) to the last task's end
-    log_dir: str = ""
 
 
 def _now() -> float:
@@ -117,7 +115,7 @@ def run_tasks(cfg: LaunchConfig, hosts: Sequence[Host], log_dir: str,
                 task.kill()
     for task in tasks:
         task.finish()
-    result = _result(cfg, tasks, hosts, log_dir, started, first_trouble, interrupted)
+    result = _result(cfg, tasks, hosts, started, first_trouble, interrupted)
     if interrupted is not None:
         interrupted.launch_result = result    # type: ignore[attr-defined]
         raise interrupted
@@ -140,7 +138,7 @@ def _stop_all(tasks: Sequence[RemoteTask], local_kill_after: float) -> None:
             t.kill()
 
 
-def _result(cfg: LaunchConfig, tasks: Sequence[RemoteTask], hosts: Sequence[Host], log_dir: str,
+def _result(cfg: LaunchConfig, tasks: Sequence[RemoteTask], hosts: Sequence[Host],
             started: float, first_trouble: Optional[float],
             interrupted: Optional[errors.Interrupted]) -> LaunchResult:
     rows = []
@@ -168,8 +166,7 @@ def _result(cfg: LaunchConfig, tasks: Sequence[RemoteTask], hosts: Sequence[Host
             exit_code = errors.EXIT_RUN_ERROR
             error = "%s (worker %d): %s" % (task.host.label, task.index, NO_ROW)
     return LaunchResult(list(hosts), rows, exit_code, error,
-                        interconnect(rows, tasks, cfg.nccl_debug), last_end - started,
-                        stop_seconds, log_dir)
+                        interconnect(rows, tasks, cfg.nccl_debug), last_end - started)
 
 
 def _root_cause(tasks: Sequence[RemoteTask]) -> Optional[RemoteTask]:
@@ -224,11 +221,8 @@ def task_rows(cfg: LaunchConfig, task: RemoteTask, num_workers: int,
     command = shlex.join([cfg.remote_cmd] + task.flags)
     if rows:
         if not task.ok:
-            for row in rows:
-                if row["status"] == "ok":
-                    row["status"] = "error"
-                    row["error"] = "ended abnormally after writing its row: " + task.cause(
-                        cfg.rsh)
+            sweep_child.mark_abnormal(rows, "ended abnormally after writing its row: "
+                                      + task.cause(cfg.rsh))
         return rows
     if task.ok:
         return [host_failure_row(task.flags, "error", NO_ROW, command, task.host, num_workers)]

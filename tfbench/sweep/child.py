@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 import tfbench
 from tfbench import errors
@@ -194,8 +194,20 @@ def read_rows(path: str) -> list[dict[str, str]]:
     if not os.path.isfile(path):
         return []
     with open(path, newline="") as handle:
-        return [{c: row.get(c) or "" for c in csv_out.COLUMN_NAMES}
-                for row in csv.DictReader(handle)]
+        return parse_rows(handle)
+
+
+def parse_rows(lines: Iterable[str]) -> list[dict[str, str]]:
+    """CSV rows (header first) as schema rows: every column, '' where empty or missing."""
+    return [{c: row.get(c) or "" for c in csv_out.COLUMN_NAMES} for row in csv.DictReader(lines)]
+
+
+def mark_abnormal(rows: list[dict[str, str]], why: str) -> None:
+    """Rows a process wrote before it ended badly: an ok one becomes an error saying why."""
+    for row in rows:
+        if row["status"] == "ok":
+            row["status"] = "error"
+            row["error"] = why
 
 
 def point_rows(args: Sequence[str], outcome: ChildOutcome, csv_path: str, log_path: str,
@@ -209,9 +221,6 @@ def point_rows(args: Sequence[str], outcome: ChildOutcome, csv_path: str, log_pa
         return [failure_row(args, status, error, command)]
     if outcome.exit_code != 0 or outcome.timed_out:
         _, error = classify_failure(outcome, tail)
-        for row in rows:
-            if row["status"] == "ok":
-                row["status"] = "error"
-                row["error"] = "exited abnormally after writing its row: " + error
+        mark_abnormal(rows, "exited abnormally after writing its row: " + error)
     return rows
 
