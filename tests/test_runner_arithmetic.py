@@ -39,6 +39,16 @@ def test_parameter_server_schedule_counts_one_workers_batch_per_step():
                                  0.0032], rel=1e-5)
 
 
+def test_a_parameter_server_controller_counts_the_workers_replicas_in_its_evaluation_batch():
+    """The controller's own 2 devices are not the workers' replicas (1 each)."""
+    p = make_params(dict(PS_CLUSTER, device="cpu", num_gpus=2, model="trivial", batch_size=8,
+                         eval_batch_size=8, num_eval_batches=3,
+                         eval_during_training_every_n_steps=5))
+    own, workers = resolve(p), resolve(p, replicas_per_worker=1)
+    assert own.eval_global_batch == 8 * 2 * own.num_workers
+    assert (workers.worker_batch, workers.eval_global_batch) == (8, 8 * workers.num_workers)
+
+
 def test_all_reduce_cluster_schedule_counts_every_workers_batch():
     # One step is one update of every worker's images (legacy collective_all_reduce).
     flags = dict(TWO_WORKERS, device="cpu", model="resnet50", batch_size=64,

@@ -18,7 +18,6 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-from tfbench.config.datasets import NUM_TRAIN_EXAMPLES
 from tfbench.config.params import parse_piecewise
 
 
@@ -62,13 +61,11 @@ def plan_for(p, spec, batch: int, num_examples: int) -> tuple[Plan, list[str]]:
     return plan, notices
 
 
-def model_default_plan(spec, batch: int, resnet_base_lr: Optional[float] = None,
-                       num_examples: Optional[int] = None) -> Plan:
-    """The model's own schedule (legacy models' get_learning_rate, whose epochs are the
-    imagenet or cifar10 constants: the default `num_examples` of the model's dataset)."""
+def model_default_plan(spec, batch: int, resnet_base_lr: Optional[float],
+                       num_examples: int) -> Plan:
+    """The model's own schedule (legacy models' get_learning_rate), its epochs of
+    `num_examples` (the data's: for synthetic data the model dataset's legacy constant)."""
     kind = spec.lr_schedule
-    if num_examples is None:
-        num_examples = NUM_TRAIN_EXAMPLES[spec.dataset]
     if kind == "resnet":
         base = resnet_base_lr if resnet_base_lr is not None else 0.128
         rescaled = base * batch / 256

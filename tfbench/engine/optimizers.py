@@ -8,8 +8,6 @@ import tensorflow as tf
 from tfbench.errors import UsageError
 from tfbench.models.fused_bn import statistics_aggregation
 from tfbench.distribute.strategies import IndependentStrategy
-# Defined beside Params (no TensorFlow) so that the sweep can use it too; kept importable here.
-from tfbench.config.params import resolve_precision  # noqa: F401
 
 POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
 DEFAULT_STATIC_LOSS_SCALE = 128.0

@@ -18,7 +18,6 @@ from tfbench.config import datasets, flagdefs
 from tfbench.config import params as params_lib
 from tfbench.distribute import devices
 from tfbench.distribute import strategy as strategy_lib
-from tfbench.engine import optimizers
 from tfbench.errors import UsageError
 from tfbench.models import catalog, registry
 
@@ -99,7 +98,7 @@ def resolve(p, replicas_per_worker: Optional[int] = None) -> Resolved:
         plan = dataclasses.replace(plan, data_format="NHWC")
     notices.extend("--%s has no effect under TF2 (TF1 graph-only flag); ignored" % name
                    for name in flagdefs.graph_only_overrides(p))
-    precision = optimizers.resolve_precision(p)
+    precision = params_lib.resolve_precision(p)
     batch = p.batch_size or spec.batch_size
     eval_batch = p.eval_batch_size or batch
     mode = EVAL if p.eval else (FORWARD_ONLY if p.forward_only else TRAINING)
@@ -112,7 +111,8 @@ def resolve(p, replicas_per_worker: Optional[int] = None) -> Resolved:
         notices.append("Gradient accumulation: %d micro-batches of %d per device per update "
                        "(%d images per device per step)" % (accum, batch, accum * batch))
     per_step_batch = (eval_batch if mode == EVAL else batch) * accum
-    worker_batch = per_step_batch * (replicas_per_worker or plan.num_devices)
+    replicas = replicas_per_worker or plan.num_devices
+    worker_batch = per_step_batch * replicas
     num_workers = strategy_lib.num_workers(p)
     global_batch = worker_batch * num_workers
     train_and_eval = mode == TRAINING and bool(
@@ -122,7 +122,7 @@ def resolve(p, replicas_per_worker: Optional[int] = None) -> Resolved:
     # Synthetic data counts the model dataset's legacy epoch (data.num_examples).
     train_examples = data.num_examples(p, spec.dataset, train=True) if mode != EVAL else 0
     eval_examples = num_eval_batches = None
-    eval_global_batch = eval_batch * plan.num_devices * num_workers
+    eval_global_batch = eval_batch * replicas * num_workers
     if mode == EVAL or train_and_eval:
         eval_examples = data.num_examples(p, spec.dataset, train=False)
         num_eval_batches = eval_batches(p, eval_global_batch, eval_examples)

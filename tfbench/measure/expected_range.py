@@ -82,9 +82,6 @@ class Reference:
     def is_tensorflow(self) -> bool:
         return "TF" in self.framework or "tf_cnn" in self.framework
 
-    def label(self) -> str:
-        return _label(dataclasses.asdict(self))
-
 
 def parse_references(text: str) -> list[Reference]:
     refs = []
