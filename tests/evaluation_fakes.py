@@ -25,9 +25,9 @@ GFLOPS = {"resnet50": 7.7, "resnet101": 15.1, "mobilenet_v3_large": 0.43,
           "efficientnet_b0": 0.77, "vit_tiny": 2.5}
 
 
-def environment(driver: str = "550.54.15", gpu: str = A100) -> dict:
+def environment(driver: str = "550.54.15") -> dict:
     return {"nvidia": {"available": True, "driver_version": driver, "cuda_driver_version": "12.4",
-                       "gpus": [{"name": gpu}]},
+                       "gpus": [{"name": A100}]},
             "tensorflow": {"version": "2.21.0", "git_version": "v2.21.0",
                            "build": {"cuda_version": "12.5.1", "cudnn_version": "9"}},
             "keras": {"version": "3.15.1"}, "container": {"in_container": False},
@@ -36,8 +36,7 @@ def environment(driver: str = "550.54.15", gpu: str = A100) -> dict:
 
 
 def result(model: str, mode: str, kind: str, device: str = A100, speed: float = 1.0,
-           unstable: bool = False, status: str = "ok", image_size: int = 224,
-           driver_after: str = "550.54.15") -> RunResult:
+           unstable: bool = False, status: str = "ok", image_size: int = 224) -> RunResult:
     """One run of the method with made-up figures."""
     gpu = "cpu" not in device.lower() and "epyc" not in device.lower()
     mixed = "fp16" if gpu else "bf16"
@@ -72,7 +71,7 @@ def result(model: str, mode: str, kind: str, device: str = A100, speed: float = 
         power = 300.0 if training else 120.0
         r.extra.update({"power_w_mean": power, "images_per_sec_per_watt": ips / power,
                         "temp_c_max": 70.0})
-    r.environment = {"before": environment(), "after": environment(driver_after)}
+    r.environment = {"before": environment(), "after": environment()}
     return r
 
 

@@ -25,6 +25,19 @@ def run_cli(args, cwd, timeout=300, env_extra=None, merged=True):
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def run_check_script(name: str, *args: str, timeout: float = 300) -> dict:
+    """Runs tests/NAME (a script that builds TensorFlow state of its own, in a fresh process)
+    and returns the JSON of its last `RESULT ` line; fails with its output's tail otherwise."""
+    import json
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", name)] + list(args),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout, env=env)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
 def run_inprocess(args, cwd):
     """Runs the benchmark in this process; returns (exit code, emitted lines)."""
     from tfbench.cli import run

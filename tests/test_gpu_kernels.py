@@ -8,9 +8,7 @@ looked up in the kernel registry. `tensorflow-cpu` registers none: there the tes
 TFBENCH_GPU_KERNEL_MODELS=all traces every model family instead of the representative ones.
 """
 
-import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -18,7 +16,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.framework import kernels
 
-from helpers import ROOT
+from helpers import ROOT, run_check_script
 
 GPU_KERNELS_REGISTERED = any(
     k.device_type == "GPU"
@@ -65,13 +63,7 @@ def test_the_check_names_cpu_only_ops_and_unsupported_types(checker):
 
 def test_every_op_of_every_gpu_step_has_a_gpu_kernel():
     models = os.environ.get("TFBENCH_GPU_KERNEL_MODELS", "")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tests", "gpu_kernel_checks.py")]
-        + ([models] if models else []), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, timeout=900, env=env)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stdout[-3000:]
-    missing = json.loads(lines[-1][len("RESULT "):])["missing"]
+    missing = run_check_script("gpu_kernel_checks.py", *([models] if models else []),
+                               timeout=900)["missing"]
     assert len(missing) >= 60   # every optimizer x precision x replicas, and the families
     assert {name: ops for name, ops in missing.items() if ops} == {}

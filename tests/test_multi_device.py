@@ -4,14 +4,10 @@ Numerical checks run in a fresh process (tests/multi_device_checks.py), since th
 split only before TensorFlow initialises; the CLI checks run the real program.
 """
 
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from helpers import ROOT, run_cli
+from helpers import run_check_script, run_cli
 from tfbench.distribute import devices
 from tfbench.errors import UsageError
 from tfbench.config.params import make_params
@@ -21,14 +17,7 @@ TINY = ["--device=cpu", "--model=trivial", "--image_size=16", "--num_batches=2",
 
 
 def _run_checks(num_devices: int) -> dict:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "multi_device_checks.py"),
-                           str(num_devices)],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=300, env=env)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stdout[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_check_script("multi_device_checks.py", str(num_devices))
 
 
 @pytest.fixture(scope="module")

@@ -4,25 +4,15 @@ The checks run in a fresh process (tests/multi_replica_checks.py): the CPU can b
 logical devices only before TensorFlow initialises.
 """
 
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from helpers import ROOT
+from helpers import run_check_script
 
 
 @pytest.fixture(scope="module")
 def checks():
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "multi_replica_checks.py")],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=300, env=env)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stdout[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_check_script("multi_replica_checks.py")
 
 
 @pytest.mark.parametrize("key", ["input_devices", "input_devices_central"])
