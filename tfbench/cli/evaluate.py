@@ -162,7 +162,7 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
     say("%s; mixed precision: %s (%s)%s" % (
         out_dir, record["mixed_precision"], record["mixed_precision_why"],
         "; quick mode" if args.quick else ""))
-    if ev.training_devices(evaluation.sweep.config.base_flags) > 1:
+    if ev.training_devices(grid.child_params(evaluation.sweep.config.base_flags)) > 1:
         say("training runs use --num_gpus or --gpu_indices; inference runs at batch 1 use one "
             "device")
     say("%d of %d runs to do (%d already finished)" % (len(todo), total, total - len(todo))

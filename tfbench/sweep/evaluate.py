@@ -38,7 +38,7 @@ from tfbench.config import flagdefs
 from tfbench.report import evaluation as ev
 from tfbench.report import load
 from tfbench.sweep.child import DEFAULT_CHILD
-from tfbench.sweep.grid import Point, check_point, child_params, point_flags
+from tfbench.sweep.grid import Point, child_params
 from tfbench.sweep.runner import PointRecord, Sweep, SweepConfig
 
 MODELS = ("resnet50", "resnet101", "mobilenet_v3_large", "efficientnet_b0", "vit_tiny")
@@ -129,15 +129,15 @@ def item_flags(item: Item, method: Method, mixed: str, gpu_indices: str = "",
     return flags
 
 
-def training_devices(base_flags: Sequence[str]) -> int:
-    """The devices a training run uses: --gpu_indices' count, else --num_gpus."""
-    p = child_params(base_flags)
+def training_devices(p) -> int:
+    """The devices a training run uses (p: the Params of the flags for every run):
+    --gpu_indices' count, else --num_gpus."""
     return len([i for i in p.gpu_indices.split(",") if i.strip()]) or p.num_gpus
 
 
 def points(method: Method, mixed: str, base_flags: Sequence[str] = ()) -> list[Point]:
     p = child_params(base_flags)
-    replicate = (training_devices(base_flags) > 1 and not p.is_explicit("variable_update")
+    replicate = (training_devices(p) > 1 and not p.is_explicit("variable_update")
                  and not (p.worker_hosts or p.ps_hosts))
     return [Point(i, 1, {"model": it.model, "mode": it.mode, "kind": it.kind},
                   item_flags(it, method, mixed, p.gpu_indices, replicate), it.name)
@@ -309,35 +309,21 @@ class Evaluation:
                                        timeout_sec=timeout_sec, rows_file=ROWS_FILE), stream)
         self.all_points = points(method, mixed, base_flags)
 
-    @property
-    def records(self) -> list[PointRecord]:
-        return self.sweep.records
-
     def check(self) -> None:
         """UsageError, before anything runs, when a child would refuse its flags."""
-        for point in self.all_points:
-            check_point(point, point_flags(self.sweep.config.base_flags, point.flags))
+        self.sweep.check(self.all_points)
 
     def pending(self, rerun_failed: bool = False, rerun_unstable: bool = False) -> list[Point]:
         done = finished(self.sweep.config.out_dir, rerun_failed, rerun_unstable,
                         bool(self.gpu_expected))
         return [p for p in self.all_points if p.name not in done]
 
-    def run(self, todo: Sequence[Point]) -> list[PointRecord]:
-        """Runs `todo` with the progress bar; a usage error in the first point stops it."""
-        for sub in ("logs", "points"):
-            os.makedirs(os.path.join(self.sweep.config.out_dir, sub), exist_ok=True)
-        with self.sweep.progress(len(todo), "runs") as progress:
-            for i, point in enumerate(todo):
-                progress.show("%s %s %s" % (point.values["model"], point.values["mode"],
-                                            point.values["kind"]))
-                record = self.sweep.run_point(point)
-                progress.finished(record.seconds)
-                if i == 0 and record.exit_code == errors.EXIT_USAGE:
-                    raise errors.UsageError("the first run failed with a usage error: %s (log: "
-                                            "%s)" % (record.rows[0]["error"], record.log_path))
-                self._check_device(point, record)
-        return self.records
+    def run(self, todo: Sequence[Point]) -> None:
+        """Runs `todo` with the progress bar (into a directory that may hold finished runs);
+        a usage error in the first run stops it."""
+        self.sweep.make_dirs()
+        self.sweep.run_points(todo, "runs", lambda p: "%s %s %s" % (
+            p.values["model"], p.values["mode"], p.values["kind"]), self._check_device)
 
     def _check_device(self, point: Point, record: PointRecord) -> None:
         """NVML can see a GPU that TensorFlow cannot use (a CPU-only wheel, CUDA libraries

@@ -23,7 +23,7 @@ import dataclasses
 import os
 import shlex
 import sys
-from typing import Iterator, Optional, Sequence, TextIO
+from typing import Callable, Iterator, Optional, Sequence, TextIO
 
 from tfbench import errors
 from tfbench.output import csv_out
@@ -84,12 +84,20 @@ class Sweep:
         self._progress: Optional[Progress] = None
 
     def prepare(self) -> None:
-        out = self.config.out_dir
+        """A new study's directory: refused when it holds one already."""
         if os.path.exists(self.config.rows_path):
             raise errors.UsageError("%s already holds a sweep (%s); choose another "
-                                    "--out_dir" % (out, self.config.rows_file))
+                                    "--out_dir" % (self.config.out_dir, self.config.rows_file))
+        self.make_dirs()
+
+    def make_dirs(self) -> None:
         for sub in ("logs", "points"):
-            os.makedirs(os.path.join(out, sub), exist_ok=True)
+            os.makedirs(os.path.join(self.config.out_dir, sub), exist_ok=True)
+
+    def check(self, points: Sequence[Point]) -> None:
+        """UsageError, before anything runs, when a child would refuse its flags."""
+        for point in points:
+            check_point(point, point_flags(self.config.base_flags, point.flags))
 
     def run_point(self, point: Point) -> PointRecord:
         cfg = self.config
@@ -154,20 +162,29 @@ class Sweep:
             self._progress = None
 
     def run(self, points: Sequence[Point]) -> list[PointRecord]:
-        """Runs every point; returns their records. A usage error in the very first point
-        (exit code 2, no row) stops the study: it would fail the same way everywhere. Flags a
-        child would refuse stop it before any point runs."""
-        for point in points:
-            check_point(point, point_flags(self.config.base_flags, point.flags))
+        """Runs every point of a new study; returns their records. Flags a child would refuse
+        stop it before any point runs."""
+        self.check(points)
         self.prepare()
-        with self.progress(len(points)) as progress:
+        return self.run_points(points)
+
+    def run_points(self, points: Sequence[Point], unit: str = "points",
+                   label: Callable[[Point], str] = lambda p: p.name,
+                   after: Optional[Callable[[Point, PointRecord], None]] = None
+                   ) -> list[PointRecord]:
+        """Runs `points` under the progress bar (`unit`, each shown by `label`), calling
+        `after` with each record. A usage error in the very first point (exit code 2, no row)
+        stops the run: it would fail the same way everywhere."""
+        with self.progress(len(points), unit) as progress:
             for i, point in enumerate(points):
-                progress.show(point.name)
+                progress.show(label(point))
                 record = self.run_point(point)
                 progress.finished(record.seconds)
                 if i == 0 and record.exit_code == errors.EXIT_USAGE:
-                    raise errors.UsageError("the first point failed with a usage error: %s "
-                                            "(log: %s)" % (record.rows[0]["error"],
+                    raise errors.UsageError("the first %s failed with a usage error: %s "
+                                            "(log: %s)" % (unit[:-1], record.rows[0]["error"],
                                                            record.log_path))
+                if after is not None:
+                    after(point, record)
         return self.records
 
