@@ -145,17 +145,13 @@ def build_report(csv_paths: Sequence[str], out_dir: str, json_dir: Optional[str]
     _write_markdown(md_path, title, csv_paths, sections, plot_paths, out_dir)
     _write_html(html_path, title, csv_paths, sections, plot_paths, out_dir)
     for section in sections:
-        shown = [c for c in section.columns if c in section.frame.columns]
-        section.frame[shown].to_csv(os.path.join(out_dir, section.slug + ".csv"), index=False)
+        tables.write_section_csv(out_dir, section)
     return Report(md_path, html_path, plot_paths, sections)
 
 
 def _write_markdown(path, title, csv_paths, sections, plot_paths, out_dir) -> None:
     parts = ["# %s\n" % title, "Sources: %s\n" % ", ".join(csv_paths)]
-    for section in sections:
-        body = tables.markdown(section.frame, section.columns)
-        parts.append("## %s\n\n%s%s" % (section.title, body,
-                                         "\n%s\n" % section.note if section.note else ""))
+    parts += [tables.section_markdown(section) for section in sections]
     if plot_paths:
         parts.append("## Plots\n")
         for p in plot_paths:
@@ -165,21 +161,12 @@ def _write_markdown(path, title, csv_paths, sections, plot_paths, out_dir) -> No
         handle.write("\n".join(parts))
 
 
-# Sections of text lines: their cells may break anywhere rather than widen the page.
-TEXT_SECTIONS = ("expected_range", "failed_runs")
-
-
 def _write_html(path, title, csv_paths, sections, plot_paths, out_dir) -> None:
     esc = html_lib.escape
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>%s</title>"
              "<style>%s</style></head><body>" % (esc(title), tables.PAGE_CSS),
              "<h1>%s</h1><p>Sources: %s</p>" % (esc(title), esc(", ".join(csv_paths)))]
-    for section in sections:
-        kind = "text" if section.slug in TEXT_SECTIONS else "numbers"
-        parts.append("<h2>%s</h2>%s" % (esc(section.title),
-                                         tables.html(section.frame, section.columns, kind)))
-        if section.note:
-            parts.append("<p class='note'>%s</p>" % esc(section.note))
+    parts += [tables.section_html(section) for section in sections]
     if plot_paths:
         parts.append("<h2>Plots</h2>")
         for p in plot_paths:

@@ -200,29 +200,22 @@ def build(eval_dir: str, out_dir: Optional[str] = None, models: Sequence[str] = 
     with open(html_path, "w") as handle:
         handle.write(html_page(title, head, sections, figures, tail, out_dir))
     for section in sections + tail:
-        shown = [c for c in section.columns if c in section.frame.columns]
-        section.frame[shown].to_csv(os.path.join(out_dir, section.slug + ".csv"), index=False)
+        tables.write_section_csv(out_dir, section)
     return EvaluationReport(md_path, html_path, figures, sections + tail, first, mode)
 
 
 def markdown_page(title, head, sections, figures, tail, out_dir) -> str:
     parts = ["# %s\n" % title, "".join("%s  \n" % line for line in head)]
     for section in sections:
-        parts.append(_md_section(section))
+        parts.append(tables.section_markdown(section))
     if figures:
         parts.append("## Per-model figures\n")
         for model, paths in figures.items():
             parts.append("### %s\n" % model)
             parts += ["![%s](%s)\n" % (os.path.basename(p), os.path.relpath(p, out_dir))
                       for p in paths]
-    parts += [_md_section(s) for s in tail]
+    parts += [tables.section_markdown(s) for s in tail]
     return "\n".join(parts)
-
-
-def _md_section(section: studies.Section) -> str:
-    body = tables.markdown(section.frame, section.columns) or "(no rows)\n"
-    return "## %s\n\n%s%s" % (section.title, body,
-                               "\n%s\n" % section.note if section.note else "")
 
 
 # Beside the shared page style: a device column keeps a readable width.
@@ -236,7 +229,7 @@ def html_page(title, head, sections, figures, tail, out_dir) -> str:
              "<meta name='viewport' content='width=device-width, initial-scale=1'>"
              "<title>%s</title><style>%s</style></head><body>" % (esc(title), CSS),
              "<h1>%s</h1><p class='note'>%s</p>" % (esc(title), "<br>".join(map(esc, head)))]
-    parts += [_html_section(s) for s in sections]
+    parts += [tables.section_html(s) for s in sections]
     if figures:
         parts.append("<h2>Per-model figures</h2>")
         for model, paths in figures.items():
@@ -246,20 +239,7 @@ def html_page(title, head, sections, figures, tail, out_dir) -> str:
                 parts.append("<a href='%s'><img src='%s' alt='%s'></a>"
                              % (rel, rel, esc(os.path.basename(p))))
             parts.append("</div>")
-    parts += [_html_section(s) for s in tail]
+    parts += [tables.section_html(s) for s in tail]
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
-
-# Tables of text (messages, versions): their cells may break anywhere rather than widen the page.
-TEXT_SECTIONS = ("expected_range", "environment", "failed_runs")
-
-
-def _html_section(section: studies.Section) -> str:
-    esc = html_lib.escape
-    kind = "text" if section.slug in TEXT_SECTIONS else "numbers"
-    table = tables.html(section.frame, section.columns, kind)
-    text = "<h2>%s</h2>%s" % (esc(section.title), table)
-    if section.note:
-        text += "<p class='note'>%s</p>" % esc(section.note)
-    return text

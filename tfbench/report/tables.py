@@ -241,17 +241,44 @@ def parse_markdown(text_: str) -> list[dict[str, str]]:
     return rows
 
 
+# Sections of text lines (messages, versions): their cells may break anywhere rather than widen
+# the page.
+TEXT_SECTIONS = ("expected_range", "environment", "failed_runs")
+
+
+def section_markdown(section) -> str:
+    """A study Section (report.studies) as `## title`, its table and its note."""
+    body = markdown(section.frame, section.columns) or "(no rows)\n"
+    return "## %s\n\n%s%s" % (section.title, body,
+                               "\n%s\n" % section.note if section.note else "")
+
+
+def section_html(section) -> str:
+    """A study Section as <h2>, its table (text or numbers, by TEXT_SECTIONS) and its note."""
+    import html as html_lib
+    kind = "text" if section.slug in TEXT_SECTIONS else "numbers"
+    text = "<h2>%s</h2>%s" % (html_lib.escape(section.title),
+                              html(section.frame, section.columns, kind))
+    if section.note:
+        text += "<p class='note'>%s</p>" % html_lib.escape(section.note)
+    return text
+
+
+def write_section_csv(out_dir: str, section) -> None:
+    """<out_dir>/<slug>.csv: the section's shown columns, unformatted."""
+    import os
+    shown = [c for c in section.columns if c in section.frame.columns]
+    section.frame[shown].to_csv(os.path.join(out_dir, section.slug + ".csv"), index=False)
+
+
 def write_sections(out_dir: str, sections, title: str) -> str:
     """Writes each section as <slug>.csv and <slug>.md, plus summary.md; returns the Markdown."""
     import os
     os.makedirs(out_dir, exist_ok=True)
     parts = ["# %s\n" % title]
     for section in sections:
-        shown = [c for c in section.columns if c in section.frame.columns]
-        section.frame[shown].to_csv(os.path.join(out_dir, section.slug + ".csv"), index=False)
-        body = markdown(section.frame, shown) or "(no rows)\n"
-        text_ = "## %s\n\n%s%s" % (section.title, body,
-                                   "\n%s\n" % section.note if section.note else "")
+        write_section_csv(out_dir, section)
+        text_ = section_markdown(section)
         with open(os.path.join(out_dir, section.slug + ".md"), "w") as handle:
             handle.write(text_)
         parts.append(text_)
