@@ -42,7 +42,7 @@ EVALUATION_MATCH_COLUMNS = tuple(c for c in MATCH_COLUMNS if c not in ("precisio
 # is shown too when a row runs on several workers).
 IDENTITY_COLUMNS = ("model", "mode", "execution_mode", "precision", "xla", "batch_size", "devices")
 # What a directory stands for: the first of these files in it.
-DIRECTORY_FILES = ("evaluation.csv", "sweep.csv", "tfbench_results.csv")
+DIRECTORY_FILES = (evaluation.ROWS_FILE, "sweep.csv", "tfbench_results.csv")
 NO_ROW = "no row"
 RATIO_METRICS = ("latency_ms_p50", "latency_ms_p99", "peak_mem_gb", "power_w_mean",
                  "images_per_sec_per_watt")  # each has a ratio_<metric> column title in tables

@@ -25,6 +25,7 @@ from tfbench.measure import expected_range as er
 from tfbench.report import plots, studies
 
 MODES = ("native", "mixed", "mixed_xla")
+ROWS_FILE = "evaluation.csv"   # an evaluation directory's rows (tfbench.sweep.evaluate)
 KINDS = ("training", "inference")
 MIXED_PRECISIONS = ("fp16", "bf16")
 WHAT_TO_CHECK = ("other processes on the GPU or CPU (nvidia-smi, top), clocks (boost or locked: "

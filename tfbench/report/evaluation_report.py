@@ -19,7 +19,7 @@ import pandas as pd
 from tfbench.report import evaluation as ev
 from tfbench.report import evaluation_env, evaluation_plots, load, plots, studies, tables
 
-ROWS_FILE = "evaluation.csv"
+ROWS_FILE = ev.ROWS_FILE
 
 
 @dataclasses.dataclass

@@ -45,7 +45,7 @@ MODELS = ("resnet50", "resnet101", "mobilenet_v3_large", "efficientnet_b0", "vit
 MODES = ev.MODES
 KINDS = ev.KINDS
 SETTINGS_FILE = "evaluation.json"
-ROWS_FILE = "evaluation.csv"
+ROWS_FILE = ev.ROWS_FILE
 
 # Benchmark flags the method sets itself -> the evaluate option to use instead.
 METHOD_FLAGS = {
