@@ -62,6 +62,13 @@ def step_stats(res: RunResult, batch: int, times: list[float],
     return figures
 
 
+def say(log: RunLog, res: RunResult, *texts: str) -> None:
+    """Says each notice now and records it with the run's notices."""
+    for text in texts:
+        log.notice(text)
+        res.notices.append(text)
+
+
 def step_fast_paths(strategy: Optional[tf.distribute.Strategy],
                     device_kind: str) -> fast_paths.FastPaths:
     """The CPU speed-ups for this process's device kind; none on a parameter-server controller,
@@ -90,8 +97,7 @@ class ModeRunner:
 
     def notice(self, res: RunResult, text: str) -> None:
         """Says `text` now and records it with the run's notices."""
-        self.log.notice(text)
-        res.notices.append(text)
+        say(self.log, res, text)
 
     # --- model and steps ----------------------------------------------------------------------
     def build_model(self) -> keras.Model:

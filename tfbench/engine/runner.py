@@ -24,7 +24,7 @@ import tensorflow as tf
 from tfbench.distribute import devices
 from tfbench.distribute import strategy as strategy_lib, strategies
 from tfbench.engine import measurements
-from tfbench.engine.base import Clock, ModeRunner
+from tfbench.engine.base import Clock, ModeRunner, say
 from tfbench.engine.data_only import DataOnlyRunner
 from tfbench.engine.evaluation import EvalRunner
 from tfbench.engine.measurements import Meter
@@ -56,17 +56,13 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     tf.random.set_seed(p.tf_random_seed)
     np.random.seed(4321)
     env_before = _capture_environment(res, log)
-    for notice in plan.notices:
-        log.notice(notice)
-    res.notices.extend(plan.notices)
+    say(log, res, *plan.notices)
     try:
         sp = strategy_lib.make_strategy(p, plan.device)
     finally:
         # A SIGTERM held while a cluster formed reaches the CLI's handler now (errors).
         errors.release_sigterm()
-    for notice in sp.notices:
-        log.notice(notice)
-    res.notices.extend(sp.notices)
+    say(log, res, *sp.notices)
     if strategies.is_parameter_server(sp.strategy):
         plan = _count_worker_replicas(p, plan, sp.strategy, res, log)
     res.variable_update = sp.variables_label
@@ -145,8 +141,7 @@ def _capture_environment(res: RunResult, log: RunLog) -> dict:
     log.environment(env)
     warning = environment.vm_warning(env, using_real_data=res.data_source != "synthetic")
     if warning:
-        log.notice(warning)
-        res.notices.append(warning)
+        say(log, res, warning)
     return env
 
 
@@ -166,8 +161,7 @@ def _count_worker_replicas(p, plan: Resolved, strategy: tf.distribute.Strategy,
         notice = ("Parameter-server workers run %d replica(s) each: a step counts %d images "
                   "per worker, not this controller's %d device(s)"
                   % (replicas, plan.worker_batch, own))
-        log.notice(notice)
-        res.notices.append(notice)
+        say(log, res, notice)
     return plan
 
 
