@@ -26,6 +26,7 @@ from tensorflow.core.framework import types_pb2  # noqa: E402
 from tensorflow.python.framework import kernels  # noqa: E402
 from tensorflow.python.framework import op_def_registry  # noqa: E402
 
+from helpers import FakeGpu  # noqa: E402
 from tfbench.distribute import devices, strategy as strategy_lib
 from tfbench.engine import train  # noqa: E402
 from tfbench.engine.plan import resolve  # noqa: E402
@@ -51,11 +52,6 @@ REPRESENTATIVE = ("lenet", "alexnet", "resnet50_v1.5", "mobilenet_v3_large", "ef
 FORWARD = ("resnet50_v1.5",)
 # Attributes through which an op calls a function.
 _FUNC_ATTRS = ("f", "then_branch", "else_branch", "body", "cond", "branches")
-
-
-class _Gpu:
-    def __init__(self, i):
-        self.name = "/physical_device:GPU:%d" % i
 
 
 # --- the kernel registry ---------------------------------------------------------------------
@@ -205,7 +201,7 @@ def main() -> None:
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_DEVICES)
-    devices.visible_gpus = lambda: [_Gpu(i) for i in range(NUM_DEVICES)]
+    devices.visible_gpus = lambda: [FakeGpu(i) for i in range(NUM_DEVICES)]
     write_fake_imagenet(DATA_DIR, num_train=8, num_validation=4, num_shards=2, seed=1,
                         image_size=16)
     out, times = {}, {}

@@ -51,6 +51,14 @@ def run_inprocess(args, cwd):
     return code, lines
 
 
+class FakeGpu:
+    """A stand-in for tf.config's PhysicalDevice of GPU `index` (and its model, when given)."""
+
+    def __init__(self, index: int = 0, model: str | None = None):
+        self.name = "/physical_device:GPU:%d" % index
+        self.model = model
+
+
 def free_ports(n: int) -> list[int]:
     """n TCP ports on 127.0.0.1 that were free a moment ago (for localhost clusters)."""
     sockets = [socket.socket() for _ in range(n)]

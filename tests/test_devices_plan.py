@@ -9,6 +9,7 @@ import os
 import pytest
 import tensorflow as tf
 
+from helpers import FakeGpu
 from test_monitors_nvml import FakeNvml, a100
 from tfbench import cli
 from tfbench.distribute import devices
@@ -18,17 +19,11 @@ from tfbench.config.params import make_params
 CUDA12 = {"is_cuda_build": True, "cuda_version": "12.5.1"}
 
 
-class Gpu:
-    def __init__(self, index, model):
-        self.name = "/physical_device:GPU:%d" % index
-        self.model = model
-
-
 @pytest.fixture
 def gpus(monkeypatch):
     """Installs stand-in GPUs: gpus(['NVIDIA A100-SXM4-40GB', ...])."""
     def install(models):
-        fakes = [Gpu(i, m) for i, m in enumerate(models)]
+        fakes = [FakeGpu(i, m) for i, m in enumerate(models)]
         monkeypatch.setattr(devices, "visible_gpus", lambda: fakes)
         monkeypatch.setattr(tf.config.experimental, "get_device_details",
                             lambda gpu: {"device_name": gpu.model})

@@ -7,7 +7,7 @@ split only before TensorFlow initialises; the CLI checks run the real program.
 
 import pytest
 
-from helpers import run_check_script, run_cli
+from helpers import FakeGpu, run_check_script, run_cli
 from tfbench.distribute import devices
 from tfbench.errors import UsageError
 from tfbench.config.params import make_params
@@ -110,17 +110,12 @@ def test_cli_independent_forward_only_with_xla(tmp_path):
     assert "Batch size:  8 global" in out.splitlines()
 
 
-class _FakeGpu:
-    def __init__(self, i):
-        self.name = "/physical_device:GPU:%d" % i
-
-
 @pytest.mark.parametrize("flags,needle", [
     ({"num_gpus": 4}, "asked for 4 GPU(s)"),
     ({"num_gpus": 1, "gpu_indices": "5"}, "indices [5]"),
 ])
 def test_more_gpus_than_visible_names_what_is_visible(monkeypatch, flags, needle):
-    monkeypatch.setattr(devices, "visible_gpus", lambda: [_FakeGpu(0), _FakeGpu(1)])
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu(0), FakeGpu(1)])
     p = make_params(dict(device="gpu", **flags))
     with pytest.raises(UsageError) as err:
         devices.plan_devices(p)
@@ -130,7 +125,7 @@ def test_more_gpus_than_visible_names_what_is_visible(monkeypatch, flags, needle
 
 
 def test_gpu_indices_choose_the_devices(monkeypatch):
-    monkeypatch.setattr(devices, "visible_gpus", lambda: [_FakeGpu(i) for i in range(4)])
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu(i) for i in range(4)])
     plan = devices.plan_devices(make_params({"device": "gpu", "gpu_indices": "2,3"}))
     assert plan.num_devices == 2 and plan.names == ("/gpu:0", "/gpu:1")
     assert plan.gpu_indices == (2, 3)

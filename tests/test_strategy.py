@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers import install_fake_horovod
+from helpers import FakeGpu, install_fake_horovod
 from tfbench.engine import steps
 from tfbench.distribute import strategy as strategy_lib, pipelines, strategies, sync
 from tfbench.distribute.devices import DevicePlan
@@ -301,10 +301,7 @@ def test_gradient_divisor():
 def test_horovod_process_takes_its_local_rank_gpu(fake_horovod, monkeypatch):
     from tfbench.distribute import devices
 
-    class Gpu:
-        def __init__(self, i):
-            self.name = "/physical_device:GPU:%d" % i
-    monkeypatch.setattr(devices, "visible_gpus", lambda: [Gpu(i) for i in range(4)])
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu(i) for i in range(4)])
     plan = devices.plan_devices(make_params({"variable_update": "horovod", "device": "gpu"}))
     assert (plan.num_devices, plan.names, plan.gpu_indices) == (1, ("/gpu:0",), (1,))
 
@@ -314,9 +311,7 @@ def test_horovod_process_bound_to_one_gpu_takes_it(fake_horovod, monkeypatch):
     whatever its local rank (1 here)."""
     from tfbench.distribute import devices
 
-    class Gpu:
-        name = "/physical_device:GPU:0"
-    monkeypatch.setattr(devices, "visible_gpus", lambda: [Gpu()])
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu()])
     plan = devices.plan_devices(make_params({"variable_update": "horovod", "device": "gpu"}))
     assert (plan.num_devices, plan.names, plan.gpu_indices) == (1, ("/gpu:0",), (0,))
 
