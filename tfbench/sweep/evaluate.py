@@ -265,13 +265,6 @@ def save_settings(out_dir: str, settings: dict, mixed: str, why: str, command: s
     return record
 
 
-def row_item(row: dict) -> str:
-    """The plan item (Item.name) a CSV row belongs to; '' for a row outside the method."""
-    mode = ev.execution_mode(row.get("precision") or "fp32", row.get("xla") or 0)
-    kind = ev.run_kind(row.get("mode") or "training")
-    return "%s_%s_%s" % (row.get("model"), mode, kind) if mode and kind else ""
-
-
 def finished(out_dir: str, rerun_failed: bool = False, rerun_unstable: bool = False,
              gpu_expected: bool = False) -> set[str]:
     """The plan items whose latest row in evaluation.csv needs no new run: any status but
@@ -281,18 +274,15 @@ def finished(out_dir: str, rerun_failed: bool = False, rerun_unstable: bool = Fa
     path = os.path.join(out_dir, ROWS_FILE)
     if not os.path.exists(path):
         return set()
-    latest: dict[str, dict] = {}
-    for _, row in load.read_results([path]).iterrows():
-        name = row_item(row)
-        if name:
-            latest[name] = row
+    rows = ev.with_method_columns(load.read_results([path])).drop_duplicates(
+        ["model", "execution_mode", "kind"], keep="last")
     done = set()
-    for name, row in latest.items():
+    for _, row in rows.iterrows():
         if row["status"] == "interrupted" or (rerun_failed and row["status"] != "ok") or \
                 (rerun_unstable and row["unstable"] == 1) or \
                 (gpu_expected and row["device_kind"] == "cpu"):
             continue
-        done.add(name)
+        done.add(Item(row["model"], row["execution_mode"], row["kind"]).name)
     return done
 
 
