@@ -152,7 +152,7 @@ def _count_worker_replicas(p, plan: Resolved, strategy: tf.distribute.Strategy,
     so a step's images are counted from the strategy's replicas, not this host's devices."""
     replicas = strategy.num_replicas_in_sync
     own = plan.device.num_devices
-    plan = resolve(p, replicas_per_worker=replicas)
+    plan = resolve(p, replicas_per_worker=replicas, facts=plan.facts)
     describe(p, plan, res)
     # The row describes the workers' devices, as TensorFlow counted them, not this host's.
     res.num_devices = replicas
