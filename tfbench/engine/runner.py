@@ -47,8 +47,8 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     plan = resolve(p)
     res = result or RunResult()
     describe(p, plan, res)
-    devices.set_environment(p, plan.device.kind, weights_change=plan.mode != FORWARD_ONLY)
-    devices.configure_runtime(p, plan.device, p.gpu_memory_limit_mb or None)
+    runtime_notices = devices.prepare_runtime(p, plan.device, plan.mode != FORWARD_ONLY,
+                                              p.gpu_memory_limit_mb or None)
     # Keras 3 initializers without a seed draw from Python's `random`, which
     # tf.random.set_seed leaves alone: seeding all of them makes the weights repeatable.
     # Keras takes only numpy's seed range; TensorFlow keeps the full int64 seed, as before.
@@ -56,7 +56,7 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     tf.random.set_seed(p.tf_random_seed)
     np.random.seed(4321)
     env_before = _capture_environment(res, log)
-    say(log, res, *plan.notices)
+    say(log, res, *plan.notices, *runtime_notices)
     try:
         sp = strategy_lib.make_strategy(p, plan.device)
     finally:
