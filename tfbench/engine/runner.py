@@ -162,6 +162,9 @@ def _count_worker_replicas(p, plan: Resolved, strategy: tf.distribute.Strategy,
                   "per worker, not this controller's %d device(s)"
                   % (replicas, plan.worker_batch, own))
         say(log, res, notice)
+    if res.device_kind == "cpu" and plan.precision == "fp16":
+        # The workers' CPUs, whose units this controller cannot read.
+        say(log, res, environment.cpu_fp16_notice(None))
     return plan
 
 
