@@ -11,11 +11,11 @@ import pytest
 from helpers import run_inprocess
 from tfbench.config import startup_env
 from tfbench.config.params import make_params
-from tfbench.distribute import devices
+from tfbench.distribute import devices, gpu_env
 from tfbench.errors import UsageError
 
-MODE, COUNT, BN = (devices.GPU_THREAD_MODE_ENV, devices.GPU_THREAD_COUNT_ENV,
-                   devices.BATCHNORM_PERSISTENT_ENV)
+MODE, COUNT, BN = (gpu_env.GPU_THREAD_MODE_ENV, gpu_env.GPU_THREAD_COUNT_ENV,
+                   gpu_env.BATCHNORM_PERSISTENT_ENV)
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ from typing import Any, Mapping, Optional
 
 import tensorflow as tf
 
-from tfbench.config import fast_paths, gpu_names
+from tfbench.config import fast_paths, gpu_names, startup_env
+from tfbench.distribute import gpu_env
 from tfbench.errors import UsageError
 
 
@@ -227,15 +228,6 @@ def _model_notices(indices: list[int], models: list[Optional[str]]) -> list[str]
 
 
 FROZEN_WEIGHTS_ENV = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
-GPU_THREAD_MODE_ENV = "TF_GPU_THREAD_MODE"
-GPU_THREAD_COUNT_ENV = "TF_GPU_THREAD_COUNT"
-BATCHNORM_PERSISTENT_ENV = "TF_USE_CUDNN_BATCHNORM_SPATIAL_PERSISTENT"
-# What TensorFlow's GPU device accepts (gpu_device.cc, case-insensitive; another value fails
-# the creation of every GPU device).
-GPU_THREAD_MODES = ("global", "gpu_private", "gpu_shared")
-# tsl ReadBoolFromEnvVar, case-insensitive; cuDNN's batch norm aborts the process on another
-# value (TF_CHECK_OK in stream_executor's cuda_dnn.cc), at the first batch norm.
-_BOOL_TEXT = {"0": False, "false": False, "1": True, "true": True}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,95 +238,6 @@ class EnvSettings:
     notices: tuple[str, ...] = ()
 
 
-def gpu_environment(p, num_devices: int, environ: Mapping[str, str]
-                    ) -> tuple[dict[str, Optional[str]], list[str]]:
-    """The GPU variables the flags set ({name: value, or None to remove}) and the notices.
-
-    As the legacy script, a flag the user gave is assigned: --gpu_thread_mode to
-    TF_GPU_THREAD_MODE, the threads (--per_gpu_thread_count or 2; times the devices for
-    gpu_shared, one pool for them all) to TF_GPU_THREAD_COUNT, --batchnorm_persistent to "1"
-    and --nobatchnorm_persistent by removing TF_USE_CUDNN_BATCHNORM_SPATIAL_PERSISTENT. A value
-    the environment holds (not one tfbench set) is kept where the flags were not given, and said
-    where it differs from the flags' default, so the header's Env line and the notices tell
-    what ran. Values TensorFlow would refuse are one error line.
-    """
-    from tfbench.config import startup_env
-    mine = set(startup_env.set_by_tfbench(environ))
-    inherited = {name: environ[name] for name in
-                 (GPU_THREAD_MODE_ENV, GPU_THREAD_COUNT_ENV, BATCHNORM_PERSISTENT_ENV)
-                 if name in environ and name not in mine}
-    out: dict[str, Optional[str]] = {}
-    notices: list[str] = []
-
-    def flag_wins(name: str, value: Optional[str], flag: str) -> None:
-        out[name] = value
-        if name in inherited and inherited[name] != value:
-            notices.append("%s replaces %s=%s from the environment" % (flag, name,
-                                                                     inherited[name]))
-
-    def kept(name: str, default: Optional[str], flag: str, differs: bool) -> None:
-        if differs:
-            notices.append("%s=%s from the environment is kept (no %s given; tfbench's "
-                           "default is %s)" % (name, inherited[name], flag,
-                                               default if default is not None else "unset"))
-
-    mode_given = p.is_explicit("gpu_thread_mode")
-    mode = p.gpu_thread_mode.lower()
-    if mode_given and mode not in GPU_THREAD_MODES:
-        raise UsageError("--gpu_thread_mode=%s: use one of %s" % (p.gpu_thread_mode,
-                                                                 ", ".join(GPU_THREAD_MODES)))
-    if mode_given:
-        flag_wins(GPU_THREAD_MODE_ENV, mode, "--gpu_thread_mode=%s" % mode)
-    elif GPU_THREAD_MODE_ENV in inherited:
-        mode = inherited[GPU_THREAD_MODE_ENV].strip().lower()
-        if mode not in GPU_THREAD_MODES:
-            raise UsageError("%s=%s in the environment is not a mode TensorFlow knows (%s): it "
-                             "would refuse to create the GPU devices; unset it or give "
-                             "--gpu_thread_mode" % (GPU_THREAD_MODE_ENV,
-                                                    inherited[GPU_THREAD_MODE_ENV],
-                                                    ", ".join(GPU_THREAD_MODES)))
-        kept(GPU_THREAD_MODE_ENV, p.gpu_thread_mode, "--gpu_thread_mode",
-             mode != p.gpu_thread_mode.lower())
-    else:
-        out[GPU_THREAD_MODE_ENV] = mode
-    count_given = p.is_explicit("per_gpu_thread_count") and p.per_gpu_thread_count
-    if count_given and mode == "global":
-        raise UsageError("--per_gpu_thread_count=%d has no effect with gpu_thread_mode=global "
-                         "(GPUs then share the global threads); leave it out or choose "
-                         "gpu_private or gpu_shared" % p.per_gpu_thread_count)
-    per_gpu = p.per_gpu_thread_count or 2
-    count = str(per_gpu * num_devices if mode == "gpu_shared" else per_gpu)
-    if mode != "global":
-        if mode_given or count_given:
-            flag_wins(GPU_THREAD_COUNT_ENV, count, "--per_gpu_thread_count=%d" % per_gpu
-                      if count_given else "--gpu_thread_mode=%s (%s threads)" % (mode, count))
-        elif GPU_THREAD_COUNT_ENV in inherited:
-            text = inherited[GPU_THREAD_COUNT_ENV].strip()
-            if not (text.lstrip("+").isdigit() and int(text) > 0):
-                raise UsageError("%s=%s in the environment is not a positive thread count: "
-                                 "TensorFlow would refuse to create the GPU devices; unset it "
-                                 "or give --per_gpu_thread_count" % (
-                                     GPU_THREAD_COUNT_ENV, inherited[GPU_THREAD_COUNT_ENV]))
-            kept(GPU_THREAD_COUNT_ENV, count, "--per_gpu_thread_count", int(text) != int(count))
-        else:
-            out[GPU_THREAD_COUNT_ENV] = count
-    persistent = "1" if p.batchnorm_persistent else None
-    if p.is_explicit("batchnorm_persistent"):
-        flag_wins(BATCHNORM_PERSISTENT_ENV, persistent, "--%sbatchnorm_persistent"
-                  % ("" if p.batchnorm_persistent else "no"))
-    elif BATCHNORM_PERSISTENT_ENV in inherited:
-        text = inherited[BATCHNORM_PERSISTENT_ENV]
-        if text.lower() not in _BOOL_TEXT:
-            raise UsageError("%s=%s in the environment is not 0, 1, true or false: cuDNN would "
-                             "abort the run at its first batch norm; unset it or give "
-                             "--[no]batchnorm_persistent" % (BATCHNORM_PERSISTENT_ENV, text))
-        kept(BATCHNORM_PERSISTENT_ENV, persistent, "--[no]batchnorm_persistent",
-             _BOOL_TEXT[text.lower()] != p.batchnorm_persistent)
-    else:
-        out[BATCHNORM_PERSISTENT_ENV] = persistent
-    return out, notices
-
-
 def set_environment(p, kind: str = "gpu", weights_change: bool = True,
                     num_devices: int = 1) -> EnvSettings:
     """Environment variables that must be set before TensorFlow initialises its devices.
@@ -343,10 +246,9 @@ def set_environment(p, kind: str = "gpu", weights_change: bool = True,
     matmul's weights in its own blocked layout instead of reordering them every step, as
     inference deployments do. TensorFlow reads the variable once per process, so a run that
     updates weights with it set would compute with stale weights: that is refused. On a GPU
-    the flags set the GPU variables (gpu_environment: a flag given wins, else an inherited
-    value is kept); the names tfbench sets are recorded (config.startup_env.mark).
+    the flags set the GPU variables (distribute/gpu_env.py: a flag given wins, else an
+    inherited value is kept); the names tfbench sets are recorded (config.startup_env.mark).
     """
-    from tfbench.config import startup_env
     wanted: dict[str, Optional[str]] = {}
     notices: list[str] = []
     if fast_paths.for_device(kind).frozen_weights:
@@ -359,7 +261,7 @@ def set_environment(p, kind: str = "gpu", weights_change: bool = True,
         if not weights_change and FROZEN_WEIGHTS_ENV not in os.environ:
             wanted[FROZEN_WEIGHTS_ENV] = "1"
     if kind == "gpu":
-        gpu, notices = gpu_environment(p, num_devices, os.environ)
+        gpu, notices = gpu_env.gpu_environment(p, num_devices, os.environ)
         wanted.update(gpu)
         if p.autotune_threshold:
             # As the legacy script: the flag wins over the environment.

@@ -20,7 +20,7 @@ from tfbench.config import params as params_lib
 from tfbench.distribute import devices
 from tfbench.distribute import strategy as strategy_lib
 from tfbench.errors import UsageError
-from tfbench.measure import environment
+from tfbench.measure import cpu_units
 from tfbench.models import catalog, registry
 
 # The values of Resolved.mode.
@@ -119,7 +119,7 @@ def read_facts(p) -> Facts:
     precision = params_lib.resolve_precision(p)
     if precision == "fp16" and plan.kind == "cpu" and not _parameter_server(p):
         # (A parameter-server controller's steps run on its workers' devices.)
-        notice = environment.cpu_fp16_notice(environment.cpu_flags())
+        notice = cpu_units.cpu_fp16_notice(cpu_units.cpu_flags())
         if notice:
             notices.append(notice)
     mode = EVAL if p.eval else (FORWARD_ONLY if p.forward_only else TRAINING)

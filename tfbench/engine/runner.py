@@ -34,7 +34,7 @@ from tfbench.engine.runlog import Header, RunLog, SilentLog
 from tfbench.engine.train import TrainRunner
 from tfbench import errors
 from tfbench.errors import OutOfMemory, TfbenchError, out_of_memory_evidence
-from tfbench.measure import environment
+from tfbench.measure import cpu_units, environment
 from tfbench.results import RunResult
 
 RUNNERS: dict[str, type[ModeRunner]] = {TRAINING: TrainRunner, FORWARD_ONLY: TrainRunner,
@@ -164,7 +164,7 @@ def _count_worker_replicas(p, plan: Resolved, strategy: tf.distribute.Strategy,
         say(log, res, notice)
     if res.device_kind == "cpu" and plan.precision == "fp16":
         # The workers' CPUs, whose units this controller cannot read.
-        say(log, res, environment.cpu_fp16_notice(None))
+        say(log, res, cpu_units.cpu_fp16_notice(None))
     return plan
 
 

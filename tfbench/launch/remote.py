@@ -58,8 +58,7 @@ class Host:
 
     @property
     def machine(self) -> str:
-        """The host as named, without user and port: entries naming it alike share its GPUs
-        (another name of the same machine, an alias or its address, is not recognised)."""
+        """The host as named, user and port aside (an alias of it is another host)."""
         return self.target.rpartition("@")[2].lower()
 
 
@@ -104,26 +103,17 @@ def parse_hosts(text: str, port: int = DEFAULT_PORT) -> list[Host]:
 
 def task_flags(flags: Sequence[str], hosts: Sequence[Host], index: int,
                gpus_per_task: Optional[int] = None) -> list[str]:
-    """The flags of task `index`: the benchmark's, its own GPUs where its host runs several
-    tasks (shared_host_gpus), and the cluster's."""
-    own = shared_host_gpus(hosts, index, gpus_per_task)
-    return list(flags) + (["--gpu_indices=" + own] if own else []) + [
-        "--job_name=worker", "--worker_hosts=" + ",".join(h.address for h in hosts),
-        "--task_index=%d" % index]
-
-
-def shared_host_gpus(hosts: Sequence[Host], index: int,
-                     gpus_per_task: Optional[int]) -> Optional[str]:
-    """--gpu_indices for task `index` when its host runs several tasks: the k-th task there
-    takes GPUs k*n .. k*n+n-1 (n = gpus_per_task, each task's --num_gpus), so no two tasks
-    drive one GPU (each TensorFlow would map nearly all of its memory). None for a host named
-    once, or without GPUs (gpus_per_task None: --device=cpu). A host with fewer GPUs refuses
-    the task itself, naming what it sees."""
-    host = hosts[index]
-    if not gpus_per_task or sum(h.machine == host.machine for h in hosts) < 2:
-        return None
-    slot = sum(h.machine == host.machine for h in hosts[:index])
-    return ",".join(str(slot * gpus_per_task + i) for i in range(gpus_per_task))
+    """Task `index`'s flags: the benchmark's, then on a host running several tasks GPUs of its
+    own (the k-th there takes k*n .. k*n+n-1, n = --num_gpus; gpus_per_task is None on CPUs; a
+    host with fewer GPUs refuses the task itself), then the cluster's."""
+    same = [h.machine == hosts[index].machine for h in hosts]
+    own = []
+    if gpus_per_task and sum(same) > 1:
+        first = sum(same[:index]) * gpus_per_task
+        own = ["--gpu_indices=" + ",".join(str(first + i) for i in range(gpus_per_task))]
+    return list(flags) + own + ["--job_name=worker",
+                                "--worker_hosts=" + ",".join(h.address for h in hosts),
+                                "--task_index=%d" % index]
 
 
 # A host without setsid (util-linux; busybox has one too) could not stop a task's process group:

@@ -31,7 +31,7 @@ class LaunchConfig:
     cluster_timeout: float = 120.0
     nccl_debug: bool = False
     # GPUs each task drives (--num_gpus); None on CPUs. A host named several times gives each
-    # of its tasks GPUs of their own (remote.shared_host_gpus).
+    # of its tasks GPUs of their own (remote.task_flags).
     gpus_per_task: Optional[int] = None
 
     @property
