@@ -7,7 +7,7 @@ the labels of its examples, which the test data makes unique per example), for S
 and EVAL_STEPS evaluation batches, plus the strategy's devices and the synthetic batch.
 
 `python multiworker_checks.py ps_images PS_HOST WORKER_HOSTS CONTROLLER_HOST` is the controller of
-a parameter-server cluster: it runs two steps on the runner's synthetic inputs and prints where
+a parameter-server cluster: it runs three steps on the runner's synthetic inputs and prints where
 the tensors those steps read live, and which ops the step runs. Its workers are
 `python multiworker_checks.py serve_worker INDEX PS_HOST WORKER_HOSTS CONTROLLER_HOST`: tfbench's
 own serving with 2 logical CPU devices (a tfbench task splits its CPU only on one host), as a
@@ -115,8 +115,10 @@ def ps_images_main() -> None:
     model = bench.build_model()
     images = bench.images(2)                 # what the runner's steps read
     step = steps.Steps(model, None, strategy, bench.step_config("forward_only")).forward_step()
-    for _ in range(2):
+    traces = []   # after each step
+    for _ in range(3):
         step(images)
+        traces.append(step.step_fn.experimental_get_tracing_count())
 
     def where(variable):   # the device of the variable each worker holds
         return [v._get_values().device for v in variable._per_worker_vars._values]
@@ -136,6 +138,7 @@ def ps_images_main() -> None:
     coordinator(strategy).join()
     print("RESULT " + json.dumps({
         "kind": type(images).__name__, "worker_devices": list(strategy.extended.worker_devices),
+        "traces": traces,
         "images": [where(v) for v in getattr(images, "variables", [])],
         "op_types": sorted({op.type for op in graph.get_operations()}),
         "read_shapes": [op.outputs[0].shape.as_list() for op in graph.get_operations()

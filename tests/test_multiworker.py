@@ -374,6 +374,7 @@ def test_parameter_server_workers_keep_synthetic_images_on_their_replica_devices
     # batch: 2 x 8 x 8 x 3).
     assert [t for t in got["op_types"] if t.startswith(("Iterator", "MultiDeviceIterator"))] == []
     assert [2, 8, 8, 3] in got["read_shapes"]
+    assert got["traces"] == [1, 1, 1]   # one trace: every step takes the same images
     # CPU workers: one replica each, its images on the worker's CPU:0 (GPU workers:
     # /device:GPU:r); the workers' own, not the parameter server's or the controller's.
     assert got["kind"] == "WorkerImages" and got["worker_devices"] == ["/device:CPU:0"]
