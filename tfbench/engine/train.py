@@ -146,7 +146,8 @@ class TrainRunner(ModeRunner):
             log.training_done()
             if not res.extra.get("stopped_early"):
                 log.evaluation_started(checkpoints.global_step(), final=True)
-                self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
+                with self.meter.evaluation():
+                    self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
 
     def _timed_loop(self, s: Setup, res: RunResult, num_timed: int, checkpoints: Checkpoints,
                     new_measurement: bool = True) -> float:
@@ -200,7 +201,8 @@ class TrainRunner(ModeRunner):
                 pause = now()
                 self.meter.close_window()
                 log.evaluation_started(checkpoints.global_step(), final=False)
-                top_1 = self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
+                with self.meter.evaluation():
+                    top_1 = self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
                 self.meter.open_window(new_measurement=False)
                 paused += now() - pause
                 if p.stop_at_top_1_accuracy and top_1 >= p.stop_at_top_1_accuracy:
