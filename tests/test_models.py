@@ -141,7 +141,9 @@ def test_too_small_image_size_is_a_usage_error():
 
 
 # One model per builder: NCHW must build the same network (same parameters and FLOPs), with an
-# NHWC input, and run on this CPU.
+# NHWC input, and run. TensorFlow's own CPU kernels take channels-first convolutions only with
+# oneDNN, which is off by default on CPUs without AVX-512 (an AVX2-only AMD EPYC here), so the
+# forward pass runs through XLA, whose CPU backend compiles either layout on any CPU.
 NCHW_CASES = [("alexnet", "cifar10"), ("googlenet", "imagenet"), ("resnet20_v2", "cifar10"),
               ("official_resnet18_v2", "imagenet"), ("densenet40_k12", "cifar10"),
               ("mobilenet_v3_small", "imagenet"), ("vit_tiny", "imagenet"),
@@ -158,7 +160,7 @@ def test_nchw_builds_the_same_network(name, dataset):
     assert flops.forward_flops(nchw, size) == flops.forward_flops(nhwc, size)
     has_transpose = any(layer.name == "to_nchw" for layer in nchw.layers)
     assert has_transpose == spec.channels_first
-    out = nchw(_synthetic(size)[0], training=False)
+    out = tf.function(lambda x: nchw(x, training=False), jit_compile=True)(_synthetic(size)[0])
     assert out.shape == (2, datasets.NUM_CLASSES[dataset]) and out.dtype == tf.float32
 
 
