@@ -225,11 +225,15 @@ def main() -> None:
     state: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="tfbench-matrix-") as scratch:
         for label in variants(which):
-            out.update(cells(label, scratch, state, full))
+            done = cells(label, scratch, state, full)
+            out.update(done)
             keras.backend.clear_session()
             gc.collect()
-            print("# %s done at %.0f s" % (label, time.perf_counter() - start), file=sys.stderr,
-                  flush=True)
+            failed = sorted(name for name, cell in done.items()
+                            if "failed" in cell or cell.get("finite") is False)
+            print("# %s: %d cells, failed: %s (%.0f s)" % (
+                label, len(done), ", ".join(failed) or "none", time.perf_counter() - start),
+                file=sys.stderr, flush=True)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     print("RESULT " + json.dumps({"cells": out, "state": state,
                                   "seconds": round(time.perf_counter() - start, 1),
