@@ -235,6 +235,8 @@ def main() -> None:
             kinds[name] = sorted(found)
             times[name] = round(time.perf_counter() - start, 2)
             keras.backend.clear_session()
+            print("# %s: %s (%.0f s)" % (name, ", ".join(out[name]) or "every op has a GPU kernel",
+                                        times[name]), file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(DATA_DIR, ignore_errors=True)
     print("RESULT " + json.dumps({"missing": out, "seconds": times, "op_kinds": kinds}))
