@@ -2,8 +2,9 @@
 
 Keras creates the state that every replica writes in its own step as non-trainable variables
 with aggregation "none": each SeedGenerator's state (Dropout, every random layer), batch
-norm's moving statistics, LossScaleOptimizer's scale and counter, optimizer slots. Under
-MirroredStrategy each replica writes its own copy. Strategies that keep one copy for all
+norm's moving statistics, LossScaleOptimizer's scale and counter. Under MirroredStrategy each
+replica writes its own copy. (Optimizer slots are created so too, but written in the update's
+cross-replica context, where no aggregation is read.) Strategies that keep one copy for all
 replicas (CentralStorageStrategy: the legacy default --variable_update=parameter_server on
 several devices; a ParameterServerStrategy worker with several GPUs) wrap every variable in
 TensorFlow's AggregatingVariable, which refuses a replica-context write to a "none" variable
