@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfbench.distribute import strategies
+from tfbench.distribute import strategies, variables
 from tfbench.engine import lr, optimizers, steps
 from tfbench.engine.base import ModeRunner, StepFn, should_display
 from tfbench.engine.checkpoints import Checkpoints, TrainDir, open_train_dir
@@ -75,7 +75,7 @@ class TrainRunner(ModeRunner):
         log.generating_training_model()
         model = self.build_model()
         optimizer = None
-        with self.strategy.scope():
+        with variables.scope(self.strategy):
             if training:
                 optimizer = make_optimizer(p, r, self.strategy, log.notice)
                 optimizer.build(model.trainable_variables)
