@@ -154,7 +154,7 @@ def test_a_nan_at_a_display_step_leaves_images_per_sec_over_the_steps_timed(gpu,
     """The NaN step was timed and is in step_times: the wall time must cover it too."""
     checked = []
 
-    def check_finite(self, out, where):
+    def check_finite(self, out, where, res):
         checked.append(where)
         if where == "step 10":
             raise NanLoss("Loss became NaN at step 10")
@@ -172,7 +172,7 @@ def test_a_nan_at_a_display_step_leaves_images_per_sec_over_the_steps_timed(gpu,
 def test_a_nan_in_the_second_repeat_keeps_the_first_repeats_figure(gpu, monkeypatch):
     """A completed repeat is a full measurement: a later failure does not replace its figure
     with a partial one (the fallback is for a run that completed no repeat)."""
-    def check_finite(self, out, where):
+    def check_finite(self, out, where, res):
         if len(checked) == 1 and where == "step 1":
             raise NanLoss("Loss became NaN at step 1")
         if where == "step 3":
@@ -203,9 +203,9 @@ def test_warmup_sec_is_one_figure_in_the_json_csv_and_console(gpu, monkeypatch):
     """The wall time of warm-up, host work between its steps included."""
     check_finite = base.ModeRunner._check_finite
 
-    def slow_check(self, out, where):
+    def slow_check(self, out, where, res):
         gpu.sleep(0.5)
-        check_finite(self, out, where)
+        check_finite(self, out, where, res)
 
     monkeypatch.setattr(base.ModeRunner, "_check_finite", slow_check)
     res, _ = run({"num_batches": 2, "num_warmup_batches": 3})

@@ -115,7 +115,7 @@ class TrainRunner(ModeRunner):
             out = s.step_fn(s.inputs).numpy()
             res.warmup_times.append(now() - t0)
             raise_if_stopped()
-            self._check_finite(out, "warm-up")
+            self._check_finite(out, "warm-up", res)
             checkpoints.maybe_save()
         res.warmup_sec = now() - warm_start if r.num_warmup else None
         res.first_step_sec = res.warmup_times[0] if res.warmup_times else None
@@ -185,7 +185,7 @@ class TrainRunner(ModeRunner):
             if with_acc:
                 res.top_1_accuracy, res.top_5_accuracy = float(out[2]), float(out[3])
             if should_display(i, p.display_every):
-                self._check_finite(out, "step %d" % (i + 1))
+                self._check_finite(out, "step %d" % (i + 1), res)
                 mean, pm, jitter = self.step_stats(res, times, p.display_perf_ewma)
                 accs = (float(out[2]), float(out[3])) if with_acc else (None, None)
                 res.extra.setdefault("display_events", []).append(
@@ -215,7 +215,7 @@ class TrainRunner(ModeRunner):
         self.meter.close_window()
         if not times:
             return 0.0
-        self._check_finite(out, "step %d" % len(times))
+        self._check_finite(out, "step %d" % len(times), res)
         self.step_stats(res, times, p.display_perf_ewma)
         res.images_per_sec = len(times) * r.global_batch / res.wall_time
         return res.images_per_sec
