@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import sys
 from typing import Callable, Iterable, Optional, Sequence
 
+from tfbench.cli.guard import Parser
 from tfbench.errors import UsageError
 
 COLUMNS = ("name", "dataset", "image_size", "default_batch_size", "params", "gflops", "family",
@@ -45,13 +45,8 @@ columns:
 """
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one clear line instead of usage + exit 2
-        raise UsageError("models: %s" % message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="tfbench models", allow_abbrev=False,
+    p = Parser(prog="tfbench models",
                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=HELP_EPILOG,
                 description="List the registered models: defaults, parameters and forward "
                             "GFLOPs per image (a multiply-add counts as 2 FLOPs).")
@@ -158,10 +153,7 @@ def write_csv(rows: Iterable[dict], out: Callable[[str], None]) -> None:
 
 def main(argv: Sequence[str]) -> int:
     """`tfbench models ARGS` (argv without the subcommand). UsageError on bad input."""
-    try:
-        args = _parser().parse_args(list(argv))
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
+    args = _parser().parse_args(list(argv))
     if args.image_size < 0:
         raise UsageError("models: --image_size must be >= 0, got %d" % args.image_size)
     patterns = [p for value in args.model + args.names for p in value.split(",") if p]
@@ -181,10 +173,3 @@ def main(argv: Sequence[str]) -> int:
             "params: trainable parameters.")
     return 0
 
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except UsageError as exc:
-        print("tfbench: error: %s" % exc, file=sys.stderr)
-        sys.exit(exc.exit_code)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from tfbench.cli.guard import Parser
 from tfbench.errors import UsageError
 from tfbench.measure import peak
 from tfbench.output.csv_out import write_json_atomic
@@ -24,7 +25,7 @@ def _store(device_name: str, precision: str, result: dict) -> None:
 
 def main(argv: list[str]) -> int:
     """`tfbench peak`: measures achievable TFLOP/s per precision and caches it for MFU."""
-    ap = argparse.ArgumentParser(prog="tfbench peak", description=main.__doc__)
+    ap = Parser(prog="tfbench peak", description=main.__doc__)
     ap.add_argument("--device", choices=("cpu", "gpu"), default=None,
                     help="default: gpu when one is visible, else cpu")
     ap.add_argument("--precision", default="fp32,bf16",
@@ -32,12 +33,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--matmul_size", type=int, default=0, help="N of the NxN matmul")
     ap.add_argument("--conv_size", type=int, default=0, help="image size of the conv probe")
     ap.add_argument("--seconds", type=float, default=2.0, help="timing budget per probe")
-    try:
-        args = ap.parse_args(argv)
-    except SystemExit as exc:
-        if exc.code:
-            raise UsageError("bad arguments for `tfbench peak` (see --help)") from None
-        return 0
+    args = ap.parse_args(argv)
     precisions = [x for x in args.precision.split(",") if x]
     bad = [x for x in precisions if x not in peak.PRECISIONS]
     if bad or not precisions:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import os
 
-from tfbench import errors
+from tfbench.cli.guard import Parser
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="tfbench report", allow_abbrev=False,
+    p = Parser(
+        prog="tfbench report",
         description="Markdown and HTML tables and PNG plots from tfbench results CSV files.")
     p.add_argument("csv", nargs="+", help="results CSV files (e.g. tfbench_results.csv, "
                                            "<sweep out_dir>/sweep.csv)")
@@ -33,15 +33,12 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """Entry point for `tfbench report ...` (argv without the subcommand)."""
     args = _parser().parse_args(argv)
-    try:
-        from tfbench.report.build import build_report
-        report = build_report(args.csv, args.out, args.json_dir, args.knee_pct, args.max_plots,
-                              args.title)
-    except errors.TfbenchError as exc:
-        print("tfbench report: error: %s" % exc, file=sys.stderr)
-        return exc.exit_code
-    print("report: %s\n        %s\nplots:  %d in %s/plots" % (
-        report.markdown_path, report.html_path, len(report.plots), args.out))
+    from tfbench.report.build import build_report
+    report = build_report(args.csv, args.out, args.json_dir, args.knee_pct, args.max_plots,
+                          args.title)
+    print("report: %s\n        %s\nplots:  %d in %s" % (
+        report.markdown_path, report.html_path, len(report.plots),
+        os.path.join(args.out, "plots")))
     if args.browser_check:
         from tfbench.report import browser_check
         passed, line = browser_check.check_report(report.html_path)

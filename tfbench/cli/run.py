@@ -15,15 +15,9 @@ import traceback
 from typing import Callable, Optional, Sequence
 
 from tfbench import errors
+from tfbench.cli.guard import print_error
 from tfbench.config.argv import parse_params
-from tfbench.errors import EXIT_OK, Interrupted, TfbenchError, UsageError
-
-
-def error_line(message: str) -> None:
-    """`tfbench: error: MESSAGE`, the one line a failed command ends with."""
-    sys.stdout.flush()
-    sys.stderr.write("%s: error: %s\n" % ("tfbench", message))
-    sys.stderr.flush()
+from tfbench.errors import EXIT_OK, EXIT_USAGE, Interrupted, TfbenchError, UsageError
 
 
 class _Printer:
@@ -46,7 +40,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     try:
         p = parse_params(argv)
     except UsageError as exc:
-        error_line(str(exc))
+        print_error(str(exc))
         return exc.exit_code
     result = RunResult(command=" ".join(shlex.quote(a) for a in argv))
     restore = errors.interrupt_on_signals()
@@ -77,10 +71,13 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     finally:
         errors.release_sigterm()
         restore()
+    if code == EXIT_USAGE and not (result.step_times or result.warmup_times):
+        print_error(result.error)   # refused before any step: nothing to record (output.md)
+        return code
     try:
         lines = outputs.write_all(p, result)
     except OSError as exc:
-        error_line("could not write results: %s" % exc)
+        print_error("could not write results: %s" % exc)
         return code or 1
     if code != EXIT_OK:
         for line in console.stopped_lines(result) + lines:
@@ -88,7 +85,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         message = result.error
         if "traceback" in result.extra and lines:
             message += " (traceback in the JSON manifest)"
-        error_line(message)
+        print_error(message)
         return code
     for line in console.summary_lines(p, result) + lines:
         emit(line)

@@ -16,15 +16,16 @@ import sys
 from typing import Optional, Sequence
 
 from tfbench import errors
-from tfbench.cli.guard import guarded
+from tfbench.cli.guard import Parser, guarded, print_error
+from tfbench.config import presets
 from tfbench.sweep import grid, max_batch, summary
 from tfbench.sweep.child import DEFAULT_CHILD
 from tfbench.sweep.runner import Sweep, SweepConfig
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="tfbench sweep", allow_abbrev=False,
+    p = Parser(
+        prog="tfbench sweep",
         description="Run a grid of benchmark configurations, each point in its own process, and "
                     "print the study tables (scaling, batch size, precision, resolution). All "
                     "other flags go to every point.")
@@ -64,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
 def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
           stream=None) -> tuple[argparse.Namespace, Sweep]:
     """Parses argv into the sweep options and a ready Sweep (no process started)."""
-    argv = grid.expand_flagfiles(argv)
+    argv = presets.expand_flagfiles(argv)
     parser = _parser()
     args, base = parser.parse_known_args(argv)
     stray = [t for i, t in enumerate(base) if not t.startswith("-")
@@ -134,8 +135,8 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
               % len(engine.records), file=stderr)
     ok = any(row["status"] == "ok" for r in engine.records for row in r.rows)
     if engine.records and not ok and exit_code == errors.EXIT_OK:
-        print("tfbench sweep: no point ran successfully; see the logs in %s"
-              % os.path.join(config.out_dir, "logs"), file=stderr)
+        print_error("no point ran successfully; see the logs in %s"
+                    % os.path.join(config.out_dir, "logs"))
         exit_code = errors.EXIT_RUN_ERROR
     if engine.records:
         from tfbench.report import tables
@@ -151,4 +152,4 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
 
 def main(argv: list[str]) -> int:
     """Entry point for `tfbench sweep ...` (argv without the subcommand)."""
-    return guarded("sweep", run, argv)
+    return guarded(run, argv)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Sequence, TextIO
 
+from tfbench import errors
 from tfbench.output import classic_log
 
 
@@ -58,5 +59,5 @@ class ChiefConsole:
             self.held = []
             self.stdout.flush()
             if error:
-                self.stderr.write("tfbench launch: error: %s\n" % error)
+                self.stderr.write(errors.error_line(error) + "\n")
                 self.stderr.flush()

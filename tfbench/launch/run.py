@@ -68,7 +68,7 @@ def preflight(cfg: LaunchConfig, stderr: TextIO) -> Optional[int]:
                              shlex.join([cfg.remote_cmd, "--version"]), host, len(cfg.hosts))
             for host, cause in problems]
     _save_rows(cfg, rows, os.path.join(cfg.out_dir, "rows.csv"), stderr)
-    print("tfbench launch: error: %s" % message, file=stderr)
+    print(errors.error_line(message), file=stderr)
     return errors.EXIT_DISTRIBUTED
 
 
@@ -149,7 +149,7 @@ def launch_series(cfg: LaunchConfig, counts: Sequence[int], stdout: TextIO,
         stdout.flush()
     if exit_code and exit_code not in (errors.EXIT_SIGINT, errors.EXIT_SIGTERM):
         first = next(r for r in results if r.exit_code)
-        print("tfbench launch: error: %d host(s): %s" % (len(first.hosts), first.error),
+        print(errors.error_line("%d host(s): %s" % (len(first.hosts), first.error)),
               file=stderr)
     return exit_code
 
