@@ -113,7 +113,7 @@ def test_a_killed_task_is_named_the_other_stops_and_nothing_is_left(tmp_path):
             proc.kill()
     assert proc.returncode == 5, err[-3000:]
     last = err.strip().splitlines()[-1]
-    assert last.startswith("tfbench launch: error: %s (worker 1): killed by SIGKILL; the other "
+    assert last.startswith("tfbench: error: %s (worker 1): killed by SIGKILL; the other "
                            "1 task(s) ended within " % hosts[1]), last
     assert stopped < 30 and "Traceback" not in err             # --cluster_timeout_secs=30
     rows = _rows(tmp_path)
@@ -138,7 +138,7 @@ def test_sigterm_to_the_launcher_stops_every_task_which_writes_its_row(tmp_path)
             proc.kill()
     assert proc.returncode == 143, err[-3000:]
     assert err.strip().splitlines()[-1].startswith(
-        "tfbench launch: error: interrupted by SIGTERM; the 2 task(s) stopped within ")
+        "tfbench: error: interrupted by SIGTERM; the 2 task(s) stopped within ")
     assert stopped < 30 and "Traceback" not in err
     rows = _rows(tmp_path)
     # Each task's own row: TensorFlow's preemption notifier no longer swallows SIGTERM.

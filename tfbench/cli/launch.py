@@ -108,7 +108,7 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
         hosts=hosts, flags=sweep_grid.strip_flags(flags, ["csv_file"]), rsh=rsh,
         remote_cmd=args.remote_cmd.strip(), out_dir=args.out_dir or launch.default_out_dir(),
         csv_file=p.csv_file or "", cluster_timeout=float(p.cluster_timeout_secs),
-        nccl_debug=args.nccl_debug)
+        nccl_debug=args.nccl_debug, command=shlex.join(["tfbench", "launch"] + list(argv)))
     return args, cfg
 
 

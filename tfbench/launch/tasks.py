@@ -30,6 +30,7 @@ class LaunchConfig:
     csv_file: str = ""               # the local CSV every row is appended to ('' = none)
     cluster_timeout: float = 120.0
     nccl_debug: bool = False
+    command: str = ""                # the user's command line, recorded in every row
 
     @property
     def own_grace(self) -> float:
