@@ -106,6 +106,8 @@ def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
     flops_figures(res, p, plan, ips, judge_peak=not meter.elsewhere)
     res.extra.update(stats.latency_summary(res.step_times))
     res.extra.update(stats.cold_start_summary(res.warmup_times, res.step_times))
+    res.extra.update(stats.between_steps_summary(res.extra.pop("between_steps_sec", None),
+                                                 len(res.step_times)))
     peaks, unavailable = memory.peak_device_bytes(meter.device_names)
     if meter.reset_error:   # the peak would also cover the warm-up
         peaks, unavailable = dict.fromkeys(peaks), meter.reset_error
