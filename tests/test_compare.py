@@ -106,9 +106,10 @@ def test_cli_formats(tmp_path, capsys, fmt):
 
 
 def test_cli_missing_file(tmp_path, capsys):
-    assert compare_cli.main([str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) == \
-        errors.EXIT_USAGE
-    assert "results file not found" in capsys.readouterr().err
+    from tfbench import cli
+    assert cli.main(["tfbench", "compare", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) \
+        == errors.EXIT_USAGE
+    assert capsys.readouterr().err.startswith("tfbench: error: results file not found")
 
 
 def test_no_matches(tmp_path):

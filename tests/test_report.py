@@ -140,9 +140,10 @@ def test_json_dir_found_next_to_csv_or_given(tmp_path, study_csv):
 
 
 def test_report_errors(tmp_path, capsys):
-    assert cli.main([str(tmp_path / "nope.csv"), "--out", str(tmp_path / "o")]) == \
-        errors.EXIT_USAGE
-    assert "results file not found" in capsys.readouterr().err
+    from tfbench import cli as dispatcher
+    assert dispatcher.main(["tfbench", "report", str(tmp_path / "nope.csv"), "--out",
+                            str(tmp_path / "o")]) == errors.EXIT_USAGE
+    assert capsys.readouterr().err.startswith("tfbench: error: results file not found")
     other = tmp_path / "other.csv"
     other.write_text("a,b\n1,2\n")
     with pytest.raises(errors.UsageError, match="not a tfbench results CSV"):

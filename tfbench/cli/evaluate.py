@@ -17,7 +17,7 @@ import sys
 from typing import Optional, Sequence
 
 from tfbench import errors
-from tfbench.cli.guard import Parser, guarded, print_error
+from tfbench.cli.guard import Parser, guarded
 from tfbench.config import presets
 from tfbench.sweep import evaluate as ev
 from tfbench.sweep import grid
@@ -180,7 +180,8 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
         return code
     report, checked = _report(args, evaluation.method, record, stdout, say)
     if code == errors.EXIT_OK and report.first_table.empty:
-        print_error("no run succeeded; see the logs in %s" % os.path.join(out_dir, "logs"))
+        print(errors.error_line("no run succeeded; see the logs in %s"
+                                % os.path.join(out_dir, "logs")), file=stderr)
         code = errors.EXIT_RUN_ERROR
     if code == errors.EXIT_OK and checked is False and args.browser_check == "yes":
         code = errors.EXIT_RUN_ERROR

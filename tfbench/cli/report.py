@@ -6,6 +6,7 @@ import argparse
 import os
 
 from tfbench.cli.guard import Parser
+from tfbench.measure import stats
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -21,6 +22,11 @@ def _parser() -> argparse.ArgumentParser:
                         "next to each CSV); used for the time-series plots")
     p.add_argument("--knee_pct", type=float, default=90.0,
                    help="batch-size knee: smallest batch reaching this %% of the best")
+    p.add_argument("--unstable_threshold_pct", type=float,
+                   default=stats.DEFAULT_UNSTABLE_THRESHOLD_PCT,
+                   help="repeated configurations whose spread ((max - min) / median) exceeds "
+                        "this are marked unstable, as tfbench evaluate marks them (default "
+                        "%(default)g)")
     p.add_argument("--max_plots", type=int, default=12,
                    help="at most this many plots of each kind (default 12)")
     p.add_argument("--title", default="tfbench report")
@@ -35,7 +41,7 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     from tfbench.report.build import build_report
     report = build_report(args.csv, args.out, args.json_dir, args.knee_pct, args.max_plots,
-                          args.title)
+                          args.title, args.unstable_threshold_pct)
     print("report: %s\n        %s\nplots:  %d in %s" % (
         report.markdown_path, report.html_path, len(report.plots),
         os.path.join(args.out, "plots")))

@@ -16,8 +16,8 @@ import sys
 from typing import Optional, Sequence
 
 from tfbench import errors
-from tfbench.cli.guard import Parser, guarded, print_error
-from tfbench.config import presets
+from tfbench.cli.guard import Parser, guarded
+from tfbench.config import flagdefs, presets
 from tfbench.sweep import grid, max_batch, summary
 from tfbench.sweep.child import DEFAULT_CHILD
 from tfbench.sweep.runner import Sweep, SweepConfig
@@ -54,9 +54,10 @@ def _parser() -> argparse.ArgumentParser:
                         "on a host without a GPU; on GPU use --gpu_memory_limit_mb")
     p.add_argument("--point_timeout_sec", type=float, default=None,
                    help="stop a point that runs longer than this (status error)")
-    p.add_argument("--csv_file", default=None,
-                   help="also append every row to this CSV (the rows are always in "
-                        "<out_dir>/sweep.csv)")
+    p.add_argument("--csv_file", default=flagdefs.BY_NAME["csv_file"].default,
+                   help="also append every row to this CSV, as a run does (default "
+                        "%(default)s, so `tfbench report %(default)s` shows the study; empty: "
+                        "only <out_dir>/sweep.csv, where the rows always are)")
     p.add_argument("--json_dir", default=None,
                    help="JSON manifests directory for the children (default <out_dir>/runs)")
     return p
@@ -135,8 +136,8 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
               % len(engine.records), file=stderr)
     ok = any(row["status"] == "ok" for r in engine.records for row in r.rows)
     if engine.records and not ok and exit_code == errors.EXIT_OK:
-        print_error("no point ran successfully; see the logs in %s"
-                    % os.path.join(config.out_dir, "logs"))
+        print(errors.error_line("no point ran successfully; see the logs in %s"
+                                % os.path.join(config.out_dir, "logs")), file=stderr)
         exit_code = errors.EXIT_RUN_ERROR
     if engine.records:
         from tfbench.report import tables
