@@ -51,7 +51,7 @@ setup(
     long_description=__doc__,
     python_requires=">=3.10",
     packages=find_packages(include=["tfbench", "tfbench.*"]),
-    package_data={"tfbench.measure": ["reference_data/*.csv"]},
+    package_data={"tfbench.measure": ["reference_data/*.csv", "model_stats.csv"]},
     cmdclass={"build_py": BuildPyWithPresets},
     install_requires=[
         "absl-py>=1.0",

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from tfbench.measure import expected_range as er, stats
-from tfbench.report import load, plots, studies, tables
+from tfbench.report import load, plots, repeats, studies, tables
 
 SUMMARY_COLUMNS = ["model", "device_name", "devices", "mode", "precision", "xla", "batch_size",
                    "image_size", "data_source", "images_per_sec", "latency_ms_p50",
@@ -113,7 +113,7 @@ def build_report(csv_paths: Sequence[str], out_dir: str, json_dir: Optional[str]
             note += ("; spread = (max - min) / median of the repeats, stable as in tfbench "
                      "evaluate (unstable above %g%%)" % unstable_threshold_pct)
         sections.append(studies.Section("results", "Results", summary,
-                                        studies.with_repeats(summary, columns), note))
+                                        repeats.with_repeats(summary, columns), note))
         for mode, label in (("training", "Training"), ("forward_only", "Inference")):
             pivot = pivot_frame(summary, mode)
             if not pivot.empty and pivot.shape[1] > 1:

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from tfbench.measure import expected_range as er
-from tfbench.report import plots, studies
+from tfbench.report import plots, repeats, studies
 
 MODES = ("native", "mixed", "mixed_xla")
 ROWS_FILE = "evaluation.csv"   # an evaluation directory's rows (tfbench.sweep.evaluate)
@@ -139,7 +139,7 @@ def first_table(df: pd.DataFrame, models: Sequence[str] = (),
             "train_images_per_sec_per_watt": _value(train, "images_per_sec_per_watt"),
             "train_temp_c_max": _value(train, "temp_c_max"),
             "expected_range": verdict,
-            "stable": studies.stable([train, infer])})
+            "stable": repeats.stable([train, infer])})
     return pd.DataFrame(out, columns=FIRST_COLUMNS)
 
 
@@ -200,7 +200,7 @@ def runs_table(df: pd.DataFrame, models: Sequence[str] = ()) -> pd.DataFrame:
         _model=[models.index(m) for m in rows["model"]],
         _mode=[MODES.index(m) for m in rows["execution_mode"]],
         _kind=[KINDS.index(k) for k in rows["kind"]],
-        stable=[studies.stable([r]) if r["status"] == "ok" else "" for _, r in rows.iterrows()],
+        stable=[repeats.stable([r]) if r["status"] == "ok" else "" for _, r in rows.iterrows()],
         # A training row's step-time percentiles are per batch of 32, not the latency figure.
         latency_ms_p50=rows["latency_ms_p50"].where(inference),
         latency_ms_p99=rows["latency_ms_p99"].where(inference))

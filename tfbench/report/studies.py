@@ -3,10 +3,9 @@
 Each function takes a typed frame (report.load.normalize) and uses only rows with status ok.
 Repeated rows of one configuration are reduced to their median images/sec, so `--repeats` and
 re-runs appended to one CSV need no special handling; their min, max, spread and stability
-verdict (REPEAT_COLUMNS) follow the rule of --num_runs and `tfbench evaluate`
-(tfbench.measure.stats.repeat_summary, stable()), and every table with repeats shows them. Groups are formed from the
-configuration columns, minus the one(s) a study varies, so a sweep over models x GPU counts gives
-one scaling table per model.
+verdict follow the rule of --num_runs and `tfbench evaluate` (tfbench.report.repeats), and every
+table with repeats shows them. Groups are formed from the configuration columns, minus the
+one(s) a study varies, so a sweep over models x GPU counts gives one scaling table per model.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from tfbench.measure import stats
+from tfbench.report import repeats
 
 # Columns that identify a configuration (what ran, where).
 CONFIG_COLUMNS = ("model", "dataset", "mode", "precision", "xla", "batch_size",
@@ -38,59 +38,8 @@ _METRICS = {
 }
 
 
-# A configuration's repeats: how many, min and max images/sec, spread % and the verdict.
-REPEAT_COLUMNS = ("images_per_sec_min", "images_per_sec_max", "num_runs", "spread_pct",
-                  "unstable", "stable")
-# What a table with repeats shows of them, after images/sec (the median).
-SHOWN_REPEAT_COLUMNS = ["images_per_sec_min", "images_per_sec_max", "num_runs", "spread_pct",
-                        "stable"]
-
-
 def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df[(df["status"] == "ok") & df["images_per_sec"].notna()]
-
-
-def _given(row: Optional[pd.Series], column: str) -> bool:
-    value = None if row is None else row.get(column)
-    return value is not None and value != "" and not pd.isna(value)
-
-
-def stable(rows: Sequence[Optional[pd.Series]]) -> str:
-    """The stability verdict of `tfbench evaluate` and of every study table: 'no' when one of
-    `rows` (a configuration: a CSV row, or an aggregate of repeated rows) spread more than its
-    threshold (`unstable` 1), 'yes' when every row is there, was repeated (num_runs >= 2) and
-    none did, '' otherwise (a row missing or not repeated)."""
-    present = [r for r in rows if r is not None]
-    if any(_given(r, "unstable") and r["unstable"] == 1 for r in present):
-        return "no"
-    if present and len(present) == len(rows) and all(
-            _given(r, "num_runs") and r["num_runs"] >= 2 for r in present):
-        return "yes"
-    return ""
-
-
-def repeats(group: pd.DataFrame,
-            unstable_threshold_pct: float = stats.DEFAULT_UNSTABLE_THRESHOLD_PCT) -> dict:
-    """REPEAT_COLUMNS of one configuration's ok rows. Several rows are its repeats (`tfbench
-    sweep --repeats`, re-runs), summarised as --num_runs summarises a run's own repeats
-    (stats.repeat_summary: spread = (max - min) / median, unstable above the threshold); a
-    single row keeps what its own --num_runs measured."""
-    if len(group) > 1:
-        s = stats.repeat_summary(group["images_per_sec"], unstable_threshold_pct)
-        out = {k: s[k] for k in ("images_per_sec_min", "images_per_sec_max", "num_runs",
-                                 "spread_pct")}
-        out["unstable"] = int(bool(s["unstable"]))
-    else:
-        row = group.iloc[0]
-        if _given(row, "num_runs") and row["num_runs"] >= 2:
-            out = {k: row.get(k, np.nan) for k in ("images_per_sec_min", "images_per_sec_max",
-                                                   "num_runs", "spread_pct", "unstable")}
-        else:
-            ips = row["images_per_sec"]
-            out = {"images_per_sec_min": ips, "images_per_sec_max": ips, "num_runs": 1,
-                   "spread_pct": np.nan, "unstable": np.nan}
-    out["stable"] = stable([pd.Series(out)])
-    return out
 
 
 def aggregate(df: pd.DataFrame, keys: list[str],
@@ -99,36 +48,15 @@ def aggregate(df: pd.DataFrame, keys: list[str],
     """One row per distinct `keys`: median metrics and the repeats (REPEAT_COLUMNS)."""
     ok = ok_rows(df)
     if ok.empty:
-        return pd.DataFrame(columns=keys + list(_METRICS) + list(REPEAT_COLUMNS) + ["order"])
+        return pd.DataFrame(columns=keys + list(_METRICS) + list(repeats.REPEAT_COLUMNS)
+                            + ["order"])
     ok = ok.assign(order=np.arange(len(ok)))
     grouped = ok.groupby(keys, dropna=False, sort=False)
     out = grouped.agg({**_METRICS, "order": "min"})
-    spread = [repeats(group, unstable_threshold_pct) for _, group in grouped]
-    for column in REPEAT_COLUMNS:
+    spread = [repeats.summarize(group, unstable_threshold_pct) for _, group in grouped]
+    for column in repeats.REPEAT_COLUMNS:
         out[column] = [s[column] for s in spread]
     return out.reset_index().sort_values("order", kind="stable").reset_index(drop=True)
-
-
-def with_repeats(table: pd.DataFrame, columns: list[str]) -> list[str]:
-    """`columns` with SHOWN_REPEAT_COLUMNS after images/sec when a row of `table` was
-    repeated."""
-    if "num_runs" not in table or not (table["num_runs"] >= 2).any() or \
-            "images_per_sec" not in columns:
-        return columns
-    at = columns.index("images_per_sec") + 1
-    return columns[:at] + [c for c in SHOWN_REPEAT_COLUMNS if c not in columns] + columns[at:]
-
-
-def unstable_text(row: pd.Series) -> str:
-    """' (UNSTABLE: spread 43.2% over 2 repeats)' for a configuration whose repeats spread
-    above the threshold, '' otherwise."""
-    if stable([row]) != "no":
-        return ""
-    return " (UNSTABLE: %s)" % _spread_text(row)
-
-
-def _spread_text(row: pd.Series) -> str:
-    return "spread %.1f%% over %d repeats" % (row["spread_pct"], row["num_runs"])
 
 
 def _group_keys(vary: tuple[str, ...], extra: Sequence[str] = ()) -> list[str]:
@@ -211,9 +139,9 @@ def scaling_table(df: pd.DataFrame, scaling: str = "weak", extra: Sequence[str] 
             group["efficiency_pct"] = group["speedup"] / (group["devices"] / base["devices"]) \
                 * 100.0
             frames.append(group.assign(group="%s%d" % (scaling, len(frames))))
-    return _concat(frames, keys + point + ["scaling", "images_per_sec"] + list(REPEAT_COLUMNS)
-                   + ["images_per_sec_per_device", "speedup", "efficiency_pct", "peak_mem_gb",
-                      "group"])
+    return _concat(frames, keys + point + ["scaling", "images_per_sec"]
+                   + list(repeats.REPEAT_COLUMNS) + ["images_per_sec_per_device", "speedup",
+                                                     "efficiency_pct", "peak_mem_gb", "group"])
 
 
 def _identity(frame: pd.DataFrame, extra: Sequence[str] = ()) -> list[tuple]:
@@ -266,7 +194,7 @@ def batch_size_study(df: pd.DataFrame, knee_pct: float = 90.0, extra: Sequence[s
                                    best=group["images_per_sec"] == best, knee_pct=knee_pct,
                                    group="batch%d" % len(frames)))
     return _concat(frames, keys + ["batch_size", "global_batch_size", "images_per_sec"]
-                   + list(REPEAT_COLUMNS) + ["peak_mem_gb", "pct_of_best", "knee", "best",
+                   + list(repeats.REPEAT_COLUMNS) + ["peak_mem_gb", "pct_of_best", "knee", "best",
                                              "knee_pct", "group"])
 
 
@@ -296,7 +224,7 @@ def precision_matrix(df: pd.DataFrame, extra: Sequence[str] = (),
             execution=[execution_label(p, x) for p, x in zip(group["precision"], group["xla"])],
             speedup_vs_fp32=group["images_per_sec"] / ref, group="precision%d" % len(frames)))
     return _concat(frames, keys + ["precision", "xla", "execution", "images_per_sec"]
-                   + list(REPEAT_COLUMNS) + ["peak_mem_gb", "speedup_vs_fp32", "group"])
+                   + list(repeats.REPEAT_COLUMNS) + ["peak_mem_gb", "speedup_vs_fp32", "group"])
 
 
 def resolution_study(df: pd.DataFrame, extra: Sequence[str] = (),
@@ -315,8 +243,10 @@ def resolution_study(df: pd.DataFrame, extra: Sequence[str] = (),
             images_per_sec_rel=group["images_per_sec"] / first["images_per_sec"],
             peak_mem_rel=group["peak_mem_gb"] / first["peak_mem_gb"],
             group="resolution%d" % len(frames)))
-    return _concat(frames, keys + ["image_size", "images_per_sec"] + list(REPEAT_COLUMNS)
-                   + ["peak_mem_gb", "pixels_rel", "images_per_sec_rel", "peak_mem_rel", "group"])
+    return _concat(frames, keys + ["image_size", "images_per_sec"]
+                   + list(repeats.REPEAT_COLUMNS) + ["peak_mem_gb", "pixels_rel",
+                                                     "images_per_sec_rel", "peak_mem_rel",
+                                                     "group"])
 
 
 def summary_table(df: pd.DataFrame,
@@ -382,8 +312,8 @@ def study_sections(df: pd.DataFrame, kinds: Sequence[str] = STUDY_KINDS,
     threshold = unstable_threshold_pct
 
     def section(slug, title, table, keys, point, columns, note):
-        out.append(Section(slug, title, table, with_repeats(table, keys + columns),
-                           note + _repeats_note(table, keys + point, threshold)))
+        out.append(Section(slug, title, table, repeats.with_repeats(table, keys + columns),
+                           note + repeats.note(table, keys + point, threshold)))
 
     if "scaling" in kinds:
         table = scaling_tables(df, extra, threshold) if scaling is None else \
@@ -432,35 +362,18 @@ def study_sections(df: pd.DataFrame, kinds: Sequence[str] = STUDY_KINDS,
     return out
 
 
-def _label(row: pd.Series, columns: Sequence[str]) -> str:
-    return ", ".join("%s=%s" % (k, row[k]) for k in columns if row[k] != "")
-
-
 def _knee_text(table: pd.DataFrame, keys: list[str]) -> str:
     """Per group: the knee and the best batch, each marked when its repeats were unstable."""
     parts = []
     for _, group in table.groupby("group", sort=False):
         knee = group[group["knee"].astype(bool)].iloc[0]
         best = group[group["best"].astype(bool)].iloc[0]
-        text = "batch %d%s" % (knee["batch_size"], unstable_text(knee))
-        if best["batch_size"] != knee["batch_size"] or unstable_text(best):
-            text += ", best batch %d%s" % (best["batch_size"], unstable_text(best))
-        label = _label(knee, keys)
+        text = "batch %d%s" % (knee["batch_size"], repeats.unstable_text(knee))
+        if best["batch_size"] != knee["batch_size"] or repeats.unstable_text(best):
+            text += ", best batch %d%s" % (best["batch_size"], repeats.unstable_text(best))
+        label = repeats.label(knee, keys)
         parts.append("%s: %s" % (label, text) if label else text)
     return "; ".join(parts)
-
-
-def _repeats_note(table: pd.DataFrame, point: list[str], threshold: float) -> str:
-    """What the repeat columns mean, and every unstable point, for a table with repeats."""
-    if not (table["num_runs"] >= 2).any():
-        return ""
-    note = ("; images/sec is the median of a point's repeats, spread = (max - min) / median, "
-            "stable as in tfbench evaluate (unstable above %g%%)" % threshold)
-    unstable = ["%s (%s)" % (_label(r, point), _spread_text(r)) for _, r in table.iterrows()
-                if stable([r]) == "no"]
-    if unstable:
-        note += ". Unstable: %s" % "; ".join(unstable)
-    return note
 
 
 def _concat(frames: list[pd.DataFrame], columns: Optional[list[str]]) -> pd.DataFrame:
