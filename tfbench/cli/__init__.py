@@ -39,7 +39,8 @@ def usage() -> str:
     lines = ["usage: %s [--flagfile=FILE] [--FLAG=VALUE ...]    run a benchmark" % PROG,
              "       %s SUBCOMMAND [args]" % PROG, "", "subcommands:"]
     lines += ["  %-20s %s" % (name, desc) for name, (_, desc) in SUBCOMMANDS.items()]
-    lines += ["", "Run `%s --helpfull` for every benchmark flag." % PROG]
+    lines += ["", "Run `%s --helpfull` for every benchmark flag; `%s presets` lists the "
+              "--flagfile presets (flags/NAME.flags, found from any directory)." % (PROG, PROG)]
     return "\n".join(lines)
 
 
