@@ -74,6 +74,39 @@ def test_the_csv_stays_local_and_other_flags_go_to_every_task(tmp_path):
         "--job_name=worker", "--worker_hosts=h1:2222,h2:2222", "--task_index=1"]
 
 
+def _task_gpus(cfg):
+    return [next((f for f in launch_remote.task_flags(cfg.flags, cfg.hosts, i, cfg.gpus_per_task)
+                  if f.startswith("--gpu_indices=")), None) for i in range(len(cfg.hosts))]
+
+
+def test_tasks_on_a_host_named_twice_get_gpus_of_their_own():
+    """Issue 26 (2.3): both tasks on one host took GPUs 0..N-1, each TensorFlow mapping nearly
+    all of their memory. The k-th task on a host takes --num_gpus GPUs from k x --num_gpus."""
+    _, cfg = launch_cli.build(["--hosts=gpu1,gpu1,me@gpu2,Me@GPU1:2400", "--rsh=sh", "--",
+                               "--model=resnet50", "--num_gpus=2"])
+    assert _task_gpus(cfg) == ["--gpu_indices=0,1", "--gpu_indices=2,3", None,
+                               "--gpu_indices=4,5"]
+    # The default of one GPU per task; a scaling series' first point has the host once.
+    _, cfg = launch_cli.build(["--hosts=gpu1,gpu1", "--rsh=sh", "--", "--model=resnet50"])
+    assert _task_gpus(cfg) == ["--gpu_indices=0", "--gpu_indices=1"]
+    assert launch_remote.task_flags(cfg.flags, cfg.hosts[:1], 0, cfg.gpus_per_task) == \
+        cfg.flags + ["--job_name=worker", "--worker_hosts=gpu1:2222", "--task_index=0"]
+
+
+def test_tasks_on_the_cpu_share_it_and_given_gpu_indices_are_refused_on_a_shared_host():
+    _, cfg = launch_cli.build(["--hosts=h,h", "--rsh=sh", "--", "--device=cpu", "--num_gpus=2"])
+    assert _task_gpus(cfg) == [None, None]
+    with pytest.raises(errors.UsageError, match=re.escape(
+            "--gpu_indices=0,1 would give every task on h the same GPUs; leave it out: "
+            "tfbench launch gives each task on a host named several times --num_gpus GPUs of "
+            "its own")):
+        launch_cli.build(["--hosts=h,h", "--rsh=sh", "--", "--gpu_indices=0,1"])
+    _, cfg = launch_cli.build(["--hosts=h1,h2", "--rsh=sh", "--", "--gpu_indices=0,1"])
+    # Hosts named once keep what the flags say, and only that.
+    assert [[f for f in launch_remote.task_flags(cfg.flags, cfg.hosts, i, cfg.gpus_per_task)
+             if f.startswith("--gpu_indices")] for i in (0, 1)] == [["--gpu_indices=0,1"]] * 2
+
+
 # --- the chief's console -----------------------------------------------------------------
 
 def test_the_chiefs_log_passes_unchanged_with_the_launchers_lines_before_the_footer():
@@ -145,6 +178,10 @@ def test_a_scaling_series_prints_efficiency_with_the_interconnect_each_point_saw
         assert {r["status"] for r in rows} == {"ok"}
     log = (tmp_path / "out" / "logs" / "002_hosts-3" / "worker2_127.0.0.1-3.log").read_text()
     assert "[worker 2 127.0.0.1:3] Starting worker 2\n" in log
+    # One host named three times: each task drives its own GPU (one each, the default).
+    assert "[worker 2 127.0.0.1:3] GPU indices: 2\n" in log
+    first = (tmp_path / "out" / "logs" / "000_hosts-1" / "worker0_127.0.0.1-1.log").read_text()
+    assert "GPU indices" not in first
     assert "[worker 2 127.0.0.1:3] [nccl] " in log
     assert _leftovers(tmp_path) == []
 

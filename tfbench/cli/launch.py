@@ -34,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
                     "each host's log in its own file, every host's CSV row in the local CSV.")
     p.add_argument("--hosts", required=True, metavar="[USER@]HOST[:PORT],...",
                    help="one task per entry, the first the chief; PORT is the task's "
-                        "TensorFlow port (default --port; a host named again gets the next)")
+                        "TensorFlow port (default --port; a host named again gets the next, "
+                        "and --num_gpus GPUs of its own)")
     p.add_argument("--rsh", default=launch_remote.DEFAULT_RSH,
                    help="remote shell taking HOST COMMAND as ssh does (default %(default)r); "
                         "no -t: the tasks stop when its stdin closes. scripts/local_rsh.sh (a "
@@ -89,6 +90,14 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
         raise errors.UsageError("tfbench launch runs MultiWorkerMirroredStrategy: use "
                                 "--variable_update=%s (or leave it out), not %s"
                                 % (", ".join(launch.MULTI_WORKER_VALUES), p.variable_update))
+    gpus_per_task = None if p.device.lower() == "cpu" else p.num_gpus
+    machines = [h.machine for h in hosts]
+    shared = sorted({m for m in machines if machines.count(m) > 1})
+    if shared and p.gpu_indices and gpus_per_task:
+        raise errors.UsageError("--gpu_indices=%s would give every task on %s the same GPUs; "
+                                "leave it out: tfbench launch gives each task on a host named "
+                                "several times --num_gpus GPUs of its own"
+                                % (p.gpu_indices, ", ".join(shared)))
     rsh = shlex.split(args.rsh)
     if rsh and shutil.which(rsh[0]) is None and presets.find(rsh[0]):
         rsh[0] = os.path.abspath(presets.find(rsh[0]))   # scripts/local_rsh.sh from anywhere
@@ -108,7 +117,8 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
         hosts=hosts, flags=sweep_grid.strip_flags(flags, ["csv_file"]), rsh=rsh,
         remote_cmd=args.remote_cmd.strip(), out_dir=args.out_dir or launch.default_out_dir(),
         csv_file=p.csv_file or "", cluster_timeout=float(p.cluster_timeout_secs),
-        nccl_debug=args.nccl_debug, command=shlex.join(["tfbench", "launch"] + list(argv)))
+        nccl_debug=args.nccl_debug, gpus_per_task=gpus_per_task,
+        command=shlex.join(["tfbench", "launch"] + list(argv)))
     return args, cfg
 
 

@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfbench.distribute import strategies
+from tfbench.distribute import strategies, variables
 from tfbench.engine import lr, optimizers, steps
 from tfbench.engine.base import ModeRunner, StepFn, should_display
 from tfbench.engine.checkpoints import Checkpoints, TrainDir, open_train_dir
@@ -75,7 +75,7 @@ class TrainRunner(ModeRunner):
         log.generating_training_model()
         model = self.build_model()
         optimizer = None
-        with self.strategy.scope():
+        with variables.scope(self.strategy):
             if training:
                 optimizer = make_optimizer(p, r, self.strategy, log.notice)
                 optimizer.build(model.trainable_variables)
@@ -146,7 +146,8 @@ class TrainRunner(ModeRunner):
             log.training_done()
             if not res.extra.get("stopped_early"):
                 log.evaluation_started(checkpoints.global_step(), final=True)
-                self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
+                with self.meter.evaluation():
+                    self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
 
     def _timed_loop(self, s: Setup, res: RunResult, num_timed: int, checkpoints: Checkpoints,
                     new_measurement: bool = True) -> float:
@@ -205,7 +206,8 @@ class TrainRunner(ModeRunner):
                 pause = now()
                 self.meter.close_window()
                 log.evaluation_started(checkpoints.global_step(), final=False)
-                top_1 = self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
+                with self.meter.evaluation():
+                    top_1 = self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
                 self.meter.open_window(new_measurement=False)
                 paused += now() - pause
                 if p.stop_at_top_1_accuracy and top_1 >= p.stop_at_top_1_accuracy:

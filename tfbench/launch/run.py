@@ -63,7 +63,8 @@ def preflight(cfg: LaunchConfig, stderr: TextIO) -> Optional[int]:
         return None
     message = "; ".join("%s: %s" % (host.label, cause) for host, cause in problems)
     index = {h.address: i for i, h in enumerate(cfg.hosts)}
-    rows = [host_failure_row(task_flags(cfg.flags, cfg.hosts, index[host.address]), "error",
+    rows = [host_failure_row(task_flags(cfg.flags, cfg.hosts, index[host.address],
+                                        cfg.gpus_per_task), "error",
                              "%s: %s" % (host.label, cause),
                              shlex.join([cfg.remote_cmd, "--version"]), host, len(cfg.hosts))
             for host, cause in problems]

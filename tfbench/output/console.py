@@ -142,8 +142,9 @@ def repeat_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def memory_lines(summary: dict[str, Any]) -> list[str]:
-    """`Memory: peak 12.34 GiB per device (steady state; warm-up 14.02 GiB), host peak RSS
-    3.21 GiB, 123.4 images/sec/GiB` (tfbench.measure.memory.memory_summary's figures)"""
+    """`Memory: peak 12.34 GiB per device (steady state; warm-up 14.02 GiB; evaluation 6.10
+    GiB), host peak RSS 3.21 GiB, 123.4 images/sec/GiB` (tfbench.measure.memory's
+    memory_summary figures)"""
     if summary.get("memory_unavailable"):
         line = "Memory: device peak not available (%s)" % summary["memory_unavailable"]
         if summary.get("host_peak_rss_gb") is not None:
@@ -154,8 +155,12 @@ def memory_lines(summary: dict[str, Any]) -> list[str]:
     line = "Memory: peak %.2f GiB" % summary["peak_mem_gb"]
     if summary.get("peak_mem_source") == "device":
         line += " per device"
-        if summary.get("warmup_peak_mem_gb") is not None:
-            line += " (steady state; warm-up %.2f GiB)" % summary["warmup_peak_mem_gb"]
+        besides = ["warm-up %.2f GiB" % summary["warmup_peak_mem_gb"]
+                   if summary.get("warmup_peak_mem_gb") is not None else None,
+                   "evaluation %.2f GiB" % summary["eval_peak_mem_gb"]
+                   if summary.get("eval_peak_mem_gb") is not None else None]
+        if any(besides):
+            line += " (steady state; %s)" % "; ".join(b for b in besides if b)
         if summary.get("host_peak_rss_gb") is not None:
             line += ", host peak RSS %.2f GiB" % summary["host_peak_rss_gb"]
     else:

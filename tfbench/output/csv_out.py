@@ -68,7 +68,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("latency_ms_p90", "90th percentile step time, ms"),
     ("latency_ms_p99", "99th percentile step time, ms"),
     ("latency_ms_mean", "mean step time, ms"),
-    ("peak_mem_gb", "peak device memory over the timed steps, GiB (2^30 bytes); on CPU the "
+    ("peak_mem_gb", "peak device memory over the timed steps (read when they end: a final "
+                    "checkpoint or evaluation is not in it), GiB (2^30 bytes); on CPU the "
                     "host's peak RSS; empty on a GPU run whose device statistics are unavailable and on a "
                     "parameter-server controller (its workers run the steps)"),
     ("warmup_peak_mem_gb", "peak device memory during warm-up (cuDNN autotuning included), GiB"),

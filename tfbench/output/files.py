@@ -39,6 +39,11 @@ def manifest(p, result: RunResult) -> dict[str, Any]:
     return data
 
 
+def manifest_path(p, result: RunResult) -> Optional[str]:
+    """Where the run's JSON manifest goes (--json_dir/<run_id>.json), or None without one."""
+    return os.path.join(p.json_dir, "%s.json" % result.run_id) if p.json_dir else None
+
+
 def write_all(p, result: RunResult) -> list[str]:
     """Writes every enabled output; returns the lines to print about them."""
     lines: list[str] = []
@@ -46,8 +51,8 @@ def write_all(p, result: RunResult) -> list[str]:
         # ps / worker tasks of a parameter-server cluster measure nothing themselves.
         return ["%s: done serving the cluster; the controller reports the results"
                 % result.extra["server_task"]]
-    if p.json_dir:
-        path = os.path.join(p.json_dir, "%s.json" % result.run_id)
+    path = manifest_path(p, result)
+    if path:
         result.extra["json_file"] = path
         csv_out.write_json_atomic(path, manifest(p, result))
     if p.benchmark_log_dir:
