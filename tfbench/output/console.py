@@ -30,6 +30,7 @@ def summary_lines(p, result: RunResult) -> list[str]:
         lines += latency_lines(extra)
     lines += cold_start_lines(
         {**extra, "first_step_sec": result.first_step_sec, "warmup_sec": result.warmup_sec})
+    lines += between_steps_lines(extra)
     if "peak_mem_gb" in extra:
         lines += memory_lines(extra)
     lines += monitor_lines(extra)
@@ -112,6 +113,15 @@ def cold_start_lines(summary: dict[str, Any]) -> list[str]:
     if summary.get("steady_step_sec_mean") is not None:
         line += ", steady state %.2f ms/step" % (summary["steady_step_sec_mean"] * 1000.0)
     return [line]
+
+
+def between_steps_lines(summary: dict[str, Any]) -> list[str]:
+    """`Host time between steps: 0.48 ms/step (in total images/sec, not in latency or steady
+    state)`: why 1000 x batch / total images/sec exceeds the steady-state step time."""
+    if summary.get("host_ms_between_steps") is None:
+        return []
+    return ["Host time between steps: %.2f ms/step (in total images/sec, not in latency or "
+            "steady state)" % summary["host_ms_between_steps"]]
 
 
 def repeat_lines(summary: dict[str, Any]) -> list[str]:
