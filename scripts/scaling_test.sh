@@ -10,7 +10,7 @@
 # Weak scaling (per-device batch fixed, as tf_cnn_benchmarks) unless --strong, which keeps
 # --batch_size as the global batch. Base flags: flags/scaling_study.flags, overridable by the
 # flags given here. GPUs are counted as CUDA will see them: those NVML lists, narrowed by
-# CUDA_VISIBLE_DEVICES when it is set (`python3 -m tfbench.measure.cuda_visible`; TFBENCH_PYTHON
+# CUDA_VISIBLE_DEVICES when it is set (`python3 -m tfbench.measure.nvml`; TFBENCH_PYTHON
 # picks another interpreter); TFBENCH_NUM_GPUS overrides the count.
 # TFBENCH (default: `tfbench` if on PATH, else `python3 -m tfbench`) picks the command.
 set -euo pipefail
@@ -20,7 +20,7 @@ gpus="${TFBENCH_NUM_GPUS:-}"
 if [ -z "$gpus" ]; then
   # tfbench's own reader of CUDA_VISIBLE_DEVICES (the driver's rules) counts them through NVML.
   gpus="$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "${TFBENCH_PYTHON:-python3}" \
-            -m tfbench.measure.cuda_visible 2>/dev/null || true)"
+            -m tfbench.measure.nvml 2>/dev/null || true)"
 fi
 if ! [ "$gpus" -ge 1 ] 2>/dev/null; then
   hidden=""

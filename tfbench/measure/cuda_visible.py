@@ -2,8 +2,8 @@
 
 The NVML monitor's GPU mapping and the GPU count (tfbench.measure.nvml: resolve_handles,
 cuda_device_count), the evaluation's GPU count (tfbench.sweep.evaluate) and
-scripts/scaling_test.sh (`python -m tfbench.measure.cuda_visible` prints the count) read the
-variable here. The rules are NVIDIA's (CUDA Programming Guide, "CUDA Environment Variables",
+scripts/scaling_test.sh (`python -m tfbench.measure.nvml` prints the count) read the variable
+here. The rules are NVIDIA's (CUDA Programming Guide, "CUDA Environment Variables",
 CUDA_VISIBLE_DEVICES) and, where that page says nothing, PyTorch's reading of the driver
 (torch.cuda._parse_visible_devices and _transform_uuid_to_ordinals, pytorch/pytorch#84879,
 #92315):
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import sys
 from typing import Any, Callable, Hashable, Optional, Union
 
 VARIABLE = "CUDA_VISIBLE_DEVICES"
@@ -114,30 +113,3 @@ def read(value: Optional[str], lookup: Callable[[Entry], Any],
             written[len(listed)], "an ordinal" if form(value) == ORDINAL
             else "a %s identifier" % form(value)))
     return Visible(devices)
-
-
-def main(argv: list[str]) -> int:
-    """Prints how many GPUs CUDA will number, read through NVML; nothing else on stdout (a
-    script reads it). Why none, when none, goes to stderr."""
-    import os
-    from tfbench.measure import nvml as nvml_lib
-    del argv
-    module, reason = nvml_lib.open_nvml()
-    if module is None:
-        print(0)
-        print("NVML: %s" % reason, file=sys.stderr)
-        return 0
-    try:
-        number = nvml_lib.cuda_device_count(module, os.environ)
-    except Exception as exc:  # noqa: BLE001 - a broken driver means no usable GPU
-        number, reason = 0, "NVML: %s" % exc
-    finally:
-        nvml_lib.close_nvml(module)
-    print(number)
-    if not number and reason:
-        print(reason, file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

@@ -14,13 +14,15 @@ position in CUDA's enumeration, which follows the PCI bus id under CUDA_DEVICE_O
 slice, 'MIG-<uuid>' (R470+) or 'MIG-GPU-<uuid>/<gi>/<ci>' (R450), maps to the slice's own NVML
 handle, whose readings (memory) are the slice's and whose whole-GPU readings (power) NVML
 refuses. A GPU that cannot be matched for certain makes the monitor "not available" with the
-reason, never a reading of another GPU.
+reason, never a reading of another GPU. `python -m tfbench.measure.nvml` prints how many GPUs
+CUDA will number (scripts/scaling_test.sh reads it).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from tfbench.measure import cuda_visible
@@ -362,3 +364,26 @@ def static_info(nvml: Any = None) -> dict[str, Any]:
         return {"available": False, "reason": _reason(exc), "gpus": []}
     finally:
         close_nvml(module)
+
+
+def main() -> int:
+    """`python -m tfbench.measure.nvml`: prints how many GPUs CUDA will number (NVML's GPUs,
+    narrowed by CUDA_VISIBLE_DEVICES) and nothing else on stdout, for scripts; why none, when
+    none, goes to stderr."""
+    module, reason = open_nvml()
+    number = 0
+    if module is not None:
+        try:
+            number, reason = cuda_device_count(module), None
+        except Exception as exc:  # noqa: BLE001 - a broken driver means no usable GPU
+            reason = _reason(exc)
+        finally:
+            close_nvml(module)
+    print(number)
+    if reason:
+        print(reason, file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
