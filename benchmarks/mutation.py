@@ -35,7 +35,7 @@ ROOT = os.path.dirname(HERE)
 # Test files that do not exist in the checkout under test are left out (older checkouts).
 FIGURE_TESTS = ["tests/test_figures.py", "tests/test_stats.py"]
 TARGETS: dict[str, tuple[str, list[str], list[str]]] = {
-    "stats": ("tfbench/measure/stats.py", [], ["tests/test_stats.py"]),
+    "stats": ("tfbench/measure/stats.py", [], ["tests/test_stats.py", "tests/test_classic_log.py"]),
     "cuda_visible": ("tfbench/measure/cuda_visible.py", [],
                      ["tests/test_cuda_visible.py", "tests/test_monitors_nvml.py",
                       "tests/test_sweep_evaluate.py"]),
