@@ -33,9 +33,10 @@ ROOT = os.path.dirname(HERE)
 
 # name -> (module file, mutant name patterns (empty: every function), test files).
 # Test files that do not exist in the checkout under test are left out (older checkouts).
-FIGURE_TESTS = ["tests/test_figures.py", "tests/test_stats.py"]
+FIGURE_TESTS = ["tests/test_console.py", "tests/test_figures.py", "tests/test_stats.py"]
 TARGETS: dict[str, tuple[str, list[str], list[str]]] = {
-    "stats": ("tfbench/measure/stats.py", [], ["tests/test_stats.py", "tests/test_classic_log.py"]),
+    "stats": ("tfbench/measure/stats.py", [],
+              ["tests/test_stats.py", "tests/test_classic_log.py"]),
     "cuda_visible": ("tfbench/measure/cuda_visible.py", [],
                      ["tests/test_cuda_visible.py", "tests/test_monitors_nvml.py",
                       "tests/test_sweep_evaluate.py"]),
