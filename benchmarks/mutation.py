@@ -133,17 +133,41 @@ def run_target(name: str, root: str, mutmut: str, max_children: int, survivors: 
             "%.1f%%" % (100.0 * report["score"]) if total else "n/a", report["minutes"],
             " ".join(tests)), flush=True)
         if survivors:
-            for mutant, verdict in sorted(status.items(), key=lambda kv: _order(kv[0])):
-                if verdict in ("survived", "no tests"):
-                    diff = subprocess.run([mutmut, "show", mutant], cwd=work, env=env,
-                                          capture_output=True, text=True).stdout
-                    print("--- %s: %s\n%s" % (mutant, verdict, _trim(diff)), flush=True)
+            alive = sorted((m for m, v in status.items() if v in ("survived", "no tests")),
+                           key=_order)
+            diffs = _diffs(mutmut, work, env, alive)
+            for mutant in alive:
+                print("--- %s: %s\n%s" % (mutant, status[mutant], _trim(diffs.get(mutant, ""))),
+                      flush=True)
         return report
     finally:
         if keep:
             print("kept %s" % work)
         else:
             shutil.rmtree(work, ignore_errors=True)
+
+
+# `mutmut show` for many mutants in one process (one `mutmut show` each takes seconds).
+_SHOW = """
+import sys
+from mutmut.__main__ import find_mutant, get_diff_for_mutant
+for name in sys.argv[1:]:
+    print("@@@mutant " + name)
+    print(get_diff_for_mutant(name, path=find_mutant(name).path))
+"""
+
+
+def _diffs(mutmut: str, work: str, env: dict, names: list[str]) -> dict[str, str]:
+    """{mutant: its diff}, through the interpreter mutmut is installed in."""
+    if not names:
+        return {}
+    with open(mutmut) as handle:
+        first = handle.readline()
+    python = first[2:].strip() if first.startswith("#!") else sys.executable
+    out = subprocess.run([python, "-c", _SHOW] + names, cwd=work, env=env,
+                         capture_output=True, text=True).stdout
+    return {part.split("\n", 1)[0]: part.split("\n", 1)[1] if "\n" in part else ""
+            for part in out.split("@@@mutant ")[1:]}
 
 
 def _order(mutant: str) -> tuple[str, int]:

@@ -36,7 +36,7 @@ def estimate_summary(images_per_sec: Optional[float], dataset_size: int, epochs:
     if not dataset_size:
         return {}
     hours = (estimate_hours(images_per_sec, dataset_size, epochs, utilization)
-             if images_per_sec and images_per_sec > 0 else None)
+             if (images_per_sec or 0) > 0 else None)
     return {
         "estimated_train_hours": hours,
         "estimate_dataset_size": int(dataset_size),
