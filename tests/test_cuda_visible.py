@@ -81,8 +81,23 @@ def test_every_reader_follows_the_drivers_rules(value, shown, source):
 def test_the_monitor_maps_tfbench_gpu_indices_through_the_list():
     fake = fake_nvml(FOUR)
     # The list ends at x: CUDA numbers one GPU, so tfbench's GPU 1 does not exist.
-    with pytest.raises(nvml.UnmappedGpu, match=r"GPU 1: CUDA sees 1 GPU\(s\).*entry 'x'"):
-        nvml.resolve_handles(fake, [1], _env("3,x,0"))
+    for value, why in [("3,x,0", "entry 'x' is not an ordinal"),
+                       ("3,-1", "entry '-1' is not an ordinal"),
+                       ("3,7", "entry 7: CUDA numbers 4 GPU(s)"),
+                       ("%s,3" % D, "entry '3' is not a GPU id"),
+                       ("3,3", "entry 3 names a device listed before it: CUDA then shows none"),
+                       ("%s,GPU-ffff" % D, "entry 'GPU-ffff': matches no device NVML sees")]:
+        with pytest.raises(nvml.UnmappedGpu) as info:
+            nvml.resolve_handles(fake, [1], _env(value))
+        shown = 0 if value == "3,3" else 1
+        assert str(info.value) == "GPU 1: CUDA sees %d GPU(s) (CUDA_VISIBLE_DEVICES=%r; %s)" % (
+            shown, value, why)
+    with pytest.raises(nvml.UnmappedGpu) as info:
+        nvml.resolve_handles(fake_nvml(MIG_HOST), [1], _env("%s,0" % MIG_A))
+    assert str(info.value).endswith("entry '0' is not a MIG id)")
+    with pytest.raises(nvml.UnmappedGpu) as info:
+        nvml.resolve_handles(fake, [4], _env(None))
+    assert str(info.value) == "GPU 4: CUDA sees 4 GPU(s) (CUDA_VISIBLE_DEVICES=None)"
     assert [(i, h["uuid"]) for i, h in nvml.resolve_handles(fake, [1], _env("2,1"))] == [(1, B)]
 
 

@@ -140,3 +140,16 @@ def test_repeat_median_of_an_even_count_is_the_mean_of_the_middle_two():
     s = stats.repeat_summary([10.0, 40.0, 20.0, 80.0])
     assert s["images_per_sec_median"] == 30.0 and s["spread_pct"] == pytest.approx(70 / 30 * 100)
     assert s["images_per_sec_runs"] == [10.0, 40.0, 20.0, 80.0]
+
+
+def test_summaries_at_zero():
+    """A step or a repeat measured at zero (a fake clock, a run that did nothing) gives no ratio
+    and no spread, not a division by zero."""
+    assert stats.cold_start_summary([], [0.0])["first_step_vs_steady"] is None
+    zero = stats.repeat_summary([0.0, 0.0])
+    assert zero["spread_pct"] is None and zero["unstable"] is False
+    small = stats.repeat_summary([0.25, 0.75])
+    assert small["images_per_sec_median"] == 0.5 and small["spread_pct"] == pytest.approx(100.0)
+    assert set(stats.repeat_summary([])) == {
+        "num_runs", "images_per_sec_median", "images_per_sec_min", "images_per_sec_max",
+        "spread_pct", "unstable", "unstable_threshold_pct", "images_per_sec_runs"}

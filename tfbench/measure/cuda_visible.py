@@ -81,8 +81,7 @@ def entries(value: Optional[str]) -> Optional[list[Entry]]:
 class Visible:
     """The devices CUDA makes visible, in CUDA's order, and why fewer than written."""
     devices: list[Any]
-    stopped: str = ""        # the entry that ended the list and why; "" when none did
-    repeated: bool = False   # a device named twice: none visible
+    stopped: str = ""        # the entry that ended the list (or emptied it) and why
 
 
 def read(value: Optional[str], lookup: Callable[[Entry], Any],
@@ -103,13 +102,13 @@ def read(value: Optional[str], lookup: Callable[[Entry], Any],
         except NoDevice as exc:
             return Visible(devices, "entry %r: %s" % (entry, exc))
         if key(device) in seen:
-            return Visible([], "%r names a device already listed: CUDA then shows none"
-                           % (entry,), repeated=True)
+            return Visible([], "entry %r names a device listed before it: CUDA then shows "
+                           "none" % (entry,))
         seen.add(key(device))
         devices.append(device)
     written = value.split(",")
     if len(listed) < len(written):
+        kind = form(value)
         return Visible(devices, "entry %r is not %s" % (
-            written[len(listed)], "an ordinal" if form(value) == ORDINAL
-            else "a %s identifier" % form(value)))
+            written[len(listed)], "an ordinal" if kind == ORDINAL else "a %s id" % kind[:3]))
     return Visible(devices)
