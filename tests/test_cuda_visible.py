@@ -84,6 +84,7 @@ def test_the_monitor_maps_tfbench_gpu_indices_through_the_list():
     for value, why in [("3,x,0", "entry 'x' is not an ordinal"),
                        ("3,-1", "entry '-1' is not an ordinal"),
                        ("3,7", "entry 7: CUDA numbers 4 GPU(s)"),
+                       ("3,4", "entry 4: CUDA numbers 4 GPU(s)"),
                        ("%s,3" % D, "entry '3' is not a GPU id"),
                        ("3,3", "entry 3 names a device listed before it: CUDA then shows none"),
                        ("%s,GPU-ffff" % D, "entry 'GPU-ffff': matches no device NVML sees")]:
@@ -139,3 +140,23 @@ def test_a_gpu_in_mig_mode_counts_once_but_is_not_mapped_to_a_guessed_slice():
 ])
 def test_entries_before_any_device_is_looked_up(value, listed):
     assert cuda_visible.entries(value) == listed
+
+
+def test_the_process_environment_is_read_when_none_is_given(monkeypatch):
+    fake = fake_nvml(FOUR)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0,x")
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    assert nvml.cuda_device_count(fake) == 2
+    assert [(i, h["uuid"]) for i, h in nvml.resolve_handles(fake)] == [(0, C), (1, A)]
+
+
+@pytest.mark.parametrize("order", [None, "FASTEST_FIRST"])
+def test_two_gpus_numbered_fastest_first_cannot_be_mapped(order):
+    env = {} if order is None else {"CUDA_DEVICE_ORDER": order}
+    with pytest.raises(nvml.UnmappedGpu) as info:
+        nvml.resolve_handles(fake_nvml(FOUR[:2]), [0], env)
+    assert str(info.value) == (
+        "CUDA numbers GPUs fastest first (CUDA_DEVICE_ORDER=%s), an order NVML cannot tell; "
+        "set CUDA_DEVICE_ORDER=PCI_BUS_ID or name the GPUs by UUID in CUDA_VISIBLE_DEVICES"
+        % (order or "unset"))
+    assert nvml.cuda_device_count(fake_nvml(FOUR[:2]), dict(env, CUDA_VISIBLE_DEVICES="1,0")) == 2

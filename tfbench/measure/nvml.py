@@ -148,28 +148,33 @@ def _by_uuid(nvml: Any, entry: str, candidates: Callable[[], list[Any]]) -> Any:
     return found[0]
 
 
+def _identified(nvml: Any, entry: str) -> Any:
+    """The NVML handle a GPU-/MIG- entry of CUDA_VISIBLE_DEVICES names: the whole GPU for a GPU
+    UUID, the slice for a MIG id; NoDevice when none does."""
+    r450 = _MIG_R450.match(entry)
+    if r450:
+        gpu = _by_uuid(nvml, r450.group(1), lambda: _gpus(nvml))
+        gi, ci = int(r450.group(2)), int(r450.group(3))
+        for mig in _slices(nvml, gpu)[1]:
+            if (nvml.nvmlDeviceGetGpuInstanceId(mig),
+                    nvml.nvmlDeviceGetComputeInstanceId(mig)) == (gi, ci):
+                return mig
+        raise NoDevice("no MIG slice with GPU instance %d, compute instance %d" % (gi, ci))
+    if entry.startswith(cuda_visible.MIG):
+        return _by_uuid(nvml, entry,
+                        lambda: [m for g in _gpus(nvml) for m in _slices(nvml, g)[1]])
+    return _by_uuid(nvml, entry, lambda: _gpus(nvml))
+
+
 def _lookup(nvml: Any, order: Callable[[], list[Any]]) -> Callable[[cuda_visible.Entry], Any]:
-    """The NVML handle a CUDA_VISIBLE_DEVICES entry names (cuda_visible.read's lookup): a whole
-    GPU for an ordinal (a position in `order`) or a GPU UUID, the slice for a MIG id."""
+    """cuda_visible.read's lookup: an ordinal is a position in `order` (CUDA's numbering)."""
     def lookup(entry: cuda_visible.Entry) -> Any:
-        if isinstance(entry, int):
-            gpus = order()
-            if entry >= len(gpus):
-                raise NoDevice("CUDA numbers %d GPU(s)" % len(gpus))
-            return gpus[entry]
-        r450 = _MIG_R450.match(entry)
-        if r450:
-            gpu = _by_uuid(nvml, r450.group(1), lambda: _gpus(nvml))
-            gi, ci = int(r450.group(2)), int(r450.group(3))
-            for mig in _slices(nvml, gpu)[1]:
-                if (nvml.nvmlDeviceGetGpuInstanceId(mig),
-                        nvml.nvmlDeviceGetComputeInstanceId(mig)) == (gi, ci):
-                    return mig
-            raise NoDevice("no MIG slice with GPU instance %d, compute instance %d" % (gi, ci))
-        if entry.startswith(cuda_visible.MIG):
-            return _by_uuid(nvml, entry,
-                            lambda: [m for g in _gpus(nvml) for m in _slices(nvml, g)[1]])
-        return _by_uuid(nvml, entry, lambda: _gpus(nvml))
+        if not isinstance(entry, int):
+            return _identified(nvml, entry)
+        gpus = order()
+        if entry >= len(gpus):
+            raise NoDevice("CUDA numbers %d GPU(s)" % len(gpus))
+        return gpus[entry]
     return lookup
 
 
@@ -182,14 +187,13 @@ def cuda_device_count(nvml: Any, environ: Optional[Mapping[str, str]] = None) ->
     if spec is None:
         return len(_openable(nvml))
     total = int(nvml.nvmlDeviceGetCount())
-    by_handle = _lookup(nvml, lambda: _gpus(nvml))
 
     def lookup(entry: cuda_visible.Entry) -> Any:
-        if isinstance(entry, int):   # no handle needed: a cgroup may deny opening some GPUs
-            if entry >= total:
-                raise NoDevice("CUDA numbers %d GPU(s)" % total)
-            return entry
-        return _uuid(nvml, by_handle(entry))
+        if not isinstance(entry, int):
+            return _uuid(nvml, _identified(nvml, entry))
+        if entry >= total:   # no handle needed: a cgroup may deny opening some GPUs
+            raise NoDevice("CUDA numbers %d GPU(s)" % total)
+        return entry
     return len(cuda_visible.read(spec, lookup).devices)
 
 
