@@ -181,3 +181,4 @@ def test_every_accelerator_is_read_past_one_that_fails(stats):
     s = memory.memory_summary("gpu", {"/gpu:0": None}, None)
     assert s["memory_unavailable"] == "no device reported a peak"
     assert memory.memory_summary("cpu", {}, None)["peak_mem_source"] is None
+    assert memory.memory_summary("gpu", {"/gpu:0": GIB}, None)["memory_unavailable"] is None
