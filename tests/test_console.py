@@ -76,10 +76,10 @@ def test_repeats_of_two_and_a_spread_that_cannot_be_computed():
 
 def test_throttle_warning_names_each_gpu_and_ranks_its_reasons():
     per_gpu = [{"gpu": 0, "throttle_reasons": {}},
-               {"gpu": 1, "throttle_reasons": {"sw_power_cap": 0.25, "hw_slowdown": 0.6}},
+               {"gpu": 1, "throttle_reasons": {"hw_slowdown": 0.25, "sw_power_cap": 0.6}},
                {"gpu": 2, "throttle_reasons": {"sw_thermal_slowdown": 0.125}}]
     expected = ("GPU throttled during the timed run (images/sec reflects the lowered clocks): "
-                "GPU 1%s hw_slowdown in 60%% of samples, sw_power_cap in 25%% of samples; "
+                "GPU 1%s sw_power_cap in 60%% of samples, hw_slowdown in 25%% of samples; "
                 "GPU 2 sw_thermal_slowdown in 12%% of samples")
     assert console.throttle_warning(per_gpu) == expected % ""
     assert console.throttle_warning(per_gpu, {1: "NVIDIA H100", 2: None}) == \
@@ -104,3 +104,42 @@ def test_lines_a_run_shows_or_leaves_out():
                        extra={"batch_norm_folded_convolutions": 3})
     assert console.summary_lines(None, folded) == ["Model stats: 5 trainable params",
                                                    console.fold_line(3)]
+
+
+def test_a_whole_summary_in_order():
+    """Every part of the summary a run can print, in the order printed."""
+    res = RunResult(mode="eval", params_count=25557032, gflops_per_image=8.178,
+                    tflops_per_sec=12.5, images_per_sec=500.0, first_step_sec=2.0)
+    res.extra.update({
+        "mfu_pct": 4.25, "peak_tflops": 312.0, "latency_ms_p50": 1.0, "latency_ms_p90": 2.0,
+        "latency_ms_p99": 3.0, "latency_ms_mean": 1.5, "latency_ms_min": 0.5,
+        "latency_ms_max": 4.0, "per_gpu": [{"gpu": 0, "throttle_reasons": {"hw_slowdown": 1.0}}],
+        "num_runs": 2, "images_per_sec_median": 500.0, "images_per_sec_min": 490.0,
+        "images_per_sec_max": 510.0, "spread_pct": 4.0, "unstable": False,
+        "environment_changes": [{"field": "gpu.0.clock", "before": "1410", "after": "1200"}],
+        "expected_range_reference": {
+            "verdict": None, "device_name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "gpu": "A100",
+            "model": "resnet50", "mode": "training", "precision": "fp16", "num_gpus": 1,
+            "mig": True},
+        "input_bound": False, "synthetic_images_per_sec": 1000.0,
+        "input_only_images_per_sec": 2000.0})
+    assert console.summary_lines(None, res) == [
+        "Model stats: 25,557,032 trainable params, 8.178 GFLOPs/image forward (multiply-add = "
+        "2), achieved 12.500 TFLOP/s, MFU 4.2% of 312.0 TFLOP/s per device",
+        "Latency (ms/batch): p50 1.00  p90 2.00  p99 3.00  mean 1.50  min 0.50  max 4.00",
+        "Cold start: first step 2.000 s",
+        "WARNING: GPU throttled during the timed run (images/sec reflects the lowered clocks): "
+        "GPU 0 hw_slowdown in 100% of samples",
+        "Repeats: 2 runs, median 500.00 images/sec, min 490.00, max 510.00, spread 4.0%",
+        "Environment changed during the run: gpu.0.clock: 1410 -> 1200",
+        "Expected range: none for NVIDIA A100-SXM4-40GB MIG 1g.5gb, a MIG slice (published "
+        "figures are whole GPUs)",
+        "Input diagnosis: slowed by input, not bound by it (synthetic 1000.0, real data 500.0, "
+        "input pipeline alone 2000.0 images/sec; real data reaches 50% of synthetic but the "
+        "pipeline alone delivers 4.0x that): the model and the pipeline compete for the host "
+        "(CPU threads, host-to-device copies); try --datasets_num_private_threads to cap the "
+        "pipeline's threads, or more host cores"]
+    res.mode = "training"
+    assert console.summary_lines(None, res)[0].endswith(
+        "achieved 12.500 TFLOP/s (training = 3x forward), MFU 4.2% of 312.0 TFLOP/s per device")
+    assert not [l for l in console.summary_lines(None, res) if l.startswith("Latency")]

@@ -35,8 +35,7 @@ def summary_lines(p, result: RunResult) -> list[str]:
         lines += memory_lines(extra)
     lines += monitor_lines(extra)
     lines += ["WARNING: " + w for w in monitor_warnings(extra)]
-    if extra.get("num_runs", 1) > 1:
-        lines += repeat_lines(extra)
+    lines += repeat_lines(extra)
     if extra.get("estimated_train_hours") is not None:
         lines += estimate_lines(extra)
     lines += environment_text.change_lines(extra.get("environment_changes", []))
@@ -166,9 +165,7 @@ def memory_lines(summary: dict[str, Any]) -> list[str]:
 def monitor_lines(summary: dict[str, Any]) -> list[str]:
     """The lines of the monitors that ran (tfbench.monitors.summary's figures): GPU power, then
     host CPU."""
-    lines = []
-    if "nvml_monitor" in summary:
-        lines += gpu_power_lines(summary)
+    lines = gpu_power_lines(summary) if "nvml_monitor" in summary else []
     if "host_monitor" in summary:
         lines += host_cpu_lines(summary)
     return lines
