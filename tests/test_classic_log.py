@@ -115,7 +115,8 @@ def test_every_event_prints_the_legacy_line():
                       data_format="NHWC", optimizer="sgd", variable_update="replicated",
                       all_reduce_spec="pscpu", show_all_reduce=True, job_name="worker",
                       horovod_device="gpu"))
-    assert lines[1:] == [
+    assert lines == [
+        "No GPU visible: running on CPU (--device=cpu)",
         "TensorFlow:  2.21", "Model:       trivial", "Dataset:     imagenet (synthetic)",
         "Mode:        training + evaluation", "SingleSess:  False", "Batch size:  8 global",
         "             4 per device", "Num batches: 20", "Num epochs:  0.50",
@@ -166,6 +167,15 @@ def test_every_event_prints_the_legacy_line():
         global_batch_size=1, num_batches=1, num_epochs=0.0, devices=["/gpu:0"],
         data_format="NCHW", optimizer="sgd", variable_update="parameter_server")[0] \
         == "TensorFlow:  2.17"
+    del lines[:]
+    log.header(Header(tf_version="2.21.0", model="trivial", dataset="imagenet (synthetic)",
+                      mode="forward_only", train_and_eval=False, batch_size=1,
+                      global_batch_size=1, num_batches=1, num_epochs=0.0, devices=("/cpu:0",),
+                      data_format="NHWC", optimizer="sgd", variable_update="parameter_server",
+                      all_reduce_spec=None, show_all_reduce=False, job_name="",
+                      horovod_device=None))
+    assert lines[3] == "Mode:        forward only" and lines[-2:] == [
+        "Variables:   parameter_server", "=========="]
     assert classic_log._mode_text("data_only", False) == "input pipeline only"
     assert classic_log._mode_text("eval", False) == "evaluation"
     assert classic_log._mode_text("forward_only", False) == "forward only"
