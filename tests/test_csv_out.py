@@ -120,3 +120,18 @@ def test_json_is_sorted_indented_and_keeps_what_json_cannot_hold(tmp_path):
     assert path.read_text() == '{\n "a": [\n  1\n ],\n "b": "s",\n "p": "%s"\n}\n' % tmp_path
     csv_out.write_json_atomic(str(path), {"a": 2})          # replaces, in a directory that exists
     assert json.load(open(path)) == {"a": 2}
+
+
+def test_migration_notices_word_for_word(tmp_path):
+    old = tmp_path / "old.csv"
+    old.write_text("run_id,model\nabc,resnet50\n")
+    assert csv_out.append_row(str(old), _result(1)) == (
+        "%s used an older column set; migrated it to schema %d (1 rows kept)"
+        % (old, csv_out.SCHEMA_VERSION))
+    other = tmp_path / "other.csv"
+    other.write_text("a,b,run_id,c,d\n1,2,3,4,5\n")
+    assert csv_out.append_row(str(other), _result(1)) == (
+        "%s had columns tfbench does not know (a, b, c); it was moved to %s.unknown-schema.bak "
+        "and a new file started" % (other, other))
+    with open(other, newline="") as handle:
+        assert [r["model"] for r in csv.DictReader(handle)] == ["m1"]

@@ -39,13 +39,13 @@ def _fmt(value: Any) -> str:
 
 
 def row_for(result: RunResult) -> dict[str, str]:
-    """The CSV row of a result: RunResult fields and the figures derived from them, then
+    """The CSV row of a result: RunResult fields and the figures derived from them (its
+    properties, steps_run), then
     `extra` (monitors, studies) for the other columns only: a key of `extra` never replaces a
     figure of the same name (one name, one definition in the console, CSV and JSON)."""
     from tfbench import __version__
     values: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
-        "steps_run": result.steps_run,
         "params": result.params_count,
         "tfbench_version": __version__,
         "notices": "; ".join(result.notices),
