@@ -53,6 +53,7 @@ def test_the_files_written_line_by_line(tmp_path, monkeypatch):
                           "top_1_accuracy": None, "top_5_accuracy": None}])
     p = types.SimpleNamespace(optimizer="momentum", benchmark_test_id="t7")
     benchmark_logger.write(str(tmp_path / "logs"), p, res)
+    first = json.loads((tmp_path / "logs" / "benchmark_run.log").read_text())
     # A second run replaces the run log and appends its metrics (none: no step ran).
     benchmark_logger.write(str(tmp_path / "logs"), p, RunResult(
         model="m2", dataset="cifar10", data_source="folder", tf_version="2.21.0"))
@@ -65,7 +66,6 @@ def test_the_files_written_line_by_line(tmp_path, monkeypatch):
         "test_id": "t7", "tensorflow_version": {"version": "2.21.0", "git_hash": ""},
         "tensorflow_environment_variables": [{"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"}],
         "run_parameters": info["run_parameters"]}
-    first = benchmark_logger.run_info(p, res, res.extra["devices"], 0.25)
     assert first["model_name"] == "resnet50" and first["dataset"] == {
         "name": "imagenet (synthetic)"}
     assert first["tensorflow_version"] == {"version": "2.21.0", "git_hash": "v2.21.0-0-gabc"}
@@ -102,3 +102,23 @@ def test_the_files_written_line_by_line(tmp_path, monkeypatch):
     assert [{e["name"]: e for e in i["run_parameters"]}["mode"]["string_value"]
             for i in modes.values()] == ["training", "evaluation", "data_only"]
     assert modes["eval"]["dataset"] == {"name": "cifar10"}
+
+
+def test_parameters_cpu_and_timestamps_whatever_the_local_zone(monkeypatch):
+    import datetime
+    import os
+    import time
+    assert benchmark_logger._param_entry("x", ["a"]) == {"name": "x", "string_value": "['a']"}
+    assert benchmark_logger._param_entry("x", None) == {"name": "x", "string_value": "None"}
+    assert benchmark_logger._cpu_info()["num_cores"] == os.cpu_count()
+    assert set(benchmark_logger._cpu_info()) == {"num_cores", "cpu_info"}
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert benchmark_logger._utc(0.5) == "1970-01-01T00:00:00.500000Z"
+        stamp = datetime.datetime.strptime(benchmark_logger._utc(), "%Y-%m-%dT%H:%M:%S.%fZ")
+        now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+        assert abs((now - stamp).total_seconds()) < 60
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
