@@ -282,6 +282,15 @@ def test_summary_lines_with_gpus_limits_and_long_variables():
     lines = environment_text.summary_lines(env)
     assert lines[1] == "GPU: none | driver 550"
     assert lines[3] == "Env: A=1 B=" + "x" * 194
+    env["tfbench"] = {"version": "0.1.0", "git_hash": "0123456789abcdef", "git_dirty": False}
+    env["tensorflow"]["build"] = {"cudnn_version": "9"}
+    assert environment_text.summary_lines(env)[0].startswith(
+        "tfbench 0.1.0 (git 0123456789) | TensorFlow 2.17.1 (cuDNN 9) |")
+    env["virtualization"] = {"cloud": "Amazon EC2"}
+    assert environment_text.summary_lines(env)[2].startswith("CPU: Intel Xeon (16 logical")
+    assert environment_text.summary_lines(env)[2].endswith(
+        "| Linux 5.15 | Amazon EC2 (bare metal) | container: podman")
+    env["virtualization"] = {"is_vm": True, "hypervisor": "unknown"}
     env["nvidia"], env["env_vars"] = {}, {}
     assert environment_text.summary_lines(env)[1:] == [
         "GPU: none visible to NVML (not available)", lines[2]]
