@@ -62,10 +62,12 @@ TARGETS: dict[str, tuple[str, list[str], list[str]]] = {
     "studies": ("tfbench/report/studies.py", [], ["tests/test_report_studies.py"]),
     # The runner's timed loop (TrainRunner._timed_loop), whole benchmarks in this process on a
     # fake clock: the tests that run the command in a child process are not seen by mutmut's
-    # trampolines. Each mutant costs ~30 s of TensorFlow: the fewest tests that time repeats.
+    # trampolines. Each mutant costs ~30 s of TensorFlow: the few tests that time the loop.
     "timed_loop": ("tfbench/engine/train.py", ["*TrainRunner*ǁ_timed_loop__mutmut*"],
                    ["tests/test_figure_checks.py::"
-                    "test_repeats_report_the_median_for_odd_and_even_counts"] + [
+                    "test_repeats_report_the_median_for_odd_and_even_counts",
+                    "tests/test_figure_checks.py::"
+                    "test_ewma_step_lines_and_evaluations_outside_the_timed_wall"] + [
                        "tests/test_runner_windows.py::" + t for t in (
                            "test_step_images_per_sec_covers_every_timed_step_of_the_last_repeat",
                            "test_power_and_energy_cover_the_timed_repeats_not_the_cooldown",

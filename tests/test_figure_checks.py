@@ -90,3 +90,59 @@ def test_repeats_report_the_median_for_odd_and_even_counts(timed_repeats, tmp_pa
     assert run["manifest"]["extra"]["images_per_sec_runs"] == [BATCH / s for s in seconds]
     check_run(run, global_batch=BATCH, num_batches=STEPS, display_every=1,
               num_runs=len(seconds))
+
+
+def test_ewma_step_lines_and_evaluations_outside_the_timed_wall(monkeypatch, tmp_path):
+    """On a fake clock: timed steps of 1, 3, 1, 3 s and evaluation steps of 50 s. The Step lines
+    weight recent steps (--display_perf_ewma), the evaluation after step 2 is not in the timed
+    wall time, and the legacy metric log carries each Step line's figure at its step."""
+    import json
+
+    from figure_checks import step_figures
+    from helpers import run_inprocess
+    from tfbench.engine import base, runner, steps
+    timed = [1.0, 3.0, 1.0, 3.0]
+    clock = {"t": 0.0, "train": 0}
+
+    def costed(make, cost):
+        def builder(self, *args, **kwargs):
+            fn = make(self, *args, **kwargs)
+
+            def step(inputs):
+                out = fn(inputs)
+                clock["t"] += cost()
+                return out
+            return step
+        return builder
+
+    def train_cost():
+        i, clock["train"] = clock["train"] - 1, clock["train"] + 1
+        return 1.0 if i < 0 else timed[i]      # one warm-up step
+    monkeypatch.setattr(steps.Steps, "train_step", costed(steps.Steps.train_step, train_cost))
+    monkeypatch.setattr(steps.Steps, "eval_step", costed(steps.Steps.eval_step, lambda: 50.0))
+    monkeypatch.setitem(runner.run.__kwdefaults__, "clock",
+                        base.Clock(perf_counter=lambda: clock["t"], sleep=lambda s: None))
+    code, lines = run_inprocess(
+        ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=%d" % BATCH,
+         "--num_batches=4", "--num_warmup_batches=1", "--display_every=1",
+         "--display_perf_ewma=0.5", "--eval_during_training_every_n_steps=2",
+         "--num_eval_batches=1", "--monitor_interval_ms=0", "--print_training_accuracy",
+         "--benchmark_log_dir=logs"], tmp_path)
+    assert code == 0, lines
+    shown = [STEP for STEP in lines if STEP[:1].isdigit() and "\timages/sec: " in STEP]
+    assert [s.split("\t")[0] for s in shown] == ["1", "2", "3", "4"]
+    for k, line in enumerate(shown, 1):
+        mean, plusminus, jitter = step_figures(BATCH, timed[:k], ewma=0.5)
+        assert line.split("\t")[1] == "images/sec: %.1f +/- %.1f (jitter = %.1f)" % (
+            mean, plusminus, jitter)
+        assert len(line.split("\t")) == 5                     # loss, top-1, top-5
+    assert "Running evaluation at global_step 3" in lines and "Resuming training" in lines
+    run = read_run(tmp_path, "\n".join(lines))
+    # 4 steps x 4 images in 8 s of timed steps: the 50 s evaluation is not in the wall time.
+    assert run["manifest"]["wall_time"] == 8.0 and run["row"]["images_per_sec"] == "2"
+    metrics = [json.loads(l) for l in open(tmp_path / "logs" / "metric.log")]
+    rates = [(m["global_step"], round(m["value"], 1)) for m in metrics
+             if m["name"] == "current_examples_per_sec"]
+    assert rates == [(k, float(s.split(" ")[1])) for k, s in
+                     enumerate((l.split("\t")[1] for l in shown), 1)]
+    assert [m["global_step"] for m in metrics if m["name"] == "top_5_accuracy"] == [1, 2, 3, 4]
