@@ -7,7 +7,12 @@ the strategy's devices are logical CPU devices, which changes no op of the step.
 registry of the full `tensorflow` wheel lists GPU kernels on any machine, so an op that a GPU
 could not run shows here. Prints one JSON object: configuration -> missing ops.
 
-Usage: gpu_kernel_checks.py [quick|all]   (quick: one small model only; all: every family)
+Usage: gpu_kernel_checks.py [quick|all]   (quick: one small model only; all: every variant)
+
+A model variant is what one set of flags builds: every registered (name, dataset) pair (the
+cifar10 AlexNet, with LRN, is another network than the ImageNet one), in the GPU's default
+channels-first layout and, with --data_format=NHWC, channels-last; each in training (fp16 with
+dynamic loss scaling, bf16) and forward-only (folded batch norm) steps.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.core.framework import types_pb2  # noqa: E402
 from tensorflow.python.framework import kernels  # noqa: E402
@@ -37,18 +43,13 @@ from tfbench.results import RunResult  # noqa: E402
 
 NUM_DEVICES = 2
 DATA_DIR = os.path.join(tempfile.gettempdir(), "tfbench-gpu-kernels-%d" % os.getpid())
-# One model of each family, at its smallest image size: every kind of layer tfbench builds.
-FAMILIES = ("lenet", "alexnet", "resnet50_v1.5", "resnet50_v2", "resnet20", "official_resnet18",
-            "densenet40_k12", "googlenet", "inception3", "inception4", "overfeat", "vgg11",
-            "mobilenet", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
-            "convnext_tiny", "densenet121", "xception", "nasnet", "vit_tiny")
-# The families whose steps hold every (op, dtype) pair that the steps of all FAMILIES hold
-# (measured on TF 2.21 with FAMILIES traced in full): what the test suite traces, to stay fast.
-# TFBENCH_GPU_KERNEL_MODELS=all traces every family (about 4 minutes on 2 cores).
-REPRESENTATIVE = ("lenet", "alexnet", "resnet50_v1.5", "mobilenet_v3_large", "efficientnet_b0",
-                  "inception3", "convnext_tiny", "vit_tiny")
+# The variants whose steps hold every (op, dtype) pair that the steps of all variants hold
+# (TFBENCH_GPU_KERNEL_MODELS=all checks that claim, tracing every variant): what the test suite
+# traces, to stay fast. "name:dataset" names a variant of another dataset than the default.
+REPRESENTATIVE = ("lenet", "alexnet", "alexnet:cifar10", "resnet50_v1.5", "mobilenet_v3_large",
+                  "efficientnet_b0", "inception3", "convnext_tiny", "vit_tiny")
 # Forward-only steps add one op type over training (the folded convolution's bias): traced for
-# one model unless every family is.
+# one model unless every variant is, and once unfolded (--nofold_batch_norm).
 FORWARD = ("resnet50_v1.5",)
 # Attributes through which an op calls a function.
 _FUNC_ATTRS = ("f", "then_branch", "else_branch", "body", "cond", "branches")
@@ -86,15 +87,20 @@ def _matches(kernel, node) -> bool:
     return True
 
 
+def op_kind(node) -> str:
+    """'Op(T=half)': the op and the types its GPU kernels are registered by."""
+    types = ",".join(sorted({"%s=%s" % (c.name, types_pb2.DataType.Name(t)[3:].lower())
+                             for k in _gpu_kernels(node.op) for c in k.constraint
+                             for t in _attr_types(node, c.name)}))
+    return "%s(%s)" % (node.op, types) if types else node.op
+
+
 def missing_gpu_kernel(node) -> str | None:
     """'Op(T=half)' when no GPU kernel takes this node's op and types, else None."""
     found = _gpu_kernels(node.op)
     if found and any(_matches(k, node) for k in found):
         return None
-    types = ",".join(sorted({"%s=%s" % (c.name, types_pb2.DataType.Name(t)[3:].lower())
-                             for k in found for c in k.constraint
-                             for t in _attr_types(node, c.name)}))
-    return "%s(%s)" % (node.op, types) if types else node.op
+    return op_kind(node)
 
 
 # --- the graph walk --------------------------------------------------------------------------
@@ -109,9 +115,10 @@ def _callees(node, library: dict) -> list[str]:
     return [n for n in names if n in library]
 
 
-def ops_without_gpu_kernel(graph_def) -> list[str]:
+def ops_without_gpu_kernel(graph_def, kinds: set | None = None) -> list[str]:
     """Every op of the graph and of the functions it calls, XLA-compiled functions excepted
-    (XLA compiles those; its own op coverage is exercised by the --xla runs on CPU)."""
+    (XLA compiles those; its own op coverage is exercised by the --xla runs on CPU). `kinds`,
+    when given, collects each op's "Op(T=type,...)" as the kernel lookup sees it."""
     library = {f.signature.name: f for f in graph_def.library.function}
     missing: set[str] = set()
     seen: set[str] = set()
@@ -122,6 +129,8 @@ def ops_without_gpu_kernel(graph_def) -> list[str]:
             why = missing_gpu_kernel(node)
             if why:
                 missing.add(why)
+            if kinds is not None:
+                kinds.add(op_kind(node))
         for name in _callees(node, library):
             function = library[name]
             if name in seen or function.attr["_XlaMustCompile"].b:
@@ -182,18 +191,31 @@ def configurations(models: str = "") -> dict[str, dict]:
         fp16_enable_auto_loss_scale=True)
     if models == "quick":
         return configs
-    # Each family's op types, in fp16 (with dynamic loss scaling) and bf16.
+    # Each variant's op types, in fp16 (with dynamic loss scaling) and bf16.
     every = models == "all"
-    for model in FAMILIES if every else REPRESENTATIVE:
-        size = max(32, catalog.get(model).min_image_size)
-        base = {"model": model, "image_size": size, "batch_size": 2}
-        configs["%s/train/fp16_dynamic/1gpu" % model] = dict(
-            base, use_fp16=True, fp16_enable_auto_loss_scale=True)
-        configs["%s/train/bf16/1gpu" % model] = dict(base, precision="bf16")
-        if every or model in FORWARD:
-            configs["%s/forward/fp16/1gpu" % model] = dict(base, forward_only=True,
+    for label in variants() if every else REPRESENTATIVE:
+        name, _, dataset = label.partition(":")
+        spec = catalog.get(name, dataset or None)
+        size = max(32, spec.min_image_size)
+        base = {"model": name, "data_name": spec.dataset, "image_size": size, "batch_size": 2}
+        fp16 = dict(base, use_fp16=True, fp16_enable_auto_loss_scale=True)
+        configs["%s/train/fp16_dynamic/1gpu" % label] = fp16
+        configs["%s/train/bf16/1gpu" % label] = dict(base, precision="bf16")
+        if every and spec.channels_first:
+            configs["%s/train/fp16_dynamic/nhwc/1gpu" % label] = dict(fp16, data_format="NHWC")
+        if every or label in FORWARD:
+            configs["%s/forward/fp16/1gpu" % label] = dict(base, forward_only=True,
                                                            use_fp16=True)
+        if label in FORWARD:
+            configs["%s/forward/fp16/unfolded/1gpu" % label] = dict(
+                base, forward_only=True, use_fp16=True, fold_batch_norm=False)
     return configs
+
+
+def variants() -> list[str]:
+    """Every registered variant: the name, or "name:dataset" for a non-default dataset."""
+    return [spec.name if catalog.get(spec.name).dataset == spec.dataset
+            else "%s:%s" % (spec.name, spec.dataset) for spec in catalog.all_specs()]
 
 
 def main() -> None:
@@ -204,15 +226,20 @@ def main() -> None:
     devices.visible_gpus = lambda: [FakeGpu(i) for i in range(NUM_DEVICES)]
     write_fake_imagenet(DATA_DIR, num_train=8, num_validation=4, num_shards=2, seed=1,
                         image_size=16)
-    out, times = {}, {}
+    out, times, kinds = {}, {}, {}
     try:
         for name, flags in configurations(models).items():
             start = time.perf_counter()
-            out[name] = ops_without_gpu_kernel(gpu_step_graph(flags))
+            found: set[str] = set()
+            out[name] = ops_without_gpu_kernel(gpu_step_graph(flags), found)
+            kinds[name] = sorted(found)
             times[name] = round(time.perf_counter() - start, 2)
+            keras.backend.clear_session()
+            print("# %s: %s (%.0f s)" % (name, ", ".join(out[name]) or "every op has a GPU kernel",
+                                        times[name]), file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(DATA_DIR, ignore_errors=True)
-    print("RESULT " + json.dumps({"missing": out, "seconds": times}))
+    print("RESULT " + json.dumps({"missing": out, "seconds": times, "op_kinds": kinds}))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """A stand-in for `tfbench` on a host of `tfbench launch` (tests): no TensorFlow, a row in a second.
 
   --version                 the version line (all fake hosts agree)
+  --gpu_indices=I,J         printed after the start line (`GPU indices: I,J`)
   --model=trivial           the classic footer; images/sec = 100 x workers x (1.0, 0.9, 0.8)
                             for 1, 2, 3 workers; with NCCL_DEBUG_FILE, NCCL's lines as recorded
                             on InfiniBand hosts (between hosts for several workers)
@@ -21,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tfbench.output import csv_out  # noqa: E402
+from tfbench.output import csv_out, files  # noqa: E402
 from tfbench.results import RunResult  # noqa: E402
 
 VERSION = "tfbench 0.1.0 | TensorFlow 2.21.0 | Keras 3.15.1 | Python 3.11.7"
@@ -51,6 +52,8 @@ def main(argv):
     stop = []
     signal.signal(signal.SIGTERM, lambda s, f: stop.append(s))
     print("Starting worker %d" % index, flush=True)
+    if "gpu_indices" in args:
+        print("GPU indices: %s" % args["gpu_indices"], flush=True)
     result = RunResult(model=args.get("model", "trivial"), mode="training", batch_size=32,
                        global_batch_size=32 * workers, num_devices=1, device_kind="gpu",
                        num_workers=workers, variable_update="collective_all_reduce",
@@ -92,7 +95,7 @@ def main(argv):
     if code:
         print("tfbench: error: %s" % result.error, file=sys.stderr)
         return code
-    print("Results: ok row appended to %s (run %s)" % (args["csv_file"], result.run_id))
+    print(files.results_line("ok", args["csv_file"], result.run_id))
     print("-" * 64)
     print("total images/sec: %.2f" % result.images_per_sec)
     print("-" * 64)

@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfbench.engine import steps
-from tfbench.distribute import strategy as strategy_lib, pipelines  # noqa: E402
+from tfbench.distribute import strategy as strategy_lib, pipelines, variables  # noqa: E402
 from tfbench.distribute.devices import DevicePlan  # noqa: E402
 from tfbench.config.params import make_params  # noqa: E402
 
@@ -46,7 +46,7 @@ def _data():
 def _train(strategy, weights, images, labels, num_steps=2, weight_decay=0.0, jit=False,
            norm=False):
     """Trains a fresh model from `weights` on one fixed global batch; (losses, model)."""
-    with strategy.scope():
+    with variables.scope(strategy):
         model = _model(norm)
         model.set_weights(weights)
         opt = keras.optimizers.SGD(0.1, momentum=0.9)

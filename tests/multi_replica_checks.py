@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfbench.engine import optimizers, steps
-from tfbench.distribute import strategy as strategy_lib, strategies  # noqa: E402
+from tfbench.distribute import strategy as strategy_lib, strategies, variables  # noqa: E402
 from tfbench.distribute.devices import DevicePlan  # noqa: E402
 from tfbench.models.fused_bn import FusedBatchNorm  # noqa: E402
 from tfbench.config.params import make_params  # noqa: E402
@@ -38,13 +38,19 @@ def _model():
                              keras.layers.Dense(5)])
 
 
+def _aggregation(variable) -> str:
+    """The TensorFlow variable's aggregation ("none", "only_first_replica", ...): what the
+    strategy acts on (Keras' own attribute keeps the value the layer asked for)."""
+    return variable.value.aggregation.name.lower()
+
+
 def _replica_values(strategy, variable) -> list[np.ndarray]:
     """Each replica's copy (one value where the strategy keeps one copy)."""
     return [v.numpy() for v in strategy.experimental_local_results(variable.value)]
 
 
 def _scaled_steps(strategy, loss_scaling="dynamic", growth_steps=2000):
-    with strategy.scope():
+    with variables.scope(strategy):
         model = _model()
         opt = keras.optimizers.SGD(0.1)
         if loss_scaling == "dynamic":
@@ -106,7 +112,7 @@ def _overflow_on_replica_1(strategy) -> dict:
 
 def _replica_decisions(strategy) -> list[bool]:
     """check_finite in replica context (the path without a merge call: XLA on GPUs)."""
-    with strategy.scope():
+    with variables.scope(strategy):
         opt = optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
         opt.build([tf.Variable(tf.zeros([3]))])
 
@@ -122,7 +128,7 @@ def _replica_decisions(strategy) -> list[bool]:
 
 def _batch_norm(strategy) -> dict:
     """A training step of FusedBatchNorm with different data on each replica."""
-    with strategy.scope():
+    with variables.scope(strategy):
         layer = FusedBatchNorm()
         layer.build((4, 3, 3, 2))
     images = strategy.experimental_distribute_values_from_function(
@@ -134,13 +140,35 @@ def _batch_norm(strategy) -> dict:
         return strategy.run(lambda x: tf.reduce_sum(layer(x, training=True)), args=(x,))
     train(images)
     ops = [op.type for op in train.get_concrete_function(images).graph.get_operations()]
-    out = {"aggregation": layer.moving_mean.aggregation,
+    out = {"aggregation": _aggregation(layer.moving_mean),
            "reductions": sum(op in ("AddN", "CollectiveReduceV2", "NcclAllReduce")
                              for op in ops)}
     if hasattr(layer.moving_mean.value, "values"):
         means = _replica_values(strategy, layer.moving_mean)
         out["replica_means_differ"] = not np.allclose(means[0], means[1])
     return out
+
+
+def _dropout(strategy) -> dict:
+    """Two training calls of a Keras Dropout on every replica (the seed state it writes on each
+    call is a non-trainable "none" variable): each replica's mask per call, and the state."""
+    with variables.scope(strategy):
+        layer = keras.layers.Dropout(0.5, seed=3)
+        layer.build((1, 64))
+    state = layer.seed_generator.state
+
+    @tf.function
+    def call():
+        return strategy.run(lambda: tf.cast(layer(tf.ones([1, 64]), training=True) > 0, tf.int32))
+    before = _replica_values(strategy, state)
+    masks = [[m.numpy().tolist() for m in strategy.experimental_local_results(call())]
+             for _ in range(2)]
+    after = _replica_values(strategy, state)
+    return {"aggregation": _aggregation(state),
+            "same_mask_on_every_replica": [all(m == call_masks[0] for m in call_masks)
+                                           for call_masks in masks],
+            "mask_changed_between_calls": masks[0][0] != masks[1][0],
+            "state_advanced_by": sorted({int(a[1] - b[1]) for a, b in zip(after, before)})}
 
 
 def _gradient_sum_devices(compute_devices, local_parameter_device) -> list[str]:
@@ -180,6 +208,8 @@ def main() -> None:
         "replica_decisions": _replica_decisions(mirrored),
         "batch_norm_mirrored": _batch_norm(mirrored),
         "batch_norm_central": _batch_norm(central),
+        "dropout_mirrored": _dropout(mirrored),
+        "dropout_central": _dropout(central),
     }
     print("RESULT " + json.dumps(out))
 

@@ -5,6 +5,13 @@ runner's input path; run as several processes by test_multiworker.py.
 EVAL_STEPS` prints one JSON object: what each local replica computed on (its batch size and
 the labels of its examples, which the test data makes unique per example), for STEPS training
 and EVAL_STEPS evaluation batches, plus the strategy's devices and the synthetic batch.
+
+`python multiworker_checks.py ps_images PS_HOST WORKER_HOSTS CONTROLLER_HOST` is the controller of
+a parameter-server cluster: it runs three steps on the runner's synthetic inputs and prints where
+the tensors those steps read live, and which ops the step runs. Its workers are
+`python multiworker_checks.py serve_worker INDEX PS_HOST WORKER_HOSTS CONTROLLER_HOST`: tfbench's
+own serving with 2 logical CPU devices (a tfbench task splits its CPU only on one host), as a
+GPU worker has several GPUs.
 """
 
 from __future__ import annotations
@@ -89,5 +96,69 @@ def main() -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
+def ps_images_main() -> None:
+    ps, workers, controller = sys.argv[2:5]
+    import tensorflow as tf
+    from tfbench.config.params import make_params
+    from tfbench.distribute import devices, pipelines, strategy as strategy_lib
+    from tfbench.engine import steps
+    from tfbench.engine.base import ModeRunner
+    from tfbench.engine.plan import resolve
+
+    p = make_params({"device": "cpu", "model": "trivial", "image_size": 8, "batch_size": 2,
+                     "job_name": "controller", "ps_hosts": ps, "worker_hosts": workers,
+                     "controller_host": controller, "cluster_timeout_secs": 60})
+    plan = resolve(p)
+    devices.configure_runtime(p, plan.device)
+    strategy = strategy_lib.make_strategy(p, plan.device).strategy
+    bench = ModeRunner(p=p, plan=plan, strategy=strategy)
+    model = bench.build_model()
+    images = bench.images(2)                 # what the runner's steps read
+    step = steps.Steps(model, None, strategy, bench.step_config("forward_only")).forward_step()
+    traces = []   # after each step
+    for _ in range(3):
+        step(images)
+        traces.append(step.step_fn.experimental_get_tracing_count())
+
+    def where(variable):   # the device of the variable each worker holds
+        return [v._get_values().device for v in variable._per_worker_vars._values]
+
+    graph = step.step_fn.get_concrete_function(images).graph
+    # The mechanism for several replicas per worker (GPU workers: /device:GPU:r), on the
+    # workers' two logical CPU devices: each replica's images on its own device.
+    two = pipelines.WorkerImages(strategy, lambda c: tf.fill(
+        [1], tf.cast(c.replica_id_in_sync_group, tf.float32)), ["/device:CPU:0", "/device:CPU:1"])
+
+    @tf.function
+    def read_both():
+        return [tf.identity(v) for v in (two.variables[0].read_value(),
+                                         two.variables[1].read_value())]
+    from tfbench.distribute.strategies import coordinator
+    values = coordinator(strategy).schedule(read_both)
+    coordinator(strategy).join()
+    print("RESULT " + json.dumps({
+        "kind": type(images).__name__, "worker_devices": list(strategy.extended.worker_devices),
+        "traces": traces,
+        "images": [where(v) for v in getattr(images, "variables", [])],
+        "op_types": sorted({op.type for op in graph.get_operations()}),
+        "read_shapes": [op.outputs[0].shape.as_list() for op in graph.get_operations()
+                        if op.type == "ReadVariableOp" and op.outputs[0].shape.rank == 4],
+        "two_devices": [where(v) for v in two.variables],
+        "two_values": [float(x[0]) for x in values.fetch()]}), flush=True)
+
+
+def serve_worker_main() -> None:
+    index, ps, workers, controller = int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+    import tensorflow as tf
+    from tfbench.config.params import make_params
+    from tfbench.distribute import cluster, peers
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    p = make_params({"device": "cpu", "model": "trivial", "job_name": "worker",
+                     "task_index": index, "ps_hosts": ps, "worker_hosts": workers,
+                     "controller_host": controller})
+    peers.serve(cluster.cluster_plan(p), 120)
+
+
 if __name__ == "__main__":
-    main()
+    {"ps_images": ps_images_main, "serve_worker": serve_worker_main}.get(sys.argv[1], main)()

@@ -56,6 +56,7 @@ def test_concurrent_appends_never_interleave(tmp_path):
     assert sorted(int(r["batch_size"]) for r in rows) == sorted(
         k * 100 + i for k in range(4) for i in range(25))
     assert all(len(r) == len(csv_out.COLUMN_NAMES) for r in rows)
+    assert os.listdir(tmp_path) == ["r.csv"]   # no lock file left beside it
 
 
 def test_older_schema_is_migrated_with_a_notice(tmp_path):

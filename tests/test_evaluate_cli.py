@@ -39,7 +39,7 @@ def test_one_directory_holds_rows_logs_manifests_and_the_report(tmp_path, child)
     code, stdout, stderr = evaluate(SMALL + ["--out_dir=" + out], child)
     assert code == 0, stderr
     assert len(rows(out)) == 12
-    assert sorted(os.listdir(out)) == ["evaluation.csv", "evaluation.csv.lock", "evaluation.json",
+    assert sorted(os.listdir(out)) == ["evaluation.csv", "evaluation.json",
                                        "logs", "points", "points.csv", "report", "runs"]
     assert len(os.listdir(os.path.join(out, "logs"))) == 12
     assert len(os.listdir(os.path.join(out, "runs"))) == 12
@@ -93,7 +93,7 @@ def test_another_command_line_in_the_directory_is_refused(tmp_path, child, capsy
     code = cli.main(SMALL + ["--out_dir=" + out, "--modes=native,mixed", "--num_gpus=2"])
     err = capsys.readouterr().err
     assert code == errors.EXIT_USAGE and len(err.strip().splitlines()) == 1
-    assert err.startswith("tfbench evaluate: error: %s holds an evaluation with other settings "
+    assert err.startswith("tfbench: error: %s holds an evaluation with other settings "
                           "(--modes native,mixed here, native there; flags for every run: "
                           "--num_gpus=2 here, not there)" % out)
     assert rows(out) == before

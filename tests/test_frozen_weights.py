@@ -37,6 +37,7 @@ def test_training_leaves_it_unset(monkeypatch, params):
 
 
 def test_gpu_runs_leave_it_alone(monkeypatch, params):
+    monkeypatch.setattr(os, "environ", dict(os.environ))   # the GPU variables stay here
     monkeypatch.delenv(ENV, raising=False)
     devices.set_environment(params, "gpu", weights_change=False)
     assert ENV not in os.environ

@@ -5,7 +5,9 @@ notices. The full `tensorflow` wheel registers its GPU kernels on any machine, s
 traced here exactly as `--device=gpu` builds them (tests/gpu_kernel_checks.py) and each op is
 looked up in the kernel registry. `tensorflow-cpu` registers none: there the test skips.
 
-TFBENCH_GPU_KERNEL_MODELS=all traces every model family instead of the representative ones.
+TFBENCH_GPU_KERNEL_MODELS=all traces every model variant (each registered model name and
+dataset, channels-first and channels-last) instead of the representative ones, and checks that
+the representative ones hold every (op, dtype) pair that all variants hold.
 """
 
 import os
@@ -61,9 +63,30 @@ def test_the_check_names_cpu_only_ops_and_unsupported_types(checker):
         "MatMul(T=int32)", "ResourceApplyProximalGradientDescent"]
 
 
+def test_every_variant_a_flag_combination_builds_is_traced_under_all(checker):
+    from tfbench.models import catalog
+    configs = checker.configurations("all")
+    trained = {(flags["model"], flags["data_name"]) for flags in configs.values()
+               if "data_name" in flags}
+    assert trained == {(s.name, s.dataset) for s in catalog.all_specs()}
+    assert configs["alexnet:cifar10/train/bf16/1gpu"]["data_name"] == "cifar10"
+    assert configs["alexnet/train/fp16_dynamic/nhwc/1gpu"]["data_format"] == "NHWC"
+    assert set(checker.REPRESENTATIVE) <= set(checker.variants())
+    assert "alexnet:cifar10" in checker.REPRESENTATIVE   # LRN: another network than ImageNet's
+
+
 def test_every_op_of_every_gpu_step_has_a_gpu_kernel():
     models = os.environ.get("TFBENCH_GPU_KERNEL_MODELS", "")
-    missing = run_check_script("gpu_kernel_checks.py", *([models] if models else []),
-                               timeout=900)["missing"]
+    got = run_check_script("gpu_kernel_checks.py", *([models] if models else []),
+                           timeout=7200 if models == "all" else 900)
+    missing = got["missing"]
     assert len(missing) >= 60   # every optimizer x precision x replicas, and the families
     assert {name: ops for name, ops in missing.items() if ops} == {}
+    if models == "all":
+        sys.path.insert(0, os.path.join(ROOT, "tests"))
+        import gpu_kernel_checks as checker
+        traced_in_ci = checker.configurations("")
+        kinds = got["op_kinds"]
+        every = set().union(*kinds.values())
+        representative = set().union(*(kinds[name] for name in traced_in_ci))
+        assert sorted(every - representative) == []

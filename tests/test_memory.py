@@ -182,3 +182,13 @@ def test_every_accelerator_is_read_past_one_that_fails(stats):
     assert s["memory_unavailable"] == "no device reported a peak"
     assert memory.memory_summary("cpu", {}, None)["peak_mem_source"] is None
     assert memory.memory_summary("gpu", {"/gpu:0": GIB}, None)["memory_unavailable"] is None
+
+
+def test_an_evaluations_own_peak_is_its_own_figure_beside_the_steady_state():
+    s = memory.memory_summary("gpu", {"GPU:0": 4 * GIB}, None, images_per_sec=400.0,
+                              eval_peaks={"GPU:0": 5 * GIB})
+    assert (s["peak_mem_gb"], s["eval_peak_mem_gb"]) == (4.0, 5.0)
+    assert "eval_peak_mem_gb" not in csv_out.COLUMN_NAMES   # the JSON manifest's
+    assert console.memory_lines(s) == [
+        "Memory: peak 4.00 GiB per device (steady state; evaluation 5.00 GiB), "
+        "100.0 images/sec/GiB"]

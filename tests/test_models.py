@@ -13,6 +13,7 @@ from tfbench.measure import flops
 from tfbench.errors import UsageError
 from tfbench.config import datasets
 from tfbench.models import catalog
+from tfbench.models.layers import LocalResponseNorm
 
 ALL_SPECS = catalog.all_specs()
 
@@ -141,7 +142,9 @@ def test_too_small_image_size_is_a_usage_error():
 
 
 # One model per builder: NCHW must build the same network (same parameters and FLOPs), with an
-# NHWC input, and run on this CPU.
+# NHWC input, and run. TensorFlow's own CPU kernels take channels-first convolutions only with
+# oneDNN, which is off by default on CPUs without AVX-512 (an AVX2-only AMD EPYC here), so the
+# forward pass runs through XLA, whose CPU backend compiles either layout on any CPU.
 NCHW_CASES = [("alexnet", "cifar10"), ("googlenet", "imagenet"), ("resnet20_v2", "cifar10"),
               ("official_resnet18_v2", "imagenet"), ("densenet40_k12", "cifar10"),
               ("mobilenet_v3_small", "imagenet"), ("vit_tiny", "imagenet"),
@@ -158,7 +161,7 @@ def test_nchw_builds_the_same_network(name, dataset):
     assert flops.forward_flops(nchw, size) == flops.forward_flops(nhwc, size)
     has_transpose = any(layer.name == "to_nchw" for layer in nchw.layers)
     assert has_transpose == spec.channels_first
-    out = nchw(_synthetic(size)[0], training=False)
+    out = tf.function(lambda x: nchw(x, training=False), jit_compile=True)(_synthetic(size)[0])
     assert out.shape == (2, datasets.NUM_CLASSES[dataset]) and out.dtype == tf.float32
 
 
@@ -180,3 +183,37 @@ def test_logits_are_float32_under_mixed_precision(mixed_float16, name, dataset):
     logits = model(_synthetic(32)[0], training=False)
     assert logits.dtype == tf.float32
     assert bool(tf.reduce_all(tf.math.is_finite(logits)))
+
+
+@pytest.mark.parametrize("policy,dtype", [("mixed_float16", tf.float16),
+                                          ("mixed_bfloat16", tf.bfloat16)])
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+def test_lrn_computes_in_float32_under_mixed_precision(policy, dtype, data_format):
+    # LRN and LRNGrad have GPU kernels for float32 only and no bfloat16 kernel on any device:
+    # in float16 a GPU step ran them on the host, in bfloat16 it could not run at all.
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        layer = LocalResponseNorm(4, 1.0, 0.001 / 9.0, 0.75, data_format)
+        x = tf.cast(tf.random.stateless_normal([2, 4, 5, 5], seed=[1, 2]) * 3.0, dtype)
+
+        @tf.function
+        def step(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = layer(x)
+                loss = tf.reduce_sum(tf.cast(y, tf.float32))
+            return y, tape.gradient(loss, x)
+        y, grad = step(x)
+        ops = step.get_concrete_function(x).graph.get_operations()
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    lrn_types = sorted((op.type, op.get_attr("T").name) for op in ops
+                       if op.type in ("LRN", "LRNGrad"))
+    assert lrn_types == [("LRN", "float32"), ("LRNGrad", "float32")]
+    assert y.dtype == dtype and grad.dtype == dtype
+    perm = ([0, 2, 3, 1], [0, 3, 1, 2]) if data_format == "NCHW" else None
+    x32 = tf.cast(x, tf.float32)
+    expected = tf.nn.local_response_normalization(
+        tf.transpose(x32, perm[0]) if perm else x32, 4, 1.0, 0.001 / 9.0, 0.75)
+    expected = tf.transpose(expected, perm[1]) if perm else expected
+    np.testing.assert_allclose(tf.cast(y, tf.float32), expected, rtol=1e-2, atol=1e-2)

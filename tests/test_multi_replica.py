@@ -61,3 +61,15 @@ def test_central_storage_sums_gradients_on_the_parameter_device(checks):
     # with GPUs that is two PCIe crossings per gradient per step.
     assert checks["gradient_sum_devices"] == ["/device:CPU:1"]
     assert checks["gradient_sum_devices_cpu"] == ["/device:CPU:0"]
+
+
+@pytest.mark.parametrize("strategy", ["mirrored", "central"])
+def test_dropout_trains_with_one_mask_per_call_on_every_replica(checks, strategy):
+    # Keras writes Dropout's seed state ("none") on every call; central storage's one copy took
+    # no replica write (the first training step failed). Written by the first replica there,
+    # each call draws one seed on all replicas, as MirroredStrategy's copies in lockstep do.
+    got = checks["dropout_" + strategy]
+    assert got["aggregation"] == ("only_first_replica" if strategy == "central" else "none")
+    assert got["same_mask_on_every_replica"] == [True, True]
+    assert got["mask_changed_between_calls"]
+    assert got["state_advanced_by"] == [2]      # once per call, not once per replica

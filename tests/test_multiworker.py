@@ -339,3 +339,48 @@ def test_parameter_server_cluster_on_real_data(tmp_path):
     assert "Dataset:     imagenet" in lines and "Batch size:  8 global" in lines
     assert len(_step_losses(outs[-1])) == 4
     assert lines[-2].startswith("total images/sec: ")
+
+
+def test_parameter_server_workers_keep_synthetic_images_on_their_replica_devices(tmp_path):
+    """Issue 26 (2.5): parameter-server workers read synthetic images from a per-worker
+    `from_tensors(...).repeat()` dataset, on the worker's CPU, copied to the GPU every step; the
+    legacy script kept them on the device. Each replica's batch is now a variable on its
+    worker's replica device, read there by the step: no iterator in the step."""
+    ps, w0, w1, controller = ("127.0.0.1:%d" % p for p in _free_ports(4))
+    common = ["--device=cpu", "--model=trivial", "--ps_hosts=" + ps, "--worker_hosts=%s,%s" % (
+        w0, w1), "--controller_host=" + controller, "--cluster_timeout_secs=60", "--json_dir=",
+        "--csv_file="]
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
+
+    def checks(*args):
+        return subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "tests", "multiworker_checks.py")] + list(args),
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tasks = [_start(common + ["--job_name=ps", "--task_index=0"], tmp_path)]
+    tasks += [checks("serve_worker", str(i), ps, "%s,%s" % (w0, w1), controller) for i in (0, 1)]
+    check = checks("ps_images", ps, "%s,%s" % (w0, w1), controller)
+    try:
+        out = check.communicate(timeout=150)[0]
+    finally:
+        for proc in tasks + [check]:
+            if proc.poll() is None:
+                proc.kill()
+    lines = [l for l in out.splitlines() if l.startswith("RESULT ")]
+    assert check.returncode == 0 and lines, out[-3000:]
+    got = json.loads(lines[-1][len("RESULT "):])
+    # No input pipeline runs in the step; it reads the images from a variable (trivial's
+    # batch: 2 x 8 x 8 x 3).
+    assert [t for t in got["op_types"] if t.startswith(("Iterator", "MultiDeviceIterator"))] == []
+    assert [2, 8, 8, 3] in got["read_shapes"]
+    assert got["traces"] == [1, 1, 1]   # one trace: every step takes the same images
+    # CPU workers: one replica each, its images on the worker's CPU:0 (GPU workers:
+    # /device:GPU:r); the workers' own, not the parameter server's or the controller's.
+    assert got["kind"] == "WorkerImages" and got["worker_devices"] == ["/device:CPU:0"]
+    assert got["images"] == [["/job:worker/replica:0/task:0/device:CPU:0",
+                              "/job:worker/replica:0/task:1/device:CPU:0"]]
+    # Several replicas per worker: replica r's images on the worker's device r.
+    assert got["two_devices"] == [
+        ["/job:worker/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:1/device:CPU:0"],
+        ["/job:worker/replica:0/task:0/device:CPU:1", "/job:worker/replica:0/task:1/device:CPU:1"]]
+    assert got["two_values"] == [0.0, 1.0]

@@ -89,6 +89,7 @@ def test_autotune_threshold_is_a_working_flag(monkeypatch):
     from tfbench.distribute import devices
     p = make_params({"autotune_threshold": 3})
     assert flagdefs.graph_only_overrides(p) == []   # no "has no effect" notice
+    monkeypatch.setattr(os, "environ", dict(os.environ))   # the GPU variables stay here
     monkeypatch.delenv("TF_AUTOTUNE_THRESHOLD", raising=False)
     devices.set_environment(p, "gpu")
     # TensorFlow's cuDNN autotuner (kernels/gpu_utils.h AutotuneMap) reads it, as in legacy.

@@ -139,10 +139,21 @@ def test_json_dir_found_next_to_csv_or_given(tmp_path, study_csv):
     assert load.load_manifest(dirs, "missing") is None
 
 
+def test_the_plots_line_names_the_directory_once(tmp_path, capsys, monkeypatch):
+    """`--out report/` (as the README writes it) said `report//plots`."""
+    from tfbench import cli as dispatcher
+    path = write_csv(tmp_path / "r.csv", [result(images_per_sec=900.0)])
+    monkeypatch.chdir(tmp_path)
+    assert dispatcher.main(["tfbench", "report", path, "--out", "report/"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "report: report/report.md" and printed[-1].endswith(" in report/plots")
+
+
 def test_report_errors(tmp_path, capsys):
-    assert cli.main([str(tmp_path / "nope.csv"), "--out", str(tmp_path / "o")]) == \
-        errors.EXIT_USAGE
-    assert "results file not found" in capsys.readouterr().err
+    from tfbench import cli as dispatcher
+    assert dispatcher.main(["tfbench", "report", str(tmp_path / "nope.csv"), "--out",
+                            str(tmp_path / "o")]) == errors.EXIT_USAGE
+    assert capsys.readouterr().err.startswith("tfbench: error: results file not found")
     other = tmp_path / "other.csv"
     other.write_text("a,b\n1,2\n")
     with pytest.raises(errors.UsageError, match="not a tfbench results CSV"):

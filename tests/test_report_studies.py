@@ -60,8 +60,30 @@ def test_repeats_use_the_median_and_failed_rows_are_ignored():
     table = studies.scaling_table(df, "weak")
     assert table["images_per_sec"].tolist() == [100, 180]
     agg = studies.aggregate(df, ["num_devices"])
-    assert agg[["runs", "images_per_sec_lo", "images_per_sec_hi"]].values.tolist() == [
+    assert agg[["num_runs", "images_per_sec_min", "images_per_sec_max"]].values.tolist() == [
         [3, 90, 130], [1, 180, 180]]
+
+
+def test_repeats_are_judged_by_the_rule_of_tfbench_evaluate():
+    """spread = (max - min) / median; unstable above the threshold (10% unless given); a
+    single row keeps what its own --num_runs measured; one unrepeated row has no verdict."""
+    df = frame(row(batch_size=8, images_per_sec=90), row(batch_size=8, images_per_sec=100),
+               row(batch_size=8, images_per_sec=130),
+               row(batch_size=16, images_per_sec=200), row(batch_size=16, images_per_sec=205),
+               row(batch_size=32, images_per_sec=300, num_runs=3, images_per_sec_min=250,
+                   images_per_sec_max=310, spread_pct=20, unstable=1),
+               row(batch_size=64, images_per_sec=400))
+    agg = studies.aggregate(df, ["batch_size"])
+    got = agg[["batch_size", "num_runs", "spread_pct", "unstable", "stable"]]
+    assert [(b, n, round(s, 1) if s == s else None, u if u == u else None, v)
+            for b, n, s, u, v in got.values.tolist()] == [
+        (8, 3, 40.0, 1, "no"), (16, 2, 2.5, 0, "yes"), (32, 3, 20.0, 1, "no"),
+        (64, 1, None, None, "")]
+    lenient = studies.aggregate(df, ["batch_size"], unstable_threshold_pct=50.0)
+    assert lenient["stable"].tolist() == ["yes", "yes", "no", ""]   # row 32 judged by its run
+    # The rule is the one a run applies to its own --num_runs repeats.
+    from tfbench.measure import stats
+    assert stats.repeat_summary([90, 100, 130])["spread_pct"] == pytest.approx(40.0)
 
 
 def test_scaling_groups_split_by_model():

@@ -115,3 +115,32 @@ def test_step_lines_count_the_workers_images_legacy_counts(variable_update, batc
                                     variable_update=variable_update)))
     mean, _, _ = base.step_stats(RunResult(), plan.step_line_batch, [0.5, 0.5], None)
     assert mean == pytest.approx(batch / 0.5)
+
+
+def test_a_parameter_server_controller_reads_a_folder_dataset_once(tmp_path, monkeypatch):
+    """Issue 26 (2.8): the controller resolved the whole plan again once its strategy counted the
+    workers' replicas, walking a folder dataset's tree (and listing the GPUs) a second time.
+    Only the batch arithmetic runs again."""
+    from tfbench.data import folder
+    from tfbench.distribute import devices
+    from tfbench.engine import runner
+    data_dir = _folder(tmp_path / "data", {"train": 4, "validation": 2})
+    walks, device_plans = [], []
+    list_images, plan_devices = folder.list_images, devices.plan_devices
+    monkeypatch.setattr(folder, "list_images",
+                        lambda *a, **k: walks.append(a) or list_images(*a, **k))
+    monkeypatch.setattr(devices, "plan_devices",
+                        lambda *a, **k: device_plans.append(a) or plan_devices(*a, **k))
+
+    class Workers:   # what the controller's ParameterServerStrategy counts: 1 CPU replica each
+        num_replicas_in_sync = 1
+        extended = type("Extended", (), {"_num_gpus_per_worker": 0})()
+
+    p = make_params(dict(PS_CLUSTER, device="cpu", num_gpus=2, model="trivial", batch_size=2,
+                         data_dir=str(data_dir)))
+    own = resolve(p)
+    workers = runner._count_worker_replicas(p, own, Workers(), RunResult(), SilentLog())
+    assert len(walks) == 1 and len(device_plans) == 1
+    # The arithmetic did run again: 2 workers x 1 replica x 2 images, 8 training images.
+    assert (own.global_batch, workers.global_batch) == (8, 4)
+    assert workers.train_examples == own.train_examples == 8

@@ -248,10 +248,34 @@ def test_the_console_summary_is_rendered_from_figures_the_manifest_keeps(gpu):
     res, _ = run(flags)
     lines = console.summary_lines(None, res)
     assert [l.split(":")[0] for l in lines] == [
-        "Model stats", "Cold start", "Memory", "GPU power", "Repeats", "Training-time estimate"]
+        "Model stats", "Cold start", "Host time between steps", "Memory", "GPU power", "Repeats",
+        "Training-time estimate"]
     # No figure is a rendered line.
     assert not [v for v in res.extra.values() if isinstance(v, str) and v in lines]
     p = make_params({"device": "cpu", "model": "trivial", "json_dir": ""})
     saved = json.loads(json.dumps(files.manifest(p, res), default=str))
     loaded = RunResult(**{f.name: saved[f.name] for f in dataclasses.fields(RunResult)})
     assert console.summary_lines(None, loaded) == lines
+
+
+def test_host_time_between_steps_is_what_separates_the_footer_from_the_steady_state(gpu):
+    """Each Step line costs the host 0.5 s here (display_every=1): total images/sec counts it,
+    the step times do not, and the console says how large it was, before the footer."""
+    class SlowLog(ClassicLog):
+        def step(self, report):
+            super().step(report)
+            gpu.run(0.5, IDLE_W)
+
+    lines = []
+    res = runner.run(make_params({"device": "cpu", "model": "trivial", "image_size": 16,
+                                  "batch_size": BATCH, "num_batches": 4,
+                                  "num_warmup_batches": 1, "display_every": 1, "csv_file": "",
+                                  "json_dir": "", "forward_only": True}),
+                     SlowLog(lines.append), RunResult(), clock=CLOCK)
+    assert res.extra["steady_step_sec_mean"] == pytest.approx(STEP_SEC)
+    assert res.extra["host_ms_between_steps"] == pytest.approx(500.0)
+    assert 1000.0 * BATCH / res.images_per_sec == pytest.approx(
+        1000.0 * STEP_SEC + res.extra["host_ms_between_steps"])
+    summary = console.summary_lines(make_params({"device": "cpu"}), res)
+    assert "Host time between steps: 500.00 ms/step (in total images/sec, not in latency or " \
+        "steady state)" in summary

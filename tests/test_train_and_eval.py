@@ -65,3 +65,42 @@ def test_stop_at_top_1_accuracy(tmp_path, monkeypatch):
     assert sum("images/sec:" in l for l in lines) == 4
     assert sum(l.startswith("Accuracy @ 1") for l in lines) == 2
     assert not any(l.startswith("Running final evaluation") for l in lines)
+
+
+def test_peak_memory_covers_the_timed_steps_and_an_evaluation_has_its_own(tmp_path,
+                                                                          monkeypatch):
+    """Issue 26 (2.4): peak_mem_gb was read after the final evaluation and checkpoint. A stand-in
+    allocator (TensorFlow keeps no statistics for CPU devices) holds 4 GiB while training and
+    9 GiB while evaluating; the timed steps' peak is 4 GiB, the evaluations' 9 GiB."""
+    import json
+
+    from tfbench.engine.base import ModeRunner
+    from tfbench.measure import memory
+    gib = 1 << 30
+    allocator = {"in_use": 4 * gib, "peak": 4 * gib}
+
+    def reset_peak(names):
+        allocator["peak"] = allocator["in_use"]
+
+    def peak_device_bytes(names):
+        return {name: allocator["peak"] for name in names}, None
+
+    evaluate = ModeRunner._evaluate
+
+    def evaluating(self, *args, **kwargs):
+        allocator["peak"] = max(allocator["peak"], 9 * gib)   # the evaluation's batch
+        return evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(memory, "reset_peak", reset_peak)
+    monkeypatch.setattr(memory, "peak_device_bytes", peak_device_bytes)
+    monkeypatch.setattr(ModeRunner, "_evaluate", evaluating)
+    code, lines = run_inprocess(
+        [a for a in BASE if a != "--json_dir="] + [
+            "--num_batches=4", "--num_warmup_batches=1", "--eval_during_training_every_n_steps=2",
+            "--num_eval_batches=1", "--json_dir=%s" % (tmp_path / "json"),
+            "--train_dir=%s" % (tmp_path / "ckpt")], tmp_path)
+    assert code == 0, lines
+    (name,) = list((tmp_path / "json").iterdir())
+    run = json.loads(name.read_text())
+    assert run["csv_row"]["peak_mem_gb"] == "4"
+    assert run["extra"]["eval_peak_mem_gb"] == 9.0

@@ -112,13 +112,16 @@ FIGURES: tuple[Figure, ...] = (
     _f("latency_ms_mean", "mean step time per batch", "ms", "mean",
        line="Latency"),
     # --- memory ---------------------------------------------------------------------------
-    _f("peak_mem_gb", "peak device memory over the timed steps (2^30 bytes); on CPU the host's "
-       "peak RSS; empty on a GPU run whose device statistics are unavailable and on a "
+    _f("peak_mem_gb", "peak device memory over the timed steps (2^30 bytes; read when they "
+       "end: a final checkpoint or evaluation is not in it); on CPU the host's peak RSS; empty on a GPU run whose device statistics are unavailable and on a "
        "parameter-server controller (its workers run the steps)", "GiB", "peak",
        line="Memory"),
     _f("warmup_peak_mem_gb", "peak device memory during warm-up (cuDNN autotuning included)",
        "GiB", "warm-up",
        line="Memory"),
+    _f("eval_peak_mem_gb", "peak device memory of the evaluations run beside training, each "
+       "read apart from the timed steps (the largest)", "GiB", "evaluation",
+       csv=False, line="Memory"),
     _f("host_peak_rss_gb", "host peak resident memory", "GiB", "host peak RSS",
        line="Memory"),
     _f("images_per_sec_per_gb", "this worker's images/sec (images_per_sec / num_workers) "

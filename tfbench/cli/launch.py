@@ -19,24 +19,27 @@ import sys
 from typing import Optional, Sequence, TextIO
 
 from tfbench import errors
-from tfbench.cli.guard import guarded
+from tfbench.cli.guard import Parser, guarded
+from tfbench.config import presets
 from tfbench.launch import remote as launch_remote, run as launch
 from tfbench.sweep import grid as sweep_grid
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="tfbench launch", allow_abbrev=False,
+    p = Parser(
+        prog="tfbench launch",
         usage="tfbench launch --hosts=H1,H2,... [options] -- BENCHMARK FLAGS",
         description="Run one benchmark task per host through a remote shell (ssh), as one "
                     "MultiWorkerMirroredStrategy cluster: the chief's classic log on stdout, "
                     "each host's log in its own file, every host's CSV row in the local CSV.")
     p.add_argument("--hosts", required=True, metavar="[USER@]HOST[:PORT],...",
                    help="one task per entry, the first the chief; PORT is the task's "
-                        "TensorFlow port (default --port; a host named again gets the next)")
+                        "TensorFlow port (default --port; a host named again gets the next, "
+                        "and --num_gpus GPUs of its own)")
     p.add_argument("--rsh", default=launch_remote.DEFAULT_RSH,
                    help="remote shell taking HOST COMMAND as ssh does (default %(default)r); "
-                        "no -t: the tasks stop when its stdin closes")
+                        "no -t: the tasks stop when its stdin closes. scripts/local_rsh.sh (a "
+                        "preset, found from any directory) runs 127.0.0.1 hosts on this machine")
     p.add_argument("--remote_cmd", default=launch_remote.DEFAULT_REMOTE_CMD,
                    help="how a host starts tfbench, a shell fragment such as "
                         "'cd /work && /opt/venv/bin/tfbench' (default %(default)r)")
@@ -71,7 +74,7 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
     if unknown:
         raise errors.UsageError("unknown tfbench launch option %r (benchmark flags go after "
                                 "--)" % unknown[0])
-    flags = sweep_grid.expand_flagfiles(flags)
+    flags = presets.expand_flagfiles(flags)
     given = {t[2:].split("=", 1)[0] for t in flags if t.startswith("--")}
     taken = [name for name in launch.CLUSTER_FLAGS if name in given]
     if taken:
@@ -87,7 +90,17 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
         raise errors.UsageError("tfbench launch runs MultiWorkerMirroredStrategy: use "
                                 "--variable_update=%s (or leave it out), not %s"
                                 % (", ".join(launch.MULTI_WORKER_VALUES), p.variable_update))
+    gpus_per_task = None if p.device.lower() == "cpu" else p.num_gpus
+    machines = [h.machine for h in hosts]
+    shared = sorted({m for m in machines if machines.count(m) > 1})
+    if shared and p.gpu_indices and gpus_per_task:
+        raise errors.UsageError("--gpu_indices=%s would give every task on %s the same GPUs; "
+                                "leave it out: tfbench launch gives each task on a host named "
+                                "several times --num_gpus GPUs of its own"
+                                % (p.gpu_indices, ", ".join(shared)))
     rsh = shlex.split(args.rsh)
+    if rsh and shutil.which(rsh[0]) is None and presets.find(rsh[0]):
+        rsh[0] = os.path.abspath(presets.find(rsh[0]))   # scripts/local_rsh.sh from anywhere
     if not rsh or shutil.which(rsh[0]) is None:
         raise errors.UsageError("--rsh=%s: %s" % (args.rsh, "empty" if not rsh else
                                                   "%s not found" % rsh[0]))
@@ -104,7 +117,8 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
         hosts=hosts, flags=sweep_grid.strip_flags(flags, ["csv_file"]), rsh=rsh,
         remote_cmd=args.remote_cmd.strip(), out_dir=args.out_dir or launch.default_out_dir(),
         csv_file=p.csv_file or "", cluster_timeout=float(p.cluster_timeout_secs),
-        nccl_debug=args.nccl_debug)
+        nccl_debug=args.nccl_debug, gpus_per_task=gpus_per_task,
+        command=shlex.join(["tfbench", "launch"] + list(argv)))
     return args, cfg
 
 
@@ -145,4 +159,4 @@ def _ssh_stdin_options(rsh: list[str]) -> str:
 
 def main(argv: list[str]) -> int:
     """Entry point for `tfbench launch ...` (argv without the subcommand)."""
-    return guarded("launch", run, argv, (signal.SIGINT, signal.SIGTERM))
+    return guarded(run, argv, (signal.SIGINT, signal.SIGTERM))

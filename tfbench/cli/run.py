@@ -8,6 +8,7 @@ tfbench.output.console.
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import sys
@@ -15,15 +16,25 @@ import traceback
 from typing import Callable, Optional, Sequence
 
 from tfbench import errors
+from tfbench.cli.guard import print_error
 from tfbench.config.argv import parse_params
-from tfbench.errors import EXIT_OK, Interrupted, TfbenchError, UsageError
+from tfbench.errors import EXIT_OK, EXIT_USAGE, Interrupted, TfbenchError, UsageError
 
 
-def error_line(message: str) -> None:
-    """`tfbench: error: MESSAGE`, the one line a failed command ends with."""
-    sys.stdout.flush()
-    sys.stderr.write("%s: error: %s\n" % ("tfbench", message))
-    sys.stderr.flush()
+def _internal_error(p, result, exc: Exception) -> None:
+    """An exception no part of tfbench turned into an error a user can act on: a bug. The line
+    says so and where its traceback is; the exception's text goes to the JSON manifest only."""
+    from tfbench.output import files as outputs
+    text = str(exc).strip().splitlines()
+    result.extra["exception"] = "%s: %s" % (type(exc).__name__, text[0] if text else "")
+    result.extra["traceback"] = traceback.format_exc()
+    path = outputs.manifest_path(p, result)
+    where = ("its traceback is in %s: please report it with that file" % os.path.abspath(path)
+             if path else
+             "run again with --json_dir=DIR to keep its traceback in a JSON manifest, and "
+             "report it with that file")
+    result.status = "error"
+    result.error = "internal error in tfbench (a bug, not something you did wrong); " + where
 
 
 class _Printer:
@@ -46,7 +57,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     try:
         p = parse_params(argv)
     except UsageError as exc:
-        error_line(str(exc))
+        print_error(str(exc))
         return exc.exit_code
     result = RunResult(command=" ".join(shlex.quote(a) for a in argv))
     restore = errors.interrupt_on_signals()
@@ -70,25 +81,23 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         if stop is not None:
             result.status, result.error, code = stop.status, str(stop), stop.exit_code
         else:
-            result.status, result.error = "error", "%s: %s" % (
-                type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
-            result.extra["traceback"] = traceback.format_exc()
-            code = 1
+            _internal_error(p, result, exc)
+            code = errors.EXIT_RUN_ERROR
     finally:
         errors.release_sigterm()
         restore()
+    if code == EXIT_USAGE and not (result.step_times or result.warmup_times):
+        print_error(result.error)   # refused before any step: nothing to record (output.md)
+        return code
     try:
         lines = outputs.write_all(p, result)
     except OSError as exc:
-        error_line("could not write results: %s" % exc)
+        print_error("could not write results: %s" % exc)
         return code or 1
     if code != EXIT_OK:
         for line in console.stopped_lines(result) + lines:
             emit(line)
-        message = result.error
-        if "traceback" in result.extra and lines:
-            message += " (traceback in the JSON manifest)"
-        error_line(message)
+        print_error(result.error)
         return code
     for line in console.summary_lines(p, result) + lines:
         emit(line)

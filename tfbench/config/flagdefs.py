@@ -88,8 +88,10 @@ LEGACY_FLAGS: tuple[FlagSpec, ...] = (
     _g("bool", "use_datasets", True, "Use tf.data (always on in TF2)."),
     _k("string", "input_preprocessor", "default", "default or official_models_imagenet."),
     _k("string", "gpu_thread_mode", "gpu_private",
-       "GPU host thread mode (exported as TF_GPU_THREAD_MODE)."),
-    _k("int", "per_gpu_thread_count", 0, "Threads per GPU (TF_GPU_THREAD_COUNT); 0 = 2."),
+       "GPU host thread mode: global, gpu_private or gpu_shared (TF_GPU_THREAD_MODE; given, "
+       "it replaces the environment's value)."),
+    _k("int", "per_gpu_thread_count", 0,
+       "Threads per GPU (TF_GPU_THREAD_COUNT; gpu_shared: times the GPUs); 0 = 2."),
     _k("bool", "hierarchical_copy", False,
        "Hierarchical-copy all-reduce (HierarchicalCopyAllReduce); needs --num_gpus > 1."),
     _g("enum", "network_topology", "dgx1", "Topology for hierarchical copy.",
@@ -154,7 +156,9 @@ LEGACY_FLAGS: tuple[FlagSpec, ...] = (
     _k("int", "datasets_parallel_interleave_prefetch", None, "Interleave prefetch per input."),
     _g("int", "multi_device_iterator_max_buffer_size", 1, "MultiDeviceIterator buffer."),
     _g("bool", "winograd_nonfused", True, "Winograd non-fused convolutions."),
-    _k("bool", "batchnorm_persistent", True, "cuDNN persistent batch norm (env variable)."),
+    _k("bool", "batchnorm_persistent", True,
+       "cuDNN persistent batch norm (TF_USE_CUDNN_BATCHNORM_SPATIAL_PERSISTENT=1; the "
+       "--no form removes it)."),
     _g("bool", "sync_on_finish", False, "Sync devices after each step."),
     _g("bool", "staged_vars", False, "Staged variables."),
     _g("bool", "force_gpu_compatible", False, "force_gpu_compatible."),

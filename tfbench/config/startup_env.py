@@ -26,9 +26,15 @@ def apply(environ: Optional[MutableMapping[str, str]] = None) -> list[str]:
     set_now = [name for name in STARTUP_ENV if name not in environ]
     for name in set_now:
         environ[name] = STARTUP_ENV[name]
-    if set_now:
-        environ[SET_BY_TFBENCH] = ",".join(dict.fromkeys(set_by_tfbench(environ) + set_now))
+    mark(set_now, environ)
     return set_now
+
+
+def mark(names: list[str], environ: Optional[MutableMapping[str, str]] = None) -> None:
+    """Records that tfbench set `names` (the GPU settings of tfbench.distribute.devices too)."""
+    environ = os.environ if environ is None else environ
+    if names:
+        environ[SET_BY_TFBENCH] = ",".join(dict.fromkeys(set_by_tfbench(environ) + names))
 
 
 def set_by_tfbench(environ: Optional[MutableMapping[str, str]] = None) -> list[str]:

@@ -14,7 +14,8 @@ from typing import Any, Mapping, Optional
 
 import tensorflow as tf
 
-from tfbench.config import fast_paths, gpu_names
+from tfbench.config import fast_paths, gpu_names, startup_env
+from tfbench.distribute import gpu_env
 from tfbench.errors import UsageError
 
 
@@ -229,14 +230,27 @@ def _model_notices(indices: list[int], models: list[Optional[str]]) -> list[str]
 FROZEN_WEIGHTS_ENV = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
 
 
-def set_environment(p, kind: str = "gpu", weights_change: bool = True) -> None:
+@dataclasses.dataclass(frozen=True)
+class EnvSettings:
+    """What set_environment did: `changed` lists each variable it set or removed ("NAME=value",
+    "NAME removed"), `notices` the values it kept from the environment or replaced by a flag."""
+    changed: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()
+
+
+def set_environment(p, kind: str = "gpu", weights_change: bool = True,
+                    num_devices: int = 1) -> EnvSettings:
     """Environment variables that must be set before TensorFlow initialises its devices.
 
     A run whose weights never change (forward-only) lets oneDNN keep each convolution's and
     matmul's weights in its own blocked layout instead of reordering them every step, as
     inference deployments do. TensorFlow reads the variable once per process, so a run that
-    updates weights with it set would compute with stale weights: that is refused.
+    updates weights with it set would compute with stale weights: that is refused. On a GPU
+    the flags set the GPU variables (distribute/gpu_env.py: a flag given wins, else an
+    inherited value is kept); the names tfbench sets are recorded (config.startup_env.mark).
     """
+    wanted: dict[str, Optional[str]] = {}
+    notices: list[str] = []
     if fast_paths.for_device(kind).frozen_weights:
         frozen = os.environ.get(FROZEN_WEIGHTS_ENV, "").strip().lower() in ("1", "true")
         if weights_change and frozen:
@@ -244,57 +258,104 @@ def set_environment(p, kind: str = "gpu", weights_change: bool = True) -> None:
                 "%s=%s makes oneDNN reuse the first weights it sees, but this run changes them; "
                 "unset it, or set it to 0 (tfbench sets it itself for a --forward_only process)"
                 % (FROZEN_WEIGHTS_ENV, os.environ[FROZEN_WEIGHTS_ENV]))
-        if not weights_change:
-            os.environ.setdefault(FROZEN_WEIGHTS_ENV, "1")
-    if kind == "gpu" and p.gpu_thread_mode and p.gpu_thread_mode != "global":
-        os.environ.setdefault("TF_GPU_THREAD_MODE", p.gpu_thread_mode)
-        os.environ.setdefault("TF_GPU_THREAD_COUNT", str(p.per_gpu_thread_count or 2))
-    if kind == "gpu" and p.autotune_threshold:
-        # As the legacy script: the flag wins over the environment.
-        os.environ["TF_AUTOTUNE_THRESHOLD"] = str(p.autotune_threshold)
-    if kind == "gpu" and p.batchnorm_persistent:
-        os.environ.setdefault("TF_USE_CUDNN_BATCHNORM_SPATIAL_PERSISTENT", "1")
+        if not weights_change and FROZEN_WEIGHTS_ENV not in os.environ:
+            wanted[FROZEN_WEIGHTS_ENV] = "1"
+    if kind == "gpu":
+        gpu, notices = gpu_env.gpu_environment(p, num_devices, os.environ)
+        wanted.update(gpu)
+        if p.autotune_threshold:
+            # As the legacy script: the flag wins over the environment.
+            wanted["TF_AUTOTUNE_THRESHOLD"] = str(p.autotune_threshold)
     if p.mkl:
-        os.environ["KMP_BLOCKTIME"] = str(p.kmp_blocktime)
-        os.environ["KMP_SETTINGS"] = str(p.kmp_settings)
-        os.environ["KMP_AFFINITY"] = p.kmp_affinity
+        wanted.update(KMP_BLOCKTIME=str(p.kmp_blocktime), KMP_SETTINGS=str(p.kmp_settings),
+                      KMP_AFFINITY=p.kmp_affinity)
         if p.num_intra_threads:
-            os.environ["OMP_NUM_THREADS"] = str(p.num_intra_threads)
-
-
-def configure_runtime(p, plan: DevicePlan, gpu_memory_limit_mb: Optional[int] = None) -> None:
-    """Configures TF devices and threads. Must run before the first TF op."""
-    try:
-        if plan.kind == "cpu":
-            cpu = tf.config.list_physical_devices("CPU")[0]
-            if plan.num_devices > 1:
-                tf.config.set_logical_device_configuration(
-                    cpu, [tf.config.LogicalDeviceConfiguration()] * plan.num_devices)
-            tf.config.set_visible_devices([], "GPU")
+            wanted["OMP_NUM_THREADS"] = str(p.num_intra_threads)
+    changed = {name: value for name, value in wanted.items() if os.environ.get(name) != value}
+    for name, value in changed.items():
+        if value is None:
+            del os.environ[name]
         else:
-            gpus = visible_gpus()
-            chosen = [gpus[i] for i in plan.gpu_indices or range(plan.num_devices)]
-            tf.config.set_visible_devices(chosen, "GPU")
-            for gpu in chosen:
-                if gpu_memory_limit_mb:
-                    tf.config.set_logical_device_configuration(
-                        gpu, [tf.config.LogicalDeviceConfiguration(
-                            memory_limit=gpu_memory_limit_mb)])
-                elif p.allow_growth:
-                    tf.config.experimental.set_memory_growth(gpu, True)
-        if p.num_intra_threads is not None:
-            tf.config.threading.set_intra_op_parallelism_threads(p.num_intra_threads)
-        elif plan.kind == "gpu":
-            tf.config.threading.set_intra_op_parallelism_threads(1)
-        if p.num_inter_threads:
-            tf.config.threading.set_inter_op_parallelism_threads(p.num_inter_threads)
-        if not p.enable_optimizations:
-            tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-    except RuntimeError as exc:
-        # TF refuses device changes once initialised (e.g. a second run in one process).
-        # ("cannot be modified after being initialized", "...after initialization").
-        if "initializ" not in str(exc):
-            raise
+            os.environ[name] = value
+    startup_env.mark([name for name, value in changed.items() if value is not None])
+    return EnvSettings(tuple("%s removed" % name if value is None else "%s=%s" % (name, value)
+                             for name, value in changed.items()), tuple(notices))
+
+
+def runtime_started() -> bool:
+    """Whether this process's TensorFlow runtime (its eager context, with its devices) exists:
+    from then on it ignores device and thread settings and the variables it read at start.
+    The context's own test before each such setting (context.py, TF 2.17 and 2.21)."""
+    from tensorflow.python.eager import context
+    return getattr(context.context(), "_context_handle", None) is not None
+
+
+def configure_runtime(p, plan: DevicePlan, gpu_memory_limit_mb: Optional[int] = None
+                      ) -> list[str]:
+    """Configures TF devices and threads. Must run before the first TF op.
+
+    Returns the settings TensorFlow refused because its runtime had started (a second run in
+    one process with other settings); each setter is a no-op where nothing changes."""
+    refused: list[str] = []
+
+    def setting(what: str, setter, *args) -> None:
+        try:
+            setter(*args)
+        except RuntimeError as exc:
+            # "... cannot be modified after being initialized" / "... after initialization."
+            if "initializ" not in str(exc):
+                raise
+            refused.append(what)
+
+    if plan.kind == "cpu":
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        if plan.num_devices > 1:
+            setting("%d logical CPU devices" % plan.num_devices,
+                    tf.config.set_logical_device_configuration, cpu,
+                    [tf.config.LogicalDeviceConfiguration()] * plan.num_devices)
+        setting("no GPU", tf.config.set_visible_devices, [], "GPU")
+    else:
+        gpus = visible_gpus()
+        indices = list(plan.gpu_indices or range(plan.num_devices))
+        chosen = [gpus[i] for i in indices]
+        setting("GPUs %s" % ",".join(map(str, indices)), tf.config.set_visible_devices,
+                chosen, "GPU")
+        for index, gpu in zip(indices, chosen):
+            if gpu_memory_limit_mb:
+                setting("a %d MB limit on GPU %d" % (gpu_memory_limit_mb, index),
+                        tf.config.set_logical_device_configuration, gpu,
+                        [tf.config.LogicalDeviceConfiguration(memory_limit=gpu_memory_limit_mb)])
+            elif p.allow_growth:
+                setting("memory growth on GPU %d" % index,
+                        tf.config.experimental.set_memory_growth, gpu, True)
+    intra = p.num_intra_threads if p.num_intra_threads is not None else (
+        1 if plan.kind == "gpu" else None)
+    if intra is not None:
+        setting("%d intra-op threads" % intra,
+                tf.config.threading.set_intra_op_parallelism_threads, intra)
+    if p.num_inter_threads:
+        setting("%d inter-op threads" % p.num_inter_threads,
+                tf.config.threading.set_inter_op_parallelism_threads, p.num_inter_threads)
+    if not p.enable_optimizations:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+    return refused
+
+
+def prepare_runtime(p, plan: DevicePlan, weights_change: bool = True,
+                    gpu_memory_limit_mb: Optional[int] = None) -> list[str]:
+    """The environment (set_environment) and the runtime settings (configure_runtime) of a
+    run; returns its notices. Where TensorFlow's runtime had started first (an earlier run in
+    this process), one notice names every setting that did not apply: the variables it reads
+    when it starts, and the device and thread settings it refused."""
+    started = runtime_started()
+    env = set_environment(p, plan.kind, weights_change, plan.num_devices)
+    refused = configure_runtime(p, plan, gpu_memory_limit_mb)
+    notices = list(env.notices)
+    missed = (list(env.changed) if started else []) + refused
+    if missed:
+        notices.append("TensorFlow had started in this process before this run's settings, so "
+                       "these did not apply: %s" % "; ".join(missed))
+    return notices
 
 
 def cpu_model_name() -> str:

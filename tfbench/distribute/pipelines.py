@@ -4,10 +4,12 @@ process (worker, horovod rank) reads its own part of the data.
 
 from __future__ import annotations
 
-from typing import Callable
+import functools
+from typing import Callable, Optional, Sequence
 
 import tensorflow as tf
 
+from tfbench.distribute import native_log
 from tfbench.distribute.strategies import (HorovodStrategy, cluster_of, coordinator,
                                            is_parameter_server)
 
@@ -50,7 +52,8 @@ def distribute_inputs(strategy: tf.distribute.Strategy, make: Callable[..., tf.d
     def dataset_fn(context):
         return make(*pipeline_shard(context.input_pipeline_id, context.num_input_pipelines,
                                     rank, size))
-    return iter(strategy.distribute_datasets_from_function(dataset_fn))
+    with native_log.without_lines(native_log.PER_DEVICE_BUFFER_NOT_OPTIMIZED):
+        return iter(strategy.distribute_datasets_from_function(dataset_fn))
 
 
 def process_shard(strategy: tf.distribute.Strategy) -> tuple[int, int]:
@@ -67,10 +70,49 @@ def process_shard(strategy: tf.distribute.Strategy) -> tuple[int, int]:
     return pipeline_shard(0, 1, rank, size)
 
 
-def per_worker_synthetic(strategy: tf.distribute.Strategy, make: Callable):
-    """Per-worker iterator repeating one per-replica batch of images made by make(context)."""
-    def per_worker():
-        def dataset_fn(context):
-            return tf.data.Dataset.from_tensors(make(context)).repeat()
-        return strategy.distribute_datasets_from_function(dataset_fn)
-    return iter(coordinator(strategy).create_per_worker_dataset(per_worker))
+class WorkerImages:
+    """Synthetic images kept on the devices of every parameter-server worker, as on one host.
+
+    A per-worker dataset (`from_tensors(images).repeat()`) lives on the worker's CPU and is
+    copied to each GPU replica on every step; the legacy script kept synthetic images in a
+    local variable on each GPU instead. Here each replica's batch is a per-worker variable
+    (ParameterServerStrategy's `per_worker_variable=True`: one unsynchronised variable on every
+    worker, none on the parameter servers; ps_values.PerWorkerVariable in TF 2.17 and 2.21),
+    created on the worker under the replica's device (`/device:GPU:r`, the strategy's
+    worker_devices) by a variable creator the strategy's own runs on the worker. The step reads
+    it there (the read runs on the variable's device), so no step copies an image. The
+    coordinator holds one copy of each batch too (PerWorkerVariable traces with it).
+
+    make(context) builds replica `context.replica_id_in_sync_group`'s batch; on the worker it
+    runs once, when the first traced step reads the variable.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy, make: Callable,
+                 devices: Optional[Sequence[str]] = None):
+        self.strategy = strategy
+        self.devices = tuple(devices or strategy.extended.worker_devices)
+        coordinator(strategy)   # per-worker variables need the strategy's ClusterCoordinator
+        self.variables = []
+        for r, device in enumerate(self.devices):
+            context = tf.distribute.experimental.ValueContext(r, len(self.devices))
+            with tf.variable_creator_scope(_on_device(device)), strategy.scope():
+                self.variables.append(tf.Variable(
+                    initial_value=functools.partial(make, context), trainable=False,
+                    per_worker_variable=True, name="synthetic_images_%d" % r))
+
+    def per_replica(self):
+        """Inside a scheduled step: each replica's batch, read on its device."""
+        def read(context):
+            r = context.replica_id_in_sync_group
+            with tf.device(self.devices[r]):
+                return self.variables[r].read_value()
+        return self.strategy.experimental_distribute_values_from_function(read)
+
+
+def _on_device(device: str) -> Callable:
+    """A variable creator that places what the creators after it make on `device` (within the
+    worker the creation runs on)."""
+    def creator(next_creator, **kwargs):
+        with tf.device(device):
+            return next_creator(**kwargs)
+    return creator

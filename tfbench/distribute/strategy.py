@@ -16,7 +16,8 @@
 
 This module builds the strategy for a run (make_strategy) and says what it built
 (StrategyPlan). tfbench's own strategies are in strategies.py, what steps and checkpoints ask of a
-strategy in sync.py, and the input pipelines under a strategy in pipelines.py.
+strategy in sync.py, the input pipelines under a strategy in pipelines.py, and the scope that
+models and optimizers are built in (how their state is aggregated) in variables.py.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfbench.config import fast_paths
-from tfbench.distribute import pipelines, strategies
+from tfbench.distribute import pipelines, strategies, variables
 from tfbench.engine import optimizers, steps
 from tfbench.engine.measurements import Meter
 from tfbench.engine.plan import TRAINING, Resolved
@@ -103,7 +103,7 @@ class ModeRunner:
     def build_model(self) -> keras.Model:
         r = self.plan
         optimizers.set_policy(r.precision)
-        with self.strategy.scope():
+        with variables.scope(self.strategy):
             return r.spec.build(r.image_size, r.device.data_format)
 
     def fold_batch_norm(self, model: keras.Model,
@@ -114,7 +114,7 @@ class ModeRunner:
             return None
         # The published parameter count is the unfolded model's (the clone has extra biases).
         res.params_count = flops.count_params(model)
-        with self.strategy.scope():
+        with variables.scope(self.strategy):
             folding = fold_bn.fold_batch_norm(model)
         if folding is not None:
             # Shown with tfbench's own lines before the footer: the legacy block stays intact.

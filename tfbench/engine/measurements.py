@@ -8,8 +8,9 @@ environment fields that changed. tfbench.output.console prints them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 from tfbench import monitors
 from tfbench.engine.plan import TRAINING, Resolved
@@ -22,8 +23,11 @@ class Meter:
 
     Runners call steady_state() when warm-up ends (the warm-up's memory peak is kept apart),
     open_window() / close_window() exactly around timed steps (the monitors' figures cover
-    those only: tfbench.monitors.aggregate), and keep `covered_steps`, the timed steps that
-    RunResult.wall_time covers (this repeat's), for a failed run's images/sec.
+    those only: tfbench.monitors.aggregate; the memory peaks are read as each window closes,
+    so what runs after the timed steps, a final checkpoint or evaluation, is not in them), run
+    an evaluation inside `evaluation()` (its peak is its own figure), and keep
+    `covered_steps`, the timed steps that RunResult.wall_time covers (this repeat's), for a
+    failed run's images/sec.
     """
 
     def __init__(self, device_names: Sequence[str], mons: Sequence[monitors.Monitor] = ()):
@@ -31,6 +35,12 @@ class Meter:
         self.monitors = list(mons)
         self.reset_error: Optional[str] = None   # why a device peak could not be reset
         self.warmup_peaks: Optional[dict[str, Optional[int]]] = None
+        # The device peaks of the timed steps (None until a window closed), why one could not
+        # be read, and the host's peak RSS by then.
+        self.timed_peaks: Optional[dict[str, Optional[int]]] = None
+        self.timed_unavailable: Optional[str] = None
+        self.timed_host_rss: Optional[int] = None
+        self.eval_peaks: Optional[dict[str, Optional[int]]] = None   # evaluations' own
         self.covered_steps = 0
         self.elsewhere: Optional[str] = None   # why this process measures no step
 
@@ -71,9 +81,26 @@ class Meter:
                 m.resume()
 
     def close_window(self) -> None:
-        """Timed steps stop (end of a repeat, an evaluation): the monitors' window closes."""
+        """Timed steps stop (end of a repeat, an evaluation): the monitors' window closes and
+        the memory peaks so far count as the timed steps'."""
         for m in self.monitors:
             m.pause()
+        if self.elsewhere:
+            return
+        peaks, reason = memory.peak_device_bytes(self.device_names)
+        self.timed_peaks = _larger(self.timed_peaks, peaks)
+        self.timed_unavailable = self.timed_unavailable or reason
+        self.timed_host_rss = memory.host_peak_rss_bytes()
+
+    @contextlib.contextmanager
+    def evaluation(self) -> Iterator[None]:
+        """An evaluation between or after timed steps, outside their window: the device peak
+        is reset before it and read after it (eval_peak_mem_gb), then reset again so the
+        timed steps that follow start from the memory in use."""
+        self.reset_error = self.reset_error or memory.reset_peak(self.device_names)
+        yield
+        self.eval_peaks = _larger(self.eval_peaks, memory.peak_device_bytes(self.device_names)[0])
+        self.reset_error = self.reset_error or memory.reset_peak(self.device_names)
 
     def stop(self) -> None:
         for m in self.monitors:
@@ -106,12 +133,21 @@ def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
     flops_figures(res, p, plan, ips, judge_peak=not meter.elsewhere)
     res.extra.update(stats.latency_summary(res.step_times))
     res.extra.update(stats.cold_start_summary(res.warmup_times, res.step_times))
-    peaks, unavailable = memory.peak_device_bytes(meter.device_names)
+    res.extra.update(stats.between_steps_summary(res.extra.pop("between_steps_sec", None),
+                                                 len(res.step_times)))
+    # The peaks as the last timed window closed; read now when none closed (a failure).
+    peaks, unavailable = (meter.timed_peaks, meter.timed_unavailable)
+    if peaks is None:
+        peaks, unavailable = memory.peak_device_bytes(meter.device_names)
+    eval_peaks = meter.eval_peaks
     if meter.reset_error:   # the peak would also cover the warm-up
         peaks, unavailable = dict.fromkeys(peaks), meter.reset_error
-    host_rss = None if meter.elsewhere else memory.host_peak_rss_bytes()
+        eval_peaks = None
+    host_rss = None if meter.elsewhere else (meter.timed_host_rss
+                                             or memory.host_peak_rss_bytes())
     res.extra.update(memory.memory_summary(plan.device.kind, peaks, host_rss, local_ips,
-                                           meter.elsewhere or unavailable, meter.warmup_peaks))
+                                           meter.elsewhere or unavailable, meter.warmup_peaks,
+                                           eval_peaks))
     if meter.monitors:
         res.extra.update(monitors.summary(meter.monitors, timed_images, local_ips))
         res.extra["samples"] = monitors.samples(meter.monitors)
@@ -124,6 +160,15 @@ def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
         after = environment.capture(res.command.split() if res.command else None)
         res.environment["after"] = after
         res.extra["environment_changes"] = environment.diff(env_before, after)
+
+
+def _larger(before: Optional[dict[str, Optional[int]]],
+            now: dict[str, Optional[int]]) -> dict[str, Optional[int]]:
+    """Per device, the larger of two peaks (None where neither is known)."""
+    if before is None:
+        return dict(now)
+    return {name: max((b for b in (before.get(name), now.get(name)) if b), default=None)
+            for name in dict.fromkeys([*before, *now])}
 
 
 def count_flops(model, image_size: int, res: RunResult) -> None:

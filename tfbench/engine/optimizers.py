@@ -6,7 +6,6 @@ import keras
 import tensorflow as tf
 
 from tfbench.errors import UsageError
-from tfbench.models.fused_bn import statistics_aggregation
 from tfbench.distribute.strategies import IndependentStrategy
 
 POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
@@ -62,13 +61,6 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
         # Keras 3.8 (TF 2.17's) gives the wrapper a counter of its own that nothing advances,
         # so the global step, checkpoints and summaries stood still; 3.15 returns the inner one.
         return self.inner_optimizer.iterations
-
-    def add_variable(self, *args, **kwargs):
-        # The scale state is written by every replica (the same values): each keeps its own
-        # copy, as Keras has it, or the first replica writes the one copy a strategy keeps.
-        if kwargs.get("aggregation") == "none":
-            kwargs["aggregation"] = statistics_aggregation(tf.distribute.get_strategy())
-        return super().add_variable(*args, **kwargs)
 
     def _stateful_handle_finite_grads(self, grads, trainable_variables):
         variables = trainable_variables or self._trainable_variables

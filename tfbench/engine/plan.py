@@ -3,8 +3,9 @@
 `resolve(p)` applies the defaults (the model's batch size and image size), the device plan and
 the legacy arithmetic (global batch, batches and epochs, warm-up, evaluation batches) and
 collects the notices that say where tfbench changed what was asked. The result, `Resolved`, is
-plain data built by keyword; every runner reads it and none changes it (a parameter-server
-controller resolves again once its strategy has counted the workers' replicas).
+plain data built by keyword; every runner reads it and none changes it. What it reads (the model,
+the device plan, the data's sizes: `Facts`) is read once; a parameter-server controller redoes
+only the arithmetic once its strategy has counted the workers' replicas.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tfbench.config import params as params_lib
 from tfbench.distribute import devices
 from tfbench.distribute import strategy as strategy_lib
 from tfbench.errors import UsageError
+from tfbench.measure import cpu_units
 from tfbench.models import catalog, registry
 
 # The values of Resolved.mode.
@@ -26,8 +28,27 @@ TRAINING, FORWARD_ONLY, EVAL, DATA_ONLY = "training", "forward_only", "eval", "d
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Facts:
+    """What resolving reads: the model, the device plan, the precision and mode, and the data's
+    sizes. Read once per process (a folder dataset is walked to count its images, the device
+    plan lists the GPUs); the batch arithmetic over them can run again (a parameter-server
+    controller learns the workers' replicas from its strategy)."""
+    spec: registry.ModelSpec
+    device: devices.DevicePlan
+    precision: str
+    image_size: int
+    mode: str
+    train_and_eval: bool
+    real_data: bool
+    notices: tuple[str, ...]
+    train_examples: int                   # 0 in eval mode
+    eval_examples: Optional[int]          # when the run evaluates
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Resolved:
     """What will run, after defaults and device facts are applied."""
+    facts: Facts
     spec: registry.ModelSpec
     device: devices.DevicePlan
     precision: str
@@ -68,11 +89,8 @@ class Resolved:
         return self.eval_batch_size if self.mode == EVAL else self.batch_size
 
 
-def resolve(p, replicas_per_worker: Optional[int] = None) -> Resolved:
-    """Applies defaults, the device plan and the model registry to Params.
-
-    replicas_per_worker: the replicas each worker runs when they are not this process's
-    devices (a parameter-server controller: the strategy counts the workers' GPUs)."""
+def read_facts(p) -> Facts:
+    """The model, devices, precision, mode and data sizes of Params (see Facts)."""
     from tfbench import data
     real = data.is_real_data(p)
     if (p.data_only or p.diagnose_input) and not real:
@@ -99,11 +117,42 @@ def resolve(p, replicas_per_worker: Optional[int] = None) -> Resolved:
     notices.extend("--%s has no effect under TF2 (TF1 graph-only flag); ignored" % name
                    for name in flagdefs.graph_only_overrides(p))
     precision = params_lib.resolve_precision(p)
-    batch = p.batch_size or spec.batch_size
-    eval_batch = p.eval_batch_size or batch
+    if precision == "fp16" and plan.kind == "cpu" and not _parameter_server(p):
+        # (A parameter-server controller's steps run on its workers' devices.)
+        notice = cpu_units.cpu_fp16_notice(cpu_units.cpu_flags())
+        if notice:
+            notices.append(notice)
     mode = EVAL if p.eval else (FORWARD_ONLY if p.forward_only else TRAINING)
     if p.data_only:
         mode = DATA_ONLY
+    train_and_eval = mode == TRAINING and bool(
+        p.eval_during_training_every_n_steps or p.eval_during_training_every_n_epochs
+        or p.eval_during_training_at_specified_steps
+        or p.eval_during_training_at_specified_epochs)
+    # Synthetic data counts the model dataset's legacy epoch (data.num_examples).
+    train_examples = data.num_examples(p, spec.dataset, train=True) if mode != EVAL else 0
+    eval_examples = None
+    if mode == EVAL or train_and_eval:
+        eval_examples = data.num_examples(p, spec.dataset, train=False)
+    return Facts(spec=spec, device=plan, precision=precision,
+                 image_size=p.image_size or spec.image_size, mode=mode,
+                 train_and_eval=train_and_eval, real_data=real, notices=tuple(notices),
+                 train_examples=train_examples, eval_examples=eval_examples)
+
+
+def resolve(p, replicas_per_worker: Optional[int] = None,
+            facts: Optional[Facts] = None) -> Resolved:
+    """Applies defaults, the device plan and the model registry to Params.
+
+    replicas_per_worker: the replicas each worker runs when they are not this process's
+    devices (a parameter-server controller: the strategy counts the workers' GPUs).
+    facts: what an earlier resolve read (Resolved.facts), so that only the arithmetic runs
+    again."""
+    f = facts if facts is not None else read_facts(p)
+    spec, plan, mode = f.spec, f.device, f.mode
+    notices = list(f.notices)
+    batch = p.batch_size or spec.batch_size
+    eval_batch = p.eval_batch_size or batch
     accum = p.accum_steps if mode == TRAINING else 1
     if p.accum_steps > 1 and mode != TRAINING:
         notices.append("--accum_steps applies to training only; ignored in %s mode" % mode)
@@ -115,16 +164,10 @@ def resolve(p, replicas_per_worker: Optional[int] = None) -> Resolved:
     worker_batch = per_step_batch * replicas
     num_workers = strategy_lib.num_workers(p)
     global_batch = worker_batch * num_workers
-    train_and_eval = mode == TRAINING and bool(
-        p.eval_during_training_every_n_steps or p.eval_during_training_every_n_epochs
-        or p.eval_during_training_at_specified_steps
-        or p.eval_during_training_at_specified_epochs)
-    # Synthetic data counts the model dataset's legacy epoch (data.num_examples).
-    train_examples = data.num_examples(p, spec.dataset, train=True) if mode != EVAL else 0
-    eval_examples = num_eval_batches = None
+    train_examples, eval_examples = f.train_examples, f.eval_examples
+    num_eval_batches = None
     eval_global_batch = eval_batch * replicas * num_workers
-    if mode == EVAL or train_and_eval:
-        eval_examples = data.num_examples(p, spec.dataset, train=False)
+    if eval_examples is not None:
         num_eval_batches = eval_batches(p, eval_global_batch, eval_examples)
     if mode == EVAL:
         num_batches = num_eval_batches
@@ -133,7 +176,7 @@ def resolve(p, replicas_per_worker: Optional[int] = None) -> Resolved:
         num_batches, num_epochs = params_lib.num_batches_and_epochs(p, global_batch,
                                                                     train_examples)
     iterations_per_step = num_workers if _parameter_server(p) else 1
-    if train_and_eval and p.num_runs > 1:
+    if f.train_and_eval and p.num_runs > 1:
         raise UsageError("--num_runs cannot be combined with --eval_during_training_*")
     if mode == EVAL and p.num_runs > 1:
         notices.append("--num_runs applies to training and forward-only runs; evaluating once")
@@ -141,12 +184,12 @@ def resolve(p, replicas_per_worker: Optional[int] = None) -> Resolved:
         notices.append("--estimate_dataset_size estimates training time: no estimate for a%s "
                        "%s run" % ("n" if mode == EVAL else "", mode.replace("_", "-")))
     return Resolved(
-        spec=spec, device=plan, precision=precision, image_size=p.image_size or spec.image_size,
+        facts=f, spec=spec, device=plan, precision=f.precision, image_size=f.image_size,
         batch_size=batch, eval_batch_size=eval_batch, global_batch=global_batch,
         num_batches=num_batches, num_epochs=num_epochs,
         num_warmup=0 if mode == EVAL else params_lib.num_warmup_batches(p), mode=mode,
-        xla=params_lib.xla_requested(p), train_and_eval=train_and_eval,
-        notices=tuple(notices), real_data=real, num_workers=num_workers,
+        xla=params_lib.xla_requested(p), train_and_eval=f.train_and_eval,
+        notices=tuple(notices), real_data=f.real_data, num_workers=num_workers,
         worker_batch=worker_batch,
         step_line_batch=global_batch if p.variable_update == "distributed_all_reduce"
         else worker_batch,

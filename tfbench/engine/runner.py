@@ -34,7 +34,7 @@ from tfbench.engine.runlog import Header, RunLog, SilentLog
 from tfbench.engine.train import TrainRunner
 from tfbench import errors
 from tfbench.errors import OutOfMemory, TfbenchError, out_of_memory_evidence
-from tfbench.measure import environment
+from tfbench.measure import cpu_units, environment
 from tfbench.results import RunResult
 
 RUNNERS: dict[str, type[ModeRunner]] = {TRAINING: TrainRunner, FORWARD_ONLY: TrainRunner,
@@ -47,8 +47,8 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     plan = resolve(p)
     res = result or RunResult()
     describe(p, plan, res)
-    devices.set_environment(p, plan.device.kind, weights_change=plan.mode != FORWARD_ONLY)
-    devices.configure_runtime(p, plan.device, p.gpu_memory_limit_mb or None)
+    runtime_notices = devices.prepare_runtime(p, plan.device, plan.mode != FORWARD_ONLY,
+                                              p.gpu_memory_limit_mb or None)
     # Keras 3 initializers without a seed draw from Python's `random`, which
     # tf.random.set_seed leaves alone: seeding all of them makes the weights repeatable.
     # Keras takes only numpy's seed range; TensorFlow keeps the full int64 seed, as before.
@@ -56,7 +56,7 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     tf.random.set_seed(p.tf_random_seed)
     np.random.seed(4321)
     env_before = _capture_environment(res, log)
-    say(log, res, *plan.notices)
+    say(log, res, *plan.notices, *runtime_notices)
     try:
         sp = strategy_lib.make_strategy(p, plan.device)
     finally:
@@ -152,7 +152,7 @@ def _count_worker_replicas(p, plan: Resolved, strategy: tf.distribute.Strategy,
     so a step's images are counted from the strategy's replicas, not this host's devices."""
     replicas = strategy.num_replicas_in_sync
     own = plan.device.num_devices
-    plan = resolve(p, replicas_per_worker=replicas)
+    plan = resolve(p, replicas_per_worker=replicas, facts=plan.facts)
     describe(p, plan, res)
     # The row describes the workers' devices, as TensorFlow counted them, not this host's.
     res.num_devices = replicas
@@ -162,6 +162,9 @@ def _count_worker_replicas(p, plan: Resolved, strategy: tf.distribute.Strategy,
                   "per worker, not this controller's %d device(s)"
                   % (replicas, plan.worker_batch, own))
         say(log, res, notice)
+    if res.device_kind == "cpu" and plan.precision == "fp16":
+        # The workers' CPUs, whose units this controller cannot read.
+        say(log, res, cpu_units.cpu_fp16_notice(None))
     return plan
 
 

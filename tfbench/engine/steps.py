@@ -251,7 +251,7 @@ class Steps:
         jit = self.config.jit_compile
         single = strategy.num_replicas_in_sync == 1
         parameter_server = strategies.is_parameter_server(strategy)
-        # Parameter-server workers read their inputs from their own per-worker iterator.
+        # Parameter-server workers read real data from their own per-worker iterator.
         from_iterator = from_iterator or parameter_server
         # XLA compiles the whole step on one device with in-graph inputs. Otherwise (several
         # replicas, an input iterator, or horovod, whose allreduce has no XLA kernel) it
@@ -268,7 +268,9 @@ class Steps:
             if per_replica_jit else self._predict
 
         def step(inputs):
-            if from_iterator:
+            if isinstance(inputs, pipelines.WorkerImages):   # read on each worker's devices
+                out = strategy.run(replica_fn, args=(inputs.per_replica(),))
+            elif from_iterator:
                 element = next(inputs)   # (images, labels), or images alone (synthetic)
                 args = tuple(element) if isinstance(element, (tuple, list)) else (element,)
                 out = strategy.run(replica_fn, args=args)
@@ -328,14 +330,14 @@ def synthetic_images(strategy: tf.distribute.Strategy, batch_size: int, image_si
     """Per-replica images generated once on each compute device and reused every step.
 
     truncated_normal(mean 127, stddev 60), values in (7, 247), unnormalised, as the legacy
-    script's synthetic inputs. On a parameter-server cluster: an iterator over each worker's
-    own images, the inputs its scheduled steps read.
+    script's synthetic inputs. On a parameter-server cluster they are kept on every worker's
+    replica devices (pipelines.WorkerImages), which its scheduled steps read.
     """
     def make(_context):
         return tf.cast(tf.random.truncated_normal(
             [batch_size, image_size, image_size, 3], mean=127.0, stddev=60.0, seed=seed), dtype)
     if strategies.is_parameter_server(strategy):
-        return pipelines.per_worker_synthetic(strategy, make)
+        return pipelines.WorkerImages(strategy, make)
 
     def make_on_replica_device(context):
         # TensorFlow calls this without a device scope: unplaced, every replica's batch would

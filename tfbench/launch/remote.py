@@ -56,6 +56,11 @@ class Host:
     def label(self) -> str:
         return self.address
 
+    @property
+    def machine(self) -> str:
+        """The host as named, user and port aside (an alias of it is another host)."""
+        return self.target.rpartition("@")[2].lower()
+
 
 def parse_hosts(text: str, port: int = DEFAULT_PORT) -> list[Host]:
     """'[user@]host[:port],...' -> Hosts. A host given without a port gets `port`; a host
@@ -96,10 +101,19 @@ def parse_hosts(text: str, port: int = DEFAULT_PORT) -> list[Host]:
 
 # --- the command each host runs ----------------------------------------------------------
 
-def task_flags(flags: Sequence[str], hosts: Sequence[Host], index: int) -> list[str]:
-    return list(flags) + ["--job_name=worker",
-                          "--worker_hosts=" + ",".join(h.address for h in hosts),
-                          "--task_index=%d" % index]
+def task_flags(flags: Sequence[str], hosts: Sequence[Host], index: int,
+               gpus_per_task: Optional[int] = None) -> list[str]:
+    """Task `index`'s flags: the benchmark's, then on a host running several tasks GPUs of its
+    own (the k-th there takes k*n .. k*n+n-1, n = --num_gpus; gpus_per_task is None on CPUs; a
+    host with fewer GPUs refuses the task itself), then the cluster's."""
+    same = [h.machine == hosts[index].machine for h in hosts]
+    own = []
+    if gpus_per_task and sum(same) > 1:
+        first = sum(same[:index]) * gpus_per_task
+        own = ["--gpu_indices=" + ",".join(str(first + i) for i in range(gpus_per_task))]
+    return list(flags) + own + ["--job_name=worker",
+                                "--worker_hosts=" + ",".join(h.address for h in hosts),
+                                "--task_index=%d" % index]
 
 
 # A host without setsid (util-linux; busybox has one too) could not stop a task's process group:
@@ -379,8 +393,8 @@ class RemoteTask:
             return "not started (tfbench launch was stopped first)"
         said = ""
         for line in reversed(self.tail):
-            if line.startswith("tfbench: error: "):
-                said = line[len("tfbench: error: "):]
+            if line.startswith(errors.ERROR_PREFIX):
+                said = line[len(errors.ERROR_PREFIX):]
                 break
         last = said or (self.tail[-1].strip() if self.tail else "no output")
         if self.exit_code is None:

@@ -16,8 +16,8 @@ from tfbench import errors
 from tfbench.measure import nccl_log
 from tfbench.sweep import child as sweep_child
 from tfbench.launch.console import ChiefConsole
-from tfbench.launch.remote import (DEFAULT_REMOTE_CMD, Host, RemoteTask, remote_script, rsh_argv, task_flags)
-
+from tfbench.launch.remote import (DEFAULT_REMOTE_CMD, Host, RemoteTask, remote_script, rsh_argv,
+                                   task_flags)
 
 
 @dataclasses.dataclass
@@ -30,6 +30,10 @@ class LaunchConfig:
     csv_file: str = ""               # the local CSV every row is appended to ('' = none)
     cluster_timeout: float = 120.0
     nccl_debug: bool = False
+    # GPUs each task drives (--num_gpus); None on CPUs. A host named several times gives each
+    # of its tasks GPUs of their own (remote.task_flags).
+    gpus_per_task: Optional[int] = None
+    command: str = ""                # the user's command line, recorded in every row
 
     @property
     def own_grace(self) -> float:
@@ -69,7 +73,7 @@ def run_tasks(cfg: LaunchConfig, hosts: Sequence[Host], log_dir: str,
     result attached as exc.launch_result) when the launcher gets SIGINT/SIGTERM."""
     tasks = []
     for i, host in enumerate(hosts):
-        flags = task_flags(cfg.flags, hosts, i)
+        flags = task_flags(cfg.flags, hosts, i, cfg.gpus_per_task)
         script = remote_script(cfg.remote_cmd, flags, cfg.nccl_debug, cfg.kill_after,
                                tag="%s/%d" % (",".join(h.address for h in hosts), i))
         name = "worker%d_%s.log" % (i, re.sub(r"[^A-Za-z0-9.]+", "-", host.label))

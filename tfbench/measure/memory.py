@@ -10,7 +10,8 @@ memory never appears under a device label.
 
 The runner resets the device peak after warm-up, so the figure is the steady state's: cuDNN's
 autotuning tries algorithms with scratch buffers (up to 4 GiB by default) during the first steps.
-The warm-up's own peak is kept apart. tfbench.output.console prints the figures.
+The warm-up's own peak is kept apart. The peak is read when the timed steps end, before a final
+checkpoint or evaluation; an evaluation beside training has its own peak. tfbench.output.console prints the figures.
 """
 
 from __future__ import annotations
@@ -107,7 +108,8 @@ def images_per_sec_per_gb(images_per_sec: Optional[float],
 def memory_summary(device_kind: str, device_peaks: dict[str, Optional[int]],
                    host_rss_bytes: Optional[int], images_per_sec: Optional[float] = None,
                    unavailable: Optional[str] = None,
-                   warmup_peaks: Optional[dict[str, Optional[int]]] = None) -> dict:
+                   warmup_peaks: Optional[dict[str, Optional[int]]] = None,
+                   eval_peaks: Optional[dict[str, Optional[int]]] = None) -> dict:
     """The memory figures of one run, keyed by CSV column where one exists (GiB throughout).
 
     peak_mem_gb is the largest per-device peak of the timed steps (the figure that limits batch
@@ -116,16 +118,19 @@ def memory_summary(device_kind: str, device_peaks: dict[str, Optional[int]],
     `memory_unavailable` saying why (also on a CPU run given no host RSS and a reason: a
     process that ran no step). images_per_sec_per_gb divides images/sec by the memory all
     devices used together (the sum of their peaks), so it does not grow with the number of GPUs.
-    warmup_peak_mem_gb is the largest per-device peak of the warm-up steps (autotuning included).
+    warmup_peak_mem_gb is the largest per-device peak of the warm-up steps (autotuning included),
+    eval_peak_mem_gb that of the evaluations run beside training (--eval_during_training_*).
     (NVML's used memory, which includes the CUDA context and TF's reserved pool, is in the NVML
     monitor's summary.)
     """
     known = {name: b for name, b in device_peaks.items() if b}
     host_gb = host_rss_bytes / GIB if host_rss_bytes else None
     warm = [b for b in (warmup_peaks or {}).values() if b]
+    evals = [b for b in (eval_peaks or {}).values() if b]
     out = {"peak_mem_gb": None, "peak_mem_source": None, "host_peak_rss_gb": host_gb,
            "images_per_sec_per_gb": None,
            "warmup_peak_mem_gb": max(warm) / GIB if warm else None,
+           "eval_peak_mem_gb": max(evals) / GIB if evals else None,
            "device_peak_mem_gb": {name: (b / GIB if b else None)
                                   for name, b in device_peaks.items()},
            "memory_unavailable": None}

@@ -40,13 +40,15 @@ class FusedBatchNorm(keras.layers.Layer):
         self.beta = self.add_weight(shape=channels, name="beta", initializer="zeros",
                                     autocast=False) if self.center else None
         self.channels = channels
-        aggregation = statistics_aggregation(tf.distribute.get_strategy())
+        # Each replica writes its own batch's statistics and nothing reduces them, as in Keras'
+        # BatchNormalization and the legacy script ("none"; tfbench.distribute.variables makes
+        # that first-replica where a strategy keeps one copy for all replicas).
         self.moving_mean = self.add_weight(shape=channels, name="moving_mean",
                                            initializer="zeros", trainable=False,
-                                           autocast=False, aggregation=aggregation)
+                                           autocast=False, aggregation="none")
         self.moving_variance = self.add_weight(shape=channels, name="moving_variance",
                                                initializer="ones", trainable=False,
-                                               autocast=False, aggregation=aggregation)
+                                               autocast=False, aggregation="none")
 
     def call(self, inputs, training=None, mask=None):
         # `mask` is taken (and unused, as in Keras' layer) so that this layer can stand in for a
@@ -79,22 +81,6 @@ class FusedBatchNorm(keras.layers.Layer):
         config.update(axis=self.axis, momentum=self.momentum, epsilon=self.epsilon,
                       center=self.center, scale=self.scale)
         return config
-
-
-def statistics_aggregation(strategy: tf.distribute.Strategy) -> str:
-    """How replicas write the moving statistics: each its own copy, with no cross-replica
-    reduction, as Keras' BatchNormalization ("none") and the legacy script do.
-
-    Strategies that keep one copy for all replicas (CentralStorageStrategy, and a
-    ParameterServerStrategy worker with several GPUs) wrap their variables in TensorFlow's
-    AggregatingVariable, which refuses replica-context writes to a "none" variable; there the
-    first replica's statistics are written, which copies but reduces nothing.
-    """
-    keeps_one_copy = isinstance(strategy, (tf.distribute.experimental.CentralStorageStrategy,
-                                           tf.distribute.experimental.ParameterServerStrategy))
-    if keeps_one_copy and strategy.num_replicas_in_sync > 1:
-        return "only_first_replica"
-    return "none"
 
 
 def _swappable(layer) -> bool:

@@ -192,7 +192,13 @@ def channel_pad(x, pad: int, data_format: str):
 
 
 class LocalResponseNorm(layers.Layer):
-    """tf.nn.local_response_normalization over channels (the legacy cifar10 AlexNet's LRN)."""
+    """tf.nn.local_response_normalization over channels (the legacy cifar10 AlexNet's LRN).
+
+    Computed in float32 under any precision, the output cast back to the layer's input dtype:
+    LRN and LRNGrad have GPU kernels for float32 only (tensorflow/core/kernels/lrn_op.cc, TF
+    2.17 to 2.21) and no bfloat16 kernel on any device, so in float16 soft placement ran them on
+    the host every step and in bfloat16 the step could not run at all.
+    """
 
     def __init__(self, depth_radius: int, bias: float, alpha: float, beta: float,
                  data_format: str = "NHWC", **kwargs):
@@ -207,8 +213,9 @@ class LocalResponseNorm(layers.Layer):
         import tensorflow as tf  # the op exists only in TensorFlow
         if self.data_format == "NCHW":  # the TF op wants channels last
             x = tf.transpose(x, [0, 2, 3, 1])
-        y = tf.nn.local_response_normalization(x, self.depth_radius, self.bias, self.alpha,
-                                               self.beta)
+        y = tf.nn.local_response_normalization(tf.cast(x, tf.float32), self.depth_radius,
+                                               self.bias, self.alpha, self.beta)
+        y = tf.cast(y, x.dtype)
         if self.data_format == "NCHW":
             y = tf.transpose(y, [0, 3, 1, 2])
         return y

@@ -31,6 +31,7 @@ def summary_lines(p, result: RunResult) -> list[str]:
         lines += latency_lines(extra)
     lines += cold_start_lines(
         {**extra, "first_step_sec": result.first_step_sec, "warmup_sec": result.warmup_sec})
+    lines += between_steps_lines(extra)
     if "peak_mem_gb" in extra:
         lines += memory_lines(extra)
     lines += monitor_lines(extra)
@@ -117,6 +118,15 @@ def cold_start_lines(summary: dict[str, Any]) -> list[str]:
     return [line]
 
 
+def between_steps_lines(summary: dict[str, Any]) -> list[str]:
+    """`Host time between steps: 0.48 ms/step (in total images/sec, not in latency or steady
+    state)`: why 1000 x batch / total images/sec exceeds the steady-state step time."""
+    if summary.get("host_ms_between_steps") is None:
+        return []
+    return ["Host time between steps: %.2f ms/step (in total images/sec, not in latency or "
+            "steady state)" % summary["host_ms_between_steps"]]
+
+
 def repeat_lines(summary: dict[str, Any]) -> list[str]:
     """`Repeats: 5 runs, median 123.45 images/sec, min 120.00, max 125.00, spread 3.2%`
 
@@ -138,8 +148,9 @@ def repeat_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def memory_lines(summary: dict[str, Any]) -> list[str]:
-    """`Memory: peak 12.34 GiB per device (steady state; warm-up 14.02 GiB), host peak RSS
-    3.21 GiB, 123.4 images/sec/GiB` (tfbench.measure.memory.memory_summary's figures)"""
+    """`Memory: peak 12.34 GiB per device (steady state; warm-up 14.02 GiB; evaluation 6.10
+    GiB), host peak RSS 3.21 GiB, 123.4 images/sec/GiB` (tfbench.measure.memory's
+    memory_summary figures)"""
     if summary.get("memory_unavailable"):
         line = "Memory: device peak not available (%s)" % summary["memory_unavailable"]
         if summary.get("host_peak_rss_gb") is not None:
@@ -150,9 +161,11 @@ def memory_lines(summary: dict[str, Any]) -> list[str]:
     line = "Memory: %s %.2f GiB" % (label("peak_mem_gb"), summary["peak_mem_gb"])
     if summary.get("peak_mem_source") == "device":
         line += " per device"
-        if summary.get("warmup_peak_mem_gb") is not None:
-            line += " (steady state; %s %.2f GiB)" % (label("warmup_peak_mem_gb"),
-                                                     summary["warmup_peak_mem_gb"])
+        besides = ["%s %.2f GiB" % (label(name), summary[name])
+                   for name in ("warmup_peak_mem_gb", "eval_peak_mem_gb")
+                   if summary.get(name) is not None]
+        if besides:
+            line += " (steady state; %s)" % "; ".join(besides)
         if summary.get("host_peak_rss_gb") is not None:
             line += ", %s %.2f GiB" % (label("host_peak_rss_gb"), summary["host_peak_rss_gb"])
     else:

@@ -61,13 +61,27 @@ def row_for(result: RunResult) -> dict[str, str]:
 
 @contextlib.contextmanager
 def _locked(path: str) -> Iterator[None]:
-    """An exclusive lock on a side file, so the CSV itself may be replaced while held."""
-    with open(path + ".lock", "a") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+    """An exclusive lock on a side file, PATH.lock, so the CSV itself may be replaced while
+    held. The side file is removed before the lock is let go, so none stays beside the CSV: a
+    process that was waiting holds the lock of a removed file then, sees that PATH.lock is not
+    (or no longer) that file, and takes the lock again on the current one."""
+    lock_path = path + ".lock"
+    while True:
+        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            yield
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+            held = os.fstat(fd)
+            current = os.stat(lock_path)
+            if (held.st_dev, held.st_ino) == (current.st_dev, current.st_ino):
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        yield
+    finally:
+        os.unlink(lock_path)
+        os.close(fd)   # lets the lock go
 
 
 def append_row(path: str, result: RunResult) -> Optional[str]:

@@ -8,10 +8,26 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+import re
+from typing import Any, Optional
 
 from tfbench.output import csv_out
 from tfbench.results import RunResult
+
+
+_RESULTS = re.compile(r"Results: (\S+) row appended to (.+) \(run (\S+)\)")
+
+
+def results_line(status: str, csv_path: str, run_id: str) -> str:
+    """`Results: ok row appended to tfbench_results.csv (run ...)`: where the row went."""
+    return "Results: %s row appended to %s (run %s)" % (status, csv_path, run_id)
+
+
+def results_line_to(line: str, csv_path: str) -> Optional[str]:
+    """The Results line `line` naming `csv_path` instead (a launch task's row travels on to
+    the launcher's CSV); None when `line` is no Results line."""
+    match = _RESULTS.fullmatch(line)
+    return results_line(match.group(1), csv_path, match.group(3)) if match else None
 
 
 def manifest(p, result: RunResult) -> dict[str, Any]:
@@ -23,6 +39,11 @@ def manifest(p, result: RunResult) -> dict[str, Any]:
     return data
 
 
+def manifest_path(p, result: RunResult) -> Optional[str]:
+    """Where the run's JSON manifest goes (--json_dir/<run_id>.json), or None without one."""
+    return os.path.join(p.json_dir, "%s.json" % result.run_id) if p.json_dir else None
+
+
 def write_all(p, result: RunResult) -> list[str]:
     """Writes every enabled output; returns the lines to print about them."""
     lines: list[str] = []
@@ -30,8 +51,8 @@ def write_all(p, result: RunResult) -> list[str]:
         # ps / worker tasks of a parameter-server cluster measure nothing themselves.
         return ["%s: done serving the cluster; the controller reports the results"
                 % result.extra["server_task"]]
-    if p.json_dir:
-        path = os.path.join(p.json_dir, "%s.json" % result.run_id)
+    path = manifest_path(p, result)
+    if path:
         result.extra["json_file"] = path
         csv_out.write_json_atomic(path, manifest(p, result))
     if p.benchmark_log_dir:
@@ -41,6 +62,5 @@ def write_all(p, result: RunResult) -> list[str]:
         notice = csv_out.append_row(p.csv_file, result)
         if notice:
             lines.append(notice)
-        lines.append("Results: %s row appended to %s (run %s)"
-                     % (result.status, p.csv_file, result.run_id))
+        lines.append(results_line(result.status, p.csv_file, result.run_id))
     return lines
