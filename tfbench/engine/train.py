@@ -136,6 +136,8 @@ class TrainRunner(ModeRunner):
                 log.repeat_started(run + 1, p.num_runs)
             totals.append(self._timed_loop(s, res, num_timed, checkpoints,
                                            new_measurement=run == 0))
+            # Each repeat's own wall time: its total images/sec is recomputable from the JSON.
+            res.extra.setdefault("wall_time_runs", []).append(res.wall_time)
         if len(totals) > 1:
             summary = stats.repeat_summary(totals, p.unstable_threshold_pct)
             res.extra.update(summary)
