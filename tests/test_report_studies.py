@@ -302,7 +302,7 @@ def test_each_study_section_shows_its_columns_and_says_how_it_is_computed():
         row(batch_size=128, images_per_sec=400, peak_mem_gb=5)), kinds=["batch_size"])
     assert (s.slug, s.title) == ("batch_size", "Batch-size study")
     assert s.note == ("knee = smallest batch reaching 90% of the best throughput: "
-                      "model=resnet50, device_name=GPU-X: batch 64")
+                      "model=resnet50, device_name=GPU-X: batch 64, best batch 128")
     assert s.columns == ["model", "device_name", "batch_size", "global_batch_size",
                          "images_per_sec", "peak_mem_gb", "pct_of_best", "knee"]
     assert _shown(s) == [["resnet50", "GPU-X", 32, 32, 300.0, 2.0, 75.0, False],

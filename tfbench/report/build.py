@@ -12,6 +12,7 @@ import html as html_lib
 import os
 from typing import Optional, Sequence
 
+import numpy as np
 import pandas as pd
 
 from tfbench.measure import expected_range as er, stats
@@ -106,8 +107,10 @@ def build_report(csv_paths: Sequence[str], out_dir: str, json_dir: Optional[str]
     summary, range_lines = summary_frame(df, unstable_threshold_pct)
     sections: list[studies.Section] = []
     if not summary.empty:
-        columns = studies.varying(summary, SUMMARY_COLUMNS, _ALWAYS + tuple(
-            c for c in SUMMARY_COLUMNS[SUMMARY_COLUMNS.index("images_per_sec"):]))
+        # Every figure a row holds is shown (constant or not); one no row holds is not.
+        measured = tuple(c for c in SUMMARY_COLUMNS[SUMMARY_COLUMNS.index("images_per_sec"):]
+                         if c in summary and summary[c].replace("", np.nan).notna().any())
+        columns = studies.varying(summary, SUMMARY_COLUMNS, _ALWAYS + measured)
         note = "median over repeated rows; ok runs only"
         if (summary["num_runs"] >= 2).any():
             note += ("; spread = (max - min) / median of the repeats, stable as in tfbench "
