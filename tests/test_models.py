@@ -49,7 +49,7 @@ def _synthetic(size: int, batch: int = 2):
 # TFBENCH_FULL_MODEL_TESTS=1; tests/test_model_table.py checks that each is registered, and its
 # shipped parameters and FLOPs were computed by building it.
 VARIANTS = {
-    "resnet101_v2", "resnet152", "resnet152_v2",  # resnet50, resnet50_v2, resnet101
+    "resnet101", "resnet101_v2", "resnet152", "resnet152_v2",  # resnet50, resnet50_v2
     "official_resnet34", "official_resnet34_v2",  # official_resnet18(_v2)
     "official_resnet101", "official_resnet101_v2", "official_resnet152",  # official_resnet50(_v2)
     "official_resnet152_v2", "official_resnet200", "official_resnet200_v2",
@@ -60,6 +60,9 @@ VARIANTS = {
     "densenet169", "densenet201",  # densenet121
     "convnext_small", "convnext_base",  # convnext_tiny
     "nasnetlarge",  # nasnet
+    "vgg16", "vgg19",  # vgg11
+    "resnet32", "resnet44", "resnet56", "resnet110",  # resnet20
+    "resnet32_v2", "resnet44_v2", "resnet56_v2", "resnet110_v2",  # resnet20_v2
 }
 FULL = os.environ.get("TFBENCH_FULL_MODEL_TESTS") == "1"
 
