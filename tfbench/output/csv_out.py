@@ -99,7 +99,10 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("input_bound", "--diagnose_input verdict: 1 input-bound, 0 not"),
     ("estimated_train_hours", "--estimate_dataset_size x --estimate_epochs / (images/sec x "
                               "--estimate_utilization), hours"),
-    ("expected_range", "within / below / above the published range for this GPU"),
+    ("expected_range", "within / below / above the published range for this GPU, model "
+                       "version and batch per GPU"),
+    ("expected_range_source", "the published figures that verdict used: source (framework): "
+                              "model, batch per GPU, images/sec"),
     ("tf_version", "TensorFlow version"),
     ("keras_version", "Keras version"),
     ("tfbench_version", "tfbench version"),
