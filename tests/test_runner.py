@@ -114,8 +114,8 @@ def test_expected_range_line_for_a_known_gpu():
     from tfbench.engine import measurements
     from tfbench.output import console
     from tfbench.results import RunResult
-    res = RunResult(model="resnet50", mode="training", precision="fp16", num_devices=1,
-                    images_per_sec=2200.0)
+    res = RunResult(model="resnet50_v1.5", mode="training", precision="fp16", num_devices=1,
+                    batch_size=256, images_per_sec=2200.0)
     res.extra["device_name"] = "NVIDIA A100-SXM4-40GB"
     measurements.expected_range_figures(res, "gpu")
     assert res.extra["expected_range"] == "within"
@@ -123,7 +123,20 @@ def test_expected_range_line_for_a_known_gpu():
     reference = res.extra["expected_range_reference"]
     assert reference["low"] < 2200.0 < reference["high"] and reference["references"]
     (line,) = console.summary_lines(None, res)
-    assert line.startswith("Expected range for resnet50 training")
+    assert line.startswith("Expected range for resnet50_v1.5 training fp16, 1x A100 40GB SXM, "
+                           "batch 256 per GPU")
+    assert res.extra["expected_range_source"] == (
+        "NVIDIA DeepLearningExamples TF1 ResNet-50 v1.5 README (20.06-tf1) (TF1): "
+        "resnet50_v1.5 bs256 2,375 images/sec")
+    # tfbench's resnet50 is v1: not judged against NVIDIA's v1.5 figures, and the row says so.
+    v1 = RunResult(model="resnet50", mode="training", precision="fp16", num_devices=1,
+                   batch_size=256, images_per_sec=2200.0)
+    v1.extra["device_name"] = "NVIDIA A100-SXM4-40GB"
+    measurements.expected_range_figures(v1, "gpu")
+    assert (v1.extra["expected_range"], v1.extra["expected_range_source"]) == ("", "")
+    assert console.summary_lines(None, v1) == [
+        "Expected range: no published figure for resnet50 training fp16, 1x A100 40GB SXM, "
+        "batch 256 per GPU (published: resnet50_v1.5 at batch 256)"]
     assert line.endswith("; +/-10%]") and ", measured 2,200: within [published " in line
     res.extra = json.loads(json.dumps(res.extra))   # as a JSON manifest keeps them
     assert console.summary_lines(None, res) == [line]

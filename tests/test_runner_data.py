@@ -98,6 +98,10 @@ def test_diagnose_input_writes_three_figures(tmp_path, fake_dir):
     for key in ("synthetic_images_per_sec", "input_only_images_per_sec", "images_per_sec"):
         assert float(row[key]) > 0
     assert row["input_bound"] in ("0", "1")
+    # What the pipeline read with, after the verdict (a CPU run: TensorFlow's shared threads).
+    assert lines[lines.index(verdict[0]) + 1] == (
+        "Input settings: TensorFlow's shared threads for tf.data (the default on the CPU); "
+        "host buffers pageable (--noforce_gpu_compatible)")
 
 
 def test_data_only_needs_real_data(tmp_path):
@@ -155,3 +159,27 @@ def test_horovod_processes_read_disjoint_shares_of_real_data(tmp_path, monkeypat
     labels = write_labelled_split(str(tmp_path), "train" if train else "validation", 4, 2, 1)
     parts = [_epoch_labels(str(tmp_path), monkeypatch, rank, 2, train) for rank in range(2)]
     assert sorted(parts[0] + parts[1]) == labels
+
+
+def test_a_gpu_run_reads_real_data_with_the_legacy_private_pool(fake_dir, monkeypatch):
+    """The legacy script gave tf.data a private pool of the CPUs minus the GPU threads on GPU
+    runs; tfbench read with TensorFlow's shared threads unless the flag was given."""
+    import os
+    from helpers import FakeGpu
+    from tfbench.config.params import make_params
+    from tfbench.distribute import devices
+    from tfbench.engine.base import ModeRunner
+    from tfbench.engine.plan import resolve
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu(i) for i in range(2)])
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+
+    def pool(flags):
+        p = make_params(dict(flags, device="gpu", num_gpus=2, model="trivial", image_size=32,
+                             data_dir=fake_dir, data_name="imagenet"))
+        runner = ModeRunner.__new__(ModeRunner)
+        runner.p, runner.plan = p, resolve(p)
+        return runner.pipeline(4, train=True).options().threading.private_threadpool_size
+
+    assert pool({}) == 16 - 2 * 2 - 2 * 2
+    assert pool({"datasets_num_private_threads": 3}) == 3
+    assert pool({"datasets_num_private_threads": 0}) in (None, 0)

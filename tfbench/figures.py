@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
-SCHEMA_VERSION = 2   # 2: warmup_peak_mem_gb
+SCHEMA_VERSION = 3   # 2: warmup_peak_mem_gb; 3: expected_range_source
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,7 +178,8 @@ FIGURES: tuple[Figure, ...] = (
     _f("estimated_train_hours", "--estimate_dataset_size x --estimate_epochs / (images/sec x "
        "--estimate_utilization)", "hours", "Training-time estimate:",
        line="Training-time estimate"),
-    _f("expected_range", "within / below / above the published range for this GPU"),
+    _f("expected_range", "within / below / above the published range for this GPU, model "
+       "version and batch per GPU"),
     # --- environment ----------------------------------------------------------------------
     _f("tf_version", "TensorFlow version"),
     _f("keras_version", "Keras version"),
@@ -186,6 +187,8 @@ FIGURES: tuple[Figure, ...] = (
     _f("hostname", "host name"),
     _f("notices", "what tfbench changed from what was asked, '; '-separated"),
     _f("command", "the command line"),
+    _f("expected_range_source", "the published figures the expected_range verdict used: "
+       "source (framework): model, batch per GPU, images/sec"),
     # --- the JSON manifest and the console only -------------------------------------------
     _f("latency_ms_min", "fastest step per batch", "ms", "min", csv=False,
        line="Latency"),

@@ -153,7 +153,9 @@ class ModeRunner:
         """Input pipeline `index` of `count`: batches of batch_size from its part of the data."""
         from tfbench import data
         r = self.plan
-        return data.make_dataset(self.p, dataset_name=r.spec.dataset, image_size=r.image_size,
+        # The private pool's size as resolved (the legacy default on GPUs; 0: shared threads).
+        p = self.p.replace(datasets_num_private_threads=r.input_threads or 0)
+        return data.make_dataset(p, dataset_name=r.spec.dataset, image_size=r.image_size,
                                  batch_size=batch_size, train=train,
                                  dtype=optimizers.compute_dtype(r.precision),
                                  shard=data.Shard(index, count))

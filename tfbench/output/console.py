@@ -45,6 +45,8 @@ def summary_lines(p, result: RunResult) -> list[str]:
             expected_range.Judgement(**extra["expected_range_reference"])))
     if "input_bound" in extra:
         lines.append(input_diagnosis_line(result))
+        if extra.get("input_settings"):
+            lines.append(extra["input_settings"])
     return lines
 
 

@@ -43,7 +43,8 @@ def _expected(summary: pd.DataFrame, df: pd.DataFrame) -> tuple[list[str], list[
         recorded = df.loc[same, "expected_range"]
         verdict, text = er.expected_range(row["device_name"], row["model"], row["mode"],
                                           row["precision"], int(row["devices"]),
-                                          float(row["images_per_sec"]))
+                                          float(row["images_per_sec"]),
+                                          batch_per_gpu=er.batch_value(row.get("batch_size")))
         recorded = [v for v in recorded if v]
         verdicts.append(recorded[0] if recorded else (verdict or ""))
         if text:

@@ -123,8 +123,10 @@ def first_table(df: pd.DataFrame, models: Sequence[str] = (),
         label = (train if train is not None else infer)["device_label"]
         verdict = "" if train is None else train["expected_range"]
         if train is not None and not verdict:
-            verdict = er.expected_range(device, model, "training", train["precision"],
-                                        int(train["devices"]), train["images_per_sec"])[0] or ""
+            verdict = er.expected_range(
+                device, model, "training", train["precision"], int(train["devices"]),
+                train["images_per_sec"],
+                batch_per_gpu=er.batch_value(train.get("batch_size")))[0] or ""
         out.append({
             "model": model, "device_label": label,
             "train_images_per_sec": _value(train, "images_per_sec"),
@@ -222,14 +224,16 @@ def unstable_lines(df: pd.DataFrame) -> list[str]:
 
 
 def expected_range_lines(df: pd.DataFrame) -> list[str]:
-    """The published band and verdict of every training row that has one (GPUs in the published
-    table, for the models, precisions and GPU counts it covers)."""
+    """The published band and verdict of every training row on a GPU of the published table,
+    or, where nothing published matches its model version and batch, what is published
+    instead."""
     lines = []
     for _, r in latest(df).iterrows():
         if r["kind"] != "training":
             continue
-        verdict, text = er.expected_range(r["device_name"], r["model"], "training",
-                                          r["precision"], int(r["devices"]), r["images_per_sec"])
-        if verdict:
+        _, text = er.expected_range(r["device_name"], r["model"], "training", r["precision"],
+                                    int(r["devices"]), r["images_per_sec"],
+                                    batch_per_gpu=er.batch_value(r.get("batch_size")))
+        if text and not text.startswith("Expected range: none for"):   # not a MIG slice
             lines.append(text)
     return list(dict.fromkeys(lines))
