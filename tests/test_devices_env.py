@@ -167,7 +167,7 @@ def test_tf_data_private_pool_follows_the_legacy_arithmetic(flags, gpus, cpus, w
 def test_the_private_pool_says_where_its_size_comes_from():
     p = make_params({"model": "trivial"})
     assert gpu_env.private_threads(p, 2, 16) == (
-        8, "the legacy default on GPUs: 16 CPUs - 4 GPU threads - 4 for monitoring and transfers")
+        8, "the legacy default on GPUs: 16 usable CPUs - 4 GPU threads - 4 for monitoring and transfers")
 
 
 FORCE_GPU_COMPATIBLE_CHECK = """

@@ -171,7 +171,7 @@ def test_a_gpu_run_reads_real_data_with_the_legacy_private_pool(fake_dir, monkey
     from tfbench.engine.base import ModeRunner
     from tfbench.engine.plan import resolve
     monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu(i) for i in range(2)])
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))   # usable CPUs
 
     def pool(flags):
         p = make_params(dict(flags, device="gpu", num_gpus=2, model="trivial", image_size=32,

@@ -140,5 +140,5 @@ def private_threads(p, num_gpus: int, cpu_count: int) -> tuple[Optional[int], st
     gpu_threads = (p.per_gpu_thread_count or 2) * num_gpus
     monitoring = MONITORING_THREADS_PER_GPU * num_gpus
     size = max(cpu_count - gpu_threads - monitoring, 1)
-    return size, ("the legacy default on GPUs: %d CPUs - %d GPU threads - %d for monitoring "
+    return size, ("the legacy default on GPUs: %d usable CPUs - %d GPU threads - %d for monitoring "
                   "and transfers" % (cpu_count, gpu_threads, monitoring))
