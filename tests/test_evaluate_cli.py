@@ -49,7 +49,9 @@ def test_one_directory_holds_rows_logs_manifests_and_the_report(tmp_path, child)
     lines = stdout.splitlines()
     assert lines[0] == "Results: one row per model and device (native fp32)"
     assert lines[2].split()[:3] == ["Model", "Device", "Training"]
-    assert any(ln.startswith("resnet50") and "900.0" in ln and "within" in ln for ln in lines)
+    # resnet50 is v1 and NVIDIA's published TF figures are v1.5: no verdict (like with like)
+    assert any(ln.startswith("resnet50") and "900.0" in ln and "within" not in ln
+               for ln in lines)
     assert "browser check: skipped (--browser_check=no)" in stdout
     md = open(os.path.join(out, "report", "report.md")).read()
     assert tables.parse_markdown(md)[0]["Training images/sec"] == "900.0"

@@ -183,7 +183,7 @@ PAGE_CSS = (
     ".figures img{width:100%;height:auto;border:1px solid #ddd}"
     "img{max-width:100%}")
 DENSE_COLUMNS = 15
-DENSER_COLUMNS = 20   # e.g. the report's Results with repeats, latency, memory and power
+DENSER_COLUMNS = 18   # e.g. the report's Results with repeats, latency, memory and power
 
 
 def html(df: pd.DataFrame, columns: Optional[list[str]] = None, kind: str = "numbers") -> str:
