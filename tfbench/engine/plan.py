@@ -188,8 +188,10 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
     if p.estimate_dataset_size and mode != TRAINING:
         notices.append("--estimate_dataset_size estimates training time: no estimate for a%s "
                        "%s run" % ("n" if mode == EVAL else "", mode.replace("_", "-")))
+    # The CPUs this process may run on, not the host's (the legacy script took the host's).
+    cpus = cpu_units.usable_cpus() or os.cpu_count() or 1
     input_threads, input_threads_origin = gpu_env.private_threads(
-        p, plan.num_devices if plan.kind == "gpu" else 0, _usable_cpus()) \
+        p, plan.num_devices if plan.kind == "gpu" else 0, cpus) \
         if f.real_data else (None, "")
     return Resolved(
         facts=f, spec=spec, device=plan, precision=f.precision, image_size=f.image_size,
@@ -243,11 +245,3 @@ def eval_steps_during_training(p, r: Resolved) -> set[int]:
         return set()
     return {s for s in due if 0 < s < num_batches}
 
-
-def _usable_cpus() -> int:
-    """The CPUs this process may run on (a cpuset of Slurm, docker --cpuset-cpus or Kubernetes
-    limits them), not the host's count, which the legacy script took."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):   # not Linux
-        return os.cpu_count() or 1
