@@ -20,3 +20,17 @@ def _float32_policy_after_each_test():
     yield
     if "keras" in sys.modules:
         sys.modules["keras"].mixed_precision.set_dtype_policy("float32")
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test module whose own module-scoped fixture runs a check script (a traced matrix, a
+    cluster) has all its tests run by one xdist worker (--dist loadgroup in pytest.ini): under
+    plain load distribution each worker that got one of its tests ran the fixture again."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        module = item.nodeid.split("::")[0]
+        shared = info is not None and any(
+            d.scope == "module" and d.baseid == module
+            for defs in info.name2fixturedefs.values() for d in defs)
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(module))

@@ -158,6 +158,10 @@ NCHW_CASES = [("alexnet", "cifar10"), ("googlenet", "imagenet"), ("resnet20_v2",
               ("official_resnet18_v2", "imagenet"), ("densenet40_k12", "cifar10"),
               ("mobilenet_v3_small", "imagenet"), ("vit_tiny", "imagenet"),
               ("convnext_tiny", "imagenet")]
+# The XLA-compiled forward pass costs 5-10 s for the deeper ones: it runs for these in CI and
+# for all with TFBENCH_FULL_MODEL_TESTS=1 (the others' same parameters and FLOPs are checked in
+# CI; the GPU-kernel check traces the channels-first training steps of ConvNeXt and ViT).
+NCHW_RUN_IN_CI = {"alexnet", "resnet20_v2", "official_resnet18_v2"}
 
 
 @pytest.mark.parametrize("name,dataset", NCHW_CASES)
@@ -170,6 +174,8 @@ def test_nchw_builds_the_same_network(name, dataset):
     assert flops.forward_flops(nchw, size) == flops.forward_flops(nhwc, size)
     has_transpose = any(layer.name == "to_nchw" for layer in nchw.layers)
     assert has_transpose == spec.channels_first
+    if name not in NCHW_RUN_IN_CI and not FULL:
+        return
     out = tf.function(lambda x: nchw(x, training=False), jit_compile=True)(_synthetic(size)[0])
     assert out.shape == (2, datasets.NUM_CLASSES[dataset]) and out.dtype == tf.float32
 

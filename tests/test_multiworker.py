@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from figure_checks import check_run, read_run
 from helpers import ROOT
 from helpers import free_ports as _free_ports
@@ -46,18 +48,51 @@ def _manifest(directory):
         return json.load(handle)
 
 
-def test_two_workers_train_in_lockstep_and_the_total_counts_both(tmp_path):
-    """Worker 0 is described by the legacy flags, worker 1 by TF_CONFIG."""
+def _scratch_dirs(tmp):
+    return [name for name in os.listdir(tmp) if name.startswith("tfbench-ckpt-")]
+
+
+def _collective_run(cwd, num_batches, train_dirs, scratch, tf_config_worker_1=False, tag=""):
+    """Two collective workers saving to their --train_dir every 2 steps."""
     hosts = ["127.0.0.1:%d" % p for p in _free_ports(2)]
-    tf_config = json.dumps({"cluster": {"worker": hosts}, "task": {"type": "worker", "index": 1}})
-    common = TINY + ["--cluster_timeout_secs=60"]
-    procs = [_start(common + ["--job_name=worker", "--worker_hosts=" + ",".join(hosts),
-                              "--task_index=0", "--variable_update=collective_all_reduce",
-                              "--json_dir=%s" % (tmp_path / "0")], tmp_path),
-             _start(common + ["--json_dir=%s" % (tmp_path / "1")], tmp_path,
-                    TF_CONFIG=tf_config)]
+    common = TINY + ["--cluster_timeout_secs=60", "--save_model_steps=2",
+                     "--num_batches=%d" % num_batches]
+    legacy = ["--job_name=worker", "--worker_hosts=" + ",".join(hosts),
+              "--variable_update=collective_all_reduce"]
+    procs = []
+    for i in range(2):
+        own = ["--train_dir=%s" % train_dirs[i],
+               "--json_dir=%s" % (cwd / ("json%s%d" % (tag, i)))]
+        env = {"TMPDIR": str(scratch[i])}
+        if i == 1 and tf_config_worker_1:
+            env["TF_CONFIG"] = json.dumps({"cluster": {"worker": hosts},
+                                           "task": {"type": "worker", "index": 1}})
+            procs.append(_start(common + own, cwd, **env))
+        else:
+            procs.append(_start(common + legacy + ["--task_index=%d" % i] + own, cwd, **env))
     codes, outs = _finish(procs, timeout=120)
     assert codes == [0, 0], "\n=====\n".join(o[-2500:] for o in outs)
+    return outs
+
+
+@pytest.fixture(scope="module")
+def collective_run(tmp_path_factory):
+    """Two workers, worker 0 described by the legacy flags and worker 1 by TF_CONFIG, sharing
+    one --train_dir (a shared file system); shared by the tests below."""
+    tmp_path = tmp_path_factory.mktemp("collective")
+    shared = tmp_path / "shared"
+    scratch = [tmp_path / "tmp0", tmp_path / "tmp1"]
+    for d in scratch:
+        d.mkdir()
+    outs = _collective_run(tmp_path, 4, [shared, shared], scratch, tf_config_worker_1=True)
+    return {"outs": outs, "cwd": tmp_path, "shared": shared, "scratch": scratch,
+            "listing": sorted(os.listdir(shared)),
+            "scratch_left": [_scratch_dirs(d) for d in scratch]}
+
+
+def test_two_workers_train_in_lockstep_and_the_total_counts_both(collective_run):
+    """Worker 0 is described by the legacy flags, worker 1 by TF_CONFIG."""
+    outs, tmp_path = collective_run["outs"], collective_run["cwd"]
     for i, out in enumerate(outs):
         lines = out.splitlines()
         assert "Batch size:  8 global" in lines and "             4 per device" in lines
@@ -67,51 +102,35 @@ def test_two_workers_train_in_lockstep_and_the_total_counts_both(tmp_path):
     losses = [_step_losses(out) for out in outs]
     assert len(losses[0]) == 4 and losses[0] == losses[1]
     for i in range(2):
-        run = _manifest(tmp_path / str(i))
+        run = _manifest(tmp_path / ("json%d" % i))
         assert run["num_workers"] == 2 and run["global_batch_size"] == 8
         # Every figure each worker prints, recomputed (tests/figure_checks.py): the total counts
         # both workers' images, the Step lines this worker's (legacy collective_all_reduce).
-        check_run(read_run(tmp_path, outs[i], csv_name=None, json_dir=str(i)),
+        check_run(read_run(tmp_path, outs[i], csv_name=None, json_dir="json%d" % i),
                   global_batch=8, num_batches=4, display_every=1)
 
 
-def test_only_worker_0_writes_train_dir_and_every_worker_resumes_from_its_state(tmp_path):
+def test_only_worker_0_writes_train_dir_and_every_worker_resumes_from_its_state(collective_run):
     """Issue A3: both workers saved each step into one --train_dir (colliding temp files), and
     each resumed from its own directory. Run 1 shares one directory (a shared file system);
     in run 2 worker 1's is empty (hosts without one): it resumes from worker 0's state."""
-    hosts = ",".join("127.0.0.1:%d" % p for p in _free_ports(2))
-    shared, own = tmp_path / "shared", tmp_path / "worker1"
-    common = TINY + ["--cluster_timeout_secs=60", "--job_name=worker", "--worker_hosts=" + hosts,
-                     "--variable_update=collective_all_reduce", "--save_model_steps=2",
-                     "--json_dir="]
-    scratch = [tmp_path / "tmp0", tmp_path / "tmp1"]
-    for d in scratch:
-        d.mkdir()
-
-    def scratch_dirs(tmp):
-        return [name for name in os.listdir(tmp) if name.startswith("tfbench-ckpt-")]
-
-    def run(num_batches, dirs):
-        procs = [_start(common + ["--task_index=%d" % i, "--num_batches=%d" % num_batches,
-                                  "--train_dir=%s" % dirs[i]], tmp_path, TMPDIR=str(scratch[i]))
-                 for i in range(2)]
-        codes, outs = _finish(procs, timeout=120)
-        assert codes == [0, 0], "\n=====\n".join(o[-2500:] for o in outs)
-        return outs
-
-    outs = run(4, [shared, shared])   # global steps 1 (warm-up) to 5; saved at 2, 4 and 5
+    outs, tmp_path = collective_run["outs"], collective_run["cwd"]
+    shared, scratch = collective_run["shared"], collective_run["scratch"]
+    own = tmp_path / "worker1"
     assert ("--train_dir: worker 0 writes the checkpoints and summaries; this process writes "
             "none there and resumes from its state") in outs[1].splitlines()
-    assert sorted(os.listdir(shared)) == ["checkpoint"] + [
+    # Global steps 1 (warm-up) to 5; saved at 2, 4 and 5.
+    assert collective_run["listing"] == ["checkpoint"] + [
         "model.ckpt-%d.%s" % (n, ext) for n in (2, 4, 5) for ext in ("data-00000-of-00001",
                                                                        "index")]
     # Worker 1 saved its copies in a scratch directory of its own and removed them.
-    assert [scratch_dirs(d) for d in scratch] == [[], []]
-    outs = run(8, [shared, own])      # both resume at 5: warm-up to 6, then 3 timed steps
+    assert collective_run["scratch_left"] == [[], []]
+    # Both resume at 5: warm-up to 6, then 3 timed steps.
+    outs = _collective_run(tmp_path, 8, [shared, own], scratch, tag="resumed")
     losses = [_step_losses(out) for out in outs]
     assert len(losses[0]) == 3 and losses[0] == losses[1]
     assert "model.ckpt-9.index" in os.listdir(shared) and not own.exists()
-    assert [scratch_dirs(d) for d in scratch] == [[], []]
+    assert [_scratch_dirs(d) for d in scratch] == [[], []]
 
 
 def test_a_missing_peer_fails_in_bounded_time_naming_it(tmp_path):
@@ -127,19 +146,39 @@ def test_a_missing_peer_fails_in_bounded_time_naming_it(tmp_path):
         % ports[1])
 
 
-def test_parameter_server_cluster_counts_the_images_the_workers_compute(tmp_path):
-    """Issue A4: images/sec counted the controller's devices; TensorFlow runs one replica per
-    worker GPU (here: one CPU replica per worker, while the controller has 2 CPU devices)."""
-    w0, w1, ps, controller = ("127.0.0.1:%d" % p for p in _free_ports(4))
+def _ps_cluster_run(cwd, extra, controller_extra=()):
+    """A parameter server, 2 workers and a controller; returns each task's output."""
+    ps, w0, w1, controller = ("127.0.0.1:%d" % p for p in _free_ports(4))
     common = TINY + ["--worker_hosts=%s,%s" % (w0, w1), "--ps_hosts=" + ps,
                      "--controller_host=" + controller, "--cluster_timeout_secs=60",
-                     "--json_dir="]
-    procs = [_start(common + ["--job_name=%s" % job, "--task_index=%d" % index], tmp_path)
-             for job, index in (("ps", 0), ("worker", 0), ("worker", 1))]
-    procs.append(_start(common[:-1] + ["--job_name=controller", "--num_gpus=2",
-                                       "--json_dir=%s" % (tmp_path / "json")], tmp_path))
-    codes, (ps_out, w0_out, w1_out, out) = _finish(procs, timeout=150)
-    assert codes == [0] * 4, "\n=====\n".join(o[-2500:] for o in (ps_out, w0_out, w1_out, out))
+                     "--json_dir="] + extra
+    procs = [_start(common + ["--job_name=%s" % job, "--task_index=%d" % index]
+                    + (list(controller_extra) if job == "controller" else []), cwd)
+             for job, index in (("ps", 0), ("worker", 0), ("worker", 1), ("controller", 0))]
+    codes, outs = _finish(procs, timeout=150)
+    assert codes == [0, 0, 0, 0], "\n=====\n".join(o[-2500:] for o in outs)
+    return outs
+
+
+@pytest.fixture(scope="module")
+def ps_cluster(tmp_path_factory):
+    """One parameter-server cluster run on real data, saving checkpoints, whose controller has
+    2 CPU devices, shared by the tests below (each cluster costs four TensorFlow processes)."""
+    import multiworker_checks
+    tmp_path = tmp_path_factory.mktemp("ps_cluster")
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    multiworker_checks.write_labelled_split(str(data_dir), "train", 2, 8, 1)
+    train_dir = tmp_path / "ckpt"
+    outs = _ps_cluster_run(tmp_path, ["--data_dir=%s" % data_dir, "--train_dir=%s" % train_dir],
+                           ["--num_gpus=2", "--json_dir=%s" % (tmp_path / "json")])
+    return {"outs": outs, "train_dir": train_dir, "json": tmp_path / "json", "cwd": tmp_path}
+
+
+def test_parameter_server_cluster_counts_the_images_the_workers_compute(ps_cluster):
+    """Issue A4: images/sec counted the controller's devices; TensorFlow runs one replica per
+    worker GPU (here: one CPU replica per worker, while the controller has 2 CPU devices)."""
+    ps_out, w0_out, w1_out, out = ps_cluster["outs"]
     assert "Running parameter server 0" in ps_out.splitlines()
     assert "Starting worker 1" in w1_out.splitlines()
     lines = out.splitlines()
@@ -149,7 +188,7 @@ def test_parameter_server_cluster_counts_the_images_the_workers_compute(tmp_path
     assert "Variables:   parameter_server" in lines and "Batch size:  8 global" in lines
     assert len(_step_losses(out)) == 4
     assert lines[-2].startswith("total images/sec: ")
-    run = _manifest(tmp_path / "json")
+    run = _manifest(ps_cluster["json"])
     assert run["num_workers"] == 2 and run["global_batch_size"] == 8
     counted = run["images_per_sec"] * run["wall_time"]
     assert abs(counted - len(run["step_times"]) * 8) < 1e-6 * counted
@@ -167,26 +206,21 @@ def test_parameter_server_cluster_counts_the_images_the_workers_compute(tmp_path
             "not this controller)") in lines
 
 
-def _ps_cluster_run(tmp_path, extra):
-    ps, w0, w1, controller = ("127.0.0.1:%d" % p for p in _free_ports(4))
-    common = TINY + ["--worker_hosts=%s,%s" % (w0, w1), "--ps_hosts=" + ps,
-                     "--controller_host=" + controller, "--cluster_timeout_secs=60",
-                     "--json_dir="] + extra
-    procs = [_start(common + ["--job_name=%s" % job, "--task_index=%d" % index], tmp_path)
-             for job, index in (("ps", 0), ("worker", 0), ("worker", 1), ("controller", 0))]
-    codes, outs = _finish(procs, timeout=150)
-    assert codes == [0, 0, 0, 0], "\n=====\n".join(o[-2500:] for o in outs)
-    return outs[-1]
+def test_parameter_server_cluster_on_real_data(ps_cluster):
+    """Each worker builds its part of the data (its index known only on the worker)."""
+    lines = ps_cluster["outs"][-1].splitlines()
+    assert "Dataset:     imagenet" in lines and "Batch size:  8 global" in lines
 
 
-def test_parameter_server_resume_counts_each_workers_update_in_the_global_step(tmp_path):
-    """Every worker's update advances the shared step: 2 workers x (1 warm-up + 4 timed)."""
-    train_dir = tmp_path / "ckpt"
-    out = _ps_cluster_run(tmp_path, ["--train_dir=%s" % train_dir])
-    assert len(_step_losses(out)) == 4
+def test_parameter_server_resume_counts_each_workers_update_in_the_global_step(ps_cluster):
+    """Every worker's update advances the shared step: 2 workers x (1 warm-up + 4 timed). The
+    run that resumes trains on synthetic images."""
+    train_dir = ps_cluster["train_dir"]
     assert os.path.exists(train_dir / "model.ckpt-10.index")
     # --num_batches=7 resumes at global step 10: legacy runs 7 - 10 // 2 = 2 timed steps.
-    out = _ps_cluster_run(tmp_path, ["--train_dir=%s" % train_dir, "--num_batches=7"])
+    (*_, out) = _ps_cluster_run(ps_cluster["cwd"], ["--train_dir=%s" % train_dir,
+                                                    "--num_batches=7"])
+    assert "Dataset:     imagenet (synthetic)" in out.splitlines()
     assert len(_step_losses(out)) == 2, out[-2500:]
     assert os.path.exists(train_dir / "model.ckpt-16.index")
 
@@ -319,26 +353,6 @@ def test_two_workers_on_real_data_count_the_images_synthetic_data_counts(tmp_pat
         assert run["num_workers"] == 2 and run["global_batch_size"] == 8
         counted = run["images_per_sec"] * run["wall_time"]
         assert abs(counted - len(run["step_times"]) * 8) < 1e-6 * counted
-
-
-def test_parameter_server_cluster_on_real_data(tmp_path):
-    """Each worker builds its part of the data (its index known only on the worker)."""
-    import multiworker_checks
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    multiworker_checks.write_labelled_split(str(data_dir), "train", 2, 8, 1)
-    ps, w0, w1, controller = ("127.0.0.1:%d" % p for p in _free_ports(4))
-    common = TINY + ["--worker_hosts=%s,%s" % (w0, w1), "--ps_hosts=" + ps,
-                     "--controller_host=" + controller, "--cluster_timeout_secs=60",
-                     "--json_dir=", "--data_dir=%s" % data_dir]
-    procs = [_start(common + ["--job_name=%s" % job, "--task_index=%d" % index], tmp_path)
-             for job, index in (("ps", 0), ("worker", 0), ("worker", 1), ("controller", 0))]
-    codes, outs = _finish(procs, timeout=150)
-    assert codes == [0, 0, 0, 0], "\n=====\n".join(o[-2500:] for o in outs)
-    lines = outs[-1].splitlines()
-    assert "Dataset:     imagenet" in lines and "Batch size:  8 global" in lines
-    assert len(_step_losses(outs[-1])) == 4
-    assert lines[-2].startswith("total images/sec: ")
 
 
 def test_parameter_server_workers_keep_synthetic_images_on_their_replica_devices(tmp_path):
