@@ -180,6 +180,7 @@ class _Graph:
         self.in_xla: dict[_Node, bool] = {}
         self.callee: dict[_Node, list] = {}      # call node -> [(graph, input offset)]
         self.parent: dict[tuple, _Node] = {}     # ctx -> the call node that opened it
+        self.inputs_of: dict[_Node, list] = {}   # _data_inputs' answers
         definition = getattr(concrete, "function_def", None)
         compiled = bool(definition is not None and definition.attr["_XlaMustCompile"].b)
         self._expand(self.top, (), "", compiled)
@@ -260,10 +261,14 @@ class _Graph:
 
 
 def _data_inputs(graph: _Graph, node: _Node) -> list[tuple[_Node, int]]:
-    out = []
-    for tensor in node.op.inputs:
-        if tensor.dtype != tf.resource:
-            out += graph.producers(node, tensor)
+    # Once per node: the update slices walk the same nodes once per variable.
+    out = graph.inputs_of.get(node)
+    if out is None:
+        out = []
+        for tensor in node.op.inputs:
+            if tensor.dtype != tf.resource:
+                out += graph.producers(node, tensor)
+        graph.inputs_of[node] = out
     return out
 
 
