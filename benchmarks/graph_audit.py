@@ -17,6 +17,7 @@ collective cannot run on a CPU) and prints, per configuration (tfbench.measure.s
 
   python benchmarks/graph_audit.py                       # resnet50, 1 and 8 devices, 16 rows
   python benchmarks/graph_audit.py --model=trivial --devices=2 --json=audit.json
+  python benchmarks/graph_audit.py --devices=1 --xla=1 --iterator  # as with real data
 
 It needs the full `tensorflow` wheel (the same TensorFlow that runs on GPUs); it builds every
 replica's variables in host memory (ResNet-50 on 8 devices: about 1 GiB) and takes minutes.
@@ -51,6 +52,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--batch_size", type=int, default=2)
     parser.add_argument("--image_size", type=int, default=0, help="0: the model's own")
     parser.add_argument("--extra", default="", help="more tfbench flags for every row")
+    parser.add_argument("--iterator", action="store_true",
+                        help="the step reads its batch from an iterator, as with real data")
     parser.add_argument("--json", default="", help="also write the rows to this file")
     args = parser.parse_args(argv)
     args.devices = [int(n) for n in _csv(args.devices)]
@@ -200,7 +203,7 @@ def main(argv=None) -> int:
     rows = []
     for row in configurations(args):
         start = time.perf_counter()
-        audit, sp, notices = trace(row["flags"])
+        audit, sp, notices = trace(row["flags"], iterator=args.iterator)
         out = summarize(row, audit, sp)
         out["notices"] = notices
         out["seconds"] = round(time.perf_counter() - start, 1)
