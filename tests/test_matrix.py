@@ -26,7 +26,7 @@ import matrix_checks as mc  # noqa: E402
 
 MODELS = os.environ.get("TFBENCH_MATRIX_MODELS", "ci")
 FULL = os.environ.get("TFBENCH_MATRIX_GRID", "") == "full"
-STRATEGIES = {"parameter_server": "CentralStorageStrategy", "replicated": "MirroredStrategy",
+STRATEGIES = {"parameter_server": "SpreadStorageStrategy", "replicated": "MirroredStrategy",
               "independent": "IndependentStrategy"}
 # The refusals, each a documented limitation (docs/multi-host.md): horovod runs one device per
 # process, started by horovodrun, and needs horovod installed.
