@@ -96,6 +96,18 @@ def setup_devices(n: int) -> None:
     # the cluster, only when every device is a GPU: answer as on GPUs.
     mirrored_strategy._is_gpu_device = lambda device: True  # noqa: SLF001
     mirrored_run._is_gpu_device = lambda device: True  # noqa: SLF001
+    # and NCCL, which MirroredStrategy takes on physical GPUs (RING on CPUs, which XLA refuses).
+    from tensorflow.python.distribute import collective_util
+    make_ops = mirrored_strategy.MirroredExtended._make_collective_ops_with_fallbacks  # noqa: SLF001
+
+    def _nccl(extended):
+        ops = make_ops(extended)
+        nccl = collective_util.Options(
+            implementation=collective_util.CommunicationImplementation.NCCL)
+        extended._communication_options = ops._options = nccl  # noqa: SLF001
+        return ops
+
+    mirrored_strategy.MirroredExtended._make_collective_ops_with_fallbacks = _nccl  # noqa: SLF001
 
     from tfbench.distribute import devices
 

@@ -45,6 +45,7 @@ BASE = ["--device=gpu", "--model=audit_mlp", "--data_name=cifar10", "--batch_siz
 CONFIGS = {
     "fp16": ["--use_fp16"],
     "fp16_xla": ["--use_fp16", "--xla"],
+    "fp16_xla_dynamic": ["--use_fp16", "--xla", "--fp16_enable_auto_loss_scale"],
     "fp16_not_compact": ["--use_fp16", "--compact_gradient_transfer=false"],
     "bf16": ["--precision=bf16"],
     "bf16_xla": ["--precision=bf16", "--xla"],

@@ -70,6 +70,13 @@ def test_xla_compiles_each_replicas_whole_step(audit, config):
     assert audit[config]["xla"] == ALL_IN_XLA
 
 
+def test_dynamic_loss_scaling_compiles_forward_and_backward_only(audit):
+    # Keras' LossScaleOptimizer all-reduces inside a cond: not compiled until proven on GPUs.
+    xla = audit["fp16_xla_dynamic"]["xla"]
+    assert (xla["forward"], xla["backward"]) == ("all", "all")
+    assert xla["all-reduce"] == "none"
+
+
 def test_without_xla_nothing_is_compiled(audit):
     assert set(audit["fp16"]["xla"].values()) == {"none"}
 

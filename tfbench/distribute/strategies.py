@@ -104,7 +104,18 @@ def xla_compiles_replica_steps(strategy: Optional[tf.distribute.Strategy]) -> bo
     if not isinstance(strategy, (tf.distribute.MirroredStrategy,
                                  tf.distribute.MultiWorkerMirroredStrategy)):
         return False
-    return strategy.num_replicas_in_sync > 1 and gpu_devices(strategy.extended.worker_devices)
+    return (strategy.num_replicas_in_sync > 1 and gpu_devices(strategy.extended.worker_devices)
+            and xla_takes_its_collectives(strategy))
+
+
+def xla_takes_its_collectives(strategy: tf.distribute.Strategy) -> bool:
+    """Whether XLA compiles the strategy's collectives: NCCL or AUTO only
+    (CollectiveReduceV2Op::Compile, tf2xla all_reduce_op.cc, 2.17 to 2.21). RING is what
+    --all_reduce_spec=ring/xring/grpc asks of MultiWorkerMirroredStrategy, and what
+    MirroredStrategy takes on virtual GPUs; physical GPUs get NCCL."""
+    options = getattr(strategy.extended, "_communication_options", None)
+    impl = tf.distribute.experimental.CommunicationImplementation
+    return options is not None and options.implementation in (impl.NCCL, impl.AUTO)
 
 
 def is_parameter_server(strategy: Optional[tf.distribute.Strategy]) -> bool:

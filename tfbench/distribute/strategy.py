@@ -244,8 +244,10 @@ def _single_host(p, plan: DevicePlan) -> StrategyPlan:
         return StrategyPlan(IndependentStrategy(plan.names), vu, None, False,
                             notices=tuple(notices), reduction="none (independent replicas)")
     # With --xla on GPUs each replica's step is compiled with its all-reduce, which TensorFlow
-    # runs with its own collectives there (MirroredExtended._get_cross_device_ops, 2.17 to 2.21).
-    compiled = params_lib.xla_requested(p) and gpu_devices(plan.names)
+    # runs with its own collectives there (MirroredExtended._get_cross_device_ops, 2.17 to 2.21);
+    # not with dynamic loss scaling (its all-reduce would sit in a conditional: steps.py).
+    compiled = (params_lib.xla_requested(p) and gpu_devices(plan.names)
+                and not params_lib.dynamic_loss_scaling(p))
     if compiled and ops is not None:
         notices.append("--xla compiles each replica's step with its all-reduce, which TensorFlow "
                        "runs as NCCL collectives inside XLA: the algorithm of %s is not used"

@@ -261,8 +261,10 @@ class Steps:
         # (and backward) pass only: horovod (its allreduce has no XLA kernel), several CPU
         # devices, independent replicas, a parameter-server cluster.
         whole_body = bool(jit and single and not horovod and not parameter_server)
-        replica_steps = bool(jit and not single and strategies.xla_compiles_replica_steps(
-            strategy))
+        # Not with dynamic loss scaling: Keras' LossScaleOptimizer all-reduces inside a cond on
+        # the gradients' finiteness, a collective in an XLA conditional, unproven on GPUs.
+        replica_steps = bool(jit and not single and self.config.loss_scaling != "dynamic"
+                             and strategies.xla_compiles_replica_steps(strategy))
         per_replica_jit = bool(jit and not whole_body and not replica_steps)
         # autograph=False: the step's control flow is plain Python (over flags and layers), and
         # converting the step and every Keras call it makes cost 0.5-0.7 s of the first step.
