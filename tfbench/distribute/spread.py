@@ -87,6 +87,13 @@ class _SpreadExtended(parameter_server_strategy.ParameterServerStrategyExtended)
             with ops.device(target.device):
                 summed = tf.math.add_n(list(args[0].values))
             args = (summed,) + tuple(args[1:])
+        elif args and isinstance(args[0], tf_values.PerReplica) and len(args[0].values) > 1:
+            # CentralStorageStrategy's _update would apply replica 0's value alone.
+            raise RuntimeError("spread parameter server: the replicas' values for %s cannot be "
+                               "summed (%s); refusing to apply one replica's value"
+                               % (target.name, ", ".join("%s %s" % (type(t).__name__,
+                                                                   getattr(t, "shape", "?"))
+                                                         for t in args[0].values)))
         return super()._update(var, fn, args, kwargs, group)
 
 
