@@ -17,9 +17,31 @@ so it would install a second TensorFlow over the first). Pick the line that matc
   pip install -e ".[test]" -c /tmp/tf-pins.txt.
 """
 
+import glob
+import os
+
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
 
 TF_RANGE = ">=2.17,<2.22"
+# The presets and helper scripts, kept once in the checkout (flags/, scripts/) and copied into the
+# built package as tfbench/presets/ (tfbench.config.presets finds them from any directory).
+PRESETS = ("flags/**/*.flags", "scripts/*.sh")
+
+
+class BuildPyWithPresets(build_py):
+    """build_py, then the presets into the built package; an editable install reads the
+    checkout's own flags/ and scripts/ instead."""
+
+    def run(self):
+        super().run()
+        if getattr(self, "editable_mode", False):
+            return
+        for pattern in PRESETS:
+            for path in sorted(glob.glob(pattern, recursive=True)):
+                target = os.path.join(self.build_lib, "tfbench", "presets", path)
+                self.mkpath(os.path.dirname(target))
+                self.copy_file(path, target)   # keeps the scripts' executable bit
 
 setup(
     name="tfbench",
@@ -29,7 +51,8 @@ setup(
     long_description=__doc__,
     python_requires=">=3.10",
     packages=find_packages(include=["tfbench", "tfbench.*"]),
-    package_data={"tfbench.measure": ["reference_data/*.csv"]},
+    package_data={"tfbench.measure": ["reference_data/*.csv", "model_stats.csv"]},
+    cmdclass={"build_py": BuildPyWithPresets},
     install_requires=[
         "absl-py>=1.0",
         "numpy>=1.23",

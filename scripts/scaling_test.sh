@@ -9,42 +9,20 @@
 #
 # Weak scaling (per-device batch fixed, as tf_cnn_benchmarks) unless --strong, which keeps
 # --batch_size as the global batch. Base flags: flags/scaling_study.flags, overridable by the
-# flags given here. GPUs are counted as CUDA will see them: those nvidia-smi -L lists, narrowed
-# by CUDA_VISIBLE_DEVICES when it is set; TFBENCH_NUM_GPUS overrides the count.
+# flags given here. GPUs are counted as CUDA will see them: those NVML lists, narrowed by
+# CUDA_VISIBLE_DEVICES when it is set (`python3 -m tfbench.measure.nvml`; TFBENCH_PYTHON
+# picks another interpreter); TFBENCH_NUM_GPUS overrides the count.
 # TFBENCH (default: `tfbench` if on PATH, else `python3 -m tfbench`) picks the command.
 set -euo pipefail
-
-# The GPUs CUDA_VISIBLE_DEVICES leaves visible, read as CUDA reads it: entries up to the first
-# one CUDA cannot use (empty, negative, an index past the last GPU, a UUID or UUID prefix that
-# names no GPU or several).
-visible_gpus() {
-  local listing total entries entry n=0
-  listing="$(nvidia-smi -L 2>/dev/null || true)"
-  total="$(printf '%s\n' "$listing" | grep -c '^GPU ' || true)"
-  if [ -z "${CUDA_VISIBLE_DEVICES+set}" ]; then
-    echo "$total"
-    return
-  fi
-  IFS=',' read -r -a entries <<< "$CUDA_VISIBLE_DEVICES"
-  for entry in ${entries[@]+"${entries[@]}"}; do
-    entry="${entry//[[:space:]]/}"
-    case "$entry" in
-      ''|-*) break ;;
-      *[!0-9]*) [ "$(printf '%s\n' "$listing" | grep -cF "(UUID: $entry" || true)" -eq 1 ] \
-                  || break ;;
-      *) [ "$entry" -lt "$total" ] || break ;;
-    esac
-    n=$((n + 1))
-  done
-  echo "$n"
-}
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 gpus="${TFBENCH_NUM_GPUS:-}"
 if [ -z "$gpus" ]; then
-  gpus="$(visible_gpus)"
+  # tfbench's own reader of CUDA_VISIBLE_DEVICES (the driver's rules) counts them through NVML.
+  gpus="$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "${TFBENCH_PYTHON:-python3}" \
+            -m tfbench.measure.nvml 2>/dev/null || true)"
 fi
-if [ -z "$gpus" ] || [ "$gpus" -lt 1 ]; then
+if ! [ "$gpus" -ge 1 ] 2>/dev/null; then
   hidden=""
   if [ -z "${TFBENCH_NUM_GPUS:-}" ] && [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
     hidden=" visible with CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES'"

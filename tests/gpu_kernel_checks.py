@@ -17,6 +17,7 @@ dynamic loss scaling, bf16) and forward-only (folded batch norm) steps.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import shutil
@@ -35,6 +36,7 @@ from tensorflow.python.framework import op_def_registry  # noqa: E402
 from helpers import FakeGpu  # noqa: E402
 from tfbench.distribute import devices, strategy as strategy_lib
 from tfbench.engine import train  # noqa: E402
+from tfbench.measure import step_graph  # noqa: E402
 from tfbench.engine.plan import resolve  # noqa: E402
 from tfbench.data.fake_imagenet import write_fake_imagenet  # noqa: E402
 from tfbench.models import catalog
@@ -143,7 +145,12 @@ def ops_without_gpu_kernel(graph_def, kinds: set | None = None) -> list[str]:
 # --- the steps a GPU run builds ----------------------------------------------------------------
 
 def gpu_step_graph(flags: dict):
-    """The concrete step function `tfbench --device=gpu FLAGS` would build and run."""
+    """The graph of the step function `tfbench --device=gpu FLAGS` would build and run."""
+    return gpu_step(flags)[0].graph.as_graph_def()
+
+
+def gpu_step(flags: dict):
+    """(concrete step function, train.Setup) of `tfbench --device=gpu FLAGS`."""
     p = make_params(dict(device="gpu", **flags))
     resolved = resolve(p)
     plan = resolved.device
@@ -154,7 +161,7 @@ def gpu_step_graph(flags: dict):
                                   plan.data_format)
     strategy = strategy_lib.make_strategy(p, cpu_plan).strategy
     setup = train.TrainRunner(p=p, plan=resolved, strategy=strategy).setup(RunResult())
-    return setup.step_fn.function.get_concrete_function(setup.inputs).graph.as_graph_def()
+    return setup.step_fn.function.get_concrete_function(setup.inputs), setup
 
 
 def configurations(models: str = "") -> dict[str, dict]:
@@ -186,6 +193,10 @@ def configurations(models: str = "") -> dict[str, dict]:
     for n in (1, NUM_DEVICES):   # real data: the step reads its per-replica batch itself
         configs["trivial/train/real_data/%dgpu" % n] = dict(small, data_dir=DATA_DIR, num_gpus=n,
                                                             data_name="imagenet")
+    # Adam's bias corrections reach each replica's update through the merge call.
+    configs["trivial/train/adam/replicated/%dgpu" % NUM_DEVICES] = dict(
+        small, optimizer="adam", variable_update="replicated", num_gpus=NUM_DEVICES,
+        use_fp16=True, fp16_enable_auto_loss_scale=True)
     configs["trivial/train/xla_per_replica/%dgpu" % NUM_DEVICES] = dict(
         small, xla=True, variable_update="replicated", num_gpus=NUM_DEVICES, use_fp16=True,
         fp16_enable_auto_loss_scale=True)
@@ -212,6 +223,21 @@ def configurations(models: str = "") -> dict[str, dict]:
     return configs
 
 
+def update_kernels(concrete, setup) -> dict:
+    """The update of each copy of each trainable variable, as step_graph counts it: how many
+    copies the step updates with each list of ops (e.g. {"ResourceApplyKerasMomentum": 8}),
+    and how many copies there are."""
+    inner = getattr(setup.optimizer, "inner_optimizer", setup.optimizer)
+    copies = step_graph.describe_variables(   # describe_variables skips repeated ones
+        setup.model.trainable_variables, list(setup.model.non_trainable_variables)
+        + list(setup.optimizer.variables) + list(inner.variables))
+    audit = step_graph.audit(concrete, copies)
+    trained = sum(v.owner == v.name for v in copies)
+    return {"copies": trained,
+            "kernels": dict(collections.Counter("+".join(ops)
+                                                for ops in audit.update_kernels.values()))}
+
+
 def variants() -> list[str]:
     """Every registered variant: the name, or "name:dataset" for a non-default dataset."""
     return [spec.name if catalog.get(spec.name).dataset == spec.dataset
@@ -226,20 +252,24 @@ def main() -> None:
     devices.visible_gpus = lambda: [FakeGpu(i) for i in range(NUM_DEVICES)]
     write_fake_imagenet(DATA_DIR, num_train=8, num_validation=4, num_shards=2, seed=1,
                         image_size=16)
-    out, times, kinds = {}, {}, {}
+    out, times, kinds, updates = {}, {}, {}, {}
     try:
         for name, flags in configurations(models).items():
             start = time.perf_counter()
             found: set[str] = set()
-            out[name] = ops_without_gpu_kernel(gpu_step_graph(flags), found)
+            concrete, setup = gpu_step(flags)
+            out[name] = ops_without_gpu_kernel(concrete.graph.as_graph_def(), found)
             kinds[name] = sorted(found)
+            if setup.optimizer is not None:
+                updates[name] = update_kernels(concrete, setup)
             times[name] = round(time.perf_counter() - start, 2)
             keras.backend.clear_session()
             print("# %s: %s (%.0f s)" % (name, ", ".join(out[name]) or "every op has a GPU kernel",
                                         times[name]), file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(DATA_DIR, ignore_errors=True)
-    print("RESULT " + json.dumps({"missing": out, "seconds": times, "op_kinds": kinds}))
+    print("RESULT " + json.dumps({"missing": out, "seconds": times, "op_kinds": kinds,
+                                  "update_kernels": updates}))
 
 
 if __name__ == "__main__":

@@ -113,3 +113,16 @@ def install_fake_horovod(monkeypatch, **kwargs) -> FakeHorovod:
     monkeypatch.setitem(sys.modules, "horovod", types.SimpleNamespace(tensorflow=hvd))
     monkeypatch.setitem(sys.modules, "horovod.tensorflow", hvd)
     return hvd
+
+
+FAKE_PYNVML_DIR = os.path.join(ROOT, "tests", "fake_pynvml")
+
+
+def fake_nvml(gpus):
+    """tests/fake_pynvml's FakeNvml over `gpus`, loaded without shadowing the real pynvml."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "fake_pynvml", os.path.join(FAKE_PYNVML_DIR, "pynvml.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.FakeNvml(gpus)

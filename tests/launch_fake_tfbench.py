@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tfbench.output import csv_out  # noqa: E402
+from tfbench.output import csv_out, files  # noqa: E402
 from tfbench.results import RunResult  # noqa: E402
 
 VERSION = "tfbench 0.1.0 | TensorFlow 2.21.0 | Keras 3.15.1 | Python 3.11.7"
@@ -95,7 +95,7 @@ def main(argv):
     if code:
         print("tfbench: error: %s" % result.error, file=sys.stderr)
         return code
-    print("Results: ok row appended to %s (run %s)" % (args["csv_file"], result.run_id))
+    print(files.results_line("ok", args["csv_file"], result.run_id))
     print("-" * 64)
     print("total images/sec: %.2f" % result.images_per_sec)
     print("-" * 64)

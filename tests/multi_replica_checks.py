@@ -17,7 +17,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tfbench.engine import optimizers, steps
+from tfbench.engine import optimizers, steps, update_kernels
 from tfbench.distribute import strategy as strategy_lib, strategies, variables  # noqa: E402
 from tfbench.distribute.devices import DevicePlan  # noqa: E402
 from tfbench.distribute.spread import SpreadStorageStrategy  # noqa: E402
@@ -50,10 +50,11 @@ def _replica_values(strategy, variable) -> list[np.ndarray]:
     return [v.numpy() for v in strategy.experimental_local_results(variable.value)]
 
 
-def _scaled_steps(strategy, loss_scaling="dynamic", growth_steps=2000):
+def _scaled_steps(strategy, loss_scaling="dynamic", growth_steps=2000,
+                  make_optimizer=lambda: keras.optimizers.SGD(0.1)):
     with variables.scope(strategy):
         model = _model()
-        opt = keras.optimizers.SGD(0.1)
+        opt = make_optimizer()
         if loss_scaling == "dynamic":
             opt = optimizers.LossScaleOptimizer(opt, initial_scale=1024.0,
                                                 dynamic_growth_steps=growth_steps)
@@ -83,6 +84,41 @@ def _scale_growth(strategy) -> dict:
                for a, b in zip(_replica_values(strategy, v), _replica_values(strategy, w)))
     return {"state": state, "weight_diff_to_unscaled": diff,
             "iterations": int(opt.iterations.numpy())}
+
+
+# name -> (tfbench's optimizer, Keras' own); the legacy defaults of --optimizer. (Adam passes
+# its bias corrections through the strategy's merge call with the learning rate.)
+OPTIMIZERS = {
+    "momentum": (lambda: update_kernels.FusedSGD(0.1, momentum=0.9, nesterov=True),
+                 lambda: keras.optimizers.SGD(0.1, momentum=0.9, nesterov=True)),
+    "adam": (lambda: update_kernels.FusedAdam(0.1), lambda: keras.optimizers.Adam(0.1)),
+}
+
+
+def _fused_updates(strategy) -> dict:
+    """Per optimizer: how many fused training kernels a step runs, and the largest difference
+    of any replica's weights to Keras' own update after 3 steps, relative to the weights."""
+    out = {}
+    for name, (fused, own) in OPTIMIZERS.items():
+        model, _, st = _scaled_steps(strategy, loss_scaling="none", make_optimizer=fused)
+        keras_model, _, keras_st = _scaled_steps(strategy, loss_scaling="none",
+                                                 make_optimizer=own)
+        step, keras_step = st.train_step(), keras_st.train_step()
+        images = _images(strategy)
+        for _ in range(3):
+            step(images).numpy()
+            keras_step(images).numpy()
+        graph = step.function.get_concrete_function(images).graph.as_graph_def()
+        ops = [n.op for n in graph.node] + [
+            n.op for f in graph.library.function for n in f.node_def]
+        diff = max(float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+                   for v, w in zip(model.trainable_variables, keras_model.trainable_variables)
+                   for a, b in zip(_replica_values(strategy, v), _replica_values(strategy, w)))
+        out[name] = {"kernels": sum(op.startswith("ResourceApply") for op in ops),
+                     "copies": sum(len(_replica_values(strategy, v))
+                                   for v in model.trainable_variables),
+                     "diff": diff}
+    return out
 
 
 def _overflow_on_replica_1(strategy) -> dict:
@@ -215,6 +251,9 @@ def main() -> None:
         "batch_norm_central": _batch_norm(central),
         "dropout_mirrored": _dropout(mirrored),
         "dropout_central": _dropout(central),
+        "fused_mirrored": _fused_updates(mirrored),
+        "fused_central": _fused_updates(central),
+        "fused_independent": _fused_updates(independent),
     }
     print("RESULT " + json.dumps(out))
 

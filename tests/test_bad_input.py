@@ -65,11 +65,13 @@ def test_bad_input(tmp_path, capsys, args, message):
     os.chdir(tmp_path)
     try:
         device = [] if any(a.startswith("--device=") for a in args) else ["--device=cpu"]
-        code = cli.main(["tfbench"] + device + args + ["--csv_file=", "--json_dir="])
+        code = cli.main(["tfbench"] + device + args)
     finally:
         os.chdir(old)
     captured = capsys.readouterr()
-    assert code != 0
+    assert code == 2
+    # Refused before the first step: no row, no manifest (docs/output.md).
+    assert os.listdir(tmp_path) == []
     errors = [l for l in captured.err.splitlines() if l.startswith("tfbench: error: ")]
     assert len(errors) == 1, captured.err
     assert message in errors[0], errors[0]

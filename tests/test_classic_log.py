@@ -100,3 +100,82 @@ def test_mode_labels():
     assert classic_log.mode_label(True, False) == "forward only"
     assert classic_log.mode_label(False, True) == "evaluation"
     assert classic_log.mode_label(False, False, True) == "training + evaluation"
+
+
+def test_every_event_prints_the_legacy_line():
+    """ClassicLog, event by event, against the legacy script's log_fn strings (benchmark_cnn.py
+    at 8fb7907, line numbers in the comments) and tfbench's own lines (docs/output.md)."""
+    from tfbench.engine.runlog import Header, StepReport
+    lines = []
+    log = classic_log.ClassicLog(lines.append)
+    log.notice("No GPU visible: running on CPU (--device=cpu)")
+    log.header(Header(tf_version="2.21.0", model="trivial", dataset="imagenet (synthetic)",
+                      mode="training", train_and_eval=True, batch_size=4, global_batch_size=8,
+                      num_batches=20, num_epochs=0.5, devices=("/cpu:0", "/cpu:1"),
+                      data_format="NHWC", optimizer="sgd", variable_update="replicated",
+                      all_reduce_spec="pscpu", show_all_reduce=True, job_name="worker",
+                      horovod_device="gpu"))
+    assert lines == [
+        "No GPU visible: running on CPU (--device=cpu)",
+        "TensorFlow:  2.21", "Model:       trivial", "Dataset:     imagenet (synthetic)",
+        "Mode:        training + evaluation", "SingleSess:  False", "Batch size:  8 global",
+        "             4 per device", "Num batches: 20", "Num epochs:  0.50",
+        "Devices:     ['/cpu:0', '/cpu:1']", "NUMA bind:   False", "Data format: NHWC",
+        "Optimizer:   sgd", "Variables:   replicated", "AllReduce:   pscpu", "Sync:        True",
+        "Horovod on:  gpu", "=========="]            # 1761-1791
+    del lines[:]
+    log.cluster_lines(["Starting worker 1"])                                      # 1864
+    log.generating_training_model()                                               # 3032
+    log.generating_evaluation_model()                                             # 2798
+    log.generating_input_pipeline()
+    log.initializing()                                                            # 2173
+    log.warmup_started()                                                          # 2360
+    log.tracing("/tmp/t.json")                                                    # 901
+    log.warmup_done()                                                             # 2394
+    log.repeat_started(2, 3)
+    log.steps_started("base_loss", True)
+    log.step(StepReport(step=10, images_per_sec=123.456, plusminus=1.25, jitter=2.75,
+                        loss=7.1234, top_1=0.5, top_5=0.75))                      # 880
+    log.step(StepReport(step=20, images_per_sec=9.96, plusminus=0.04, jitter=0.06, loss=0.0))
+    log.checkpoint_loaded("/tmp/ckpt/model.ckpt-20")                              # 971
+    log.evaluation_started(40, final=False)                                       # 2447
+    log.evaluation_progress(10, 1365.14)                                          # 2015
+    log.accuracy(0.005, 0.0225, 400)                                              # 2032
+    log.early_stop(0.75)                                                          # 2456
+    log.training_resumed()                                                        # 2461
+    log.training_done()                                                           # 2495
+    log.evaluation_started(60, final=True)                                        # 2502
+    for part in ("input_only", "synthetic", "real"):
+        log.diagnosis_started(part)
+    log.environment({})
+    assert lines == [
+        "Starting worker 1", "Generating training model", "Generating evaluation model",
+        "Generating input pipeline", "Initializing graph", "Running warm up",
+        "Dumping trace to /tmp/t.json", "Done warm up", "Repeat 2 of 3",
+        "Step\tImg/sec\tbase_loss\ttop_1_accuracy\ttop_5_accuracy",
+        "10\timages/sec: 123.5 +/- 1.2 (jitter = 2.8)\t7.123\t0.500\t0.750",
+        "20\timages/sec: 10.0 +/- 0.0 (jitter = 0.1)\t0.000",
+        "Successfully loaded model from /tmp/ckpt/model.ckpt-20.",
+        "Running evaluation at global_step 40", "10\t1365.1 examples/sec",
+        "Accuracy @ 1 = 0.0050 Accuracy @ 5 = 0.0225 [400 examples]",
+        "Stopping, as eval accuracy at least 0.75 was reached", "Resuming training",
+        "Done with training", "Running final evaluation at global_step 60",
+        "Input diagnosis: the input pipeline alone", "Input diagnosis: synthetic data",
+        "Input diagnosis: real data"] + lines[23:]
+    assert classic_log.header_lines(
+        tf_version="2.17.1", model="m", dataset="d", mode="forward only", batch_size=1,
+        global_batch_size=1, num_batches=1, num_epochs=0.0, devices=["/gpu:0"],
+        data_format="NCHW", optimizer="sgd", variable_update="parameter_server")[0] \
+        == "TensorFlow:  2.17"
+    del lines[:]
+    log.header(Header(tf_version="2.21.0", model="trivial", dataset="imagenet (synthetic)",
+                      mode="forward_only", train_and_eval=False, batch_size=1,
+                      global_batch_size=1, num_batches=1, num_epochs=0.0, devices=("/cpu:0",),
+                      data_format="NHWC", optimizer="sgd", variable_update="parameter_server",
+                      all_reduce_spec=None, show_all_reduce=False, job_name="",
+                      horovod_device=None))
+    assert lines[3] == "Mode:        forward only" and lines[-2:] == [
+        "Variables:   parameter_server", "=========="]
+    assert classic_log._mode_text("data_only", False) == "input pipeline only"
+    assert classic_log._mode_text("eval", False) == "evaluation"
+    assert classic_log._mode_text("forward_only", False) == "forward only"

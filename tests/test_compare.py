@@ -106,9 +106,10 @@ def test_cli_formats(tmp_path, capsys, fmt):
 
 
 def test_cli_missing_file(tmp_path, capsys):
-    assert compare_cli.main([str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) == \
-        errors.EXIT_USAGE
-    assert "results file not found" in capsys.readouterr().err
+    from tfbench import cli
+    assert cli.main(["tfbench", "compare", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) \
+        == errors.EXIT_USAGE
+    assert capsys.readouterr().err.startswith("tfbench: error: results file not found")
 
 
 def test_no_matches(tmp_path):
@@ -196,12 +197,15 @@ def test_two_evaluation_directories_match_by_model_and_mode(tmp_path):
     b = write_evaluation(str(tmp_path / "b"), ("resnet50",), device="AMD EPYC", speed=0.5)
     comp = compare.compare_files(a, b)
     assert comp.compared == {"device_name": (A100, "AMD EPYC")}
-    assert [(r["execution_mode"], r["mode"], round(r["ratio"], 3), r["verdict"])
+    assert [(r["execution_mode"], r["kind"], round(r["ratio"], 3), r["verdict"])
             for _, r in comp.table.iterrows()] == [
         (mode, kind, 0.5, "slower") for mode in ("native", "mixed", "mixed_xla")
-        for kind in ("training", "forward_only")]
+        for kind in ("training", "inference")]
     text = compare.render(comp, a, b)
     assert "Execution mode" in text and "min/max over 3 runs" in text
+    # The words of the evaluation report (its Run column: training, inference).
+    assert "forward_only" not in text and "| Run " in compare.render(comp, a, b, "markdown")
+    assert "inference" in text
     # A sweep's directory stands for its sweep.csv; a directory without results is refused.
     sweep_dir = tmp_path / "sweep"
     sweep_dir.mkdir()

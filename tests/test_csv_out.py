@@ -56,6 +56,7 @@ def test_concurrent_appends_never_interleave(tmp_path):
     assert sorted(int(r["batch_size"]) for r in rows) == sorted(
         k * 100 + i for k in range(4) for i in range(25))
     assert all(len(r) == len(csv_out.COLUMN_NAMES) for r in rows)
+    assert os.listdir(tmp_path) == ["r.csv"]   # no lock file left beside it
 
 
 def test_older_schema_is_migrated_with_a_notice(tmp_path):
@@ -90,3 +91,48 @@ def test_params_says_what_is_counted():
     from tfbench.output import console
     (line,) = console.summary_lines(None, RunResult(params_count=1234))
     assert line == "Model stats: 1,234 trainable params"
+
+
+def test_figures_are_formatted_for_parsers():
+    res = RunResult(images_per_sec=1.5e-7, xla=True, step_times=[0.1] * 3,
+                    notices=["one", "two"])
+    res.extra.update(unstable=False, throttled=True, spread_pct=1234567.0)
+    row = csv_out.row_for(res)
+    assert (row["images_per_sec"], row["xla"], row["unstable"], row["throttled"]) == (
+        "1.5e-07", "1", "0", "1")
+    assert row["spread_pct"] == "1.23457e+06" and row["steps_run"] == "3"
+    assert row["notices"] == "one; two"
+    from tfbench import __version__
+    assert row["tfbench_version"] == __version__
+
+
+def test_a_new_file_gets_the_header_once(tmp_path):
+    path = str(tmp_path / "new.csv")
+    assert csv_out.append_row(path, _result(1)) is None
+    assert csv_out.append_row(path, _result(2)) is None
+    with open(path, newline="") as handle:
+        lines = handle.read().split("\r\n")
+    assert lines[0] == ",".join(csv_out.COLUMN_NAMES) and len(lines) == 4 and lines[3] == ""
+
+
+def test_json_is_sorted_indented_and_keeps_what_json_cannot_hold(tmp_path):
+    path = tmp_path / "x.json"
+    csv_out.write_json_atomic(str(path), {"b": "s", "a": [1], "p": tmp_path})
+    assert path.read_text() == '{\n "a": [\n  1\n ],\n "b": "s",\n "p": "%s"\n}\n' % tmp_path
+    csv_out.write_json_atomic(str(path), {"a": 2})          # replaces, in a directory that exists
+    assert json.load(open(path)) == {"a": 2}
+
+
+def test_migration_notices_word_for_word(tmp_path):
+    old = tmp_path / "old.csv"
+    old.write_text("run_id,model\nabc,resnet50\n")
+    assert csv_out.append_row(str(old), _result(1)) == (
+        "%s used an older column set; migrated it to schema %d (1 rows kept)"
+        % (old, csv_out.SCHEMA_VERSION))
+    other = tmp_path / "other.csv"
+    other.write_text("a,b,run_id,c,d\n1,2,3,4,5\n")
+    assert csv_out.append_row(str(other), _result(1)) == (
+        "%s had columns tfbench does not know (a, b, c); it was moved to %s.unknown-schema.bak "
+        "and a new file started" % (other, other))
+    with open(other, newline="") as handle:
+        assert [r["model"] for r in csv.DictReader(handle)] == ["m1"]

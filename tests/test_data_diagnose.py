@@ -34,3 +34,15 @@ def test_threshold_and_degenerate_values():
     assert input_bound_verdict(1000.0, 850.0, 860.0)[0] is True
     bound, line = input_bound_verdict(0.0, 10.0, 10.0)
     assert not bound and "cannot judge" in line
+
+
+def test_input_settings_line_names_the_pool_and_the_buffers():
+    from tfbench.data.diagnose import input_settings_line
+    assert input_settings_line(6, "the legacy default on GPUs: 16 CPUs - 4 GPU threads - 4 for "
+                               "monitoring and transfers", True) == (
+        "Input settings: a private tf.data thread pool of 6 threads (the legacy default on "
+        "GPUs: 16 CPUs - 4 GPU threads - 4 for monitoring and transfers); host buffers pinned "
+        "(--force_gpu_compatible)")
+    assert input_settings_line(None, "--datasets_num_private_threads=0", False) == (
+        "Input settings: TensorFlow's shared threads for tf.data "
+        "(--datasets_num_private_threads=0); host buffers pageable (--noforce_gpu_compatible)")

@@ -142,7 +142,58 @@ def test_a_run_after_tensorflow_started_says_which_settings_did_not_apply(tmp_pa
     code, lines = run_inprocess(
         ["--device=cpu", "--model=trivial", "--image_size=8", "--batch_size=2",
          "--num_batches=1", "--num_warmup_batches=0", "--num_intra_threads=%d" % threads,
-         "--csv_file=", "--json_dir="], tmp_path)
+         "--force_gpu_compatible", "--csv_file=", "--json_dir="], tmp_path)
     assert code == 0, lines
     assert ("TensorFlow had started in this process before this run's settings, so these did "
-            "not apply: %d intra-op threads" % threads) in lines
+            "not apply: %d intra-op threads; pinned host buffers (--force_gpu_compatible)"
+            % threads) in lines
+
+
+@pytest.mark.parametrize("flags,gpus,cpus,want", [
+    ({}, 8, 64, 32),                                  # 64 - 8 x 2 GPU threads - 8 x 2
+    ({}, 1, 8, 4),                                    # 8 - 2 - 2
+    ({"per_gpu_thread_count": 4}, 8, 64, 16),         # 64 - 8 x 4 - 8 x 2
+    ({"gpu_thread_mode": "global"}, 2, 16, 8),        # the GPU threads counted in every mode
+    ({}, 4, 8, 1),                                    # at least 1
+    ({"datasets_num_private_threads": 3}, 8, 64, 3),  # the flag wins
+    ({"datasets_num_private_threads": 0}, 8, 64, None),   # 0: TensorFlow's shared threads
+    ({}, 0, 64, None),                                # a CPU run: the shared threads
+])
+def test_tf_data_private_pool_follows_the_legacy_arithmetic(flags, gpus, cpus, want):
+    p = make_params(dict(flags, model="trivial"))
+    assert gpu_env.private_threads(p, gpus, cpus)[0] == want
+
+
+def test_the_private_pool_says_where_its_size_comes_from():
+    p = make_params({"model": "trivial"})
+    assert gpu_env.private_threads(p, 2, 16) == (
+        8, "the legacy default on GPUs: 16 usable CPUs - 4 GPU threads - 4 for monitoring and transfers")
+
+
+FORCE_GPU_COMPATIBLE_CHECK = """
+import sys, tensorflow as tf
+from tensorflow.python.eager import context
+from tfbench.config.params import make_params
+from tfbench.distribute import devices
+p = make_params({"model": "trivial", "force_gpu_compatible": sys.argv[1] == "1"})
+plan = devices.DevicePlan("cpu", 1, ("/cpu:0",), "NHWC")
+assert devices.configure_runtime(p, plan) == []
+tf.constant(1.0)   # the runtime starts with the context's ConfigProto
+config = context.context().config
+print("RESULT", config.gpu_options.force_gpu_compatible, config.device_count["CPU"])
+"""
+
+
+@pytest.mark.parametrize("given", [True, False])
+def test_force_gpu_compatible_reaches_the_config_the_runtime_starts_with(given):
+    """The legacy flag was accepted and ignored; TensorFlow reads the option when it creates
+    its CPU device (pinned host memory when a GPU is present), so it must be in the ConfigProto
+    the eager context hands over at start, and nothing else of that config may change."""
+    import subprocess
+    import sys
+    from helpers import ROOT
+    out = subprocess.run([sys.executable, "-c", FORCE_GPU_COMPATIBLE_CHECK, "1" if given else "0"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=ROOT))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert ("RESULT %s 1" % given) in out.stdout

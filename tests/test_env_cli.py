@@ -55,7 +55,7 @@ def test_help():
 @pytest.mark.parametrize("argv,message", [
     (["--format=yaml"], "--format=yaml is not one of text, json"),
     (["--format"], "--format needs a value: text or json"),
-    (["--verbose"], "tfbench env: unknown argument '--verbose'"),
+    (["--verbose"], "env: unknown argument '--verbose'"),   # tfbench: error: env: ...
 ])
 def test_bad_arguments_are_usage_errors(argv, message):
     with pytest.raises(UsageError) as info:

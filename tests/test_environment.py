@@ -251,3 +251,55 @@ def test_tfbench_version_prints_the_versions_without_importing_tensorflow(tmp_pa
     assert list(fields) == ["tfbench", "TensorFlow", "Keras", "Python"]
     assert fields["tfbench"].startswith("0.1.0") and fields["TensorFlow"][:2] == "2."
     assert out[1] == "False"
+
+
+def test_summary_lines_with_gpus_limits_and_long_variables():
+    env = _fake_env()
+    env["tfbench"] = {"version": "0.1.0"}
+    env["tensorflow"] = {"version": "2.17.1", "build": {}}
+    env["nvidia"] = {"available": True, "driver_version": "550.54.15",
+                     "cuda_driver_version": "12.4", "gpus": [
+                         {"name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 80 * GB,
+                          "pcie_gen_max": 5, "pcie_width_max": 16, "nvlink_active_links": 18},
+                         {"name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 80 * GB},
+                         {"name": None}]}
+    env["cpu"] = {"model": "Intel Xeon", "logical_cores": 16, "physical_cores": 8,
+                  "usable_cores": 4, "cgroup_cpu_limit": 2.5}
+    env["memory"] = {}
+    env["os"] = {"system": "Linux", "kernel": "5.15"}
+    env["container"] = {"in_container": True, "runtime": "podman"}
+    env["virtualization"] = {"is_vm": True, "hypervisor": "unknown"}
+    env["env_vars"] = {"XLA_FLAGS": "x" * 300}
+    assert environment_text.summary_lines(env) == [
+        "tfbench 0.1.0 | TensorFlow 2.17.1 | Keras 3.15.1 | Python 3.11.7",
+        "GPU: 2 x NVIDIA H100 80GB HBM3 (80.0 GiB, PCIe gen5 x16, 18 NVLinks), 1 x unknown GPU "
+        "| driver 550.54.15 (CUDA 12.4)",
+        "CPU: Intel Xeon (16 logical / 8 physical cores, 4 usable, cgroup limit 2.5) | Linux "
+        "5.15 | VM | container: podman",
+        "Env: XLA_FLAGS=" + "x" * 187 + "..."]
+    env["nvidia"] = {"available": True, "driver_version": "550", "gpus": []}
+    env["env_vars"] = {"A": "1", "B": "x" * 194}            # 200 characters: shown whole
+    lines = environment_text.summary_lines(env)
+    assert lines[1] == "GPU: none | driver 550"
+    assert lines[3] == "Env: A=1 B=" + "x" * 194
+    env["tfbench"] = {"version": "0.1.0", "git_hash": "0123456789abcdef", "git_dirty": False}
+    env["tensorflow"]["build"] = {"cudnn_version": "9"}
+    assert environment_text.summary_lines(env)[0].startswith(
+        "tfbench 0.1.0 (git 0123456789) | TensorFlow 2.17.1 (cuDNN 9) |")
+    env["virtualization"] = {"cloud": "Amazon EC2"}
+    assert environment_text.summary_lines(env)[2].startswith("CPU: Intel Xeon (16 logical")
+    assert environment_text.summary_lines(env)[2].endswith(
+        "| Linux 5.15 | Amazon EC2 (bare metal) | container: podman")
+    env["virtualization"] = {"is_vm": True, "hypervisor": "unknown"}
+    env["nvidia"], env["env_vars"] = {}, {}
+    assert environment_text.summary_lines(env)[1:] == [
+        "GPU: none visible to NVML (not available)", lines[2]]
+
+
+def test_text_report_aligns_every_field():
+    text = environment_text.text_report({"a": {"b": 1, "long_name": None}, "c": "x"})
+    assert text.splitlines() == ["a.b:          1", "a.long_name:  ", "c:            x"]
+    wide = environment_text.text_report({"k" * 60: 1, "b": 2}).splitlines()
+    assert wide == ["k" * 60 + ":  1", "b:" + " " * 49 + "2"]   # labels pad to 49 at most
+    assert environment_text.change_lines([{"field": "f"}]) == [
+        "Environment changed during the run: f: <unset> -> <unset>"]

@@ -67,3 +67,21 @@ def test_repeat_and_monitor_flags():
         make_params({"num_runs": 0})
     with pytest.raises(UsageError, match="cooldown_secs"):
         make_params({"cooldown_secs": -1.0})
+
+
+def test_boundaries_and_messages():
+    # One sample and one image/sec are estimates; zero images/sec is no estimate, not a crash.
+    assert estimate.estimate_hours(1.0, 1, 1, 1.0) == pytest.approx(1 / 3600)
+    assert estimate.estimate_hours(0.5, 1800, 1, 1.0) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="^images_per_sec must be positive to estimate a "
+                                         "training time$"):
+        estimate.estimate_hours(0.0, 10, 1, 0.7)
+    assert estimate.estimate_summary(0.5, 1800, 1, 1.0)["estimated_train_hours"] == \
+        pytest.approx(1.0)
+    assert estimate.estimate_summary(-1.0, 1800, 1, 1.0)["estimated_train_hours"] is None
+    for args, message in [((1.0, 0, 1, 0.7), "--estimate_dataset_size must be positive, got 0"),
+                          ((1.0, 1, 0, 0.7), "--estimate_epochs must be positive, got 0"),
+                          ((1.0, 1, 1, 2.0), "--estimate_utilization must be in (0, 1], got 2.0")]:
+        with pytest.raises(UsageError) as info:
+            estimate.estimate_hours(*args)
+        assert str(info.value) == message

@@ -39,7 +39,7 @@ def test_one_directory_holds_rows_logs_manifests_and_the_report(tmp_path, child)
     code, stdout, stderr = evaluate(SMALL + ["--out_dir=" + out], child)
     assert code == 0, stderr
     assert len(rows(out)) == 12
-    assert sorted(os.listdir(out)) == ["evaluation.csv", "evaluation.csv.lock", "evaluation.json",
+    assert sorted(os.listdir(out)) == ["evaluation.csv", "evaluation.json",
                                        "logs", "points", "points.csv", "report", "runs"]
     assert len(os.listdir(os.path.join(out, "logs"))) == 12
     assert len(os.listdir(os.path.join(out, "runs"))) == 12
@@ -49,7 +49,9 @@ def test_one_directory_holds_rows_logs_manifests_and_the_report(tmp_path, child)
     lines = stdout.splitlines()
     assert lines[0] == "Results: one row per model and device (native fp32)"
     assert lines[2].split()[:3] == ["Model", "Device", "Training"]
-    assert any(ln.startswith("resnet50") and "900.0" in ln and "within" in ln for ln in lines)
+    # resnet50 is v1 and NVIDIA's published TF figures are v1.5: no verdict (like with like)
+    assert any(ln.startswith("resnet50") and "900.0" in ln and "within" not in ln
+               for ln in lines)
     assert "browser check: skipped (--browser_check=no)" in stdout
     md = open(os.path.join(out, "report", "report.md")).read()
     assert tables.parse_markdown(md)[0]["Training images/sec"] == "900.0"
@@ -93,7 +95,7 @@ def test_another_command_line_in_the_directory_is_refused(tmp_path, child, capsy
     code = cli.main(SMALL + ["--out_dir=" + out, "--modes=native,mixed", "--num_gpus=2"])
     err = capsys.readouterr().err
     assert code == errors.EXIT_USAGE and len(err.strip().splitlines()) == 1
-    assert err.startswith("tfbench evaluate: error: %s holds an evaluation with other settings "
+    assert err.startswith("tfbench: error: %s holds an evaluation with other settings "
                           "(--modes native,mixed here, native there; flags for every run: "
                           "--num_gpus=2 here, not there)" % out)
     assert rows(out) == before

@@ -52,36 +52,60 @@ def test_reference_table_ships_with_the_package():
 @pytest.mark.parametrize("measured, verdict", [(2400, "within"), (2100, "below"),
                                                (2700, "above"), (2137.5, "within")])
 def test_verdicts_against_a_tolerance_band(measured, verdict):
-    got, text = er.expected_range("NVIDIA A100-SXM4-40GB", "resnet50", "training", "fp16", 1,
-                                  measured)
+    got, text = er.expected_range("NVIDIA A100-SXM4-40GB", "resnet50_v1.5", "training", "fp16",
+                                  1, measured, batch_per_gpu=256)
     assert got == verdict
     # 2,375 published, +/-10%: 2,137.5 to 2,612.5.
-    assert text.startswith("Expected range for resnet50 training fp16, 1x A100 40GB SXM: "
-                           "2,138-2,612 images/sec, measured")
+    assert text.startswith("Expected range for resnet50_v1.5 training fp16, 1x A100 40GB SXM, "
+                           "batch 256 per GPU: 2,138-2,612 images/sec, measured")
     assert "NVIDIA DeepLearningExamples TF1 ResNet-50 v1.5 README (20.06-tf1), TF1" in text
     assert "\n" not in text
 
 
-def test_band_spans_several_tensorflow_sources():
-    verdict, text = er.expected_range("Tesla V100-SXM2-32GB", "resnet50_v1.5", "training",
-                                      "fp32", 1, 430.0)
-    assert verdict == "within"
-    assert "389-475 images/sec" in text and "Lambda" in text and "DeepLearningExamples" in text
+def test_like_with_like_model_version_and_batch():
+    """tfbench's resnet50 is v1 (Lambda's tf_cnn_benchmarks figures), NVIDIA's published
+    TensorFlow figures are v1.5: each is judged against its own, at its own batch."""
+    v100 = "Tesla V100-SXM2-32GB"
+    verdict, text = er.expected_range(v100, "resnet50", "training", "fp32", 1, 430.0,
+                                      batch_per_gpu=192)
+    assert verdict == "within" and "Lambda" in text and "DeepLearningExamples" not in text
+    verdict, text = er.expected_range(v100, "resnet50_v1.5", "training", "fp32", 1, 430.0,
+                                      batch_per_gpu=128)
+    assert verdict == "within" and "Lambda" not in text and "DeepLearningExamples" in text
+    # Another batch, or the other version only: no verdict, and what is published instead.
+    verdict, text = er.expected_range(v100, "resnet50", "training", "fp32", 1, 430.0,
+                                      batch_per_gpu=64)
+    assert verdict is None and text == (
+        "Expected range: no published figure for resnet50 training fp32, 1x V100 32GB SXM, "
+        "batch 64 per GPU (published: batch 192; resnet50_v1.5 at batch 128)")
+    verdict, text = er.expected_range("NVIDIA A100-SXM4-40GB", "resnet50", "training", "fp16",
+                                      1, 2400.0, batch_per_gpu=256)
+    assert verdict is None and text.endswith("(published: resnet50_v1.5 at batch 256)")
+
+
+def test_the_row_names_the_figures_its_verdict_used():
+    j = er.judge("NVIDIA A100-SXM4-40GB", "resnet50_v1.5", "training", "fp16", 1, 2400.0,
+                 batch_per_gpu=256)
+    assert er.reference_used(j) == ("NVIDIA DeepLearningExamples TF1 ResNet-50 v1.5 README "
+                                    "(20.06-tf1) (TF1): resnet50_v1.5 bs256 2,375 images/sec")
+    assert er.batch_value("") is None and er.batch_value(float("nan")) is None
+    assert er.batch_value("256") == 256
 
 
 def test_other_frameworks_only_when_no_tensorflow_figure():
-    verdict, text = er.expected_range("NVIDIA H100 80GB HBM3", "resnet50", "training", "fp16",
-                                      1, 1500.0)
+    verdict, text = er.expected_range("NVIDIA H100 80GB HBM3", "resnet50_v1.5", "training",
+                                      "fp16", 1, 1500.0)
     assert verdict == "below"
     assert "PyTorch figures: sanity bound only" in text
     assert "2,354-3,070" in text  # 2,616 and 2,791, +/-10%
 
 
 def test_multi_gpu_and_inference_rows():
-    verdict, _ = er.expected_range("NVIDIA A100-SXM4-40GB", "resnet50", "training", "fp16", 8,
-                                   17000.0)
+    verdict, _ = er.expected_range("NVIDIA A100-SXM4-40GB", "resnet50_v1.5", "training", "fp16",
+                                   8, 17000.0, batch_per_gpu=256)
     assert verdict == "within"
-    verdict, text = er.expected_range("Tesla T4", "resnet50", "forward_only", "fp16", 1, 1000.0)
+    verdict, text = er.expected_range("Tesla T4", "resnet50_v1.5", "forward_only", "fp16", 1,
+                                      1000.0)   # no batch given: every published batch
     assert verdict == "within" and "996" in text and "1,194" in text
 
 
@@ -94,8 +118,8 @@ def test_unknown_gpu_and_no_matching_figure():
     assert verdict is None
     assert text == "Expected range: no published figure for resnet50 training bf16, " \
                    "1x H100 80GB SXM"
-    verdict, text = er.expected_range("NVIDIA A100-SXM4-40GB", "resnet50", "training", "fp32",
-                                      1, None)
+    verdict, text = er.expected_range("NVIDIA A100-SXM4-40GB", "resnet50_v1.5", "training",
+                                      "fp32", 1, None)
     assert verdict is None and "818-1,000 images/sec" in text
 
 
@@ -107,7 +131,8 @@ def test_int8_tensorrt_rows_never_match_tensorflow_precisions():
 
 
 def test_model_and_precision_aliases():
-    assert er.normalize_model("resnet50_v1.5") == er.normalize_model("ResNet50") == "resnet50"
+    assert er.normalize_model("ResNet-50_v1") == er.normalize_model("ResNet50") == "resnet50"
+    assert er.normalize_model("ResNet50v1.5") == "resnet50_v1.5" != er.normalize_model("resnet50")
     assert er.normalize_model("efficientnet_b0") == er.normalize_model("efficientnetb0")
     assert er.normalize_precision("") == er.normalize_precision("tf32") == "fp32"
     assert er.normalize_precision("mixed_float16") == "fp16"

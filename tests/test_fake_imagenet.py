@@ -51,11 +51,19 @@ def test_main(tmp_path, capsys):
         capsys.readouterr().out
     assert sorted(os.listdir(out)) == ["train-00000-of-00002", "train-00001-of-00002",
                                        "validation-00000-of-00002", "validation-00001-of-00002"]
-    # Writing again into the same directory would mix shard sets: refused with exit code 2.
-    assert make_fake_imagenet.main(["--out", out, "--num_images", "4"]) == 2
-    assert "already holds ImageNet shards" in capsys.readouterr().err
-    assert make_fake_imagenet.main(["--out", str(tmp_path / "x"), "--num_images", "0"]) == 2
-    assert make_fake_imagenet.main(["--num_images", "3"]) == 2  # --out is required
+    # Writing again into the same directory would mix shard sets: refused with exit code 2,
+    # in the one error form of every command.
+    from tfbench import cli
+    assert cli.main(["tfbench", "make_fake_imagenet", "--out", out, "--num_images", "4"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("tfbench: error: ") and \
+        "already holds ImageNet shards" in err[0]
+    assert cli.main(["tfbench", "make_fake_imagenet", "--out", str(tmp_path / "x"),
+                     "--num_images", "0"]) == 2
+    assert cli.main(["tfbench", "make_fake_imagenet", "--num_images", "3"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "tfbench: error: make_fake_imagenet: the following arguments are required: --out "
+        "(see tfbench make_fake_imagenet --help)")
 
 
 def test_cli_subcommand(tmp_path, capsys):

@@ -75,10 +75,17 @@ def test_every_variant_a_flag_combination_builds_is_traced_under_all(checker):
     assert "alexnet:cifar10" in checker.REPRESENTATIVE   # LRN: another network than ImageNet's
 
 
-def test_every_op_of_every_gpu_step_has_a_gpu_kernel():
+@pytest.fixture(scope="module")
+def traced():
+    """The check script's result: the GPU steps traced once for the tests below."""
     models = os.environ.get("TFBENCH_GPU_KERNEL_MODELS", "")
-    got = run_check_script("gpu_kernel_checks.py", *([models] if models else []),
-                           timeout=7200 if models == "all" else 900)
+    return run_check_script("gpu_kernel_checks.py", *([models] if models else []),
+                            timeout=7200 if models == "all" else 900)
+
+
+def test_every_op_of_every_gpu_step_has_a_gpu_kernel(traced):
+    models = os.environ.get("TFBENCH_GPU_KERNEL_MODELS", "")
+    got = traced
     missing = got["missing"]
     assert len(missing) >= 60   # every optimizer x precision x replicas, and the families
     assert {name: ops for name, ops in missing.items() if ops} == {}
@@ -90,3 +97,32 @@ def test_every_op_of_every_gpu_step_has_a_gpu_kernel():
         every = set().union(*kinds.values())
         representative = set().union(*(kinds[name] for name in traced_in_ci))
         assert sorted(every - representative) == []
+
+
+# The one training kernel each --optimizer updates a variable with (tfbench.engine.update_kernels).
+UPDATE_KERNEL = {"sgd": "ResourceApplyGradientDescent", "momentum": "ResourceApplyKerasMomentum",
+                 "rmsprop": "ResourceApplyRMSProp", "adam": "ResourceApplyAdam"}
+
+
+def test_every_gpu_step_updates_each_variable_with_one_training_kernel(traced):
+    """The legacy script launches one fused training kernel per variable; Keras' element-wise
+    update launches 2 (plain SGD) to about a dozen (Adam). Every training step a GPU run builds
+    (each optimizer, precision, loss scaling, accumulation, clipping, replica count and variable
+    update) updates every copy of every trainable variable with exactly one kernel, its
+    optimizer's, as tfbench.measure.step_graph counts them (the kernels' GPU registrations:
+    test_every_op_of_every_gpu_step_has_a_gpu_kernel)."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import gpu_kernel_checks as checker
+    configs = checker.configurations(os.environ.get("TFBENCH_GPU_KERNEL_MODELS", ""))
+    trained = {name for name, flags in configs.items() if not flags.get("forward_only")}
+    updates = traced["update_kernels"]
+    assert set(updates) == trained and len(trained) >= 50
+    assert {"trivial/train/adam/replicated/2gpu", "trivial/train/momentum/fp16_dynamic/2gpu",
+            "trivial/train/independent/2gpu"} <= trained
+    wrong = {}
+    for name in trained:
+        kernel = UPDATE_KERNEL[configs[name].get("optimizer", "sgd")]
+        got = updates[name]
+        if got["kernels"] != {kernel: got["copies"]} or not got["copies"]:
+            wrong[name] = got
+    assert wrong == {}

@@ -186,13 +186,30 @@ def test_a_scaling_series_prints_efficiency_with_the_interconnect_each_point_saw
     assert _leftovers(tmp_path) == []
 
 
+def test_the_chief_names_where_its_row_went_and_rows_record_the_users_command(tmp_path):
+    """The task writes its row to a temporary file on its host, removed when it ends: the
+    chief's Results line names the launcher's CSV instead, and the rows' command is the
+    command the user typed, not the task's (with that temporary --csv_file)."""
+    args = ["--hosts=127.0.0.1:1,127.0.0.1:2", "--", "--json_dir=", "--csv_file=mine.csv"]
+    proc, _ = _launch(tmp_path, args)
+    assert proc.returncode == 0, proc.stderr
+    (said,) = [line for line in proc.stdout.splitlines() if line.startswith("Results: ")]
+    rows = _rows(tmp_path / "mine.csv")
+    assert said == "Results: ok row appended to mine.csv (run %s)" % rows[0]["run_id"]
+    typed = "tfbench launch --rsh=%s '--remote_cmd=%s' --out_dir=out %s" % (
+        LOCAL_RSH, FAKE, " ".join(args))
+    assert [r["command"] for r in rows] == [typed, typed]
+    assert [r["command"] for r in _rows(tmp_path / "out" / "rows.csv")] == [typed, typed]
+    assert _leftovers(tmp_path) == []
+
+
 def test_a_row_that_did_not_come_back_from_a_container_is_named_with_the_mount(tmp_path):
     """--remote_cmd starting a container that sees neither the host's $TMPDIR nor NCCL_*."""
     proc, _ = _launch(tmp_path, ["--hosts=127.0.0.1:1,127.0.0.1:2", "--nccl_debug", "--",
                                  "--model=in_container", "--json_dir="])
     assert proc.returncode == errors.EXIT_RUN_ERROR, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == (
-        "tfbench launch: error: 127.0.0.1:1 (worker 0): ended with exit code 0, but its CSV "
+        "tfbench: error: 127.0.0.1:1 (worker 0): ended with exit code 0, but its CSV "
         "row did not come back: the task writes it under ${TMPDIR:-/tmp} on its host, which a "
         "--remote_cmd that starts a container must mount (docker run -v "
         "\"${TMPDIR:-/tmp}:${TMPDIR:-/tmp}\"); its classic log is in the host's log file")
@@ -210,7 +227,7 @@ def test_a_failing_task_is_named_and_the_others_are_stopped_within_the_timeout(t
                                        "--cluster_timeout_secs=5"])
     assert proc.returncode == errors.EXIT_OOM, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("tfbench launch: error: 127.0.0.1:2 (worker 1): OOM when allocating "
+    assert last.startswith("tfbench: error: 127.0.0.1:2 (worker 1): OOM when allocating "
                            "tensor with shape [64]; the other 2 task(s) ended within ")
     assert float(last.rsplit(" ", 2)[1]) < 5          # --cluster_timeout_secs
     assert "Traceback" not in proc.stderr
@@ -231,7 +248,7 @@ def test_a_hung_task_is_named_once_the_others_lost_it(tmp_path):
     assert proc.returncode == errors.EXIT_DISTRIBUTED, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert re.fullmatch(
-        r"tfbench launch: error: 127\.0\.0\.1:2 \(worker 1\): still running [\d.]+ s after "
+        r"tfbench: error: 127\.0\.0\.1:2 \(worker 1\): still running [\d.]+ s after "
         r"worker [02] failed \(worker [02]: lost the cluster \(UnavailableError\); no heartbeat "
         r"from worker 1 \(hung, or cut off from this host\)\); stopped: killed by SIGKILL, "
         r"[\d.]+ s after it", last), last
@@ -254,7 +271,7 @@ def test_a_host_without_setsid_is_named_and_nothing_starts(tmp_path):
     proc, _ = _launch(tmp_path, ["--hosts=127.0.0.1:1", "--", "--json_dir="], rsh=str(rsh))
     assert proc.returncode == errors.EXIT_DISTRIBUTED
     assert proc.stderr.strip().splitlines()[-1] == (
-        "tfbench launch: error: 127.0.0.1:1: `%s --version` failed (exit code 126): setsid not "
+        "tfbench: error: 127.0.0.1:1: `%s --version` failed (exit code 126): setsid not "
         "found on this host (util-linux): tfbench launch needs it to stop its tasks" % FAKE)
 
 
@@ -262,7 +279,7 @@ def test_an_unreachable_host_is_named_and_nothing_starts(tmp_path):
     proc, _ = _launch(tmp_path, ["--hosts=127.0.0.1:1,gpu-node7:2", "--", "--json_dir="])
     assert proc.returncode == errors.EXIT_DISTRIBUTED
     assert proc.stderr.strip().splitlines()[-1] == (
-        "tfbench launch: error: gpu-node7:2: unreachable over `%s`: ssh: Could not resolve "
+        "tfbench: error: gpu-node7:2: unreachable over `%s`: ssh: Could not resolve "
         "hostname gpu-node7: Name or service not known" % LOCAL_RSH)
     assert proc.stdout == ""
     (row,) = _rows(tmp_path / "tfbench_results.csv")
@@ -282,7 +299,7 @@ def test_a_host_with_other_versions_is_named_and_nothing_starts(tmp_path):
                       rsh=str(rsh))
     assert proc.returncode == errors.EXIT_DISTRIBUTED
     assert proc.stderr.strip().splitlines()[-1] == (
-        "tfbench launch: error: 127.0.0.2:2: runs TensorFlow 2.17.1, Keras 3.8.0 where the "
+        "tfbench: error: 127.0.0.2:2: runs TensorFlow 2.17.1, Keras 3.8.0 where the "
         "chief (127.0.0.1:1) runs TensorFlow 2.21.0, Keras 3.15.1")
     (row,) = _rows(tmp_path / "tfbench_results.csv")
     assert row["status"] == "error" and row["hostname"] == "127.0.0.2"

@@ -10,6 +10,7 @@ import sys
 import time
 
 from helpers import ROOT, free_ports
+from tfbench.output import files
 
 LOCAL_RSH = os.path.join(ROOT, "scripts", "local_rsh.sh")
 TINY = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=4",
@@ -84,10 +85,14 @@ def test_two_hosts_print_the_chiefs_classic_log_unchanged_and_gather_both_rows(t
                                 "tfbench_results.csv; host logs in out")
     assert lines[-4] == ("Interconnect: gRPC over TCP (TensorFlow's ring all-reduce; CPU "
                          "devices, no NCCL)")
-    # The chief's own stdout, as its log file has it: the same lines, in the same order.
+    # The chief's own stdout, as its log file has it: the same lines, in the same order, its
+    # Results line naming where the launcher put the row, not the task's temporary file.
     prefix = "[worker 0 %s] " % hosts[0]
     chief = [l[len(prefix):] for l in (tmp_path / "out" / ("worker0_%s.log" % hosts[0].replace(
         ":", "-"))).read_text().splitlines()]
+    (temporary,) = [l for l in chief if l.startswith("Results: ")]
+    assert "/tfbench-launch." in temporary
+    chief = [files.results_line_to(l, "tfbench_results.csv") or l for l in chief]
     assert [l for l in chief if l in set(lines)] == lines[:-5] + lines[-3:]
     assert "Starting worker 0" in lines and "Batch size:  8 global" in lines
     worker1 = (tmp_path / "out" / ("worker1_%s.log" % hosts[1].replace(":", "-"))).read_text()
@@ -113,7 +118,7 @@ def test_a_killed_task_is_named_the_other_stops_and_nothing_is_left(tmp_path):
             proc.kill()
     assert proc.returncode == 5, err[-3000:]
     last = err.strip().splitlines()[-1]
-    assert last.startswith("tfbench launch: error: %s (worker 1): killed by SIGKILL; the other "
+    assert last.startswith("tfbench: error: %s (worker 1): killed by SIGKILL; the other "
                            "1 task(s) ended within " % hosts[1]), last
     assert stopped < 30 and "Traceback" not in err             # --cluster_timeout_secs=30
     rows = _rows(tmp_path)
@@ -138,7 +143,7 @@ def test_sigterm_to_the_launcher_stops_every_task_which_writes_its_row(tmp_path)
             proc.kill()
     assert proc.returncode == 143, err[-3000:]
     assert err.strip().splitlines()[-1].startswith(
-        "tfbench launch: error: interrupted by SIGTERM; the 2 task(s) stopped within ")
+        "tfbench: error: interrupted by SIGTERM; the 2 task(s) stopped within ")
     assert stopped < 30 and "Traceback" not in err
     rows = _rows(tmp_path)
     # Each task's own row: TensorFlow's preemption notifier no longer swallows SIGTERM.

@@ -15,7 +15,7 @@ PACKAGE = os.path.join(ROOT, "tfbench")
 
 # Lowest first; a layer may import the layers below it.
 LAYERS = {
-    "errors": 0, "results": 0,
+    "errors": 0, "results": 0, "figures": 0,
     "config": 1, "pins": 1,
     "data": 2, "models": 2,
     "measure": 3,

@@ -138,6 +138,52 @@ def test_images_per_sec_per_gb_guards():
     assert memory.images_per_sec_per_gb(100.0, 0.0) is None
 
 
+class _Usage:
+    def __init__(self, maxrss):
+        self.ru_maxrss = maxrss
+
+
+@pytest.mark.parametrize("platform, maxrss, expected", [
+    ("linux", 1000, 1024000),       # getrusage's ru_maxrss is KiB on Linux
+    ("darwin", 1000, 1000),         # and bytes on macOS
+])
+def test_host_peak_rss_units(monkeypatch, platform, maxrss, expected):
+    monkeypatch.setattr(memory.resource, "getrusage", lambda who: _Usage(maxrss))
+    monkeypatch.setattr(memory.sys, "platform", platform)
+    assert memory.host_peak_rss_bytes() == expected
+
+
+def test_host_peak_rss_falls_back_to_psutils_rss(monkeypatch):
+    import types
+
+    import psutil
+
+    def refused(who):
+        raise OSError("no getrusage")
+    monkeypatch.setattr(memory.resource, "getrusage", refused)
+    monkeypatch.setattr(psutil, "Process", lambda: types.SimpleNamespace(
+        memory_info=lambda: types.SimpleNamespace(rss=12345)))
+    assert memory.host_peak_rss_bytes() == 12345
+
+
+def test_every_accelerator_is_read_past_one_that_fails(stats):
+    assert memory.tf_device("/device:GPU:*") is None          # a type without an index
+    assert memory._is_accelerator("/device:TPU:0") and not memory._is_accelerator("/cpu:0")
+    assert memory.reset_peak(["/cpu:0", "/gpu:0"]) is None
+    assert stats.calls == [("reset", "GPU:0")]
+    peaks, reason = memory.peak_device_bytes(["/gpu:7", "/cpu:0", "/gpu:1"])
+    assert peaks == {"/gpu:7": None, "/cpu:0": None, "/gpu:1": 5 * GIB}
+    assert reason == "GPU:7: ValueError: Failed parsing device name: 'GPU:7'"
+    stats.peaks["GPU:0"] = 0
+    assert memory.peak_device_bytes(["/gpu:0"]) == ({"/gpu:0": None},
+                                                   "GPU:0: TensorFlow reported no peak")
+    assert memory._why(RuntimeError()) == "RuntimeError: "
+    s = memory.memory_summary("gpu", {"/gpu:0": None}, None)
+    assert s["memory_unavailable"] == "no device reported a peak"
+    assert memory.memory_summary("cpu", {}, None)["peak_mem_source"] is None
+    assert memory.memory_summary("gpu", {"/gpu:0": GIB}, None)["memory_unavailable"] is None
+
+
 def test_an_evaluations_own_peak_is_its_own_figure_beside_the_steady_state():
     s = memory.memory_summary("gpu", {"GPU:0": 4 * GIB}, None, images_per_sec=400.0,
                               eval_peaks={"GPU:0": 5 * GIB})

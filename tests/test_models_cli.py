@@ -51,6 +51,41 @@ def test_table_values_and_footer(capsys):
     assert "multiply-add = 2 FLOPs" in out
 
 
+def test_the_full_table_builds_no_model(capsys, monkeypatch):
+    """Every model's figures at its default size come from the shipped table: `tfbench models`
+    lists all of them without building one (it took 3 minutes when it built all 71)."""
+    def no_build(*args, **kwargs):
+        raise AssertionError("a model was built")
+    monkeypatch.setattr(flops, "spec_stats", no_build)
+    out = _run(capsys)
+    rows = [line.split() for line in out.splitlines()[2:] if line and line[0].isalnum()
+            and not line.startswith(("note:", "gflops:"))]
+    assert len(rows) == len(catalog.all_specs())
+    assert all(r[4] != "-" and r[5] != "-" for r in rows)
+    resnet50 = [r for r in rows if r[:2] == ["resnet50", "imagenet"]][0]
+    # ResNet-50 (v1, tf_cnn_benchmarks' layout) at 224 px: about 25.6 M parameters and
+    # 3.8e9 multiply-adds (He et al. 2015, table 1), 7.7 GFLOPs with a multiply-add = 2.
+    assert int(resnet50[4].replace(",", "")) == pytest.approx(25.6e6, rel=0.01)
+    assert float(resnet50[5]) == pytest.approx(7.7, rel=0.03)
+
+
+def test_help_names_the_table_columns_and_what_they_are_exact_for(capsys):
+    help_text = models_cli._parser().format_help()
+    table_part = help_text.split("table columns:\n", 1)[1].split("\n\n", 1)[0]
+    named = [line.split()[0] for line in table_part.splitlines() if not line.startswith("    ")]
+    header = _run(capsys, "--no_flops").splitlines()[0].split()
+    assert named == header
+    csv_part = help_text.split("--format=csv:", 1)[1]
+    csv_named = [line.split()[0] for line in csv_part.splitlines()[1:]
+                 if line.startswith("  ") and not line.startswith("    ")]
+    csv_header = _run(capsys, "--no_flops", "--format=csv", "trivial").splitlines()[0]
+    in_table = {key for key, _, _, _ in models_cli.TABLE}
+    assert sorted(csv_named) == sorted(set(csv_header.split(",")) - in_table)
+    text = " ".join(help_text.split())
+    assert "params and gflops are exact for the image_size column" in text
+    assert "computed with TensorFlow" in text
+
+
 def test_wildcards_and_too_small_sizes(capsys):
     out = _run(capsys, "--format=table", "--image_size=32", "--model=alex*")
     rows = [l.split() for l in out.splitlines()[2:] if l.startswith("alexnet")]
@@ -60,7 +95,7 @@ def test_wildcards_and_too_small_sizes(capsys):
 
 
 def test_help_says_how_flops_are_counted(capsys):
-    assert models_cli.main(["--help"]) == 0
+    assert cli.main(["tfbench", "models", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "multiply-add counted as 2 FLOPs" in text
     assert "trainable parameters" in text

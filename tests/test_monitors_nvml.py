@@ -298,10 +298,14 @@ def test_uuids_and_unique_uuid_prefixes():
     env = {"CUDA_VISIBLE_DEVICES": "GPU-8932f937"}
     assert uuids(nvml_mod.resolve_handles(fake, None, env)) == [
         (0, "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6")]
-    with pytest.raises(nvml_mod.UnmappedGpu, match="'GPU-8932' matches 2 devices"):
-        nvml_mod.resolve_handles(fake, None, {"CUDA_VISIBLE_DEVICES": "GPU-8932"})
-    with pytest.raises(nvml_mod.UnmappedGpu, match="'GPU-ffff' matches no device NVML sees"):
-        nvml_mod.resolve_handles(fake, None, {"CUDA_VISIBLE_DEVICES": "GPU-ffff"})
+    # A prefix that names several GPUs, or none, ends CUDA's list there: the GPU asked for is
+    # not there, and the error says which entry ended the list.
+    with pytest.raises(nvml_mod.UnmappedGpu,
+                       match=r"GPU 0: CUDA sees 0 GPU.*entry 'GPU-8932': matches 2 devices"):
+        nvml_mod.resolve_handles(fake, [0], {"CUDA_VISIBLE_DEVICES": "GPU-8932"})
+    with pytest.raises(nvml_mod.UnmappedGpu, match="'GPU-ffff': matches no device NVML sees"):
+        nvml_mod.resolve_handles(fake, [0], {"CUDA_VISIBLE_DEVICES": "GPU-ffff"})
+    assert nvml_mod.resolve_handles(fake, None, {"CUDA_VISIBLE_DEVICES": "GPU-8932"}) == []
 
 
 MIG_GPU = on_bus("GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f", 0x07, mig=[
@@ -327,7 +331,7 @@ def test_a_gpu_in_mig_mode_maps_to_its_only_slice_and_never_to_the_whole_gpu():
     with pytest.raises(nvml_mod.UnmappedGpu, match="GPU 1 is in MIG mode with 2 slices"):
         nvml_mod.resolve_handles(FakeNvml([on_bus("GPU-0", 0x01), MIG_GPU]), [1], PCI)
     with pytest.raises(nvml_mod.UnmappedGpu, match="no MIG slice with GPU instance 9"):
-        nvml_mod.resolve_handles(FakeNvml([MIG_GPU]), None, {
+        nvml_mod.resolve_handles(FakeNvml([MIG_GPU]), [0], {
             "CUDA_VISIBLE_DEVICES": "MIG-GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f/9/0"})
 
 

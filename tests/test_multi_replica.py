@@ -75,3 +75,15 @@ def test_dropout_trains_with_one_mask_per_call_on_every_replica(checks, strategy
     assert got["same_mask_on_every_replica"] == [True, True]
     assert got["mask_changed_between_calls"]
     assert got["state_advanced_by"] == [2]      # once per call, not once per replica
+
+
+@pytest.mark.parametrize("strategy", ["mirrored", "central", "independent"])
+def test_each_copy_of_each_variable_is_updated_by_one_kernel_with_keras_values(checks, strategy):
+    """tfbench.engine.update_kernels under each --variable_update's strategy: mirrored keeps a
+    copy per replica (2 variables x 2 devices), central storage one; Keras' own update gives the
+    same weights (up to 1 - beta computed in float32, see tests/test_update_kernels.py)."""
+    copies = 2 if strategy == "central" else 4
+    for name, got in checks["fused_" + strategy].items():
+        assert got["copies"] == copies, name
+        assert got["kernels"] == copies, name
+        assert got["diff"] < 1e-4, name

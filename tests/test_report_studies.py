@@ -60,8 +60,30 @@ def test_repeats_use_the_median_and_failed_rows_are_ignored():
     table = studies.scaling_table(df, "weak")
     assert table["images_per_sec"].tolist() == [100, 180]
     agg = studies.aggregate(df, ["num_devices"])
-    assert agg[["runs", "images_per_sec_lo", "images_per_sec_hi"]].values.tolist() == [
+    assert agg[["num_runs", "images_per_sec_min", "images_per_sec_max"]].values.tolist() == [
         [3, 90, 130], [1, 180, 180]]
+
+
+def test_repeats_are_judged_by_the_rule_of_tfbench_evaluate():
+    """spread = (max - min) / median; unstable above the threshold (10% unless given); a
+    single row keeps what its own --num_runs measured; one unrepeated row has no verdict."""
+    df = frame(row(batch_size=8, images_per_sec=90), row(batch_size=8, images_per_sec=100),
+               row(batch_size=8, images_per_sec=130),
+               row(batch_size=16, images_per_sec=200), row(batch_size=16, images_per_sec=205),
+               row(batch_size=32, images_per_sec=300, num_runs=3, images_per_sec_min=250,
+                   images_per_sec_max=310, spread_pct=20, unstable=1),
+               row(batch_size=64, images_per_sec=400))
+    agg = studies.aggregate(df, ["batch_size"])
+    got = agg[["batch_size", "num_runs", "spread_pct", "unstable", "stable"]]
+    assert [(b, n, round(s, 1) if s == s else None, u if u == u else None, v)
+            for b, n, s, u, v in got.values.tolist()] == [
+        (8, 3, 40.0, 1, "no"), (16, 2, 2.5, 0, "yes"), (32, 3, 20.0, 1, "no"),
+        (64, 1, None, None, "")]
+    lenient = studies.aggregate(df, ["batch_size"], unstable_threshold_pct=50.0)
+    assert lenient["stable"].tolist() == ["yes", "yes", "no", ""]   # row 32 judged by its run
+    # The rule is the one a run applies to its own --num_runs repeats.
+    from tfbench.measure import stats
+    assert stats.repeat_summary([90, 100, 130])["spread_pct"] == pytest.approx(40.0)
 
 
 def test_scaling_groups_split_by_model():
@@ -241,3 +263,70 @@ def test_scaling_section_shows_the_worker_split_when_workers_vary():
                                  ("1", "1", "1", "100.0"), ("2", "2", "4", "50.0")]
     single = studies.study_sections(frame(row(), row(num_devices=2)), ["scaling"], "weak")[0]
     assert "num_workers" not in single.columns and "num_devices" not in single.columns
+
+
+SCALING_NOTE = (
+    "efficiency = (images/sec on N / images/sec on N0) / (N / N0) x 100%, N = devices x "
+    "workers, N0 the fewest in the series; a series holds rows that differ in device count alone "
+    "(a one-device baseline shares no variables and serves every variable_update); weak "
+    "scaling keeps the per-device batch, strong scaling the global batch")
+
+
+def _shown(section):
+    return [[round(v, 4) if isinstance(v, float) else v for v in r]
+            for r in section.frame[section.columns].itertuples(index=False)]
+
+
+def test_each_study_section_shows_its_columns_and_says_how_it_is_computed():
+    """The four report sections, pinned: title, the columns shown, the note, the figures."""
+    (s,) = studies.study_sections(frame(
+        row(num_devices=2, images_per_sec=200), row(num_devices=2, num_workers=2,
+                                                    images_per_sec=360),
+        row(num_devices=1, images_per_sec=110)), kinds=["scaling"])
+    assert (s.slug, s.title, s.note) == ("scaling", "Scaling efficiency", SCALING_NOTE)
+    assert s.columns == ["model", "device_name", "scaling", "num_devices", "num_workers",
+                         "devices", "batch_size", "global_batch_size", "images_per_sec",
+                         "images_per_sec_per_device", "speedup", "efficiency_pct"]
+    # Baseline 1 device at 110: 200 / 110 on 2 devices is 90.9 %, 360 / 110 on 2 x 2 is 81.8 %.
+    assert _shown(s) == [
+        ["resnet50", "GPU-X", "weak", 1, 1, 1, 64, 64, 110.0, 110.0, 1.0, 100.0],
+        ["resnet50", "GPU-X", "weak", 2, 1, 2, 64, 128, 200.0, 100.0, 1.8182, 90.9091],
+        ["resnet50", "GPU-X", "weak", 2, 2, 4, 64, 128, 360.0, 90.0, 3.2727, 81.8182]]
+    (s,) = studies.study_sections(frame(row(num_devices=1, images_per_sec=400),
+                                        row(num_devices=2, images_per_sec=760)),
+                                  kinds=["scaling"], scaling="weak")
+    assert "num_workers" not in s.columns and _shown(s)[1][-2:] == [1.9, 95.0]
+    (s,) = studies.study_sections(frame(
+        row(batch_size=32, images_per_sec=300, peak_mem_gb=2),
+        row(batch_size=64, images_per_sec=380, peak_mem_gb=3),
+        row(batch_size=128, images_per_sec=400, peak_mem_gb=5)), kinds=["batch_size"])
+    assert (s.slug, s.title) == ("batch_size", "Batch-size study")
+    assert s.note == ("knee = smallest batch reaching 90% of the best throughput: "
+                      "model=resnet50, device_name=GPU-X: batch 64, best batch 128")
+    assert s.columns == ["model", "device_name", "batch_size", "global_batch_size",
+                         "images_per_sec", "peak_mem_gb", "pct_of_best", "knee"]
+    assert _shown(s) == [["resnet50", "GPU-X", 32, 32, 300.0, 2.0, 75.0, False],
+                         ["resnet50", "GPU-X", 64, 64, 380.0, 3.0, 95.0, True],
+                         ["resnet50", "GPU-X", 128, 128, 400.0, 5.0, 100.0, False]]
+    (s,) = studies.study_sections(frame(
+        row(precision="fp32", images_per_sec=100, peak_mem_gb=4),
+        row(precision="fp16", images_per_sec=250, peak_mem_gb=3),
+        row(precision="fp16", xla="1", images_per_sec=300, peak_mem_gb=2)),
+        kinds=["precision"])
+    assert (s.slug, s.title, s.note) == ("precision", "Precision / execution matrix",
+                                         "speed-up over fp32 without XLA in the same "
+                                         "configuration")
+    assert _shown(s) == [["resnet50", "GPU-X", "fp32", 100.0, 1.0, 4.0],
+                         ["resnet50", "GPU-X", "fp16 mixed", 250.0, 2.5, 3.0],
+                         ["resnet50", "GPU-X", "fp16 mixed + XLA", 300.0, 3.0, 2.0]]
+    (s,) = studies.study_sections(frame(
+        row(image_size=224, images_per_sec=400, peak_mem_gb=4),
+        row(image_size=299, images_per_sec=220, peak_mem_gb=7)), kinds=["resolution"])
+    assert (s.slug, s.title, s.note) == ("resolution", "Resolution study",
+                                         "relative to the first image size")
+    assert s.columns == ["model", "device_name", "image_size", "pixels_rel", "images_per_sec",
+                         "images_per_sec_rel", "peak_mem_gb", "peak_mem_rel"]
+    # (299 / 224)^2 = 1.7817 times the pixels.
+    assert _shown(s) == [["resnet50", "GPU-X", 224, 1.0, 400.0, 1.0, 4.0, 1.0],
+                         ["resnet50", "GPU-X", 299, 1.7817, 220.0, 0.55, 7.0, 1.75]]
+    assert studies.study_sections(frame(row()), kinds=list(studies.STUDY_KINDS)) == []

@@ -57,6 +57,37 @@ def test_eval_on_real_data(tmp_path, fake_dir):
     assert any(l.startswith("Accuracy @ 1 = ") and l.endswith("[12 examples]") for l in lines)
 
 
+def test_data_only_step_lines_and_total_are_one_figure(fake_dir):
+    """--data_only's Step lines, its total and the input diagnosis's "input pipeline alone" are
+    images over the loop's wall time, on a clock that also ticks between the batches."""
+    from tfbench.config.params import make_params
+    from tfbench.engine import base, runner
+    from tfbench.output.classic_log import ClassicLog
+    from tfbench.results import RunResult
+    ticks = iter(range(10 ** 6))
+    clock = base.Clock(perf_counter=lambda: next(ticks) * 0.001)   # 1 ms per reading
+    lines = []
+    res = runner.run(make_params({"device": "cpu", "model": "trivial", "image_size": 32,
+                                  "batch_size": 4, "num_batches": 10, "num_warmup_batches": 1,
+                                  "display_every": 5, "data_dir": fake_dir, "data_only": True,
+                                  "monitor_interval_ms": 0}),
+                     ClassicLog(lines.append), RunResult(), clock=clock)
+    last = [line for line in lines if line.startswith("10\timages/sec: ")][0]
+    step_figure = float(last.split()[2])
+    assert step_figure == pytest.approx(res.images_per_sec, abs=0.05)
+    assert res.wall_time == pytest.approx(sum(res.step_times))
+
+
+def test_a_real_data_log_holds_no_tensorflow_warning(tmp_path, fake_dir):
+    """tf.distribute's per-device buffer (MultiDeviceIterator) made tf.data warn in the middle
+    of the classic log that it "will not be optimized"; tfbench keeps that line out."""
+    code, out = run_cli(BASE + ["--data_dir=" + fake_dir, "--csv_file="], tmp_path,
+                        env_extra={"TF_CPP_MIN_LOG_LEVEL": "1"})   # the console script's level
+    assert code == 0, out
+    assert "will not be optimized" not in out
+    assert out.splitlines()[-2].startswith("total images/sec: ")
+
+
 def test_diagnose_input_writes_three_figures(tmp_path, fake_dir):
     code, lines = run_inprocess(BASE + ["--data_dir=" + fake_dir, "--diagnose_input",
                                         "--csv_file=d.csv"], tmp_path)
@@ -67,6 +98,10 @@ def test_diagnose_input_writes_three_figures(tmp_path, fake_dir):
     for key in ("synthetic_images_per_sec", "input_only_images_per_sec", "images_per_sec"):
         assert float(row[key]) > 0
     assert row["input_bound"] in ("0", "1")
+    # What the pipeline read with, after the verdict (a CPU run: TensorFlow's shared threads).
+    assert lines[lines.index(verdict[0]) + 1] == (
+        "Input settings: TensorFlow's shared threads for tf.data (the default on the CPU); "
+        "host buffers pageable (--noforce_gpu_compatible)")
 
 
 def test_data_only_needs_real_data(tmp_path):
@@ -83,7 +118,7 @@ def test_missing_data_dir_is_a_clear_error(tmp_path):
     assert last.startswith("tfbench: error:") and "nope" in last and "Traceback" not in err
 
 
-def test_corrupt_record_names_the_file(tmp_path, fake_dir):
+def test_corrupt_record_names_the_file(tmp_path, fake_dir, capsys):
     import shutil
     bad = tmp_path / "bad"
     shutil.copytree(fake_dir, bad)
@@ -93,8 +128,10 @@ def test_corrupt_record_names_the_file(tmp_path, fake_dir):
     victim.write_bytes(bytes(data))
     code, lines = run_inprocess(BASE + ["--data_dir=%s" % bad, "--csv_file=r.csv"], tmp_path)
     assert code == 2
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
-    assert row["status"] == "error" and victim.name in row["error"]
+    (said,) = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert said.startswith("tfbench: error: ") and victim.name in said
+    # The first step could not read its batch: nothing ran, so no row (docs/output.md).
+    assert not (tmp_path / "r.csv").exists()
 
 
 def _epoch_labels(data_dir, monkeypatch, rank, size, train):
@@ -122,3 +159,27 @@ def test_horovod_processes_read_disjoint_shares_of_real_data(tmp_path, monkeypat
     labels = write_labelled_split(str(tmp_path), "train" if train else "validation", 4, 2, 1)
     parts = [_epoch_labels(str(tmp_path), monkeypatch, rank, 2, train) for rank in range(2)]
     assert sorted(parts[0] + parts[1]) == labels
+
+
+def test_a_gpu_run_reads_real_data_with_the_legacy_private_pool(fake_dir, monkeypatch):
+    """The legacy script gave tf.data a private pool of the CPUs minus the GPU threads on GPU
+    runs; tfbench read with TensorFlow's shared threads unless the flag was given."""
+    import os
+    from helpers import FakeGpu
+    from tfbench.config.params import make_params
+    from tfbench.distribute import devices
+    from tfbench.engine.base import ModeRunner
+    from tfbench.engine.plan import resolve
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu(i) for i in range(2)])
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))   # usable CPUs
+
+    def pool(flags):
+        p = make_params(dict(flags, device="gpu", num_gpus=2, model="trivial", image_size=32,
+                             data_dir=fake_dir, data_name="imagenet"))
+        runner = ModeRunner.__new__(ModeRunner)
+        runner.p, runner.plan = p, resolve(p)
+        return runner.pipeline(4, train=True).options().threading.private_threadpool_size
+
+    assert pool({}) == 16 - 2 * 2 - 2 * 2
+    assert pool({"datasets_num_private_threads": 3}) == 3
+    assert pool({"datasets_num_private_threads": 0}) in (None, 0)

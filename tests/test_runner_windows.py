@@ -154,7 +154,7 @@ def test_a_nan_at_a_display_step_leaves_images_per_sec_over_the_steps_timed(gpu,
     """The NaN step was timed and is in step_times: the wall time must cover it too."""
     checked = []
 
-    def check_finite(self, out, where):
+    def check_finite(self, out, where, res):
         checked.append(where)
         if where == "step 10":
             raise NanLoss("Loss became NaN at step 10")
@@ -172,7 +172,7 @@ def test_a_nan_at_a_display_step_leaves_images_per_sec_over_the_steps_timed(gpu,
 def test_a_nan_in_the_second_repeat_keeps_the_first_repeats_figure(gpu, monkeypatch):
     """A completed repeat is a full measurement: a later failure does not replace its figure
     with a partial one (the fallback is for a run that completed no repeat)."""
-    def check_finite(self, out, where):
+    def check_finite(self, out, where, res):
         if len(checked) == 1 and where == "step 1":
             raise NanLoss("Loss became NaN at step 1")
         if where == "step 3":
@@ -203,9 +203,9 @@ def test_warmup_sec_is_one_figure_in_the_json_csv_and_console(gpu, monkeypatch):
     """The wall time of warm-up, host work between its steps included."""
     check_finite = base.ModeRunner._check_finite
 
-    def slow_check(self, out, where):
+    def slow_check(self, out, where, res):
         gpu.sleep(0.5)
-        check_finite(self, out, where)
+        check_finite(self, out, where, res)
 
     monkeypatch.setattr(base.ModeRunner, "_check_finite", slow_check)
     res, _ = run({"num_batches": 2, "num_warmup_batches": 3})
@@ -248,10 +248,34 @@ def test_the_console_summary_is_rendered_from_figures_the_manifest_keeps(gpu):
     res, _ = run(flags)
     lines = console.summary_lines(None, res)
     assert [l.split(":")[0] for l in lines] == [
-        "Model stats", "Cold start", "Memory", "GPU power", "Repeats", "Training-time estimate"]
+        "Model stats", "Cold start", "Host time between steps", "Memory", "GPU power", "Repeats",
+        "Training-time estimate"]
     # No figure is a rendered line.
     assert not [v for v in res.extra.values() if isinstance(v, str) and v in lines]
     p = make_params({"device": "cpu", "model": "trivial", "json_dir": ""})
     saved = json.loads(json.dumps(files.manifest(p, res), default=str))
     loaded = RunResult(**{f.name: saved[f.name] for f in dataclasses.fields(RunResult)})
     assert console.summary_lines(None, loaded) == lines
+
+
+def test_host_time_between_steps_is_what_separates_the_footer_from_the_steady_state(gpu):
+    """Each Step line costs the host 0.5 s here (display_every=1): total images/sec counts it,
+    the step times do not, and the console says how large it was, before the footer."""
+    class SlowLog(ClassicLog):
+        def step(self, report):
+            super().step(report)
+            gpu.run(0.5, IDLE_W)
+
+    lines = []
+    res = runner.run(make_params({"device": "cpu", "model": "trivial", "image_size": 16,
+                                  "batch_size": BATCH, "num_batches": 4,
+                                  "num_warmup_batches": 1, "display_every": 1, "csv_file": "",
+                                  "json_dir": "", "forward_only": True}),
+                     SlowLog(lines.append), RunResult(), clock=CLOCK)
+    assert res.extra["steady_step_sec_mean"] == pytest.approx(STEP_SEC)
+    assert res.extra["host_ms_between_steps"] == pytest.approx(500.0)
+    assert 1000.0 * BATCH / res.images_per_sec == pytest.approx(
+        1000.0 * STEP_SEC + res.extra["host_ms_between_steps"])
+    summary = console.summary_lines(make_params({"device": "cpu"}), res)
+    assert "Host time between steps: 500.00 ms/step (in total images/sec, not in latency or " \
+        "steady state)" in summary

@@ -116,3 +116,40 @@ def test_repeat_summary_single_and_empty():
     none = stats.repeat_summary([])
     assert none["num_runs"] == 0 and none["images_per_sec_median"] is None
     assert console.repeat_lines(none) == []
+
+
+# The Step line's figures (legacy get_perf_timing, benchmark_cnn.py), worked out by hand: batch 4
+# and step times 0.1, 0.2, 0.4 s are speeds 40, 20, 10 images/sec.
+def test_step_line_figures_by_hand():
+    mean, plusminus, jitter = stats.perf_stats(4, [0.1, 0.2, 0.4])
+    assert mean == pytest.approx(4 / (0.7 / 3))              # B / mean time, not mean speed
+    # population std of (40, 20, 10) = sqrt(1400 / 9), over sqrt(3)
+    assert plusminus == pytest.approx((1400 / 9) ** 0.5 / 3 ** 0.5)
+    assert jitter == pytest.approx(1.4826 * 10)             # |40-20|, |20-20|, |10-20| -> 10
+
+
+def test_step_line_figures_even_count_and_ewma():
+    # Speeds 40, 20, 10, 5: median 15, deviations 25, 5, 5, 10 -> median 7.5.
+    assert stats.perf_stats(4, [0.1, 0.2, 0.4, 0.8])[2] == pytest.approx(1.4826 * 7.5)
+    # EWMA 0.5: weights 0.25, 0.5, 1 on 0.1, 0.2, 0.4 s -> 0.525 / 1.75 = 0.3 s.
+    assert stats.perf_stats(4, [0.1, 0.2, 0.4], ewma=0.5)[0] == pytest.approx(4 / 0.3)
+    assert stats.perf_stats(8, [0.5]) == (16.0, 0.0, 0.0)
+
+
+def test_repeat_median_of_an_even_count_is_the_mean_of_the_middle_two():
+    s = stats.repeat_summary([10.0, 40.0, 20.0, 80.0])
+    assert s["images_per_sec_median"] == 30.0 and s["spread_pct"] == pytest.approx(70 / 30 * 100)
+    assert s["images_per_sec_runs"] == [10.0, 40.0, 20.0, 80.0]
+
+
+def test_summaries_at_zero():
+    """A step or a repeat measured at zero (a fake clock, a run that did nothing) gives no ratio
+    and no spread, not a division by zero."""
+    assert stats.cold_start_summary([], [0.0])["first_step_vs_steady"] is None
+    zero = stats.repeat_summary([0.0, 0.0])
+    assert zero["spread_pct"] is None and zero["unstable"] is False
+    small = stats.repeat_summary([0.25, 0.75])
+    assert small["images_per_sec_median"] == 0.5 and small["spread_pct"] == pytest.approx(100.0)
+    assert set(stats.repeat_summary([])) == {
+        "num_runs", "images_per_sec_median", "images_per_sec_min", "images_per_sec_max",
+        "spread_pct", "unstable", "unstable_threshold_pct", "images_per_sec_runs"}

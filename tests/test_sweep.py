@@ -15,6 +15,13 @@ from tfbench.sweep import grid
 from tfbench.cli import sweep as sweep_cli
 from tfbench.report import tables
 
+
+@pytest.fixture(autouse=True)
+def _in_a_temporary_directory(tmp_path, monkeypatch):
+    """A sweep appends its rows to ./tfbench_results.csv as a run does: not in the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # A stand-in for `python -m tfbench`: parses --k=v flags, behaves by --model, writes its row with
@@ -56,6 +63,12 @@ FAKE_CHILD = textwrap.dedent("""\
     speed *= (32.0 / size) ** 2
     if args.get("optimizer") == "adam":
         speed *= 0.5
+    if model == "noisy":   # two repeats: batch 16 gives 469.5 then 302.9 (43%% apart)
+        import os
+        seen = os.path.join(os.path.dirname(args["csv_file"]), "seen-%%d" %% bs)
+        again = os.path.exists(seen)
+        open(seen, "w").close()
+        speed = {16: (469.5, 302.9), 32: (380.0, 380.0), 64: (390.0, 392.0)}[bs][again]
     r.images_per_sec = speed
     r.extra["peak_mem_gb"] = bs * size * size / 1024.0 / 100
     if model == "oomrow":
@@ -165,6 +178,60 @@ def test_batch_precision_resolution_studies_and_repeats(tmp_path, child):
         ("128", "16.00", "0.062", "16.000")]
 
 
+def test_repeats_show_their_spread_and_an_unstable_knee_says_so(tmp_path, child):
+    """Two repeats 43% apart at batch 16: the summary, the CSV table and the report show the
+    median with min-max, spread and the stable verdict of tfbench evaluate, and the knee (batch
+    16 here) is marked unstable."""
+    from tfbench.report import build
+    out_dir = tmp_path / "s"
+    code, out, _ = run_sweep(["--model=noisy", "--sweep=batch_size=16,32,64", "--repeats=2",
+                              "--out_dir=%s" % out_dir], child)
+    assert code == 0
+    shown = [(r["Batch/device"], r["Images/sec"], r["Min images/sec"], r["Max images/sec"],
+              r["Repeats"], r["Spread (%)"], r["Stable?"], r["Knee"])
+             for r in tables.parse_markdown(out[out.index("## Batch-size study"):])]
+    expected = [("16", "386.2", "302.9", "469.5", "2", "43.1", "no", "yes"),
+                ("32", "380.0", "380.0", "380.0", "2", "0.0", "yes", ""),
+                ("64", "391.0", "390.0", "392.0", "2", "0.5", "yes", "")]
+    assert shown == expected
+    assert "knee = smallest batch reaching 90% of the best throughput: model=noisy, " \
+        "device_name=FakeGPU: batch 16 (UNSTABLE: spread 43.1% over 2 repeats), best batch 64" \
+        in out
+    assert "stable as in tfbench evaluate (unstable above 10%). Unstable: model=noisy, " \
+        "device_name=FakeGPU, batch_size=16 (spread 43.1% over 2 repeats)" in out
+    table = read_csv(out_dir / "batch_size.csv")
+    assert [(r["batch_size"], r["spread_pct"][:4], r["stable"]) for r in table] == [
+        ("16", "43.1", "no"), ("32", "0.0", "yes"), ("64", "0.51", "yes")]
+    report = build.build_report([str(out_dir / "sweep.csv")], str(tmp_path / "report"))
+    md = open(report.markdown_path).read()
+    in_report = [(r["Batch/device"], r["Images/sec"], r["Min images/sec"], r["Max images/sec"],
+                  r["Repeats"], r["Spread (%)"], r["Stable?"], r["Knee"])
+                 for r in tables.parse_markdown(md[md.index("## Batch-size study"):])]
+    assert in_report == expected
+
+
+def test_the_readmes_sweep_then_report_pair_gives_the_study(tmp_path, child, capsys):
+    """README: `tfbench sweep --model=resnet50 --sweep=batch_size=16,32,64,128 --repeats=3`,
+    then `tfbench report tfbench_results.csv --out report/`: the sweep's rows are in
+    tfbench_results.csv (as a run's are), so the report holds the batch-size study."""
+    from tfbench import cli
+    with open(os.path.join(REPO, "README.md")) as handle:
+        readme = handle.read()
+    assert "tfbench sweep --model=resnet50 --sweep=batch_size=16,32,64,128 --repeats=3" in readme
+    assert "tfbench report tfbench_results.csv --out report/" in readme
+    code, _, _ = run_sweep(["--model=resnet50", "--sweep=batch_size=16,32,64,128",
+                            "--repeats=3", "--out_dir=study"], child)
+    assert code == 0
+    assert len(read_csv(tmp_path / "tfbench_results.csv")) == 12
+    assert cli.main(["tfbench", "report", "tfbench_results.csv", "--out", "report/"]) == 0
+    printed = capsys.readouterr().out
+    assert " in report/plots\n" in printed and "//" not in printed
+    report = (tmp_path / "report" / "report.md").read_text()
+    study = tables.parse_markdown(report[report.index("## Batch-size study"):])
+    assert [(r["Batch/device"], r["Repeats"], r["Knee"]) for r in study] == [
+        ("16", "3", ""), ("32", "3", ""), ("64", "3", "yes"), ("128", "3", "")]
+
+
 def test_swept_flag_without_csv_column_keeps_points_apart(tmp_path, child):
     code, out, _ = run_sweep(["--sweep=optimizer=sgd,adam", "--sweep=num_gpus=1,2",
                               "--out_dir=%s" % (tmp_path / "o")], child)
@@ -214,7 +281,7 @@ def test_cli_usage_errors():
 
 def test_main_reports_usage_errors(capsys):
     assert sweep_cli.main(["--sweep=bogus=1"]) == errors.EXIT_USAGE
-    assert "tfbench sweep: error: --sweep: unknown flag 'bogus'" in capsys.readouterr().err
+    assert "tfbench: error: --sweep: unknown flag 'bogus'" in capsys.readouterr().err
 
 
 def test_sweep_presets_build():
@@ -259,4 +326,4 @@ def test_interrupt_stops_the_child_keeps_its_row_and_writes_the_tables(tmp_path,
 def test_exit_code_is_1_when_no_point_succeeds(tmp_path, child):
     code, out, err = run_sweep(["--sweep=model=crash,nan", "--out_dir=%s" % tmp_path], child)
     assert code == errors.EXIT_RUN_ERROR
-    assert "no point ran successfully" in err and "## All points" in out
+    assert "tfbench: error: no point ran successfully" in err and "## All points" in out

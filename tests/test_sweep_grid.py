@@ -97,14 +97,3 @@ def test_child_params_parse_flags_as_the_cli_does():
     with pytest.raises(errors.UsageError, match="--use_fp16 asks for fp16"):
         grid.child_params(["--use_fp16", "--precision=fp32"])
 
-
-def test_flagfile_expansion(tmp_path):
-    inner = tmp_path / "inner.flags"
-    inner.write_text("--device=cpu\n")
-    outer = tmp_path / "outer.flags"
-    outer.write_text("# a preset\n--sweep=num_gpus=1,2\n\n// more\n--flagfile=%s\n" % inner)
-    assert grid.expand_flagfiles(["--model=x", "--flagfile=%s" % outer]) == [
-        "--model=x", "--sweep=num_gpus=1,2", "--device=cpu"]
-    with pytest.raises(errors.UsageError, match="cannot read --flagfile"):
-        grid.expand_flagfiles(["--flagfile=%s" % (tmp_path / "missing")])
-

@@ -15,6 +15,13 @@ from tfbench import errors
 from tfbench.sweep import child, max_batch
 from tfbench.report import tables
 
+
+@pytest.fixture(autouse=True)
+def _in_a_temporary_directory(tmp_path, monkeypatch):
+    """A sweep appends its rows to ./tfbench_results.csv as a run does: not in the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

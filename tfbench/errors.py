@@ -15,6 +15,9 @@ from __future__ import annotations
 import re
 from typing import Callable, Optional
 
+# Every failure ends with this one line on stderr, whatever the command (docs/output.md).
+ERROR_PREFIX = "tfbench: error: "
+
 EXIT_OK = 0
 EXIT_RUN_ERROR = 1
 EXIT_USAGE = 2
@@ -23,6 +26,11 @@ EXIT_NAN = 4
 EXIT_DISTRIBUTED = 5
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
+
+
+def error_line(message: str) -> str:
+    """`tfbench: error: MESSAGE`, the line a failed command ends with."""
+    return ERROR_PREFIX + message
 
 
 class TfbenchError(Exception):

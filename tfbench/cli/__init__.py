@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 from typing import Optional, Sequence
 
+from tfbench.cli.guard import print_error
 from tfbench.config import flagdefs, startup_env
 from tfbench.errors import EXIT_OK, EXIT_USAGE, TfbenchError
 
@@ -26,6 +28,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "env": ("tfbench.cli.env", "print the environment manifest"),
     "peak": ("tfbench.cli.peak", "measure achievable TFLOP/s per precision (the MFU peak)"),
     "make_fake_imagenet": ("tfbench.cli.make_fake_imagenet", "write a small ImageNet in TFRecords"),
+    "presets": ("tfbench.cli.presets", "list the flagfile presets and helper scripts (flags/, "
+                                       "scripts/) and where they are installed"),
 }
 
 PROG = "tfbench"
@@ -35,7 +39,8 @@ def usage() -> str:
     lines = ["usage: %s [--flagfile=FILE] [--FLAG=VALUE ...]    run a benchmark" % PROG,
              "       %s SUBCOMMAND [args]" % PROG, "", "subcommands:"]
     lines += ["  %-20s %s" % (name, desc) for name, (_, desc) in SUBCOMMANDS.items()]
-    lines += ["", "Run `%s --helpfull` for every benchmark flag." % PROG]
+    lines += ["", "Run `%s --helpfull` for every benchmark flag; `%s presets` lists the "
+              "--flagfile presets (flags/NAME.flags, found from any directory)." % (PROG, PROG)]
     return "\n".join(lines)
 
 
@@ -69,15 +74,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     elif args and not args[0].startswith("-"):
         name = args[0]
         if name not in SUBCOMMANDS:
-            run.error_line("unknown subcommand '%s'; choose one of: %s (or pass benchmark "
-                           "flags such as --model=resnet50)" % (name, ", ".join(SUBCOMMANDS)))
+            print_error("unknown subcommand '%s'; choose one of: %s (or pass benchmark "
+                        "flags such as --model=resnet50)" % (name, ", ".join(SUBCOMMANDS)))
             return EXIT_USAGE
         module = importlib.import_module(SUBCOMMANDS[name][0])
         try:
             return int(module.main(args[1:]) or 0)
         except TfbenchError as exc:
-            run.error_line(str(exc))
+            print_error(str(exc))
             return exc.exit_code
+        except SystemExit as exc:   # argparse's --help
+            return exc.code if isinstance(exc.code, int) else EXIT_OK
     return run.run_benchmark([argv[0]] + args)
 
 
@@ -87,9 +94,30 @@ def entry_point() -> None:
     startup_env.apply()
     # Keep TF's C++ INFO chatter off stderr; warnings and errors still show.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    code = main(sys.argv)
-    sys.stdout.flush()
+    try:
+        code = main(sys.argv)
+        sys.stdout.flush()
+    except BrokenPipeError:   # `tfbench models | head`: the reader left, nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 128 + signal.SIGPIPE
     sys.stderr.flush()
+    remove_autograph_files()
     # Skip interpreter and TF teardown: their late messages would land after the footer
     # that legacy parsers read as the second-to-last line.
     os._exit(code)
+
+
+def remove_autograph_files() -> None:
+    """Deletes the modules TensorFlow's autograph wrote to the temporary directory for this
+    process (`__autograph_generated_file*.py`, one per converted function). TensorFlow removes
+    them at interpreter exit, which os._exit skips."""
+    import tempfile
+    temp = os.path.realpath(tempfile.gettempdir())
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if name.startswith("__autograph_generated_file") and path and \
+                os.path.dirname(os.path.realpath(path)) == temp:
+            try:
+                os.remove(path)
+            except OSError:
+                pass

@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tfbench import errors
+from tfbench.cli.guard import Parser
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="tfbench compare", allow_abbrev=False,
+    p = Parser(
+        prog="tfbench compare",
         description="Match configurations of two results CSV files (or two evaluation "
                     "directories: by model, run and execution mode), show B/A ratios and "
                     "whether each difference is larger than the runs' spread.")
@@ -26,12 +26,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """Entry point for `tfbench compare ...` (argv without the subcommand)."""
     args = _parser().parse_args(argv)
-    try:
-        from tfbench.report import compare
-        comp = compare.compare_files(args.a, args.b)
-    except errors.TfbenchError as exc:
-        print("tfbench compare: error: %s" % exc, file=sys.stderr)
-        return exc.exit_code
+    from tfbench.report import compare
+    comp = compare.compare_files(args.a, args.b)
     out = compare.render(comp, args.a, args.b, args.format)
     sys.stdout.write(out)
     if args.out:

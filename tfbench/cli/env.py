@@ -32,7 +32,7 @@ def parse_args(argv: Sequence[str]) -> Optional[str]:
                 raise UsageError("--format needs a value: text or json")
             fmt = args.pop(0)
         else:
-            raise UsageError("tfbench env: unknown argument %r (%s)" % (arg, USAGE))
+            raise UsageError("env: unknown argument %r (%s)" % (arg, USAGE))
         if fmt not in FORMATS:
             raise UsageError("--format=%s is not one of text, json" % fmt)
     return fmt

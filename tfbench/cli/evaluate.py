@@ -17,7 +17,8 @@ import sys
 from typing import Optional, Sequence
 
 from tfbench import errors
-from tfbench.cli.guard import guarded
+from tfbench.cli.guard import Parser, guarded
+from tfbench.config import presets
 from tfbench.sweep import evaluate as ev
 from tfbench.sweep import grid
 from tfbench.sweep.child import DEFAULT_CHILD
@@ -27,7 +28,7 @@ DEFAULT_OUT_DIR = "tfbench_evaluation"
 
 def _parser() -> argparse.ArgumentParser:
     d = ev.Method()
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="tfbench evaluate", allow_abbrev=False,
         description="Evaluate a GPU the way practitioners publish it: five models x three "
                     "execution modes, training throughput, inference latency at batch 1, peak "
@@ -117,7 +118,7 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stream=
           gpus: Optional[tuple[int, str]] = None):
     """Parses argv; returns (options, Evaluation, the directory's record: stored, or new and not
     yet saved). Nothing runs and nothing is written."""
-    argv = grid.expand_flagfiles(argv)
+    argv = presets.expand_flagfiles(argv)
     args, base = _parser().parse_known_args(argv)
     stray = [t for i, t in enumerate(base) if not t.startswith("-")
              and not (i and base[i - 1].startswith("--") and "=" not in base[i - 1])]
@@ -179,7 +180,8 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
         return code
     report, checked = _report(args, evaluation.method, record, stdout, say)
     if code == errors.EXIT_OK and report.first_table.empty:
-        say("no run succeeded; see the logs in %s" % os.path.join(out_dir, "logs"))
+        print(errors.error_line("no run succeeded; see the logs in %s"
+                                % os.path.join(out_dir, "logs")), file=stderr)
         code = errors.EXIT_RUN_ERROR
     if code == errors.EXIT_OK and checked is False and args.browser_check == "yes":
         code = errors.EXIT_RUN_ERROR
@@ -229,4 +231,4 @@ def _browser_check(html_path: str, mode: str) -> tuple[Optional[bool], str]:
 
 def main(argv: list[str]) -> int:
     """Entry point for `tfbench evaluate ...` (argv without the subcommand)."""
-    return guarded("evaluate", run, argv)
+    return guarded(run, argv)

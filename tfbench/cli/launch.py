@@ -19,14 +19,15 @@ import sys
 from typing import Optional, Sequence, TextIO
 
 from tfbench import errors
-from tfbench.cli.guard import guarded
+from tfbench.cli.guard import Parser, guarded
+from tfbench.config import presets
 from tfbench.launch import remote as launch_remote, run as launch
 from tfbench.sweep import grid as sweep_grid
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="tfbench launch", allow_abbrev=False,
+    p = Parser(
+        prog="tfbench launch",
         usage="tfbench launch --hosts=H1,H2,... [options] -- BENCHMARK FLAGS",
         description="Run one benchmark task per host through a remote shell (ssh), as one "
                     "MultiWorkerMirroredStrategy cluster: the chief's classic log on stdout, "
@@ -37,7 +38,8 @@ def _parser() -> argparse.ArgumentParser:
                         "and --num_gpus GPUs of its own)")
     p.add_argument("--rsh", default=launch_remote.DEFAULT_RSH,
                    help="remote shell taking HOST COMMAND as ssh does (default %(default)r); "
-                        "no -t: the tasks stop when its stdin closes")
+                        "no -t: the tasks stop when its stdin closes. scripts/local_rsh.sh (a "
+                        "preset, found from any directory) runs 127.0.0.1 hosts on this machine")
     p.add_argument("--remote_cmd", default=launch_remote.DEFAULT_REMOTE_CMD,
                    help="how a host starts tfbench, a shell fragment such as "
                         "'cd /work && /opt/venv/bin/tfbench' (default %(default)r)")
@@ -72,7 +74,7 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
     if unknown:
         raise errors.UsageError("unknown tfbench launch option %r (benchmark flags go after "
                                 "--)" % unknown[0])
-    flags = sweep_grid.expand_flagfiles(flags)
+    flags = presets.expand_flagfiles(flags)
     given = {t[2:].split("=", 1)[0] for t in flags if t.startswith("--")}
     taken = [name for name in launch.CLUSTER_FLAGS if name in given]
     if taken:
@@ -97,6 +99,8 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
                                 "several times --num_gpus GPUs of its own"
                                 % (p.gpu_indices, ", ".join(shared)))
     rsh = shlex.split(args.rsh)
+    if rsh and shutil.which(rsh[0]) is None and presets.find(rsh[0]):
+        rsh[0] = os.path.abspath(presets.find(rsh[0]))   # scripts/local_rsh.sh from anywhere
     if not rsh or shutil.which(rsh[0]) is None:
         raise errors.UsageError("--rsh=%s: %s" % (args.rsh, "empty" if not rsh else
                                                   "%s not found" % rsh[0]))
@@ -113,7 +117,8 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
         hosts=hosts, flags=sweep_grid.strip_flags(flags, ["csv_file"]), rsh=rsh,
         remote_cmd=args.remote_cmd.strip(), out_dir=args.out_dir or launch.default_out_dir(),
         csv_file=p.csv_file or "", cluster_timeout=float(p.cluster_timeout_secs),
-        nccl_debug=args.nccl_debug, gpus_per_task=gpus_per_task)
+        nccl_debug=args.nccl_debug, gpus_per_task=gpus_per_task,
+        command=shlex.join(["tfbench", "launch"] + list(argv)))
     return args, cfg
 
 
@@ -154,4 +159,4 @@ def _ssh_stdin_options(rsh: list[str]) -> str:
 
 def main(argv: list[str]) -> int:
     """Entry point for `tfbench launch ...` (argv without the subcommand)."""
-    return guarded("launch", run, argv, (signal.SIGINT, signal.SIGTERM))
+    return guarded(run, argv, (signal.SIGINT, signal.SIGTERM))

@@ -8,12 +8,13 @@ import os
 import sys
 from typing import Optional, Sequence
 
+from tfbench.cli.guard import Parser
 from tfbench.data.fake_imagenet import write_fake_imagenet
 from tfbench.errors import UsageError
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="tfbench make_fake_imagenet",
         description="Write a small ImageNet in the legacy TFRecord layout (train-*-of-*, "
                     "validation-*-of-*) for trying the real-data input pipeline.")
@@ -31,23 +32,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the subcommand; `argv` are the arguments after `make_fake_imagenet`."""
-    try:
-        args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    except SystemExit as exit_:  # argparse printed the usage error or --help
-        return int(exit_.code or 0)
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     validation = args.validation_images
     if validation is None:
         validation = max(1, args.num_images // 4)
     try:
         paths = write_fake_imagenet(args.out, args.num_images, validation, args.num_shards,
                                     args.seed, args.image_size)
-    except UsageError as err:
-        print("tfbench make_fake_imagenet: error: %s" % err, file=sys.stderr)
-        return err.exit_code
     except OSError as err:
-        print("tfbench make_fake_imagenet: error: cannot write %s: %s" % (args.out, err),
-              file=sys.stderr)
-        return UsageError.exit_code
+        raise UsageError("cannot write %s: %s" % (args.out, err.strerror or err)) from None
     num_train = sum(1 for p in paths if os.path.basename(p).startswith("train-"))
     print("wrote %d training and %d validation images in %d + %d files to %s"
           % (args.num_images, validation, num_train, len(paths) - num_train, args.out))

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
+from tfbench.cli.guard import Parser
 from tfbench.errors import UsageError
 from tfbench.measure import peak
 from tfbench.output.csv_out import write_json_atomic
@@ -24,20 +24,24 @@ def _store(device_name: str, precision: str, result: dict) -> None:
 
 def main(argv: list[str]) -> int:
     """`tfbench peak`: measures achievable TFLOP/s per precision and caches it for MFU."""
-    ap = argparse.ArgumentParser(prog="tfbench peak", description=main.__doc__)
+    ap = Parser(prog="tfbench peak", description=(
+        "Measure the achievable TFLOP/s of this device per precision (a large matmul and a 3x3 "
+        "convolution training step; the peak is the larger) and cache it in %s (under "
+        "$TFBENCH_CACHE_DIR when set, else ~/.cache/tfbench), per device, TensorFlow version "
+        "and precision. Later runs on the device report MFU against it, unless --peak_tflops "
+        "or, on a GPU, the datasheet table gives a peak." % peak.CACHE_FILE))
     ap.add_argument("--device", choices=("cpu", "gpu"), default=None,
-                    help="default: gpu when one is visible, else cpu")
+                    help="the device to probe (default: gpu when one is visible, else cpu)")
     ap.add_argument("--precision", default="fp32,bf16",
-                    help="comma-separated: fp32, fp16, bf16 (default fp32,bf16)")
-    ap.add_argument("--matmul_size", type=int, default=0, help="N of the NxN matmul")
-    ap.add_argument("--conv_size", type=int, default=0, help="image size of the conv probe")
-    ap.add_argument("--seconds", type=float, default=2.0, help="timing budget per probe")
-    try:
-        args = ap.parse_args(argv)
-    except SystemExit as exc:
-        if exc.code:
-            raise UsageError("bad arguments for `tfbench peak` (see --help)") from None
-        return 0
+                    help="comma-separated: fp32, fp16, bf16 (default %(default)s)")
+    ap.add_argument("--matmul_size", type=int, default=0,
+                    help="N of the NxN matmul (default 0: 8192 on a GPU, 2048 on a CPU)")
+    ap.add_argument("--conv_size", type=int, default=0,
+                    help="image size of the convolution probe (default 0: 56 on a GPU, 28 on "
+                         "a CPU)")
+    ap.add_argument("--seconds", type=float, default=2.0,
+                    help="timing budget per probe, seconds (default %(default)g)")
+    args = ap.parse_args(argv)
     precisions = [x for x in args.precision.split(",") if x]
     bad = [x for x in precisions if x not in peak.PRECISIONS]
     if bad or not precisions:

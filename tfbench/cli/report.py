@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import os
 
-from tfbench import errors
+from tfbench.cli.guard import Parser
+from tfbench.measure import stats
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="tfbench report", allow_abbrev=False,
+    p = Parser(
+        prog="tfbench report",
         description="Markdown and HTML tables and PNG plots from tfbench results CSV files.")
     p.add_argument("csv", nargs="+", help="results CSV files (e.g. tfbench_results.csv, "
                                            "<sweep out_dir>/sweep.csv)")
@@ -21,6 +22,11 @@ def _parser() -> argparse.ArgumentParser:
                         "next to each CSV); used for the time-series plots")
     p.add_argument("--knee_pct", type=float, default=90.0,
                    help="batch-size knee: smallest batch reaching this %% of the best")
+    p.add_argument("--unstable_threshold_pct", type=float,
+                   default=stats.DEFAULT_UNSTABLE_THRESHOLD_PCT,
+                   help="repeated configurations whose spread ((max - min) / median) exceeds "
+                        "this are marked unstable, as tfbench evaluate marks them (default "
+                        "%(default)g)")
     p.add_argument("--max_plots", type=int, default=12,
                    help="at most this many plots of each kind (default 12)")
     p.add_argument("--title", default="tfbench report")
@@ -33,15 +39,12 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """Entry point for `tfbench report ...` (argv without the subcommand)."""
     args = _parser().parse_args(argv)
-    try:
-        from tfbench.report.build import build_report
-        report = build_report(args.csv, args.out, args.json_dir, args.knee_pct, args.max_plots,
-                              args.title)
-    except errors.TfbenchError as exc:
-        print("tfbench report: error: %s" % exc, file=sys.stderr)
-        return exc.exit_code
-    print("report: %s\n        %s\nplots:  %d in %s/plots" % (
-        report.markdown_path, report.html_path, len(report.plots), args.out))
+    from tfbench.report.build import build_report
+    report = build_report(args.csv, args.out, args.json_dir, args.knee_pct, args.max_plots,
+                          args.title, args.unstable_threshold_pct)
+    print("report: %s\n        %s\nplots:  %d in %s" % (
+        report.markdown_path, report.html_path, len(report.plots),
+        os.path.join(args.out, "plots")))
     if args.browser_check:
         from tfbench.report import browser_check
         passed, line = browser_check.check_report(report.html_path)

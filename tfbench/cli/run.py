@@ -16,15 +16,9 @@ import traceback
 from typing import Callable, Optional, Sequence
 
 from tfbench import errors
+from tfbench.cli.guard import print_error
 from tfbench.config.argv import parse_params
-from tfbench.errors import EXIT_OK, Interrupted, TfbenchError, UsageError
-
-
-def error_line(message: str) -> None:
-    """`tfbench: error: MESSAGE`, the one line a failed command ends with."""
-    sys.stdout.flush()
-    sys.stderr.write("%s: error: %s\n" % ("tfbench", message))
-    sys.stderr.flush()
+from tfbench.errors import EXIT_OK, EXIT_USAGE, Interrupted, TfbenchError, UsageError
 
 
 def _internal_error(p, result, exc: Exception) -> None:
@@ -63,7 +57,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     try:
         p = parse_params(argv)
     except UsageError as exc:
-        error_line(str(exc))
+        print_error(str(exc))
         return exc.exit_code
     result = RunResult(command=" ".join(shlex.quote(a) for a in argv))
     restore = errors.interrupt_on_signals()
@@ -92,15 +86,18 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     finally:
         errors.release_sigterm()
         restore()
+    if code == EXIT_USAGE and not (result.step_times or result.warmup_times):
+        print_error(result.error)   # refused before any step: nothing to record (output.md)
+        return code
     try:
         lines = outputs.write_all(p, result)
     except OSError as exc:
-        error_line("could not write results: %s" % exc)
+        print_error("could not write results: %s" % exc)
         return code or 1
     if code != EXIT_OK:
         for line in console.stopped_lines(result) + lines:
             emit(line)
-        error_line(result.error)
+        print_error(result.error)
         return code
     for line in console.summary_lines(p, result) + lines:
         emit(line)

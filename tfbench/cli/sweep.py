@@ -16,15 +16,16 @@ import sys
 from typing import Optional, Sequence
 
 from tfbench import errors
-from tfbench.cli.guard import guarded
+from tfbench.cli.guard import Parser, guarded
+from tfbench.config import flagdefs, presets
 from tfbench.sweep import grid, max_batch, summary
 from tfbench.sweep.child import DEFAULT_CHILD
 from tfbench.sweep.runner import Sweep, SweepConfig
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="tfbench sweep", allow_abbrev=False,
+    p = Parser(
+        prog="tfbench sweep",
         description="Run a grid of benchmark configurations, each point in its own process, and "
                     "print the study tables (scaling, batch size, precision, resolution). All "
                     "other flags go to every point.")
@@ -53,9 +54,10 @@ def _parser() -> argparse.ArgumentParser:
                         "on a host without a GPU; on GPU use --gpu_memory_limit_mb")
     p.add_argument("--point_timeout_sec", type=float, default=None,
                    help="stop a point that runs longer than this (status error)")
-    p.add_argument("--csv_file", default=None,
-                   help="also append every row to this CSV (the rows are always in "
-                        "<out_dir>/sweep.csv)")
+    p.add_argument("--csv_file", default=flagdefs.BY_NAME["csv_file"].default,
+                   help="also append every row to this CSV, as a run does (default "
+                        "%(default)s, so `tfbench report %(default)s` shows the study; empty: "
+                        "only <out_dir>/sweep.csv, where the rows always are)")
     p.add_argument("--json_dir", default=None,
                    help="JSON manifests directory for the children (default <out_dir>/runs)")
     return p
@@ -64,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
 def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
           stream=None) -> tuple[argparse.Namespace, Sweep]:
     """Parses argv into the sweep options and a ready Sweep (no process started)."""
-    argv = grid.expand_flagfiles(argv)
+    argv = presets.expand_flagfiles(argv)
     parser = _parser()
     args, base = parser.parse_known_args(argv)
     stray = [t for i, t in enumerate(base) if not t.startswith("-")
@@ -134,8 +136,8 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
               % len(engine.records), file=stderr)
     ok = any(row["status"] == "ok" for r in engine.records for row in r.rows)
     if engine.records and not ok and exit_code == errors.EXIT_OK:
-        print("tfbench sweep: no point ran successfully; see the logs in %s"
-              % os.path.join(config.out_dir, "logs"), file=stderr)
+        print(errors.error_line("no point ran successfully; see the logs in %s"
+                                % os.path.join(config.out_dir, "logs")), file=stderr)
         exit_code = errors.EXIT_RUN_ERROR
     if engine.records:
         from tfbench.report import tables
@@ -151,4 +153,4 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
 
 def main(argv: list[str]) -> int:
     """Entry point for `tfbench sweep ...` (argv without the subcommand)."""
-    return guarded("sweep", run, argv)
+    return guarded(run, argv)

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from absl import flags
 
-from tfbench.config import flagdefs
+from tfbench.config import flagdefs, presets
 from tfbench.config.params import Params, make_params
 from tfbench.errors import UsageError
 
@@ -36,11 +36,15 @@ def define_flags(values: flags.FlagValues) -> None:
 
 
 def parse_params(argv: Sequence[str]) -> Params:
-    """argv (program name first) -> validated Params. UsageError on bad input."""
+    """argv (program name first) -> validated Params. UsageError on bad input.
+
+    --flagfile is read here (tfbench.config.presets), so that a preset's relative path
+    (flags/NAME.flags) works from any directory."""
     values = flags.FlagValues()
     define_flags(values)
+    argv = list(argv[:1]) + presets.expand_flagfiles(argv[1:])
     try:
-        rest = values(list(argv), known_only=False)
+        rest = values(argv, known_only=False)
     except flags.Error as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
     if len(rest) > 1:

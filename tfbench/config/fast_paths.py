@@ -2,15 +2,17 @@
 
 The GPU path is TensorFlow's and Keras' standard one, so every op it builds has a GPU kernel
 (tests/test_gpu_kernels.py traces the GPU steps and checks each op against the kernel registry).
-On the CPU three rewrites are faster, and only the CPU takes them:
+Its optimizer update is one TensorFlow training kernel per variable on every device kind
+(ResourceApplyGradientDescent, -KerasMomentum, -RMSProp, -Adam: tfbench.engine.update_kernels),
+as the legacy script's. On the CPU three rewrites are faster, and only the CPU takes them:
 
-  fused_sgd_update   SGD on one replica as one TensorFlow training kernel per variable
-                     (ResourceApplyProximalGradientDescent, the one with the weight decay in it,
-                     is registered for the CPU only) instead of Keras' element-wise update
-  dense_input_grad   a wide fully connected layer's input gradient as (W @ dy^T)^T
-                     (models/affine_grad), which spares oneDNN a transposed-weight matmul
-  frozen_weights     a forward-only process lets oneDNN keep its weights in its own layout
-                     (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS)
+  sgd_decay_in_update  plain SGD on one replica applies the weight decay inside its update
+                       kernel (ResourceApplyProximalGradientDescent, registered for the CPU
+                       only) instead of differentiating the L2 term
+  dense_input_grad     a wide fully connected layer's input gradient as (W @ dy^T)^T
+                       (models/affine_grad), which spares oneDNN a transposed-weight matmul
+  frozen_weights       a forward-only process lets oneDNN keep its weights in its own layout
+                       (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS)
 
 Steps carry their FastPaths in StepConfig; layers read the selection that is active while a step
 is traced (`using`), per thread, because MirroredStrategy traces each replica on its own thread.
@@ -26,13 +28,13 @@ from typing import Iterator
 
 @dataclasses.dataclass(frozen=True)
 class FastPaths:
-    fused_sgd_update: bool = False
+    sgd_decay_in_update: bool = False
     dense_input_grad: bool = False
     frozen_weights: bool = False
 
 
 STANDARD = FastPaths()
-CPU = FastPaths(fused_sgd_update=True, dense_input_grad=True, frozen_weights=True)
+CPU = FastPaths(sgd_decay_in_update=True, dense_input_grad=True, frozen_weights=True)
 
 
 def for_device(kind: str) -> FastPaths:

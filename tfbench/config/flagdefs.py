@@ -153,7 +153,10 @@ LEGACY_FLAGS: tuple[FlagSpec, ...] = (
     _k("bool", "ml_perf", False, "MLPerf-style ImageNet preprocessing (mean subtraction)."),
     _g("bool", "datasets_use_prefetch", True, "MultiDeviceIterator prefetch (TF1)."),
     _g("int", "datasets_prefetch_buffer_size", 1, "Prefetch buffer per device."),
-    _k("int", "datasets_num_private_threads", None, "Private thread pool size for tf.data."),
+    _k("int", "datasets_num_private_threads", None,
+       "Private thread pool size for tf.data (0: TensorFlow's shared threads). Default on "
+       "GPUs: the CPUs minus the GPU threads minus 2 per GPU, as the legacy script; on the "
+       "CPU: the shared threads."),
     _k("bool", "datasets_use_caching", False, "Cache the input records in memory."),
     _k("int", "datasets_parallel_interleave_cycle_length", None, "Interleave width (default 10)."),
     _k("bool", "datasets_sloppy_parallel_interleave", False, "Non-deterministic interleave order."),
@@ -165,7 +168,9 @@ LEGACY_FLAGS: tuple[FlagSpec, ...] = (
        "--no form removes it)."),
     _g("bool", "sync_on_finish", False, "Sync devices after each step."),
     _g("bool", "staged_vars", False, "Staged variables."),
-    _g("bool", "force_gpu_compatible", False, "force_gpu_compatible."),
+    _k("bool", "force_gpu_compatible", False,
+       "Host tensors in pinned memory (gpu_options.force_gpu_compatible): input batches copy "
+       "to the GPUs by DMA."),
     _k("bool", "allow_growth", None, "GPU memory growth."),
     _k("bool", "xla", False, "Compile the step with XLA."),
     _k("bool", "xla_compile", False, "Compile the step with XLA (same as --xla in tfbench)."),

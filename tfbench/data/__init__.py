@@ -47,9 +47,11 @@ OutOfRangeError when no example is readable. The runner should do:
 --data_only / --diagnose_input (tfbench.data.diagnose):
   input_only_benchmark(dataset, num_batches, num_warmup) -> list[float]   per-batch seconds
   input_bound_verdict(synthetic_ips, real_ips, input_only_ips, threshold=0.9) -> (bool, str)
+  input_settings_line(threads, origin, pinned) -> str   the tf.data threads and host buffers
 
 num_intra_threads / num_inter_threads are process-wide (tf.config.threading) and set by the
-runner; this package applies only the tf.data options (--datasets_*).
+runner; this package applies only the tf.data options (--datasets_*; the private pool's size as
+the engine resolved it, tfbench.distribute.gpu_env.private_threads).
 """
 
 import importlib
@@ -61,6 +63,7 @@ _EXPORTS = {
     "explain_data_error": "data_errors", "find_bad_file": "data_errors",
     "is_data_error": "data_errors",
     "input_bound_verdict": "diagnose", "input_only_benchmark": "diagnose",
+    "input_settings_line": "diagnose",
     "make_dataset": "factory", "Shard": "sharding",
     "data_source_label": "sources", "describe": "sources", "is_real_data": "sources",
     "num_examples": "factory", "resolve_data_name": "sources",

@@ -4,7 +4,7 @@ real-data run is input-bound. Pure pieces; the runner wires them."""
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from typing import Iterable, Optional
 
 INPUT_BOUND_THRESHOLD = 0.9
 
@@ -52,3 +52,16 @@ def input_bound_verdict(synthetic_ips: float, real_ips: float, input_only_ips: f
                    "and the pipeline compete for the host (CPU threads, host-to-device copies); "
                    "try --datasets_num_private_threads to cap the pipeline's threads, or more "
                    "host cores" % (numbers, 100 * ratio, input_only_ips / real_ips))
+
+
+def input_settings_line(threads: Optional[int], origin: str, pinned: bool) -> str:
+    """What the real-data runs read with: tf.data's threads (a private pool of `threads`, or
+    TensorFlow's shared threads) and where that comes from, and the host buffers."""
+    if threads:
+        pool = "a private tf.data thread pool of %d thread%s (%s)" % (
+            threads, "" if threads == 1 else "s", origin)
+    else:
+        pool = "TensorFlow's shared threads for tf.data (%s)" % (
+            "the default on the CPU" if origin == "default" else origin)
+    return "Input settings: %s; host buffers %s (--%sforce_gpu_compatible)" % (
+        pool, "pinned" if pinned else "pageable", "" if pinned else "no")

@@ -338,7 +338,32 @@ def configure_runtime(p, plan: DevicePlan, gpu_memory_limit_mb: Optional[int] = 
                 tf.config.threading.set_inter_op_parallelism_threads, p.num_inter_threads)
     if not p.enable_optimizations:
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+    if p.force_gpu_compatible:
+        setting("pinned host buffers (--force_gpu_compatible)", force_gpu_compatible)
     return refused
+
+
+def force_gpu_compatible() -> None:
+    """Host tensors in pinned (page-locked) memory, as the legacy script's ConfigProto
+    gpu_options.force_gpu_compatible: the input pipeline's batches then copy to a GPU by DMA
+    without a staging copy (gpu_device_factory.cc's GPUCompatibleCPUDevice reads the option when
+    the runtime creates its CPU device; without a GPU it keeps the plain allocator).
+
+    TF2 has no public setter: the eager context hands its ConfigProto (`_config`, TF 2.17 to
+    2.21) with its own settings merged in (`context.config`) to the runtime when it starts.
+    Physical devices are listed first, so the context has already imported `_config`'s
+    device options and reads only the GPU option from it from then on."""
+    from tensorflow.core.protobuf import config_pb2
+    from tensorflow.python.eager import context
+    tf.config.list_physical_devices()
+    if runtime_started():
+        raise RuntimeError("force_gpu_compatible cannot be set after initialization")
+    ctx = context.context()
+    config = config_pb2.ConfigProto()
+    if ctx._config is not None:
+        config.CopyFrom(ctx._config)
+    config.gpu_options.force_gpu_compatible = True
+    ctx._config = config
 
 
 def prepare_runtime(p, plan: DevicePlan, weights_change: bool = True,

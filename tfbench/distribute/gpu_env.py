@@ -114,3 +114,31 @@ def gpu_environment(p, num_devices: int, environ: Mapping[str, str]
     else:
         out[BATCHNORM_PERSISTENT_ENV] = persistent
     return out, notices
+
+
+# Threads the legacy script sets aside per GPU for event monitoring and sending and receiving
+# tensors when it sizes the tf.data pool (benchmark_cnn.py, num_monitoring_threads).
+MONITORING_THREADS_PER_GPU = 2
+
+
+def private_threads(p, num_gpus: int, cpu_count: int) -> tuple[Optional[int], str]:
+    """(size of tf.data's private thread pool, or None for TensorFlow's shared threads; where
+    the size comes from) for a real-data run on `num_gpus` GPUs of a host with `cpu_count`
+    CPUs (0 GPUs: a CPU run).
+
+    --datasets_num_private_threads wins (0: the shared threads). Else a GPU run takes the legacy
+    default: the CPUs minus the GPU threads (--per_gpu_thread_count or 2 per GPU, whatever the
+    thread mode) minus 2 per GPU, at least 1, so that preprocessing runs on threads of its own
+    beside the GPU threads and the step's inter-op threads. (The legacy script skips it under
+    --nodatasets_use_prefetch, a TF1 flag tfbench ignores: its pipeline always prefetches.) A
+    CPU run keeps the shared threads, where the model computes too."""
+    given = p.datasets_num_private_threads
+    if given is not None:
+        return (given or None), ("--datasets_num_private_threads=%d" % given)
+    if not num_gpus:
+        return None, "default"
+    gpu_threads = (p.per_gpu_thread_count or 2) * num_gpus
+    monitoring = MONITORING_THREADS_PER_GPU * num_gpus
+    size = max(cpu_count - gpu_threads - monitoring, 1)
+    return size, ("the legacy default on GPUs: %d usable CPUs - %d GPU threads - %d for monitoring "
+                  "and transfers" % (cpu_count, gpu_threads, monitoring))

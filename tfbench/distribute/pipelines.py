@@ -9,6 +9,7 @@ from typing import Callable, Optional, Sequence
 
 import tensorflow as tf
 
+from tfbench.distribute import native_log
 from tfbench.distribute.strategies import (HorovodStrategy, cluster_of, coordinator,
                                            is_parameter_server)
 
@@ -51,7 +52,8 @@ def distribute_inputs(strategy: tf.distribute.Strategy, make: Callable[..., tf.d
     def dataset_fn(context):
         return make(*pipeline_shard(context.input_pipeline_id, context.num_input_pipelines,
                                     rank, size))
-    return iter(strategy.distribute_datasets_from_function(dataset_fn))
+    with native_log.without_lines(native_log.PER_DEVICE_BUFFER_NOT_OPTIMIZED):
+        return iter(strategy.distribute_datasets_from_function(dataset_fn))
 
 
 def process_shard(strategy: tf.distribute.Strategy) -> tuple[int, int]:

@@ -12,7 +12,8 @@ mode), then base.py (what the runners share) and the runner of the mode you care
   measurements.py  Meter (monitor windows, memory peaks) and finish(): the figures of a run
   checkpoints.py   --train_dir: checkpoints, resume, the summary writer
   steps.py, optimizers.py, lr.py, tracing.py: step functions, optimizers, learning-rate
-  schedules, --trace_file; lean_import.py: TensorFlow and Keras imported lean.
+  schedules, --trace_file; update_kernels.py: the optimizers' one training kernel per
+  variable; lean_import.py: TensorFlow and Keras imported lean.
 
 The engine formats nothing: it reports through a RunLog and fills a RunResult with figures.
 """

@@ -91,6 +91,7 @@ class ModeRunner:
         self.meter = meter if meter is not None else Meter(plan.device.names)
         self.clock = clock
         self.model: Optional[keras.Model] = None   # what the timed steps run, once built
+        self._nonfinite_said = False   # a non-finite loss on synthetic data is said once
 
     def run(self, res: RunResult) -> None:
         raise NotImplementedError
@@ -152,7 +153,9 @@ class ModeRunner:
         """Input pipeline `index` of `count`: batches of batch_size from its part of the data."""
         from tfbench import data
         r = self.plan
-        return data.make_dataset(self.p, dataset_name=r.spec.dataset, image_size=r.image_size,
+        # The private pool's size as resolved (the legacy default on GPUs; 0: shared threads).
+        p = self.p.replace(datasets_num_private_threads=r.input_threads or 0)
+        return data.make_dataset(p, dataset_name=r.spec.dataset, image_size=r.image_size,
                                  batch_size=batch_size, train=train,
                                  dtype=optimizers.compute_dtype(r.precision),
                                  shard=data.Shard(index, count))
@@ -171,14 +174,24 @@ class ModeRunner:
                    ewma: Optional[float]) -> tuple[float, float, float]:
         return step_stats(res, self.plan.step_line_batch, times, ewma)
 
-    def _check_finite(self, out: np.ndarray, where: str) -> None:
-        if not np.all(np.isfinite(out[:2])):
-            r = self.plan
-            raise NanLoss("Loss became %s at %s of %s (%s, batch %d): use loss scaling "
-                          "(--fp16_enable_auto_loss_scale) or a lower learning rate "
-                          "(--init_learning_rate)"
-                          % ("NaN" if np.isnan(out[:2]).any() else "Inf", where,
-                             r.spec.name, r.precision, r.batch_size))
+    def _check_finite(self, out: np.ndarray, where: str, res: RunResult) -> None:
+        """A non-finite loss stops a run on real data (exit 4). Synthetic images are noise with
+        random labels, on which a model may diverge (AlexNet does at any batch size, in the
+        legacy script too): there the loss means nothing, so the run goes on, timed as the
+        legacy script times it, and says so once."""
+        if np.all(np.isfinite(out[:2])):
+            return
+        r = self.plan
+        what = "Loss became %s at %s of %s (%s, batch %d)" % (
+            "NaN" if np.isnan(out[:2]).any() else "Inf", where, r.spec.name, r.precision,
+            r.batch_size)
+        if r.real_data:
+            raise NanLoss("%s: use loss scaling (--fp16_enable_auto_loss_scale) or a lower "
+                          "learning rate (--init_learning_rate)" % what)
+        if not self._nonfinite_said:
+            self._nonfinite_said = True
+            self.notice(res, "%s on synthetic images, which carry no signal: the steps go on "
+                             "and are timed as before; on real data this stops the run" % what)
 
     def _evaluate(self, step_fn: StepFn, inputs: Any, num_batches: int, res: RunResult,
                   times: Optional[list[float]] = None, timed: bool = False) -> float:

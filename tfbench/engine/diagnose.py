@@ -16,7 +16,7 @@ def diagnose_input(p, log: RunLog, result: RunResult, *, clock: Clock = Clock())
     """Fills `result` with the real-data run and the diagnosis figures: synthetic and
     input-only images/sec, and `input_bound`."""
     from tfbench import data
-    resolve(p)  # validates the configuration before three runs start
+    plan = resolve(p)  # validates the configuration before three runs start
     base = p.replace(diagnose_input=False)
     figures = {}
     for part, key, variant in (
@@ -31,4 +31,6 @@ def diagnose_input(p, log: RunLog, result: RunResult, *, clock: Clock = Clock())
                                         figures["input_only_images_per_sec"])
     result.extra.update(figures)
     result.extra["input_bound"] = bound
+    result.extra["input_settings"] = data.input_settings_line(
+        plan.input_threads, plan.input_threads_origin, p.force_gpu_compatible)
     return result

@@ -133,6 +133,8 @@ def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
     flops_figures(res, p, plan, ips, judge_peak=not meter.elsewhere)
     res.extra.update(stats.latency_summary(res.step_times))
     res.extra.update(stats.cold_start_summary(res.warmup_times, res.step_times))
+    res.extra.update(stats.between_steps_summary(res.extra.pop("between_steps_sec", None),
+                                                 len(res.step_times)))
     # The peaks as the last timed window closed; read now when none closed (a failure).
     peaks, unavailable = (meter.timed_peaks, meter.timed_unavailable)
     if peaks is None:
@@ -200,13 +202,16 @@ def flops_figures(res: RunResult, p, plan: Resolved, ips: Optional[float],
 
 
 def expected_range_figures(res: RunResult, device_kind: str) -> None:
-    """Where the GPU is in the published table: the verdict (within / below / above its band)
-    and the band with its sources (`expected_range_reference`)."""
+    """Where the GPU is in the published table, for the run's model version and batch per GPU:
+    the verdict (within / below / above its band), the figures it used
+    (`expected_range_source`) and the band with its sources (`expected_range_reference`)."""
     if not res.images_per_sec or device_kind != "gpu":
         return
     judged = expected_range.judge(res.extra.get("device_name", ""), res.model, res.mode,
                                   res.precision, res.num_devices * res.num_workers,
-                                  res.images_per_sec)
+                                  res.images_per_sec, batch_per_gpu=res.batch_size or None)
     res.extra["expected_range"] = (judged and judged.verdict) or ""
+    res.extra["expected_range_source"] = expected_range.reference_used(judged) \
+        if judged is not None and judged.verdict else ""
     if judged is not None:
         res.extra["expected_range_reference"] = dataclasses.asdict(judged)

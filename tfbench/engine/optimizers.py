@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from tfbench.errors import UsageError
 from tfbench.distribute import sync
+from tfbench.engine import update_kernels
 
 POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
 DEFAULT_STATIC_LOSS_SCALE = 128.0
@@ -21,23 +22,26 @@ def compute_dtype(precision: str) -> str:
 
 
 def make_optimizer(p, learning_rate) -> keras.optimizers.Optimizer:
-    """The optimizer for --optimizer; `momentum` is Nesterov momentum, as in the legacy script."""
+    """The optimizer for --optimizer; `momentum` is Nesterov momentum, as in the legacy script.
+    Each updates a variable with one TensorFlow training kernel (tfbench.engine.update_kernels),
+    as the legacy script's TF1 optimizers do."""
     kwargs = {}
     if p.gradient_clip is not None:
         if p.gradient_clip <= 0:
             raise UsageError("--gradient_clip must be positive, got %s" % p.gradient_clip)
         kwargs["clipvalue"] = p.gradient_clip
     if p.optimizer == "sgd":
-        return keras.optimizers.SGD(learning_rate, **kwargs)
+        return update_kernels.FusedSGD(learning_rate, **kwargs)
     if p.optimizer == "momentum":
-        return keras.optimizers.SGD(learning_rate, momentum=p.momentum, nesterov=True, **kwargs)
+        return update_kernels.FusedSGD(learning_rate, momentum=p.momentum, nesterov=True,
+                                       **kwargs)
     if p.optimizer == "rmsprop":
-        return keras.optimizers.RMSprop(learning_rate, rho=p.rmsprop_decay,
-                                        momentum=p.rmsprop_momentum,
-                                        epsilon=p.rmsprop_epsilon, **kwargs)
+        return update_kernels.FusedRMSprop(learning_rate, rho=p.rmsprop_decay,
+                                           momentum=p.rmsprop_momentum,
+                                           epsilon=p.rmsprop_epsilon, **kwargs)
     if p.optimizer == "adam":
-        return keras.optimizers.Adam(learning_rate, beta_1=p.adam_beta1, beta_2=p.adam_beta2,
-                                     epsilon=p.adam_epsilon, **kwargs)
+        return update_kernels.FusedAdam(learning_rate, beta_1=p.adam_beta1,
+                                        beta_2=p.adam_beta2, epsilon=p.adam_epsilon, **kwargs)
     raise UsageError("--optimizer=%s is not one of momentum, sgd, rmsprop, adam" % p.optimizer)
 
 

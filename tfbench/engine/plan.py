@@ -11,13 +11,14 @@ only the arithmetic once its strategy has counted the workers' replicas.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Optional
 
 import numpy as np
 
 from tfbench.config import datasets, flagdefs
 from tfbench.config import params as params_lib
-from tfbench.distribute import devices
+from tfbench.distribute import devices, gpu_env
 from tfbench.distribute import strategy as strategy_lib
 from tfbench.errors import UsageError
 from tfbench.measure import cpu_units
@@ -82,6 +83,10 @@ class Resolved:
     # Images per optimizer iteration, the learning-rate schedule's batch (legacy
     # examples_per_step): the per-worker batch on a parameter-server cluster.
     images_per_iteration: int = 0
+    # Real data: tf.data's private thread pool (None: TensorFlow's shared threads) and where
+    # its size comes from (gpu_env.private_threads).
+    input_threads: Optional[int] = None
+    input_threads_origin: str = ""
 
     @property
     def run_batch_size(self) -> int:
@@ -183,6 +188,11 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
     if p.estimate_dataset_size and mode != TRAINING:
         notices.append("--estimate_dataset_size estimates training time: no estimate for a%s "
                        "%s run" % ("n" if mode == EVAL else "", mode.replace("_", "-")))
+    # The CPUs this process may run on, not the host's (the legacy script took the host's).
+    cpus = cpu_units.usable_cpus() or os.cpu_count() or 1
+    input_threads, input_threads_origin = gpu_env.private_threads(
+        p, plan.num_devices if plan.kind == "gpu" else 0, cpus) \
+        if f.real_data else (None, "")
     return Resolved(
         facts=f, spec=spec, device=plan, precision=f.precision, image_size=f.image_size,
         batch_size=batch, eval_batch_size=eval_batch, global_batch=global_batch,
@@ -196,7 +206,8 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
         train_examples=train_examples, eval_examples=eval_examples,
         eval_global_batch=eval_global_batch, num_eval_batches=num_eval_batches or 0,
         iterations_per_step=iterations_per_step,
-        images_per_iteration=global_batch // iterations_per_step)
+        images_per_iteration=global_batch // iterations_per_step,
+        input_threads=input_threads, input_threads_origin=input_threads_origin)
 
 
 def eval_batches(p, eval_global_batch: int, eval_examples: int) -> int:
@@ -233,3 +244,4 @@ def eval_steps_during_training(p, r: Resolved) -> set[int]:
     else:
         return set()
     return {s for s in due if 0 < s < num_batches}
+

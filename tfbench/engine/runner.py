@@ -81,7 +81,7 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     try:
         runner.run(res)
     except (tf.errors.OpError, StopIteration, MemoryError) as exc:
-        failure = _failure(exc, p, plan, sp)
+        failure = _failure(exc, p, plan, sp, res)
         if failure is None:
             raise
         raise failure from None
@@ -168,8 +168,8 @@ def _count_worker_replicas(p, plan: Resolved, strategy: tf.distribute.Strategy,
     return plan
 
 
-def _failure(exc: BaseException, p, plan: Resolved,
-             sp: strategy_lib.StrategyPlan) -> Optional[TfbenchError]:
+def _failure(exc: BaseException, p, plan: Resolved, sp: strategy_lib.StrategyPlan,
+             res: RunResult) -> Optional[TfbenchError]:
     """The error a user can act on for a failed step or input, or None (re-raised as is)."""
     from tfbench import data
     evidence = _oom_evidence(exc)
@@ -181,7 +181,24 @@ def _failure(exc: BaseException, p, plan: Resolved,
                 plan.spec.name, plan.batch_size, plan.precision, evidence))
     if plan.real_data and data.is_data_error(exc):
         return data.data_error(exc, p, plan.mode == TRAINING)
-    return strategy_lib.distributed_failure(exc, sp)
+    failure = strategy_lib.distributed_failure(exc, sp)
+    if failure is None and isinstance(exc, tf.errors.OpError):
+        failure = _runtime_failure(exc, p, plan, res)
+    return failure
+
+
+def _runtime_failure(exc: "tf.errors.OpError", p, plan: Resolved,
+                     res: RunResult) -> TfbenchError:
+    """TensorFlow's runtime refused a step for a reason tfbench has no better words for (a cuDNN
+    or driver failure, say): its own first line is what a user can search for and act on; the
+    whole message goes to the JSON manifest."""
+    lines = [line.strip() for line in (exc.message or "").strip().splitlines() if line.strip()]
+    res.extra["exception"] = "%s: %s" % (type(exc).__name__, exc.message)
+    return TfbenchError(
+        "TensorFlow's runtime failed running %s on %s (%s, batch size %d per device): %s%s" % (
+            plan.spec.name, plan.device.kind.upper(), plan.precision, plan.batch_size,
+            lines[0] if lines else type(exc).__name__,
+            " (TensorFlow's whole message is in the JSON manifest)" if p.json_dir else ""))
 
 
 def _oom_evidence(exc: BaseException) -> Optional[str]:

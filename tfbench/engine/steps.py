@@ -124,57 +124,42 @@ class Steps:
             grads = [g / cfg.loss_scale if g is not None else None for g in grads]
         return logits, base, total, grads
 
-    def _fused_sgd(self) -> bool:
-        """Keras SGD on one CPU replica with nothing Keras adds to the update (clipping, EMA,
-        decoupled decay, accumulation): the update can be one TensorFlow training kernel per
-        variable instead of Keras' chain of element-wise ops."""
-        opt = self.optimizer
-        return (self.config.fast_paths.fused_sgd_update
-                and type(opt) is keras.optimizers.SGD and opt.clipvalue is None
-                and opt.clipnorm is None and opt.global_clipnorm is None and not opt.use_ema
-                and not opt.weight_decay and not opt.gradient_accumulation_steps
-                and self.strategy.num_replicas_in_sync == 1)
-
-    def _plain_sgd(self) -> bool:
-        return self._fused_sgd() and not self.optimizer.momentum
-
-    def _momentum_sgd(self) -> bool:
-        # SGD.build(variables) makes one momentum per variable, in their order.
-        opt = self.optimizer
-        return (self._fused_sgd() and bool(opt.momentum)
-                and [tuple(m.shape) for m in getattr(opt, "momentums", [])]
-                == [tuple(v.shape) for v in self.model.trainable_variables])
-
     def _decay_in_update(self) -> bool:
-        return self._plain_sgd() and self.config.weight_decay > 0
+        """Plain SGD on one CPU replica with weight decay and nothing Keras adds to the update
+        (clipping, EMA, decoupled decay, accumulation): the decay can be applied inside the
+        update (ResourceApplyProximalGradientDescent, a CPU kernel only) instead of being
+        differentiated. Every other update is the optimizer's own, one TensorFlow training
+        kernel per variable on every device (tfbench.engine.update_kernels)."""
+        opt = self.optimizer
+        return (self.config.fast_paths.sgd_decay_in_update and self.config.weight_decay > 0
+                and isinstance(opt, keras.optimizers.SGD) and not opt.momentum
+                and opt.clipvalue is None and opt.clipnorm is None
+                and opt.global_clipnorm is None and not opt.use_ema and not opt.weight_decay
+                and not opt.gradient_accumulation_steps
+                and self.strategy.num_replicas_in_sync == 1)
 
     def _apply(self, grads, variables):
         # Updates wait for every gradient: the backward pass's reads of a variable share its
         # buffer, and an in-place update while one is still pending copies the whole variable
         # first (copy-on-write): 2.7 instead of 0.8 ms per step for trivial's 4M weights.
         with tf.control_dependencies([g for g in grads if g is not None]):
-            if self._plain_sgd():
-                self._apply_plain_sgd(grads, variables)
-            elif self._momentum_sgd():
-                self._apply_momentum_sgd(grads, variables)
-            else:
+            if not self._decay_in_update():
                 self.optimizer.apply(grads, variables)
                 return
+            self._apply_decayed_sgd(grads, variables)
         self.optimizer.iterations.assign_add(1)
 
-    def _apply_plain_sgd(self, grads, variables):
-        # One pass over each variable (var -= lr * grad) instead of Keras' multiply + assign.
+    def _apply_decayed_sgd(self, grads, variables):
+        # var -= lr * (grad + wd * var), the gradient of the L2 term included, in one kernel
+        # instead of the autodiff's multiply, add and update (2.3 -> 1.1 ms for trivial's 4M
+        # weights). ApplyProximalGradientDescent with l1 = 0 computes
+        # var = (var - a * grad) / (1 + a * l2); a = lr / (1 - lr * wd) and l2 = wd make that
+        # exactly var * (1 - lr * wd) - lr * grad (for lr * wd != 1; at 1 the rate is infinite
+        # and the loss becomes NaN, a run that would not train either way).
         lr = tf.cast(self.optimizer.learning_rate, tf.float32)
-        decayed = {id(v) for v in self.decay_vars} if self._decay_in_update() else set()
-        if decayed:
-            # var -= lr * (grad + wd * var), the gradient of the L2 term included, in one
-            # kernel instead of the autodiff's multiply, add and update (2.3 -> 1.1 ms for
-            # trivial's 4M weights). ApplyProximalGradientDescent with l1 = 0 computes
-            # var = (var - a * grad) / (1 + a * l2); a = lr / (1 - lr * wd) and l2 = wd make
-            # that exactly var * (1 - lr * wd) - lr * grad (for lr * wd != 1; at 1 the rate is
-            # infinite and the loss becomes NaN, a run that would not train either way).
-            wd = tf.constant(self.config.weight_decay, tf.float32)
-            prox_lr = lr / (1.0 - lr * wd)
+        decayed = {id(v) for v in self.decay_vars}
+        wd = tf.constant(self.config.weight_decay, tf.float32)
+        prox_lr = lr / (1.0 - lr * wd)
         for grad, var in zip(grads, variables):
             if grad is None and id(var) in decayed:
                 grad = tf.zeros_like(var)   # unused by the loss, but still decayed
@@ -187,19 +172,6 @@ class Steps:
             else:
                 tf.raw_ops.ResourceApplyGradientDescent(
                     var=var.handle, alpha=tf.cast(lr, var.dtype), delta=grad)
-
-    def _apply_momentum_sgd(self, grads, variables):
-        # Keras' SGD update (m = momentum * m - lr * grad; var += m, or with Nesterov
-        # var += momentum * m - lr * grad) is exactly ApplyKerasMomentum's, which makes one pass
-        # instead of Keras' eight element-wise ops (trivial, momentum: +20% images/sec).
-        opt = self.optimizer
-        lr = tf.cast(opt.learning_rate, tf.float32)
-        for grad, var, accum in zip(grads, variables, opt.momentums):
-            if grad is not None:
-                tf.raw_ops.ResourceApplyKerasMomentum(
-                    var=var.handle, accum=accum.handle, lr=tf.cast(lr, var.dtype),
-                    grad=tf.cast(grad, var.dtype), momentum=tf.cast(opt.momentum, var.dtype),
-                    use_nesterov=bool(opt.nesterov))
 
     def _metrics(self, logits, labels, base, total):
         if self.config.compute_accuracy:

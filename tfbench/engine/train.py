@@ -115,7 +115,7 @@ class TrainRunner(ModeRunner):
             out = s.step_fn(s.inputs).numpy()
             res.warmup_times.append(now() - t0)
             raise_if_stopped()
-            self._check_finite(out, "warm-up")
+            self._check_finite(out, "warm-up", res)
             checkpoints.maybe_save()
         res.warmup_sec = now() - warm_start if r.num_warmup else None
         res.first_step_sec = res.warmup_times[0] if res.warmup_times else None
@@ -136,6 +136,8 @@ class TrainRunner(ModeRunner):
                 log.repeat_started(run + 1, p.num_runs)
             totals.append(self._timed_loop(s, res, num_timed, checkpoints,
                                            new_measurement=run == 0))
+            # Each repeat's own wall time: its total images/sec is recomputable from the JSON.
+            res.extra.setdefault("wall_time_runs", []).append(res.wall_time)
         if len(totals) > 1:
             summary = stats.repeat_summary(totals, p.unstable_threshold_pct)
             res.extra.update(summary)
@@ -153,7 +155,11 @@ class TrainRunner(ModeRunner):
                     new_measurement: bool = True) -> float:
         """One measurement: num_timed steps with Step lines; returns total images/sec.
 
-        The monitors' window is open exactly while res.wall_time runs (evaluations excluded)."""
+        The monitors' window is open exactly while res.wall_time runs (evaluations excluded).
+        What runs between two steps on the host (one clock reading, the loss, the Step line
+        every --display_every steps) counts in total images/sec but not in the step times
+        (latency, steady state); it is kept to a few statements, and its total is recorded
+        (between_steps_sec) so the console can say how large it was."""
         p, r, log, now = self.p, self.plan, self.log, self.clock.perf_counter
         training = r.mode == TRAINING
         with_acc = p.print_training_accuracy or not training
@@ -169,13 +175,14 @@ class TrainRunner(ModeRunner):
         for i in range(num_timed):
             t0 = now()
             out = s.step_fn(s.inputs).numpy()
-            elapsed = now() - t0
+            done = now()
+            elapsed = done - t0
             raise_if_stopped()
             times.append(elapsed)
             res.step_times.append(elapsed)
             # Covers every step timed so far: a NaN or an interrupt below leaves a fallback
             # images/sec over exactly these steps.
-            res.wall_time = now() - loop_start - paused
+            res.wall_time = done - loop_start - paused
             self.meter.covered_steps = len(times)
             if res.first_step_sec is None:
                 res.first_step_sec = elapsed
@@ -185,7 +192,7 @@ class TrainRunner(ModeRunner):
             if with_acc:
                 res.top_1_accuracy, res.top_5_accuracy = float(out[2]), float(out[3])
             if should_display(i, p.display_every):
-                self._check_finite(out, "step %d" % (i + 1))
+                self._check_finite(out, "step %d" % (i + 1), res)
                 mean, pm, jitter = self.step_stats(res, times, p.display_perf_ewma)
                 accs = (float(out[2]), float(out[3])) if with_acc else (None, None)
                 res.extra.setdefault("display_events", []).append(
@@ -210,12 +217,13 @@ class TrainRunner(ModeRunner):
                     res.extra["stopped_early"] = True
                     break
                 log.training_resumed()
-            res.wall_time = now() - loop_start - paused
         res.wall_time = now() - loop_start - paused
         self.meter.close_window()
         if not times:
             return 0.0
-        self._check_finite(out, "step %d" % len(times))
+        res.extra["between_steps_sec"] = (res.extra.get("between_steps_sec", 0.0)
+                                          + res.wall_time - sum(times))
+        self._check_finite(out, "step %d" % len(times), res)
         self.step_stats(res, times, p.display_perf_ewma)
         res.images_per_sec = len(times) * r.global_batch / res.wall_time
         return res.images_per_sec

@@ -7,17 +7,20 @@ from __future__ import annotations
 import threading
 from typing import Sequence, TextIO
 
-from tfbench.output import classic_log
+from tfbench import errors
+from tfbench.output import classic_log, files
 
 
 
 class ChiefConsole:
     """Prints the chief's stdout and stderr lines as they come, holding back a trailing legacy
     footer (dashes, total images/sec, dashes), so that the launcher's own lines can go before it
-    and nothing follows it."""
+    and nothing follows it. The chief's `Results:` line names `csv_path`, where the launcher
+    puts the row, not the temporary file the task wrote it to on its host."""
 
-    def __init__(self, stdout: TextIO, stderr: TextIO):
+    def __init__(self, stdout: TextIO, stderr: TextIO, csv_path: str = ""):
         self.stdout, self.stderr = stdout, stderr
+        self.csv_path = csv_path
         self.held: list[str] = []
         self._lock = threading.Lock()
 
@@ -29,6 +32,8 @@ class ChiefConsole:
         return len(lines) <= 3 and all(p(s) for p, s in zip(pattern, lines))
 
     def out(self, line: str) -> None:
+        if self.csv_path:
+            line = files.results_line_to(line, self.csv_path) or line
         with self._lock:
             if self.held or line == classic_log.DASHES:
                 self.held.append(line)
@@ -58,5 +63,5 @@ class ChiefConsole:
             self.held = []
             self.stdout.flush()
             if error:
-                self.stderr.write("tfbench launch: error: %s\n" % error)
+                self.stderr.write(errors.error_line(error) + "\n")
                 self.stderr.flush()

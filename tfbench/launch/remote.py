@@ -393,8 +393,8 @@ class RemoteTask:
             return "not started (tfbench launch was stopped first)"
         said = ""
         for line in reversed(self.tail):
-            if line.startswith("tfbench: error: "):
-                said = line[len("tfbench: error: "):]
+            if line.startswith(errors.ERROR_PREFIX):
+                said = line[len(errors.ERROR_PREFIX):]
                 break
         last = said or (self.tail[-1].strip() if self.tail else "no output")
         if self.exit_code is None:

@@ -69,12 +69,16 @@ def preflight(cfg: LaunchConfig, stderr: TextIO) -> Optional[int]:
                              shlex.join([cfg.remote_cmd, "--version"]), host, len(cfg.hosts))
             for host, cause in problems]
     _save_rows(cfg, rows, os.path.join(cfg.out_dir, "rows.csv"), stderr)
-    print("tfbench launch: error: %s" % message, file=stderr)
+    print(errors.error_line(message), file=stderr)
     return errors.EXIT_DISTRIBUTED
 
 
 def _save_rows(cfg: LaunchConfig, rows: list[dict[str, str]], path: str,
                stderr: TextIO) -> None:
+    """Appends the rows to `path` and the local CSV, each recording the user's command (a
+    task's own is the launcher's, with a --csv_file on its host that no longer exists)."""
+    for row in rows:
+        row["command"] = cfg.command or row["command"]
     csv_out.append_rows(path, rows)
     if cfg.csv_file:
         notice = csv_out.append_rows(cfg.csv_file, rows)
@@ -87,14 +91,14 @@ def launch(cfg: LaunchConfig, stdout: TextIO, stderr: TextIO) -> int:
     failed = preflight(cfg, stderr)
     if failed is not None:
         return failed
-    console = ChiefConsole(stdout, stderr)
+    where = cfg.csv_file or os.path.join(cfg.out_dir, "rows.csv")
+    console = ChiefConsole(stdout, stderr, where)
     try:
         result = run_tasks(cfg, cfg.hosts, cfg.out_dir, console)
     except errors.Interrupted as exc:
         result = exc.launch_result    # type: ignore[attr-defined]
     _save_rows(cfg, result.rows, os.path.join(cfg.out_dir, "rows.csv"), stderr)
     ok = sum(r["status"] == "ok" for r in result.rows)
-    where = cfg.csv_file or os.path.join(cfg.out_dir, "rows.csv")
     own = ["Launch: %d row(s) of %d task(s) (%d ok) appended to %s; host logs in %s"
            % (len(result.rows), len(result.hosts), ok, where, cfg.out_dir),
            "Interconnect: %s" % result.interconnect]
@@ -150,7 +154,7 @@ def launch_series(cfg: LaunchConfig, counts: Sequence[int], stdout: TextIO,
         stdout.flush()
     if exit_code and exit_code not in (errors.EXIT_SIGINT, errors.EXIT_SIGTERM):
         first = next(r for r in results if r.exit_code)
-        print("tfbench launch: error: %d host(s): %s" % (len(first.hosts), first.error),
+        print(errors.error_line("%d host(s): %s" % (len(first.hosts), first.error)),
               file=stderr)
     return exit_code
 

@@ -33,6 +33,7 @@ class LaunchConfig:
     # GPUs each task drives (--num_gpus); None on CPUs. A host named several times gives each
     # of its tasks GPUs of their own (remote.task_flags).
     gpus_per_task: Optional[int] = None
+    command: str = ""                # the user's command line, recorded in every row
 
     @property
     def own_grace(self) -> float:

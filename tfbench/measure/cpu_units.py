@@ -8,6 +8,7 @@ nothing about fp16.
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 # x86 CPU flags (/proc/cpuinfo) of the units TensorFlow's oneDNN computes half precision on
@@ -48,3 +49,12 @@ def cpu_fp16_notice(flags: Optional[frozenset[str]]) -> Optional[str]:
             % (" or ".join(FP16_UNITS), ", ".join(BF16_UNITS),
                "which this one has: %s" % ", ".join(bf16) if bf16
                else "which this one does not have either"))
+
+
+def usable_cpus() -> Optional[int]:
+    """The CPUs this process may run on (its affinity: a cpuset of Slurm, docker --cpuset-cpus
+    or Kubernetes limits them), or None where the platform cannot tell (not Linux)."""
+    try:
+        return len(os.sched_getaffinity(0)) or None
+    except (AttributeError, OSError):
+        return None

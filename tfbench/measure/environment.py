@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import tfbench
 from tfbench.config import startup_env
+from tfbench.measure import cpu_units
 from tfbench.measure import nvml as nvml_mod
 from tfbench.pins import TF_DISTRIBUTIONS
 
@@ -217,7 +218,7 @@ def _cpu() -> dict[str, Any]:
         "architecture": platform.machine(),
         "logical_cores": os.cpu_count(),
         "physical_cores": _safe(lambda: __import__("psutil").cpu_count(logical=False)),
-        "usable_cores": _safe(lambda: len(os.sched_getaffinity(0))),
+        "usable_cores": _safe(cpu_units.usable_cpus),
         "sockets": len(sockets) or None,
         "numa_nodes": _safe(lambda: len([d for d in os.listdir("/sys/devices/system/node")
                                          if d.startswith("node") and d[4:].isdigit()]) or None),

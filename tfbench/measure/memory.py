@@ -73,7 +73,7 @@ def peak_device_bytes(device_names: Iterable[str]
         except (ValueError, RuntimeError, tf.errors.OpError) as exc:
             reason = reason or "%s: %s" % (tf_device(name), _why(exc))
             continue
-        peak = info.get("peak") if isinstance(info, dict) else None
+        peak = info.get("peak")   # TensorFlow's dict: current and peak bytes
         if peak:
             peaks[name] = int(peak)
         else:

@@ -6,22 +6,27 @@ gpu_static_info() and system_info()) describes the GPUs for the environment mani
 module is a parameter everywhere, so tests inject a fake.
 
 GPU numbering: tfbench's GPU indices are CUDA's, i.e. positions in CUDA_VISIBLE_DEVICES when it
-is set. resolve_handles() maps them to NVML devices the way CUDA reads CUDA_VISIBLE_DEVICES: an
-integer is a position in CUDA's enumeration, which follows the PCI bus id under
-CUDA_DEVICE_ORDER=PCI_BUS_ID (tfbench sets it at start-up) and is otherwise "fastest first",
-an order NVML cannot reproduce (so only a single GPU maps); 'GPU-<uuid>' (or a unique prefix)
-is looked up by UUID; a MIG slice, 'MIG-<uuid>' (R470+) or 'MIG-GPU-<uuid>/<gi>/<ci>' (R450),
-maps to the slice's own NVML handle, whose readings (memory) are the slice's and whose
-whole-GPU readings (power) NVML refuses. CUDA stops at the first entry it cannot use. A GPU
-that cannot be matched for certain makes the monitor "not available" with the reason, never a
-reading of another GPU.
+is set, read by tfbench.measure.cuda_visible (the driver's rules: where the list stops, repeats,
+ordinals read like strtoul). resolve_handles() maps them to NVML devices: an ordinal is a
+position in CUDA's enumeration, which follows the PCI bus id under CUDA_DEVICE_ORDER=PCI_BUS_ID
+(tfbench sets it at start-up) and is otherwise "fastest first", an order NVML cannot reproduce
+(so only a single GPU maps); 'GPU-<uuid>' (or a unique prefix) is looked up by UUID; a MIG
+slice, 'MIG-<uuid>' (R470+) or 'MIG-GPU-<uuid>/<gi>/<ci>' (R450), maps to the slice's own NVML
+handle, whose readings (memory) are the slice's and whose whole-GPU readings (power) NVML
+refuses. A GPU that cannot be matched for certain makes the monitor "not available" with the
+reason, never a reading of another GPU. `python -m tfbench.measure.nvml` prints how many GPUs
+CUDA will number (scripts/scaling_test.sh reads it).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from typing import Any, Callable, Mapping, Optional, Sequence
+
+from tfbench.measure import cuda_visible
+from tfbench.measure.cuda_visible import NoDevice
 
 
 _ERROR_NOT_SUPPORTED = 3
@@ -65,19 +70,6 @@ def close_nvml(nvml: Any) -> None:
         nvml.nvmlShutdown()
     except Exception:  # noqa: BLE001 - shutting down a half-broken driver is not our problem
         pass
-
-
-def parse_visible(value: Optional[str]) -> Optional[list[str]]:
-    """CUDA_VISIBLE_DEVICES -> its entries (CUDA stops at the first invalid one); None if unset."""
-    if value is None:
-        return None
-    entries = []
-    for item in value.split(","):
-        item = item.strip()
-        if not item or (item.lstrip("-").isdigit() and int(item) < 0):
-            break
-        entries.append(item)
-    return entries
 
 
 class UnmappedGpu(Exception):
@@ -143,77 +135,66 @@ def _as_cuda_sees(nvml: Any, gpu: Any, label: str) -> Any:
 
 
 def _by_uuid(nvml: Any, entry: str, candidates: Callable[[], list[Any]]) -> Any:
-    """The GPU or MIG slice with this UUID, or with this unique UUID prefix (CUDA takes both)."""
+    """The GPU or MIG slice with this UUID, or with this unique UUID prefix (CUDA takes both);
+    NoDevice when none or several match."""
     try:
         return nvml.nvmlDeviceGetHandleByUUID(entry)   # takes GPU and MIG UUIDs
     except nvml.NVMLError:
         pass
     found = [h for h in candidates() if _uuid(nvml, h).lower().startswith(entry.lower())]
     if len(found) != 1:
-        raise UnmappedGpu("CUDA_VISIBLE_DEVICES entry %r matches %s" % (
-            entry, "no device NVML sees" if not found else "%d devices" % len(found)))
+        raise NoDevice("matches %s" % ("no device NVML sees" if not found
+                                       else "%d devices" % len(found)))
     return found[0]
 
 
-def _resolve_entry(nvml: Any, entry: str, order: Callable[[], list[Any]]) -> Optional[Any]:
-    """The NVML handle of one CUDA_VISIBLE_DEVICES entry; None where CUDA stops reading."""
-    if entry.isdigit():
-        gpus = order()
-        if int(entry) >= len(gpus):
-            return None
-        return _as_cuda_sees(nvml, gpus[int(entry)], "GPU %s" % entry)
+def _identified(nvml: Any, entry: str) -> Any:
+    """The NVML handle a GPU-/MIG- entry of CUDA_VISIBLE_DEVICES names: the whole GPU for a GPU
+    UUID, the slice for a MIG id; NoDevice when none does."""
     r450 = _MIG_R450.match(entry)
     if r450:
         gpu = _by_uuid(nvml, r450.group(1), lambda: _gpus(nvml))
         gi, ci = int(r450.group(2)), int(r450.group(3))
         for mig in _slices(nvml, gpu)[1]:
-            if (nvml.nvmlDeviceGetGpuInstanceId(mig), nvml.nvmlDeviceGetComputeInstanceId(mig)) \
-                    == (gi, ci):
+            if (nvml.nvmlDeviceGetGpuInstanceId(mig),
+                    nvml.nvmlDeviceGetComputeInstanceId(mig)) == (gi, ci):
                 return mig
-        raise UnmappedGpu("CUDA_VISIBLE_DEVICES entry %r: no MIG slice with GPU instance %d, "
-                          "compute instance %d" % (entry, gi, ci))
-    if entry.startswith("MIG-"):
-        return _by_uuid(nvml, entry, lambda: [m for g in _gpus(nvml) for m in _slices(nvml, g)[1]])
-    if entry.startswith("GPU-"):
-        return _as_cuda_sees(nvml, _by_uuid(nvml, entry, lambda: _gpus(nvml)), entry)
-    return None
+        raise NoDevice("no MIG slice with GPU instance %d, compute instance %d" % (gi, ci))
+    if entry.startswith(cuda_visible.MIG):
+        return _by_uuid(nvml, entry,
+                        lambda: [m for g in _gpus(nvml) for m in _slices(nvml, g)[1]])
+    return _by_uuid(nvml, entry, lambda: _gpus(nvml))
+
+
+def _lookup(nvml: Any, order: Callable[[], list[Any]]) -> Callable[[cuda_visible.Entry], Any]:
+    """cuda_visible.read's lookup: an ordinal is a position in `order` (CUDA's numbering)."""
+    def lookup(entry: cuda_visible.Entry) -> Any:
+        if not isinstance(entry, int):
+            return _identified(nvml, entry)
+        gpus = order()
+        if entry >= len(gpus):
+            raise NoDevice("CUDA numbers %d GPU(s)" % len(gpus))
+        return gpus[entry]
+    return lookup
 
 
 def cuda_device_count(nvml: Any, environ: Optional[Mapping[str, str]] = None) -> int:
-    """How many devices CUDA will number, read as the CUDA driver reads CUDA_VISIBLE_DEVICES
-    (PyTorch's _parse_visible_devices mirrors it): the first entry sets the form (GPU- or MIG-
-    UUIDs, else ordinals read like strtoul, so `1gpu` is 1); the list ends at the first entry of
-    another form, one that matches no device, or a negative one; a repeated device leaves none.
-    Unset: every GPU this process may open. The order does not matter here."""
+    """How many devices CUDA will number (a GPU in MIG mode counts as one), with
+    CUDA_VISIBLE_DEVICES read by tfbench.measure.cuda_visible. Unset: every GPU this process
+    may open. The order of the GPUs does not matter for a count."""
     environ = os.environ if environ is None else environ
-    spec = environ.get("CUDA_VISIBLE_DEVICES")
+    spec = environ.get(cuda_visible.VARIABLE)
     if spec is None:
         return len(_openable(nvml))
-    entries = [e.strip() for e in spec.split(",")]
-    seen: list[str] = []
-    prefix = entries[0][:4] if entries[0][:4] in ("GPU-", "MIG-") else ""
     total = int(nvml.nvmlDeviceGetCount())
-    for entry in entries:
-        if prefix:
-            if not entry.startswith(prefix):
-                break
-            try:   # a GPU in MIG mode still gives CUDA one device
-                handle = (_by_uuid(nvml, entry, lambda: _gpus(nvml)) if prefix == "GPU-"
-                          else _resolve_entry(nvml, entry, lambda: _gpus(nvml)))
-            except UnmappedGpu:
-                break
-            if handle is None:
-                break
-            key = _uuid(nvml, handle)
-        else:
-            digits = re.match(r"\+?\d+", entry)
-            if digits is None or int(digits.group()) >= total:
-                break
-            key = str(int(digits.group()))
-        if key in seen:
-            return 0
-        seen.append(key)
-    return len(seen)
+
+    def lookup(entry: cuda_visible.Entry) -> Any:
+        if not isinstance(entry, int):
+            return _uuid(nvml, _identified(nvml, entry))
+        if entry >= total:   # no handle needed: a cgroup may deny opening some GPUs
+            raise NoDevice("CUDA numbers %d GPU(s)" % total)
+        return entry
+    return len(cuda_visible.read(spec, lookup).devices)
 
 
 def _openable(nvml: Any) -> list[Any]:
@@ -234,9 +215,7 @@ def resolve_handles(nvml: Any, gpu_indices: Optional[Sequence[int]] = None,
     Raises UnmappedGpu when one of them cannot be matched for certain.
     """
     environ = os.environ if environ is None else environ
-    visible = parse_visible(environ.get("CUDA_VISIBLE_DEVICES"))
-    entries = visible if visible is not None else [
-        str(i) for i in range(nvml.nvmlDeviceGetCount())]
+    spec = environ.get(cuda_visible.VARIABLE)
     cached: list[list[Any]] = []
 
     def order() -> list[Any]:
@@ -244,19 +223,17 @@ def resolve_handles(nvml: Any, gpu_indices: Optional[Sequence[int]] = None,
             cached.append(_cuda_order(nvml, environ))
         return cached[0]
 
-    needed = len(entries) if gpu_indices is None else max(gpu_indices, default=-1) + 1
-    devices: list[Any] = []   # NVML handle of CUDA GPU 0, 1, ...
-    for entry in entries[:needed]:
-        handle = _resolve_entry(nvml, entry, order)
-        if handle is None:
-            break
-        devices.append(handle)
+    visible = cuda_visible.read(spec, _lookup(nvml, order), key=lambda h: _uuid(nvml, h))
+    devices = order() if visible is None else visible.devices   # CUDA GPU 0, 1, ...
     wanted = range(len(devices)) if gpu_indices is None else gpu_indices
     for index in wanted:
         if not 0 <= index < len(devices):
-            raise UnmappedGpu("GPU %d: CUDA sees %d GPU(s) (CUDA_VISIBLE_DEVICES=%r)"
-                              % (index, len(devices), environ.get("CUDA_VISIBLE_DEVICES")))
-    return [(index, devices[index]) for index in wanted]
+            why = "; %s" % visible.stopped if visible is not None and visible.stopped else ""
+            raise UnmappedGpu("GPU %d: CUDA sees %d GPU(s) (CUDA_VISIBLE_DEVICES=%r%s)"
+                              % (index, len(devices), spec, why))
+    if spec is not None and cuda_visible.form(spec) == cuda_visible.MIG:
+        return [(index, devices[index]) for index in wanted]   # slices already
+    return [(index, _as_cuda_sees(nvml, devices[index], "GPU %d" % index)) for index in wanted]
 
 
 class GpuReader:
@@ -391,3 +368,26 @@ def static_info(nvml: Any = None) -> dict[str, Any]:
         return {"available": False, "reason": _reason(exc), "gpus": []}
     finally:
         close_nvml(module)
+
+
+def main() -> int:
+    """`python -m tfbench.measure.nvml`: prints how many GPUs CUDA will number (NVML's GPUs,
+    narrowed by CUDA_VISIBLE_DEVICES) and nothing else on stdout, for scripts; why none, when
+    none, goes to stderr."""
+    module, reason = open_nvml()
+    number = 0
+    if module is not None:
+        try:
+            number, reason = cuda_device_count(module), None
+        except Exception as exc:  # noqa: BLE001 - a broken driver means no usable GPU
+            reason = _reason(exc)
+        finally:
+            close_nvml(module)
+    print(number)
+    if reason:
+        print(reason, file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

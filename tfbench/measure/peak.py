@@ -75,10 +75,15 @@ def mfu_pct(tflops_per_sec: Optional[float], peak_per_device: Optional[float],
 
 
 # --- measured probe -------------------------------------------------------------------------
+CACHE_FILE = "peak.json"
+
+
 def cache_path() -> str:
+    """Where `tfbench peak` keeps its figures: $TFBENCH_CACHE_DIR/peak.json, else
+    ~/.cache/tfbench/peak.json."""
     base = os.environ.get("TFBENCH_CACHE_DIR") or os.path.join(
         os.path.expanduser("~"), ".cache", "tfbench")
-    return os.path.join(base, "peak.json")
+    return os.path.join(base, CACHE_FILE)
 
 
 def cache_key(device_name: str, precision: str) -> str:

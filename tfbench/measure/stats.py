@@ -74,6 +74,17 @@ def cold_start_summary(warmup_times: Sequence[float],
     }
 
 
+def between_steps_summary(between_steps_sec: Optional[float],
+                          num_steps: int) -> dict[str, Optional[float]]:
+    """host_ms_between_steps: the mean time per timed step that the host spent between steps
+    (the runner's loop, Step lines), in ms. total images/sec counts it (images over the loop's
+    wall time); the step times, hence latency and the steady-state step, do not. So at batch
+    size B: 1000 * B / total images/sec = steady state ms/step + host_ms_between_steps."""
+    if between_steps_sec is None or not num_steps:
+        return {"host_ms_between_steps": None}
+    return {"host_ms_between_steps": max(between_steps_sec, 0.0) / num_steps * 1000.0}
+
+
 def repeat_summary(values: Sequence[float],
                    unstable_threshold_pct: float = DEFAULT_UNSTABLE_THRESHOLD_PCT
                    ) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from tfbench.data import diagnose
+from tfbench.figures import label
 from tfbench.measure import expected_range
 from tfbench.output import classic_log
 from tfbench.output import environment as environment_text
@@ -30,12 +31,12 @@ def summary_lines(p, result: RunResult) -> list[str]:
         lines += latency_lines(extra)
     lines += cold_start_lines(
         {**extra, "first_step_sec": result.first_step_sec, "warmup_sec": result.warmup_sec})
+    lines += between_steps_lines(extra)
     if "peak_mem_gb" in extra:
         lines += memory_lines(extra)
     lines += monitor_lines(extra)
     lines += ["WARNING: " + w for w in monitor_warnings(extra)]
-    if extra.get("num_runs", 1) > 1:
-        lines += repeat_lines(extra)
+    lines += repeat_lines(extra)
     if extra.get("estimated_train_hours") is not None:
         lines += estimate_lines(extra)
     lines += environment_text.change_lines(extra.get("environment_changes", []))
@@ -44,6 +45,8 @@ def summary_lines(p, result: RunResult) -> list[str]:
             expected_range.Judgement(**extra["expected_range_reference"])))
     if "input_bound" in extra:
         lines.append(input_diagnosis_line(result))
+        if extra.get("input_settings"):
+            lines.append(extra["input_settings"])
     return lines
 
 
@@ -68,16 +71,17 @@ def model_stats_lines(result: RunResult) -> list[str]:
     if result.params_count is None:
         return []
     extra = result.extra
-    line = "Model stats: %s trainable params" % "{:,}".format(result.params_count)
+    line = "Model stats: %s %s" % ("{:,}".format(result.params_count), label("params"))
     if result.gflops_per_image:
-        line += ", %.3f GFLOPs/image forward (multiply-add = 2)" % result.gflops_per_image
+        line += ", %.3f %s (multiply-add = 2)" % (result.gflops_per_image,
+                                                  label("gflops_per_image"))
     if result.tflops_per_sec:
-        line += ", achieved %.3f TFLOP/s%s" % (
-            result.tflops_per_sec, " (training = 3x forward)" if result.mode == "training"
-            else "")
+        line += ", %s %.3f TFLOP/s%s" % (
+            label("tflops_per_sec"), result.tflops_per_sec,
+            " (training = 3x forward)" if result.mode == "training" else "")
     if extra.get("mfu_pct") is not None:
-        line += ", MFU %.1f%% of %.1f TFLOP/s per device" % (extra["mfu_pct"],
-                                                            extra["peak_tflops"])
+        line += ", %s %.1f%% of %.1f %s" % (label("mfu_pct"), extra["mfu_pct"],
+                                            extra["peak_tflops"], label("peak_tflops"))
     return [line]
 
 
@@ -95,9 +99,9 @@ def latency_lines(summary: dict[str, Any]) -> list[str]:
     """`Latency (ms/batch): p50 12.34  p90 ...  p99 ...  mean ...  min ...  max ...`"""
     if summary.get("latency_ms_p50") is None:
         return []
-    parts = ["%s %s" % (label, _ms(summary.get(key))) for label, key in (
-        ("p50", "latency_ms_p50"), ("p90", "latency_ms_p90"), ("p99", "latency_ms_p99"),
-        ("mean", "latency_ms_mean"), ("min", "latency_ms_min"), ("max", "latency_ms_max"))]
+    parts = ["%s %s" % (label(key), _ms(summary.get(key))) for key in (
+        "latency_ms_p50", "latency_ms_p90", "latency_ms_p99", "latency_ms_mean",
+        "latency_ms_min", "latency_ms_max")]
     return ["Latency (ms/batch): " + "  ".join(parts)]
 
 
@@ -105,13 +109,24 @@ def cold_start_lines(summary: dict[str, Any]) -> list[str]:
     """`Cold start: first step 2.345 s, warm-up 3.456 s (10 steps), steady state 12.34 ms/step`"""
     if summary.get("first_step_sec") is None:
         return []
-    line = "Cold start: first step %.3f s" % summary["first_step_sec"]
+    line = "Cold start: %s %.3f s" % (label("first_step_sec"), summary["first_step_sec"])
     if summary.get("num_warmup_steps") and summary.get("warmup_sec") is not None:
         n = summary["num_warmup_steps"]
-        line += ", warm-up %.3f s (%d step%s)" % (summary["warmup_sec"], n, "" if n == 1 else "s")
+        line += ", %s %.3f s (%d step%s)" % (label("warmup_sec"), summary["warmup_sec"], n,
+                                            "" if n == 1 else "s")
     if summary.get("steady_step_sec_mean") is not None:
-        line += ", steady state %.2f ms/step" % (summary["steady_step_sec_mean"] * 1000.0)
+        line += ", %s %.2f ms/step" % (label("steady_step_sec_mean"),
+                                       summary["steady_step_sec_mean"] * 1000.0)
     return [line]
+
+
+def between_steps_lines(summary: dict[str, Any]) -> list[str]:
+    """`Host time between steps: 0.48 ms/step (in total images/sec, not in latency or steady
+    state)`: why 1000 x batch / total images/sec exceeds the steady-state step time."""
+    if summary.get("host_ms_between_steps") is None:
+        return []
+    return ["Host time between steps: %.2f ms/step (in total images/sec, not in latency or "
+            "steady state)" % summary["host_ms_between_steps"]]
 
 
 def repeat_lines(summary: dict[str, Any]) -> list[str]:
@@ -123,11 +138,14 @@ def repeat_lines(summary: dict[str, Any]) -> list[str]:
     if summary.get("num_runs", 0) < 2 or summary.get("images_per_sec_median") is None:
         return []
     spread = summary.get("spread_pct")
-    line = "Repeats: %d runs, median %.2f images/sec, min %.2f, max %.2f, spread %s" % (
-        summary["num_runs"], summary["images_per_sec_median"], summary["images_per_sec_min"],
-        summary["images_per_sec_max"], "n/a" if spread is None else "%.1f%%" % spread)
+    line = "Repeats: %d %s, %s %.2f images/sec, %s %.2f, %s %.2f, %s %s" % (
+        summary["num_runs"], label("num_runs"),
+        label("images_per_sec_median"), summary["images_per_sec_median"],
+        label("images_per_sec_min"), summary["images_per_sec_min"],
+        label("images_per_sec_max"), summary["images_per_sec_max"],
+        label("spread_pct"), "n/a" if spread is None else "%.1f%%" % spread)
     if summary.get("unstable"):
-        line += " UNSTABLE (spread > %g%%)" % summary["unstable_threshold_pct"]
+        line += " %s (spread > %g%%)" % (label("unstable"), summary["unstable_threshold_pct"])
     return [line]
 
 
@@ -138,34 +156,31 @@ def memory_lines(summary: dict[str, Any]) -> list[str]:
     if summary.get("memory_unavailable"):
         line = "Memory: device peak not available (%s)" % summary["memory_unavailable"]
         if summary.get("host_peak_rss_gb") is not None:
-            line += "; host peak RSS %.2f GiB" % summary["host_peak_rss_gb"]
+            line += "; %s %.2f GiB" % (label("host_peak_rss_gb"), summary["host_peak_rss_gb"])
         return [line]
     if summary.get("peak_mem_gb") is None:
         return ["Memory: not available"]
-    line = "Memory: peak %.2f GiB" % summary["peak_mem_gb"]
+    line = "Memory: %s %.2f GiB" % (label("peak_mem_gb"), summary["peak_mem_gb"])
     if summary.get("peak_mem_source") == "device":
         line += " per device"
-        besides = ["warm-up %.2f GiB" % summary["warmup_peak_mem_gb"]
-                   if summary.get("warmup_peak_mem_gb") is not None else None,
-                   "evaluation %.2f GiB" % summary["eval_peak_mem_gb"]
-                   if summary.get("eval_peak_mem_gb") is not None else None]
-        if any(besides):
-            line += " (steady state; %s)" % "; ".join(b for b in besides if b)
+        besides = ["%s %.2f GiB" % (label(name), summary[name])
+                   for name in ("warmup_peak_mem_gb", "eval_peak_mem_gb")
+                   if summary.get(name) is not None]
+        if besides:
+            line += " (steady state; %s)" % "; ".join(besides)
         if summary.get("host_peak_rss_gb") is not None:
-            line += ", host peak RSS %.2f GiB" % summary["host_peak_rss_gb"]
+            line += ", %s %.2f GiB" % (label("host_peak_rss_gb"), summary["host_peak_rss_gb"])
     else:
         line += " host RSS (no device memory statistics)"
     if summary.get("images_per_sec_per_gb") is not None:
-        line += ", %.1f images/sec/GiB" % summary["images_per_sec_per_gb"]
+        line += ", %.1f %s" % (summary["images_per_sec_per_gb"], label("images_per_sec_per_gb"))
     return [line]
 
 
 def monitor_lines(summary: dict[str, Any]) -> list[str]:
     """The lines of the monitors that ran (tfbench.monitors.summary's figures): GPU power, then
     host CPU."""
-    lines = []
-    if "nvml_monitor" in summary:
-        lines += gpu_power_lines(summary)
+    lines = gpu_power_lines(summary) if "nvml_monitor" in summary else []
     if "host_monitor" in summary:
         lines += host_cpu_lines(summary)
     return lines
@@ -179,23 +194,25 @@ def gpu_power_lines(s: dict[str, Any]) -> list[str]:
         return ["GPU power: no readings"]
     parts = []
     if s.get("power_w_mean") is not None:
-        parts.append("mean %.1f W, max %.1f W" % (s["power_w_mean"], s["power_w_max"]))
+        parts.append("%s %.1f W, %s %.1f W" % (label("power_w_mean"), s["power_w_mean"],
+                                              label("power_w_max"), s["power_w_max"]))
     else:
         parts.append("power n/a")
     if s.get("energy_j") is not None:
-        energy = "energy %.1f J" % s["energy_j"]
+        energy = "%s %.1f J" % (label("energy_j"), s["energy_j"])
         if s.get("joules_per_image") is not None:
-            energy += " (%.4g J/image)" % s["joules_per_image"]
+            energy += " (%.4g %s)" % (s["joules_per_image"], label("joules_per_image"))
         parts.append(energy)
     if s.get("images_per_sec_per_watt") is not None:
-        parts.append("%.3g images/sec/W" % s["images_per_sec_per_watt"])
+        parts.append("%.3g %s" % (s["images_per_sec_per_watt"],
+                                  label("images_per_sec_per_watt")))
     detail = []
     if s.get("gpu_util_pct_mean") is not None:
-        detail.append("util %.0f%%" % s["gpu_util_pct_mean"])
+        detail.append("%s %.0f%%" % (label("gpu_util_pct_mean"), s["gpu_util_pct_mean"]))
     if s.get("temp_c_max") is not None:
-        detail.append("temp max %.0f C" % s["temp_c_max"])
+        detail.append("%s %.0f C" % (label("temp_c_max"), s["temp_c_max"]))
     if s.get("sm_clock_mhz_mean") is not None:
-        detail.append("SM clock %.0f MHz" % s["sm_clock_mhz_mean"])
+        detail.append("%s %.0f MHz" % (label("sm_clock_mhz_mean"), s["sm_clock_mhz_mean"]))
     line = "GPU power: " + ", ".join(parts)
     if detail:
         line += "; " + ", ".join(detail)
@@ -210,12 +227,13 @@ def host_cpu_lines(s: dict[str, Any]) -> list[str]:
         return ["Host CPU: %s" % s.get("host_monitor")]
     if s.get("cpu_util_pct_mean") is None:
         return []
-    line = "Host CPU: %.0f%% busy (system, %s cores)" % (s["cpu_util_pct_mean"],
-                                                        s.get("num_cpus") or "?")
+    line = "Host CPU: %.0f%% %s (system, %s cores)" % (
+        s["cpu_util_pct_mean"], label("cpu_util_pct_mean"), s.get("num_cpus") or "?")
     if s.get("process_cpu_pct_mean") is not None:
-        line += ", process %.0f%% (100%% = one core)" % s["process_cpu_pct_mean"]
+        line += ", %s %.0f%% (100%% = one core)" % (label("process_cpu_pct_mean"),
+                                                    s["process_cpu_pct_mean"])
     if s.get("host_rss_gb_max") is not None:
-        line += ", RSS max %.2f GiB" % s["host_rss_gb_max"]
+        line += ", %s %.2f GiB" % (label("host_rss_gb_max"), s["host_rss_gb_max"])
     return [line]
 
 
@@ -262,8 +280,9 @@ def estimate_lines(summary: dict[str, Any]) -> list[str]:
     utilization = 19.53 hours` (one line; nothing when the estimate is off)."""
     if not summary or summary.get("estimated_train_hours") is None:
         return []
-    return ["Training-time estimate: %d samples x %g epochs at %.2f images/sec x %.2f "
-            "utilization = %s" % (summary["estimate_dataset_size"], summary["estimate_epochs"],
+    return ["%s %d samples x %g epochs at %.2f images/sec x %.2f "
+            "utilization = %s" % (label("estimated_train_hours"),
+                                  summary["estimate_dataset_size"], summary["estimate_epochs"],
                                   summary["estimate_images_per_sec"],
                                   summary["estimate_utilization"],
                                   _duration(summary["estimated_train_hours"]))]

@@ -16,97 +16,15 @@ import os
 import tempfile
 from typing import Any, Iterator, Optional
 
+from tfbench import figures
 from tfbench.results import FIELD_NAMES, RunResult
 
-SCHEMA_VERSION = 2   # 2: warmup_peak_mem_gb
-
-# (column, meaning). docs/csv.md's column table is generated from this list.
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("schema_version", "version of this column set"),
-    ("run_id", "unique id of the run; the JSON manifest is <json_dir>/<run_id>.json"),
-    ("timestamp", "UTC start time, ISO 8601"),
-    ("status", "ok, oom, nan, interrupted or error"),
-    ("error", "the error message when status is not ok"),
-    ("model", "--model"),
-    ("dataset", "imagenet or cifar10 (label space and default sizes)"),
-    ("mode", "training, forward_only or eval"),
-    ("precision", "fp32, fp16 or bf16"),
-    ("xla", "1 when the step was compiled with XLA"),
-    ("batch_size", "batch per device"),
-    ("global_batch_size", "batch per step over all devices and workers"),
-    ("num_devices", "devices per worker"),
-    ("device_kind", "cpu or gpu"),
-    ("device_name", "GPU or CPU model name"),
-    ("num_workers", "worker processes (multi-host)"),
-    ("variable_update", "how variables were shared (strategy)"),
-    ("data_source", "synthetic or the real-data reader"),
-    ("data_format", "NHWC or NCHW"),
-    ("image_size", "input height = width in pixels"),
-    ("num_batches", "timed steps requested"),
-    ("num_warmup_batches", "untimed warm-up steps"),
-    ("accum_steps", "micro-batches per optimizer update"),
-    ("steps_run", "timed steps actually run"),
-    ("images_per_sec", "the `total images/sec` figure (wall time of the timed loop)"),
-    ("step_images_per_sec", "the Step lines' figure over every timed step of the last repeat: "
-                            "per-worker batch / mean step time (EWMA-weighted with "
-                            "--display_perf_ewma)"),
-    ("step_images_per_sec_plusminus", "the Step line's +/- (std of per-step speeds / sqrt(n))"),
-    ("jitter", "the Step line's jitter (1.4826 x median absolute deviation)"),
-    ("first_step_sec", "time of the first (cold) step, seconds"),
-    ("warmup_sec", "wall time of warm-up, from the start of its first step to the end of its "
-                   "last (host work between steps included), seconds"),
-    ("final_loss", "last reported loss"),
-    ("top_1_accuracy", "eval or last training top-1"),
-    ("top_5_accuracy", "eval or last training top-5"),
-    ("params", "trainable parameters of the model (batch-norm moving statistics and other "
-               "non-trainable state excluded, as in published counts)"),
-    ("gflops_per_image", "forward GFLOPs per image (multiply-add = 2 FLOPs)"),
-    ("tflops_per_sec", "achieved TFLOP/s (training counted as 3x forward)"),
-    ("mfu_pct", "model FLOPs utilisation: tflops_per_sec / (peak per device x devices), %"),
-    ("peak_tflops", "peak dense TFLOP/s per device used for mfu_pct"),
-    ("latency_ms_p50", "median step time in ms per batch"),
-    ("latency_ms_p90", "90th percentile step time, ms"),
-    ("latency_ms_p99", "99th percentile step time, ms"),
-    ("latency_ms_mean", "mean step time, ms"),
-    ("peak_mem_gb", "peak device memory over the timed steps (read when they end: a final "
-                    "checkpoint or evaluation is not in it), GiB (2^30 bytes); on CPU the "
-                    "host's peak RSS; empty on a GPU run whose device statistics are unavailable and on a "
-                    "parameter-server controller (its workers run the steps)"),
-    ("warmup_peak_mem_gb", "peak device memory during warm-up (cuDNN autotuning included), GiB"),
-    ("host_peak_rss_gb", "host peak resident memory, GiB"),
-    ("images_per_sec_per_gb", "images/sec divided by the summed peak memory of all devices "
-                              "(host RSS on CPU), per GiB"),
-    ("power_w_mean", "mean GPU power (all monitored GPUs together) over the timed steps, W"),
-    ("power_w_max", "max GPU power (all monitored GPUs together) over the timed steps, W"),
-    ("energy_j", "GPU energy over the timed steps of every repeat (warm-up, cooldowns, "
-                 "evaluations and final checkpoints excluded), J"),
-    ("joules_per_image", "energy_j / the images of those timed steps, J"),
-    ("images_per_sec_per_watt", "images_per_sec / power_w_mean"),
-    ("gpu_util_pct_mean", "mean GPU utilisation over the timed steps, %"),
-    ("temp_c_max", "max GPU temperature (hottest monitored GPU) over the timed steps, °C"),
-    ("sm_clock_mhz_mean", "mean SM clock over the timed steps, MHz"),
-    ("throttled", "1 when the GPU reported throttling during the timed steps"),
-    ("cpu_util_pct_mean", "mean host CPU utilisation over the timed steps (each reading "
-                          "weighted by the time it covers), %"),
-    ("num_runs", "repeats of the measurement (--num_runs)"),
-    ("images_per_sec_median", "median over repeats"),
-    ("images_per_sec_min", "min over repeats"),
-    ("images_per_sec_max", "max over repeats"),
-    ("spread_pct", "(max - min) / median over repeats, %"),
-    ("unstable", "1 when spread_pct exceeds the threshold"),
-    ("synthetic_images_per_sec", "--diagnose_input: synthetic-data run"),
-    ("input_only_images_per_sec", "--diagnose_input: input pipeline alone"),
-    ("input_bound", "--diagnose_input verdict: 1 input-bound, 0 not"),
-    ("estimated_train_hours", "--estimate_dataset_size x --estimate_epochs / (images/sec x "
-                              "--estimate_utilization), hours"),
-    ("expected_range", "within / below / above the published range for this GPU"),
-    ("tf_version", "TensorFlow version"),
-    ("keras_version", "Keras version"),
-    ("tfbench_version", "tfbench version"),
-    ("hostname", "host name"),
-    ("notices", "what tfbench changed from what was asked, '; '-separated"),
-    ("command", "the command line"),
-)
+# The columns and their version are declared with every figure in tfbench/figures.py;
+# docs/csv.md's column table is generated from them.
+SCHEMA_VERSION = figures.SCHEMA_VERSION
+# (column, meaning with its unit), in the CSV's order.
+COLUMNS: tuple[tuple[str, str], ...] = tuple((f.name, figures.meaning(f))
+                                              for f in figures.CSV_FIGURES)
 COLUMN_NAMES: tuple[str, ...] = tuple(c for c, _ in COLUMNS)
 
 
@@ -121,13 +39,13 @@ def _fmt(value: Any) -> str:
 
 
 def row_for(result: RunResult) -> dict[str, str]:
-    """The CSV row of a result: RunResult fields and the figures derived from them, then
+    """The CSV row of a result: RunResult fields and the figures derived from them (its
+    properties, steps_run), then
     `extra` (monitors, studies) for the other columns only: a key of `extra` never replaces a
     figure of the same name (one name, one definition in the console, CSV and JSON)."""
     from tfbench import __version__
     values: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
-        "steps_run": result.steps_run,
         "params": result.params_count,
         "tfbench_version": __version__,
         "notices": "; ".join(result.notices),
@@ -143,13 +61,27 @@ def row_for(result: RunResult) -> dict[str, str]:
 
 @contextlib.contextmanager
 def _locked(path: str) -> Iterator[None]:
-    """An exclusive lock on a side file, so the CSV itself may be replaced while held."""
-    with open(path + ".lock", "a") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+    """An exclusive lock on a side file, PATH.lock, so the CSV itself may be replaced while
+    held. The side file is removed before the lock is let go, so none stays beside the CSV: a
+    process that was waiting holds the lock of a removed file then, sees that PATH.lock is not
+    (or no longer) that file, and takes the lock again on the current one."""
+    lock_path = path + ".lock"
+    while True:
+        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            yield
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+            held = os.fstat(fd)
+            current = os.stat(lock_path)
+            if (held.st_dev, held.st_ino) == (current.st_dev, current.st_ino):
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        yield
+    finally:
+        os.unlink(lock_path)
+        os.close(fd)   # lets the lock go
 
 
 def append_row(path: str, result: RunResult) -> Optional[str]:

@@ -1,10 +1,12 @@
 """Generates the flag and CSV references in docs/ from the tables they document.
 
-    python -m tfbench.output.docgen            rewrite docs/flags.md and docs/csv.md
+    python -m tfbench.output.docgen            rewrite docs/flags.md, docs/csv.md and the
+                                               figure table of docs/measurements.md
     python -m tfbench.output.docgen --check    only say which file has drifted (exit 1)
 
-Each file holds a marked section (<!-- flags:start --> ... <!-- flags:end -->, and `csv`) that is
-rewritten from flagdefs.ALL_FLAGS or csv_out.COLUMNS; the text around it is left alone. Paths may
+Each file holds a marked section (<!-- flags:start --> ... <!-- flags:end -->, `csv` and `figures`)
+that is rewritten from flagdefs.ALL_FLAGS or the figures' declaration (tfbench/figures.py: the
+CSV columns, and what the console calls each figure); the text around it is left alone. Paths may
 be given instead of the defaults (docs/ of the checkout this module is in). tests/test_docgen.py
 fails when the docs have drifted.
 """
@@ -15,7 +17,7 @@ import os
 import re
 import sys
 
-from tfbench.output import csv_out
+from tfbench import figures
 from tfbench.config import flagdefs
 
 ROLE = {"K": "", "G": "TF1-only: accepted, warns, no effect", "T": "tfbench"}
@@ -23,7 +25,8 @@ ROLE = {"K": "", "G": "TF1-only: accepted, warns, no effect", "T": "tfbench"}
 # The checkout's root (tfbench/output/docgen.py -> three levels up).
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # section name -> the file that holds it, relative to ROOT.
-TARGETS = {"flags": os.path.join("docs", "flags.md"), "csv": os.path.join("docs", "csv.md")}
+TARGETS = {"flags": os.path.join("docs", "flags.md"), "csv": os.path.join("docs", "csv.md"),
+           "figures": os.path.join("docs", "measurements.md")}
 COMMAND = "python -m tfbench.output.docgen"
 
 
@@ -48,14 +51,28 @@ def flags_markdown() -> str:
     return "\n".join(rows)
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
 def csv_markdown() -> str:
-    rows = ["| column | meaning |", "|---|---|"]
-    rows += ["| `%s` | %s |" % (name, meaning.replace("|", "\\|"))
-             for name, meaning in csv_out.COLUMNS]
+    """The CSV's columns in order, from the figures' declaration (csv_out.COLUMNS)."""
+    rows = ["| column | unit | meaning |", "|---|---|---|"]
+    rows += ["| `%s` | %s | %s |" % (f.name, f.unit, _cell(f.definition))
+             for f in figures.CSV_FIGURES]
     return "\n".join(rows)
 
 
-SECTIONS = {"flags": flags_markdown, "csv": csv_markdown}
+def figures_markdown() -> str:
+    """Each figure the console prints: its label there, unit, and where else it is kept."""
+    rows = ["| console label | figure (JSON key) | unit | CSV |", "|---|---|---|---|"]
+    rows += ["| %s | `%s` | %s | %s |" % (_cell(f.label), f.name, f.unit,
+                                          "yes" if f.csv else "no")
+             for f in figures.FIGURES if f.label]
+    return "\n".join(rows)
+
+
+SECTIONS = {"flags": flags_markdown, "csv": csv_markdown, "figures": figures_markdown}
 
 
 def _pattern(name: str) -> "re.Pattern[str]":

@@ -100,6 +100,6 @@ def change_lines(changes: Sequence[dict[str, Any]]) -> list[str]:
 def text_report(env: dict[str, Any]) -> str:
     """Every field of the manifest, one `path: value` line each (for `tfbench env`)."""
     flat = environment.flatten(env)
-    width = min(max((len(k) for k in flat), default=0), 48)
+    width = min(max((len(k) + 1 for k in flat), default=0), 49)   # the label and its colon
     return "\n".join("%-*s  %s" % (width, k + ":", "" if v is None else v)
                      for k, v in flat.items())

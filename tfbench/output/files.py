@@ -8,10 +8,26 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from typing import Any, Optional
 
 from tfbench.output import csv_out
 from tfbench.results import RunResult
+
+
+_RESULTS = re.compile(r"Results: (\S+) row appended to (.+) \(run (\S+)\)")
+
+
+def results_line(status: str, csv_path: str, run_id: str) -> str:
+    """`Results: ok row appended to tfbench_results.csv (run ...)`: where the row went."""
+    return "Results: %s row appended to %s (run %s)" % (status, csv_path, run_id)
+
+
+def results_line_to(line: str, csv_path: str) -> Optional[str]:
+    """The Results line `line` naming `csv_path` instead (a launch task's row travels on to
+    the launcher's CSV); None when `line` is no Results line."""
+    match = _RESULTS.fullmatch(line)
+    return results_line(match.group(1), csv_path, match.group(3)) if match else None
 
 
 def manifest(p, result: RunResult) -> dict[str, Any]:
@@ -46,6 +62,5 @@ def write_all(p, result: RunResult) -> list[str]:
         notice = csv_out.append_row(p.csv_file, result)
         if notice:
             lines.append(notice)
-        lines.append("Results: %s row appended to %s (run %s)"
-                     % (result.status, p.csv_file, result.run_id))
+        lines.append(results_line(result.status, p.csv_file, result.run_id))
     return lines

@@ -12,13 +12,14 @@ import html as html_lib
 import os
 from typing import Optional, Sequence
 
+import numpy as np
 import pandas as pd
 
-from tfbench.measure import expected_range as er
-from tfbench.report import load, plots, studies, tables
+from tfbench.measure import expected_range as er, stats
+from tfbench.report import load, plots, repeats, studies, tables
 
 SUMMARY_COLUMNS = ["model", "device_name", "devices", "mode", "precision", "xla", "batch_size",
-                   "image_size", "data_source", "runs", "images_per_sec", "latency_ms_p50",
+                   "image_size", "data_source", "images_per_sec", "latency_ms_p50",
                    "latency_ms_p99", "peak_mem_gb", "power_w_mean", "images_per_sec_per_gb",
                    "images_per_sec_per_watt", "efficiency_pct", "expected_range"]
 _ALWAYS = ("model", "device_name", "devices", "mode", "precision", "batch_size")
@@ -42,7 +43,8 @@ def _expected(summary: pd.DataFrame, df: pd.DataFrame) -> tuple[list[str], list[
         recorded = df.loc[same, "expected_range"]
         verdict, text = er.expected_range(row["device_name"], row["model"], row["mode"],
                                           row["precision"], int(row["devices"]),
-                                          float(row["images_per_sec"]))
+                                          float(row["images_per_sec"]),
+                                          batch_per_gpu=er.batch_value(row.get("batch_size")))
         recorded = [v for v in recorded if v]
         verdicts.append(recorded[0] if recorded else (verdict or ""))
         if text:
@@ -50,8 +52,10 @@ def _expected(summary: pd.DataFrame, df: pd.DataFrame) -> tuple[list[str], list[
     return verdicts, lines
 
 
-def summary_frame(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    summary = studies.summary_table(df)
+def summary_frame(df: pd.DataFrame,
+                  unstable_threshold_pct: float = stats.DEFAULT_UNSTABLE_THRESHOLD_PCT
+                  ) -> tuple[pd.DataFrame, list[str]]:
+    summary = studies.summary_table(df, unstable_threshold_pct)
     if summary.empty:
         return summary, []
     mem_ratio = summary["images_per_sec"] / summary["peak_mem_gb"]
@@ -97,23 +101,31 @@ def _plot_groups(section: studies.Section, out_dir: str, limit: int) -> list[str
 
 def build_report(csv_paths: Sequence[str], out_dir: str, json_dir: Optional[str] = None,
                  knee_pct: float = 90.0, max_plots: int = 12,
-                 title: str = "tfbench report") -> Report:
+                 title: str = "tfbench report",
+                 unstable_threshold_pct: float = stats.DEFAULT_UNSTABLE_THRESHOLD_PCT) -> Report:
     df = load.read_results(csv_paths)
     os.makedirs(out_dir, exist_ok=True)
-    summary, range_lines = summary_frame(df)
+    summary, range_lines = summary_frame(df, unstable_threshold_pct)
     sections: list[studies.Section] = []
     if not summary.empty:
-        columns = studies.varying(summary, SUMMARY_COLUMNS, _ALWAYS + tuple(
-            c for c in SUMMARY_COLUMNS[9:]))
-        sections.append(studies.Section("results", "Results", summary, columns,
-                                        "median over repeated rows; ok runs only"))
+        # Every figure a row holds is shown (constant or not); one no row holds is not.
+        measured = tuple(c for c in SUMMARY_COLUMNS[SUMMARY_COLUMNS.index("images_per_sec"):]
+                         if c in summary and summary[c].replace("", np.nan).notna().any())
+        columns = studies.varying(summary, SUMMARY_COLUMNS, _ALWAYS + measured)
+        note = "median over repeated rows; ok runs only"
+        if (summary["num_runs"] >= 2).any():
+            note += ("; spread = (max - min) / median of the repeats, stable as in tfbench "
+                     "evaluate (unstable above %g%%)" % unstable_threshold_pct)
+        sections.append(studies.Section("results", "Results", summary,
+                                        repeats.with_repeats(summary, columns), note))
         for mode, label in (("training", "Training"), ("forward_only", "Inference")):
             pivot = pivot_frame(summary, mode)
             if not pivot.empty and pivot.shape[1] > 1:
                 sections.append(studies.Section(
                     "%s_by_device" % mode, "%s images/sec by model and device (best batch)"
                     % label, pivot, list(pivot.columns)))
-    sections += studies.study_sections(df, knee_pct=knee_pct)
+    sections += studies.study_sections(df, knee_pct=knee_pct,
+                                       unstable_threshold_pct=unstable_threshold_pct)
     if range_lines:
         lines = pd.DataFrame({"expected_range": range_lines})
         sections.append(studies.Section("expected_range", "Expected range (published figures)",

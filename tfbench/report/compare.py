@@ -35,12 +35,14 @@ from tfbench.report import evaluation, load, studies, tables
 MATCH_COLUMNS = ("model", "dataset", "mode", "precision", "xla", "batch_size", "num_devices",
                  "num_workers", "image_size", "data_source", "data_format", "accum_steps",
                  "variable_update", "device_name")
-# Evaluations: the execution mode in place of precision and XLA.
-EVALUATION_MATCH_COLUMNS = tuple(c for c in MATCH_COLUMNS if c not in ("precision", "xla")
-                                 ) + ("execution_mode",)
+# Evaluations: the run kind (training, inference) in place of the mode, the execution mode in
+# place of precision and XLA, named as the evaluation report names them.
+EVALUATION_MATCH_COLUMNS = tuple(c for c in MATCH_COLUMNS if c not in ("mode", "precision", "xla")
+                                 ) + ("kind", "execution_mode")
 # Shown for every row, whether or not they vary ("devices" = num_devices x num_workers; the split
 # is shown too when a row runs on several workers).
-IDENTITY_COLUMNS = ("model", "mode", "execution_mode", "precision", "xla", "batch_size", "devices")
+IDENTITY_COLUMNS = ("model", "mode", "kind", "execution_mode", "precision", "xla", "batch_size",
+                    "devices")
 # What a directory stands for: the first of these files in it.
 DIRECTORY_FILES = (evaluation.ROWS_FILE, "sweep.csv", "tfbench_results.csv")
 NO_ROW = "no row"
@@ -236,7 +238,7 @@ def compare_files(a_path: str, b_path: str) -> Comparison:
         if len(comp.table):   # the plan's order: model (as in A), mode, training first
             models = list(dict.fromkeys(list(a["model"]) + list(b["model"])))
             rank = [(models.index(r["model"]), evaluation.MODES.index(r["execution_mode"]),
-                     r["mode"] != "training") for _, r in comp.table.iterrows()]
+                     r["kind"] != "training") for _, r in comp.table.iterrows()]
             order = sorted(range(len(rank)), key=rank.__getitem__)
             comp.table = comp.table.iloc[order].reset_index(drop=True)
         return comp

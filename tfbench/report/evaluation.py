@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from tfbench.measure import expected_range as er
-from tfbench.report import plots, studies
+from tfbench.report import plots, repeats, studies
 
 MODES = ("native", "mixed", "mixed_xla")
 ROWS_FILE = "evaluation.csv"   # an evaluation directory's rows (tfbench.sweep.evaluate)
@@ -100,18 +100,6 @@ def _value(row: Optional[pd.Series], column: str) -> float:
     return np.nan if value is None or value == "" or pd.isna(value) else value
 
 
-def _stable(rows: Sequence[Optional[pd.Series]]) -> str:
-    """'no' when a run's repeats spread more than its threshold, 'yes' when every run is there,
-    was repeated and none did, '' otherwise (a run missing or not repeated)."""
-    present = [r for r in rows if r is not None]
-    if any(_value(r, "unstable") == 1 for r in present):
-        return "no"
-    if present and len(present) == len(rows) and all(_value(r, "num_runs") >= 2
-                                                      for r in present):
-        return "yes"
-    return ""
-
-
 def _find(rows: pd.DataFrame, model: str, device: str, mode: str, kind: str):
     hit = rows[(rows["model"] == model) & (rows["device_name"] == device)
                & (rows["execution_mode"] == mode) & (rows["kind"] == kind)]
@@ -135,8 +123,10 @@ def first_table(df: pd.DataFrame, models: Sequence[str] = (),
         label = (train if train is not None else infer)["device_label"]
         verdict = "" if train is None else train["expected_range"]
         if train is not None and not verdict:
-            verdict = er.expected_range(device, model, "training", train["precision"],
-                                        int(train["devices"]), train["images_per_sec"])[0] or ""
+            verdict = er.expected_range(
+                device, model, "training", train["precision"], int(train["devices"]),
+                train["images_per_sec"],
+                batch_per_gpu=er.batch_value(train.get("batch_size")))[0] or ""
         out.append({
             "model": model, "device_label": label,
             "train_images_per_sec": _value(train, "images_per_sec"),
@@ -151,7 +141,7 @@ def first_table(df: pd.DataFrame, models: Sequence[str] = (),
             "train_images_per_sec_per_watt": _value(train, "images_per_sec_per_watt"),
             "train_temp_c_max": _value(train, "temp_c_max"),
             "expected_range": verdict,
-            "stable": _stable([train, infer])})
+            "stable": repeats.stable([train, infer])})
     return pd.DataFrame(out, columns=FIRST_COLUMNS)
 
 
@@ -212,7 +202,7 @@ def runs_table(df: pd.DataFrame, models: Sequence[str] = ()) -> pd.DataFrame:
         _model=[models.index(m) for m in rows["model"]],
         _mode=[MODES.index(m) for m in rows["execution_mode"]],
         _kind=[KINDS.index(k) for k in rows["kind"]],
-        stable=[_stable([r]) if r["status"] == "ok" else "" for _, r in rows.iterrows()],
+        stable=[repeats.stable([r]) if r["status"] == "ok" else "" for _, r in rows.iterrows()],
         # A training row's step-time percentiles are per batch of 32, not the latency figure.
         latency_ms_p50=rows["latency_ms_p50"].where(inference),
         latency_ms_p99=rows["latency_ms_p99"].where(inference))
@@ -234,14 +224,16 @@ def unstable_lines(df: pd.DataFrame) -> list[str]:
 
 
 def expected_range_lines(df: pd.DataFrame) -> list[str]:
-    """The published band and verdict of every training row that has one (GPUs in the published
-    table, for the models, precisions and GPU counts it covers)."""
+    """The published band and verdict of every training row on a GPU of the published table,
+    or, where nothing published matches its model version and batch, what is published
+    instead."""
     lines = []
     for _, r in latest(df).iterrows():
         if r["kind"] != "training":
             continue
-        verdict, text = er.expected_range(r["device_name"], r["model"], "training",
-                                          r["precision"], int(r["devices"]), r["images_per_sec"])
-        if verdict:
+        _, text = er.expected_range(r["device_name"], r["model"], "training", r["precision"],
+                                    int(r["devices"]), r["images_per_sec"],
+                                    batch_per_gpu=er.batch_value(r.get("batch_size")))
+        if text and not text.startswith("Expected range: none for"):   # not a MIG slice
             lines.append(text)
     return list(dict.fromkeys(lines))

@@ -1,10 +1,11 @@
 """Study tables computed from result rows: scaling, batch size (knee), precision matrix, resolution.
 
 Each function takes a typed frame (report.load.normalize) and uses only rows with status ok.
-Repeated rows of one configuration are reduced to their median images/sec (and min/max kept), so
-`--repeats` and re-runs appended to one CSV need no special handling. Groups are formed from the
-configuration columns, minus the one(s) a study varies, so a sweep over models x GPU counts gives
-one scaling table per model.
+Repeated rows of one configuration are reduced to their median images/sec, so `--repeats` and
+re-runs appended to one CSV need no special handling; their min, max, spread and stability
+verdict follow the rule of --num_runs and `tfbench evaluate` (tfbench.report.repeats), and every
+table with repeats shows them. Groups are formed from the configuration columns, minus the
+one(s) a study varies, so a sweep over models x GPU counts gives one scaling table per model.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import dataclasses
 
 import numpy as np
 import pandas as pd
+
+from tfbench.measure import stats
+from tfbench.report import repeats
 
 # Columns that identify a configuration (what ran, where).
 CONFIG_COLUMNS = ("model", "dataset", "mode", "precision", "xla", "batch_size",
@@ -38,18 +42,20 @@ def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df[(df["status"] == "ok") & df["images_per_sec"].notna()]
 
 
-def aggregate(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """One row per distinct `keys`: median metrics, images/sec min/max and the row count `runs`."""
+def aggregate(df: pd.DataFrame, keys: list[str],
+              unstable_threshold_pct: float = stats.DEFAULT_UNSTABLE_THRESHOLD_PCT
+              ) -> pd.DataFrame:
+    """One row per distinct `keys`: median metrics and the repeats (REPEAT_COLUMNS)."""
     ok = ok_rows(df)
     if ok.empty:
-        return pd.DataFrame(columns=keys + list(_METRICS) + ["images_per_sec_lo",
-                                                             "images_per_sec_hi", "runs", "order"])
+        return pd.DataFrame(columns=keys + list(_METRICS) + list(repeats.REPEAT_COLUMNS)
+                            + ["order"])
     ok = ok.assign(order=np.arange(len(ok)))
     grouped = ok.groupby(keys, dropna=False, sort=False)
     out = grouped.agg({**_METRICS, "order": "min"})
-    out["images_per_sec_lo"] = grouped["images_per_sec"].min()
-    out["images_per_sec_hi"] = grouped["images_per_sec"].max()
-    out["runs"] = grouped.size()
+    spread = [repeats.summarize(group, unstable_threshold_pct) for _, group in grouped]
+    for column in repeats.REPEAT_COLUMNS:
+        out[column] = [s[column] for s in spread]
     return out.reset_index().sort_values("order", kind="stable").reset_index(drop=True)
 
 
@@ -101,8 +107,9 @@ def _series(group: pd.DataFrame) -> list[pd.DataFrame]:
     return [pd.concat([base, part]) for part in parts]
 
 
-def scaling_table(df: pd.DataFrame, scaling: str = "weak",
-                  extra: Sequence[str] = ()) -> pd.DataFrame:
+def scaling_table(df: pd.DataFrame, scaling: str = "weak", extra: Sequence[str] = (),
+                  unstable_threshold_pct: float = stats.DEFAULT_UNSTABLE_THRESHOLD_PCT
+                  ) -> pd.DataFrame:
     """Throughput, speed-up and efficiency against the fewest devices in each series.
 
     weak: per-device batch fixed (global grows with N); strong: global batch fixed.
@@ -120,7 +127,7 @@ def scaling_table(df: pd.DataFrame, scaling: str = "weak",
                        extra) + [fixed]
     other = "global_batch_size" if scaling == "weak" else "batch_size"
     point = ["num_devices", "num_workers", "devices", other]
-    agg = aggregate(_one_device_baselines(ok_rows(df)), keys + point)
+    agg = aggregate(_one_device_baselines(ok_rows(df)), keys + point, unstable_threshold_pct)
     frames = []
     for _, candidates in agg.groupby(keys, dropna=False, sort=False):
         for group in _series(candidates):
@@ -132,9 +139,9 @@ def scaling_table(df: pd.DataFrame, scaling: str = "weak",
             group["efficiency_pct"] = group["speedup"] / (group["devices"] / base["devices"]) \
                 * 100.0
             frames.append(group.assign(group="%s%d" % (scaling, len(frames))))
-    return _concat(frames, keys + point + ["scaling", "images_per_sec",
-                                           "images_per_sec_per_device", "speedup",
-                                           "efficiency_pct", "peak_mem_gb", "group"])
+    return _concat(frames, keys + point + ["scaling", "images_per_sec"]
+                   + list(repeats.REPEAT_COLUMNS) + ["images_per_sec_per_device", "speedup",
+                                                     "efficiency_pct", "peak_mem_gb", "group"])
 
 
 def _identity(frame: pd.DataFrame, extra: Sequence[str] = ()) -> list[tuple]:
@@ -146,14 +153,16 @@ def _identity(frame: pd.DataFrame, extra: Sequence[str] = ()) -> list[tuple]:
     return list(map(tuple, ident.values))
 
 
-def scaling_tables(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
+def scaling_tables(df: pd.DataFrame, extra: Sequence[str] = (),
+                   unstable_threshold_pct: float = stats.DEFAULT_UNSTABLE_THRESHOLD_PCT
+                   ) -> pd.DataFrame:
     """Weak and strong scaling groups found in the rows (a CSV does not say which was meant).
 
     A strong group whose multi-device rows all belong to weak groups is dropped: it is a
     by-product of a weak study plus a batch-size study, not a strong-scaling measurement.
     """
-    weak = scaling_table(df, "weak", extra)
-    strong = scaling_table(df, "strong", extra)
+    weak = scaling_table(df, "weak", extra, unstable_threshold_pct)
+    strong = scaling_table(df, "strong", extra, unstable_threshold_pct)
     if not weak.empty and not strong.empty:
         in_weak = set(_identity(weak, extra))
         keep = []
@@ -165,12 +174,13 @@ def scaling_tables(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
     return _concat([weak, strong], None)
 
 
-def batch_size_study(df: pd.DataFrame, knee_pct: float = 90.0,
-                     extra: Sequence[str] = ()) -> pd.DataFrame:
+def batch_size_study(df: pd.DataFrame, knee_pct: float = 90.0, extra: Sequence[str] = (),
+                     unstable_threshold_pct: float = stats.DEFAULT_UNSTABLE_THRESHOLD_PCT
+                     ) -> pd.DataFrame:
     """Throughput and memory per batch size; `knee` marks the smallest batch reaching knee_pct%
-    of the group's best throughput."""
+    of the group's best throughput, `best` the batch of the best (median) throughput."""
     keys = _group_keys(("batch_size", "global_batch_size"), extra)
-    agg = aggregate(df, keys + ["batch_size", "global_batch_size"])
+    agg = aggregate(df, keys + ["batch_size", "global_batch_size"], unstable_threshold_pct)
     frames = []
     for _, group in agg.groupby(keys, dropna=False, sort=False):
         if group["batch_size"].nunique() < 2:
@@ -181,9 +191,11 @@ def batch_size_study(df: pd.DataFrame, knee_pct: float = 90.0,
         reaching = group.loc[pct >= knee_pct, "batch_size"]
         knee = reaching.min()
         frames.append(group.assign(pct_of_best=pct, knee=group["batch_size"] == knee,
-                                   knee_pct=knee_pct, group="batch%d" % len(frames)))
-    return _concat(frames, keys + ["batch_size", "global_batch_size", "images_per_sec",
-                                   "peak_mem_gb", "pct_of_best", "knee", "knee_pct", "group"])
+                                   best=group["images_per_sec"] == best, knee_pct=knee_pct,
+                                   group="batch%d" % len(frames)))
+    return _concat(frames, keys + ["batch_size", "global_batch_size", "images_per_sec"]
+                   + list(repeats.REPEAT_COLUMNS) + ["peak_mem_gb", "pct_of_best", "knee", "best",
+                                             "knee_pct", "group"])
 
 
 def knees(study: pd.DataFrame) -> pd.DataFrame:
@@ -196,10 +208,12 @@ def execution_label(precision: str, xla: int) -> str:
     return label + " + XLA" if int(xla) else label
 
 
-def precision_matrix(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
+def precision_matrix(df: pd.DataFrame, extra: Sequence[str] = (),
+                     unstable_threshold_pct: float = stats.DEFAULT_UNSTABLE_THRESHOLD_PCT
+                     ) -> pd.DataFrame:
     """Each precision/XLA combination with its speed-up over plain fp32 in the same group."""
     keys = _group_keys(("precision", "xla"), extra)
-    agg = aggregate(df, keys + ["precision", "xla"])
+    agg = aggregate(df, keys + ["precision", "xla"], unstable_threshold_pct)
     frames = []
     for _, group in agg.groupby(keys, dropna=False, sort=False):
         if len(group) < 2:
@@ -209,14 +223,16 @@ def precision_matrix(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFram
         frames.append(group.assign(
             execution=[execution_label(p, x) for p, x in zip(group["precision"], group["xla"])],
             speedup_vs_fp32=group["images_per_sec"] / ref, group="precision%d" % len(frames)))
-    return _concat(frames, keys + ["precision", "xla", "execution", "images_per_sec",
-                                   "peak_mem_gb", "speedup_vs_fp32", "group"])
+    return _concat(frames, keys + ["precision", "xla", "execution", "images_per_sec"]
+                   + list(repeats.REPEAT_COLUMNS) + ["peak_mem_gb", "speedup_vs_fp32", "group"])
 
 
-def resolution_study(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
+def resolution_study(df: pd.DataFrame, extra: Sequence[str] = (),
+                     unstable_threshold_pct: float = stats.DEFAULT_UNSTABLE_THRESHOLD_PCT
+                     ) -> pd.DataFrame:
     """Throughput and memory per image size, relative to the first size (order of appearance)."""
     keys = _group_keys(("image_size",), extra)
-    agg = aggregate(df, keys + ["image_size"])
+    agg = aggregate(df, keys + ["image_size"], unstable_threshold_pct)
     frames = []
     for _, group in agg.groupby(keys, dropna=False, sort=False):
         if group["image_size"].nunique() < 2:
@@ -227,21 +243,25 @@ def resolution_study(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFram
             images_per_sec_rel=group["images_per_sec"] / first["images_per_sec"],
             peak_mem_rel=group["peak_mem_gb"] / first["peak_mem_gb"],
             group="resolution%d" % len(frames)))
-    return _concat(frames, keys + ["image_size", "images_per_sec", "peak_mem_gb", "pixels_rel",
-                                   "images_per_sec_rel", "peak_mem_rel", "group"])
+    return _concat(frames, keys + ["image_size", "images_per_sec"]
+                   + list(repeats.REPEAT_COLUMNS) + ["peak_mem_gb", "pixels_rel",
+                                                     "images_per_sec_rel", "peak_mem_rel",
+                                                     "group"])
 
 
-def summary_table(df: pd.DataFrame) -> pd.DataFrame:
+def summary_table(df: pd.DataFrame,
+                  unstable_threshold_pct: float = stats.DEFAULT_UNSTABLE_THRESHOLD_PCT
+                  ) -> pd.DataFrame:
     """One row per configuration, the shape people publish (model x device and its metrics).
 
     efficiency_pct: from the scaling series holding this very configuration (weak first).
     """
     keys = list(CONFIG_COLUMNS)
-    agg = aggregate(df, keys)
+    agg = aggregate(df, keys, unstable_threshold_pct)
     if agg.empty:
         return agg
     agg["devices"] = total_devices(agg)
-    eff = scaling_tables(df)
+    eff = scaling_tables(df, (), unstable_threshold_pct)
     found: dict[tuple, float] = {}
     if not eff.empty:
         for ident, value in zip(_identity(eff), eff["efficiency_pct"]):
@@ -281,63 +301,79 @@ STUDY_KINDS = ("scaling", "batch_size", "precision", "resolution")
 
 def study_sections(df: pd.DataFrame, kinds: Sequence[str] = STUDY_KINDS,
                    scaling: Optional[str] = None, knee_pct: float = 90.0,
-                   extra: Sequence[str] = ()) -> list[Section]:
-    """The non-empty study tables among `kinds`; scaling None looks for weak and strong groups."""
+                   extra: Sequence[str] = (),
+                   unstable_threshold_pct: float = stats.DEFAULT_UNSTABLE_THRESHOLD_PCT
+                   ) -> list[Section]:
+    """The non-empty study tables among `kinds`; scaling None looks for weak and strong groups.
+    A table whose points were repeated shows their spread (with_repeats) and names every
+    unstable point in its note; the batch-size knee and best batch say when they are one."""
     out = []
     shown = ["model", "device_name"]
+    threshold = unstable_threshold_pct
+
+    def section(slug, title, table, keys, point, columns, note):
+        out.append(Section(slug, title, table, repeats.with_repeats(table, keys + columns),
+                           note + repeats.note(table, keys + point, threshold)))
+
     if "scaling" in kinds:
-        table = scaling_tables(df, extra) if scaling is None else \
-            scaling_table(df, scaling, extra)
+        table = scaling_tables(df, extra, threshold) if scaling is None else \
+            scaling_table(df, scaling, extra, threshold)
         if not table.empty:
             keys = varying(table, list(CONFIG_COLUMNS) + list(extra), shown)
             keys = [k for k in keys if k not in ("batch_size", "global_batch_size",
                                                  "num_devices", "num_workers")]
             # The split (devices per worker x workers) tells apart rows of one device count.
             split = ["num_devices", "num_workers"] if table["num_workers"].nunique() > 1 else []
-            out.append(Section(
-                "scaling", "Scaling efficiency", table,
-                keys + ["scaling"] + split + ["devices", "batch_size", "global_batch_size",
-                                              "images_per_sec", "images_per_sec_per_device",
-                                              "speedup", "efficiency_pct"],
-                "efficiency = (images/sec on N / images/sec on N0) / (N / N0) x 100%, N = "
-                "devices x workers, N0 the fewest in the series; a series holds rows that "
-                "differ in device count alone (a one-device baseline shares no variables and "
-                "serves every variable_update); weak scaling keeps the per-device batch, strong "
-                "scaling the global batch"))
+            section("scaling", "Scaling efficiency", table, keys, ["scaling"] + split
+                    + ["devices"], ["scaling"] + split + [
+                        "devices", "batch_size", "global_batch_size", "images_per_sec",
+                        "images_per_sec_per_device", "speedup", "efficiency_pct"],
+                    "efficiency = (images/sec on N / images/sec on N0) / (N / N0) x 100%, N = "
+                    "devices x workers, N0 the fewest in the series; a series holds rows that "
+                    "differ in device count alone (a one-device baseline shares no variables "
+                    "and serves every variable_update); weak scaling keeps the per-device "
+                    "batch, strong scaling the global batch")
     if "batch_size" in kinds:
-        table = batch_size_study(df, knee_pct, extra)
+        table = batch_size_study(df, knee_pct, extra, threshold)
         if not table.empty:
             keys = [k for k in varying(table, list(CONFIG_COLUMNS) + list(extra), shown)
                     if k not in ("batch_size", "global_batch_size")]
-            knee_text = "; ".join(
-                "%s: batch %d" % (", ".join("%s=%s" % (k, r[k]) for k in keys if r[k] != ""),
-                                  r["batch_size"]) for _, r in knees(table).iterrows())
-            out.append(Section(
-                "batch_size", "Batch-size study", table,
-                keys + ["batch_size", "global_batch_size", "images_per_sec", "peak_mem_gb",
-                        "pct_of_best", "knee"],
-                "knee = smallest batch reaching %g%% of the best throughput: %s"
-                % (knee_pct, knee_text)))
+            section("batch_size", "Batch-size study", table, keys, ["batch_size"],
+                    ["batch_size", "global_batch_size", "images_per_sec", "peak_mem_gb",
+                     "pct_of_best", "knee"],
+                    "knee = smallest batch reaching %g%% of the best throughput: %s"
+                    % (knee_pct, _knee_text(table, keys)))
     if "precision" in kinds:
-        table = precision_matrix(df, extra)
+        table = precision_matrix(df, extra, threshold)
         if not table.empty:
             keys = [k for k in varying(table, list(CONFIG_COLUMNS) + list(extra), shown)
                     if k not in ("precision", "xla")]
-            out.append(Section(
-                "precision", "Precision / execution matrix", table,
-                keys + ["execution", "images_per_sec", "speedup_vs_fp32", "peak_mem_gb"],
-                "speed-up over fp32 without XLA in the same configuration"))
+            section("precision", "Precision / execution matrix", table, keys, ["execution"],
+                    ["execution", "images_per_sec", "speedup_vs_fp32", "peak_mem_gb"],
+                    "speed-up over fp32 without XLA in the same configuration")
     if "resolution" in kinds:
-        table = resolution_study(df, extra)
+        table = resolution_study(df, extra, threshold)
         if not table.empty:
             keys = [k for k in varying(table, list(CONFIG_COLUMNS) + list(extra), shown)
                     if k != "image_size"]
-            out.append(Section(
-                "resolution", "Resolution study", table,
-                keys + ["image_size", "pixels_rel", "images_per_sec", "images_per_sec_rel",
-                        "peak_mem_gb", "peak_mem_rel"],
-                "relative to the first image size"))
+            section("resolution", "Resolution study", table, keys, ["image_size"],
+                    ["image_size", "pixels_rel", "images_per_sec", "images_per_sec_rel",
+                     "peak_mem_gb", "peak_mem_rel"], "relative to the first image size")
     return out
+
+
+def _knee_text(table: pd.DataFrame, keys: list[str]) -> str:
+    """Per group: the knee and the best batch, each marked when its repeats were unstable."""
+    parts = []
+    for _, group in table.groupby("group", sort=False):
+        knee = group[group["knee"].astype(bool)].iloc[0]
+        best = group[group["best"].astype(bool)].iloc[0]
+        text = "batch %d%s" % (knee["batch_size"], repeats.unstable_text(knee))
+        if best["batch_size"] != knee["batch_size"] or repeats.unstable_text(best):
+            text += ", best batch %d%s" % (best["batch_size"], repeats.unstable_text(best))
+        label = repeats.label(knee, keys)
+        parts.append("%s: %s" % (label, text) if label else text)
+    return "; ".join(parts)
 
 
 def _concat(frames: list[pd.DataFrame], columns: Optional[list[str]]) -> pd.DataFrame:

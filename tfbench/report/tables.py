@@ -165,7 +165,7 @@ def markdown(df: pd.DataFrame, columns: Optional[list[str]] = None) -> str:
 # The style of report pages (tfbench report, tfbench evaluate), made to be read at 1,280 px:
 # headers wrap at spaces; tables of figures break their cells only at spaces and never in the
 # first column (model names); tables of text ("text") break anywhere rather than widen the page;
-# tables of many columns ("dense") are set smaller. tfbench.report.browser_check checks it.
+# tables of many columns ("dense", "denser" from DENSER_COLUMNS) are set smaller. tfbench.report.browser_check checks it.
 PAGE_CSS = (
     "body{font-family:sans-serif;margin:16px;font-size:15px;line-height:1.35}"
     "h1{font-size:22px}h2{font-size:18px;margin-top:1.4em}h3{font-size:16px}"
@@ -176,18 +176,22 @@ PAGE_CSS = (
     "table.numbers td:first-child{white-space:nowrap}"
     "table.text td{overflow-wrap:anywhere;text-align:left}"
     "table.dense{font-size:12px}table.dense td,table.dense th{padding:2px 4px}"
+    "table.denser{font-size:11px}table.denser td,table.denser th{padding:2px 3px}"
     ".note{color:#444;font-size:13px;max-width:1200px}"
     ".figures{display:flex;flex-wrap:wrap;gap:6px}"
     ".figures a{flex:0 1 calc(33.3% - 6px);min-width:300px}"
     ".figures img{width:100%;height:auto;border:1px solid #ddd}"
     "img{max-width:100%}")
 DENSE_COLUMNS = 15
+DENSER_COLUMNS = 18   # e.g. the report's Results with repeats, latency, memory and power
 
 
 def html(df: pd.DataFrame, columns: Optional[list[str]] = None, kind: str = "numbers") -> str:
     """An HTML table in the page style (PAGE_CSS); kind: numbers (figures) or text."""
     shown = display_frame(df, columns)
-    classes = ["tfbench", kind] + (["dense"] if len(shown.columns) >= DENSE_COLUMNS else [])
+    width = len(shown.columns)
+    classes = ["tfbench", kind] + (["dense"] if width >= DENSE_COLUMNS else []) + (
+        ["denser"] if width >= DENSER_COLUMNS else [])
     return shown.to_html(index=False, border=0, classes=classes, escape=True)
 
 

@@ -162,9 +162,9 @@ def check_flags(base_flags: Sequence[str]) -> None:
 
 def visible_gpus(environ: Optional[dict] = None, nvml=None) -> tuple[int, str]:
     """(NVIDIA GPUs CUDA would see, why none) without starting TensorFlow or CUDA."""
-    from tfbench.measure import nvml as nvml_lib
+    from tfbench.measure import cuda_visible, nvml as nvml_lib
     environ = os.environ if environ is None else environ
-    visible = nvml_lib.parse_visible(environ.get("CUDA_VISIBLE_DEVICES"))
+    visible = cuda_visible.entries(environ.get(cuda_visible.VARIABLE))
     if visible == []:
         return 0, "CUDA_VISIBLE_DEVICES=%r hides every GPU" % environ["CUDA_VISIBLE_DEVICES"]
     module, reason = nvml_lib.open_nvml(nvml)

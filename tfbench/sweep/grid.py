@@ -193,23 +193,3 @@ def check_point(point: Point, args: Sequence[str]) -> None:
     except errors.UsageError as exc:
         raise errors.UsageError("point %s: %s" % (point.name, exc)) from None
 
-
-def expand_flagfiles(argv: Sequence[str], _depth: int = 0) -> list[str]:
-    """Inlines --flagfile=PATH (absl format: one flag per line, # or // comments)."""
-    out: list[str] = []
-    for token in argv:
-        if token.startswith("--flagfile="):
-            path = token.split("=", 1)[1]
-            if _depth > 10:
-                raise errors.UsageError("--flagfile nesting too deep at %s" % path)
-            try:
-                with open(path) as handle:
-                    lines = [ln.strip() for ln in handle]
-            except OSError as exc:
-                raise errors.UsageError("cannot read --flagfile=%s: %s" % (path, exc.strerror))
-            flags = [ln for ln in lines if ln and not ln.startswith(("#", "//"))]
-            out += expand_flagfiles(flags, _depth + 1)
-        else:
-            out.append(token)
-    return out
-

@@ -4,7 +4,8 @@
 A point's child is `<child_cmd> <base flags> <point flags> --csv_file=<out_dir>/points/<name>.csv
 --json_dir=<out_dir>/runs`, with stdout+stderr kept in `<out_dir>/logs/<name>.log`. A child that
 crashes, runs out of memory, hits a NaN or exits non-zero marks only its own row; the study goes
-on. Every row ends in `<out_dir>/sweep.csv` (and the user's --csv_file).
+on. Every row ends in `<out_dir>/sweep.csv` (and --csv_file: tfbench_results.csv unless the user
+says otherwise, as for a run).
 
 Repeats (`repeats=N`) are separate processes, not the child's own --num_runs: a crash in one
 repeat cannot lose the others, and every repeat pays its own start-up (compilation, autotuning) as
@@ -42,7 +43,7 @@ class SweepConfig:
     child_cmd: Sequence[str] = DEFAULT_CHILD
     child_memory_limit_mb: Optional[int] = None
     timeout_sec: Optional[float] = None
-    csv_file: Optional[str] = None    # also append every row here
+    csv_file: Optional[str] = None    # also append every row here (the CLI: tfbench_results.csv)
     json_dir: Optional[str] = None    # default <out_dir>/runs
     rows_file: str = "sweep.csv"      # every row, in out_dir (tfbench evaluate: evaluation.csv)
 

@@ -73,7 +73,10 @@ def study_sections(records: Sequence[PointRecord], config: SweepConfig, knee_pct
     import pandas as pd
 
     from tfbench.report import load, studies
+    from tfbench.sweep.grid import child_params
     extra = extra_keys(config.keys)
+    # The children's own threshold, as their --num_runs would judge their repeats.
+    threshold = child_params(config.base_flags).unstable_threshold_pct
     pairs = [(r.point, row) for r in records for row in r.rows]
     df = load.rows_frame([row for _, row in pairs])
     for key in extra:
@@ -86,7 +89,7 @@ def study_sections(records: Sequence[PointRecord], config: SweepConfig, knee_pct
             "doubling, then bisection; each probe a separate process; oom = does not fit"))
     else:
         sections += studies.study_sections(df, study_kinds(config.keys), config.scaling,
-                                           knee_pct, extra)
+                                           knee_pct, extra, threshold)
     points = pd.DataFrame([{
         "name": p.name, "status": row["status"], "images_per_sec": _float(row["images_per_sec"]),
         "peak_mem_gb": _float(row["peak_mem_gb"]), "seconds": r.seconds, "error": row["error"]}

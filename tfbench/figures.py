@@ -1,0 +1,218 @@
+"""Every figure of a run, declared once: its name (the CSV column and the JSON key), unit,
+one-line definition, whether the CSV holds it, and the label the console shows it with.
+
+Derived from this table: the CSV's columns (tfbench.output.csv_out.COLUMNS, in this order),
+docs/csv.md and the figure table of docs/measurements.md (tfbench.output.docgen), and the labels
+of tfbench's own console lines (tfbench.output.console, through label()). The lines of the
+legacy log (Step lines, `total images/sec`) keep the legacy text; their labels here are checked
+against it by tests/test_figures.py, not printed from here.
+
+Adding a figure: compute it (into RunResult or its `extra` under this name), declare it here;
+a new CSV column is appended at the end and needs SCHEMA_VERSION + 1 (tests/test_promises.py
+pins every version's header), then `python -m tfbench.output.docgen`.
+Standard library only: every layer may read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+SCHEMA_VERSION = 3   # 2: warmup_peak_mem_gb; 3: expected_range_source
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    name: str                # CSV column and JSON key
+    definition: str          # one line
+    unit: str = ""           # "" for a count, a flag or a description
+    label: str = ""          # how the console names it ("": not on the console)
+    csv: bool = True         # a CSV column (False: the JSON manifest and the console only)
+    line: str = ""           # the console line it is on (its first words)
+
+
+def _f(name: str, definition: str, unit: str = "", label: str = "", csv: bool = True,
+       line: str = "") -> Figure:
+    return Figure(name, definition, unit, label, csv, line)
+
+
+IPS = "images/sec"
+
+FIGURES: tuple[Figure, ...] = (
+    # --- what ran -------------------------------------------------------------------------
+    _f("schema_version", "version of this column set"),
+    _f("run_id", "unique id of the run; the JSON manifest is <json_dir>/<run_id>.json"),
+    _f("timestamp", "UTC start time, ISO 8601"),
+    _f("status", "ok, oom, nan, interrupted or error"),
+    _f("error", "the error message when status is not ok"),
+    _f("model", "--model"),
+    _f("dataset", "imagenet or cifar10 (label space and default sizes)"),
+    _f("mode", "training, forward_only or eval"),
+    _f("precision", "fp32, fp16 or bf16"),
+    _f("xla", "1 when the step was compiled with XLA"),
+    _f("batch_size", "batch per device"),
+    _f("global_batch_size", "batch per step over all devices and workers"),
+    _f("num_devices", "devices per worker"),
+    _f("device_kind", "cpu or gpu"),
+    _f("device_name", "GPU or CPU model name"),
+    _f("num_workers", "worker processes (multi-host)"),
+    _f("variable_update", "how variables were shared (strategy)"),
+    _f("data_source", "synthetic or the real-data reader"),
+    _f("data_format", "NHWC or NCHW"),
+    _f("image_size", "input height = width", "pixels"),
+    _f("num_batches", "timed steps requested"),
+    _f("num_warmup_batches", "untimed warm-up steps"),
+    _f("accum_steps", "micro-batches per optimizer update"),
+    _f("steps_run", "timed steps actually run (every repeat's)"),
+    # --- throughput -----------------------------------------------------------------------
+    _f("images_per_sec", "the `total images/sec` figure: images of the timed steps of all "
+       "workers / wall time of the timed loop (with --num_runs, the median of the repeats')",
+       IPS, "total images/sec:",
+       line="footer"),
+    _f("step_images_per_sec", "the Step lines' figure over every timed step of the last "
+       "repeat: per-worker batch / mean step time (EWMA-weighted with --display_perf_ewma)",
+       IPS, "images/sec:",
+       line="Step line"),
+    _f("step_images_per_sec_plusminus", "the Step line's +/-: population std of per-step "
+       "speeds / sqrt(n)", IPS, "+/-",
+       line="Step line"),
+    _f("jitter", "the Step line's jitter: 1.4826 x median absolute deviation of per-step speeds",
+       IPS, "jitter =",
+       line="Step line"),
+    _f("first_step_sec", "time of the first (cold) step", "s", "first step",
+       line="Cold start"),
+    _f("warmup_sec", "wall time of warm-up, from the start of its first step to the end of its "
+       "last (host work between steps included)", "s", "warm-up",
+       line="Cold start"),
+    _f("final_loss", "last reported loss"),
+    _f("top_1_accuracy", "eval or last training top-1"),
+    _f("top_5_accuracy", "eval or last training top-5"),
+    # --- model ----------------------------------------------------------------------------
+    _f("params", "trainable parameters of the model (batch-norm moving statistics and other "
+       "non-trainable state excluded, as in published counts)", "", "trainable params",
+       line="Model stats"),
+    _f("gflops_per_image", "forward GFLOPs per image (multiply-add = 2 FLOPs)", "GFLOPs",
+       "GFLOPs/image forward",
+       line="Model stats"),
+    _f("tflops_per_sec", "achieved TFLOP/s (training counted as 3x forward)", "TFLOP/s",
+       "achieved",
+       line="Model stats"),
+    _f("mfu_pct", "model FLOPs utilisation: tflops_per_sec / (peak per device x devices)", "%",
+       "MFU",
+       line="Model stats"),
+    _f("peak_tflops", "peak dense TFLOP/s per device used for mfu_pct", "TFLOP/s",
+       "TFLOP/s per device",
+       line="Model stats"),
+    # --- latency --------------------------------------------------------------------------
+    _f("latency_ms_p50", "median step time per batch (linear interpolation)", "ms", "p50",
+       line="Latency"),
+    _f("latency_ms_p90", "90th percentile step time per batch", "ms", "p90",
+       line="Latency"),
+    _f("latency_ms_p99", "99th percentile step time per batch", "ms", "p99",
+       line="Latency"),
+    _f("latency_ms_mean", "mean step time per batch", "ms", "mean",
+       line="Latency"),
+    # --- memory ---------------------------------------------------------------------------
+    _f("peak_mem_gb", "peak device memory over the timed steps (2^30 bytes; read when they "
+       "end: a final checkpoint or evaluation is not in it); on CPU the host's peak RSS; empty on a GPU run whose device statistics are unavailable and on a "
+       "parameter-server controller (its workers run the steps)", "GiB", "peak",
+       line="Memory"),
+    _f("warmup_peak_mem_gb", "peak device memory during warm-up (cuDNN autotuning included)",
+       "GiB", "warm-up",
+       line="Memory"),
+    _f("eval_peak_mem_gb", "peak device memory of the evaluations run beside training, each "
+       "read apart from the timed steps (the largest)", "GiB", "evaluation",
+       csv=False, line="Memory"),
+    _f("host_peak_rss_gb", "host peak resident memory", "GiB", "host peak RSS",
+       line="Memory"),
+    _f("images_per_sec_per_gb", "this worker's images/sec (images_per_sec / num_workers) "
+       "divided by the summed peak memory of its devices (host RSS on CPU)", "images/sec/GiB",
+       "images/sec/GiB",
+       line="Memory"),
+    # --- GPU monitor ----------------------------------------------------------------------
+    _f("power_w_mean", "mean GPU power (all monitored GPUs together) over the timed steps", "W",
+       "mean",
+       line="GPU power"),
+    _f("power_w_max", "max GPU power (all monitored GPUs together) over the timed steps", "W",
+       "max",
+       line="GPU power"),
+    _f("energy_j", "GPU energy over the timed steps of every repeat (warm-up, cooldowns, "
+       "evaluations and final checkpoints excluded)", "J", "energy",
+       line="GPU power"),
+    _f("joules_per_image", "energy_j / this worker's images of those timed steps", "J/image",
+       "J/image",
+       line="GPU power"),
+    _f("images_per_sec_per_watt", "this worker's images/sec (images_per_sec / num_workers) / "
+       "power_w_mean", "images/sec/W",
+       "images/sec/W",
+       line="GPU power"),
+    _f("gpu_util_pct_mean", "mean GPU utilisation over the timed steps", "%", "util",
+       line="GPU power"),
+    _f("temp_c_max", "max GPU temperature (hottest monitored GPU) over the timed steps", "°C",
+       "temp max",
+       line="GPU power"),
+    _f("sm_clock_mhz_mean", "mean SM clock over the timed steps", "MHz", "SM clock",
+       line="GPU power"),
+    _f("throttled", "1 when the GPU reported throttling during the timed steps"),
+    # --- host monitor ---------------------------------------------------------------------
+    _f("cpu_util_pct_mean", "mean host CPU utilisation over the timed steps (each reading "
+       "weighted by the time it covers)", "%", "busy",
+       line="Host CPU"),
+    # --- repeats --------------------------------------------------------------------------
+    _f("num_runs", "repeats of the measurement (--num_runs)", "", "runs",
+       line="Repeats"),
+    _f("images_per_sec_median", "median of the repeats' total images/sec (the mean of the two "
+       "middle ones for an even count)", IPS, "median",
+       line="Repeats"),
+    _f("images_per_sec_min", "min over repeats", IPS, "min",
+       line="Repeats"),
+    _f("images_per_sec_max", "max over repeats", IPS, "max",
+       line="Repeats"),
+    _f("spread_pct", "(max - min) / median over repeats", "%", "spread",
+       line="Repeats"),
+    _f("unstable", "1 when spread_pct exceeds the threshold", "", "UNSTABLE",
+       line="Repeats"),
+    # --- studies --------------------------------------------------------------------------
+    _f("synthetic_images_per_sec", "--diagnose_input: synthetic-data run", IPS),
+    _f("input_only_images_per_sec", "--diagnose_input: input pipeline alone", IPS),
+    _f("input_bound", "--diagnose_input verdict: 1 input-bound, 0 not"),
+    _f("estimated_train_hours", "--estimate_dataset_size x --estimate_epochs / (images/sec x "
+       "--estimate_utilization)", "hours", "Training-time estimate:",
+       line="Training-time estimate"),
+    _f("expected_range", "within / below / above the published range for this GPU, model "
+       "version and batch per GPU"),
+    # --- environment ----------------------------------------------------------------------
+    _f("tf_version", "TensorFlow version"),
+    _f("keras_version", "Keras version"),
+    _f("tfbench_version", "tfbench version"),
+    _f("hostname", "host name"),
+    _f("notices", "what tfbench changed from what was asked, '; '-separated"),
+    _f("command", "the command line"),
+    _f("expected_range_source", "the published figures the expected_range verdict used: "
+       "source (framework): model, batch per GPU, images/sec"),
+    # --- the JSON manifest and the console only -------------------------------------------
+    _f("latency_ms_min", "fastest step per batch", "ms", "min", csv=False,
+       line="Latency"),
+    _f("latency_ms_max", "slowest step per batch", "ms", "max", csv=False,
+       line="Latency"),
+    _f("steady_step_sec_mean", "mean timed step (shown in ms/step)", "s", "steady state",
+       csv=False,
+       line="Cold start"),
+    _f("process_cpu_pct_mean", "this process's CPU over the timed steps, 100 = one core", "%",
+       "process", csv=False,
+       line="Host CPU"),
+    _f("host_rss_gb_max", "largest host RSS sampled", "GiB", "RSS max", csv=False,
+       line="Host CPU"),
+)
+
+BY_NAME: dict[str, Figure] = {f.name: f for f in FIGURES}
+CSV_FIGURES: tuple[Figure, ...] = tuple(f for f in FIGURES if f.csv)
+
+
+def label(name: str) -> str:
+    """The console's label of figure `name`."""
+    return BY_NAME[name].label
+
+
+def meaning(figure: Figure) -> str:
+    """The definition with its unit, as docs/csv.md says it."""
+    return "%s, %s" % (figure.definition, figure.unit) if figure.unit else figure.definition
