@@ -1,11 +1,14 @@
 """tfbench.distribute.packing: which dtype and how many packs a gradient all-reduce sends.
 
 What the packs do in a traced step (dtype on the wire, packs per device) is in
-test_graph_audit.py; the numbers they give, in test_multi_device.py.
+test_graph_audit.py; the numbers they give, in test_multi_device.py. The order TensorFlow's
+collectives launch the packs in, and the sums they give back, come from packing_checks.py (2
+logical CPU devices, a fresh process).
 """
 
 import pytest
 
+from helpers import run_check_script
 from tfbench.config.params import make_params
 from tfbench.distribute import packing
 from tfbench.distribute.packing import Transfer, plan_packs
@@ -51,3 +54,23 @@ def test_default_packs_close_at_pack_bytes():
 def test_label_names_dtype_and_packs():
     assert Transfer("float16", 2).label() == "float16, 2 packs"
     assert Transfer().label() == "as computed, packs of 25 MiB"
+
+
+@pytest.fixture(scope="module")
+def collectives():
+    return run_check_script("packing_checks.py")
+
+
+@pytest.mark.parametrize("path", ["mirrored", "multi_worker", "compiled_replica"])
+def test_the_first_collective_carries_the_last_layers_pack(collectives, path):
+    # Gradients of 10..60 elements in variable order, 3 packs from the last: {60, 50} (the last
+    # layers, made first by the backward pass), {40}, {30, 20, 10}. TensorFlow chains a
+    # replica's collectives; the chain must start with the last layers' pack.
+    assert collectives[path]["chain"] == [110, 40, 60]
+
+
+@pytest.mark.parametrize("path", ["mirrored", "multi_worker"])
+def test_packed_gradients_sum_back_into_their_own_places(collectives, path):
+    # Replica r's gradient i holds (i + 1) * (r + 1): the sum over 2 replicas is 3 * (i + 1),
+    # the same on both replicas.
+    assert collectives[path]["sums"] == [[[3.0 * (i + 1)]] * 2 for i in range(6)]

@@ -11,6 +11,8 @@ values (the gradients Keras all-reduces) it
   - orders the gradients as the backward pass makes them (the last layer's first),
   - cuts that order into packs: N packs of about equal bytes (--gradient_repacking=N, or the
     `#N` of --all_reduce_spec), else packs of PACK_BYTES,
+  - hands the packs to the wrapped reduction so that its first all-reduce carries the last
+    layers' pack (TensorFlow's collectives run one after another: see _groups),
   - on each device concatenates a pack's gradients and casts the pack to the transfer dtype
     (fp16 for fp16 runs; bf16 for bf16 runs whose all-reduce XLA compiles),
   - all-reduces each pack as one tensor with the wrapped reduction, so a pack's all-reduce can
@@ -103,7 +105,16 @@ def _wire_dtype(dtype: tf.DType, transfer: Transfer) -> tf.DType:
 
 
 def _groups(tensors: list, transfer: Transfer) -> list[list[int]]:
-    """Packs of indices into `tensors` (one device's gradients), each of one dtype."""
+    """Packs of indices into `tensors` (one device's gradients), each of one dtype, in the
+    order the wrapped reduction takes them: variable order, the first layers' pack first.
+
+    That is the order of Keras' gradient list, which TensorFlow's reductions expect:
+    CollectiveAllReduce reverses the list it is given and launches one collective per pack in
+    that reversed order, each after the one before (cross_device_ops.CollectiveAllReduce.
+    _all_reduce, the ordering token of cross_device_utils.CollectiveReplicaLauncher, TF 2.17 to
+    2.21). So the first collective carries the last layers' pack, whose gradients the backward
+    pass makes first. The other reductions launch no chain: for them the order is immaterial.
+    """
     by_dtype: dict[tf.DType, list[int]] = {}
     for i, t in enumerate(tensors):
         by_dtype.setdefault(t.dtype, []).append(i)
@@ -112,7 +123,7 @@ def _groups(tensors: list, transfer: Transfer) -> list[list[int]]:
         wire = _wire_dtype(dtype, transfer)
         sizes = [tensors[i].shape.num_elements() * wire.size for i in indices]
         out += [[indices[k] for k in pack] for pack in plan_packs(sizes, transfer)]
-    return out
+    return sorted(out, key=min)
 
 
 def _pack(tensors: list, pack: list[int], transfer: Transfer):
