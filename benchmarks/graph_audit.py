@@ -18,6 +18,7 @@ collective cannot run on a CPU) and prints, per configuration (tfbench.measure.s
   python benchmarks/graph_audit.py                       # resnet50, 1 and 8 devices, 16 rows
   python benchmarks/graph_audit.py --model=trivial --devices=2 --json=audit.json
   python benchmarks/graph_audit.py --devices=1 --xla=1 --iterator  # as with real data
+  python benchmarks/graph_audit.py --devices=8 --xla=1 --virtual_gpus  # RING collectives
 
 It needs the full `tensorflow` wheel (the same TensorFlow that runs on GPUs); it builds every
 replica's variables in host memory (ResNet-50 on 8 devices: about 1 GiB) and takes minutes.
@@ -34,6 +35,9 @@ import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIB = 2.0 ** 20
+# The collectives MirroredStrategy takes on the stand-in GPUs: NCCL, as on physical GPUs; RING,
+# as on virtual GPUs (one GPU split into several: mirrored_strategy, TF 2.17 to 2.21).
+COLLECTIVES = "NCCL"
 PRECISIONS = {"fp32": (), "fp16": ("--use_fp16",), "bf16": ("--precision=bf16",)}
 
 
@@ -54,6 +58,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--extra", default="", help="more tfbench flags for every row")
     parser.add_argument("--iterator", action="store_true",
                         help="the step reads its batch from an iterator, as with real data")
+    parser.add_argument("--virtual_gpus", action="store_true",
+                        help="the GPUs are virtual (one split into several): RING collectives")
     parser.add_argument("--json", default="", help="also write the rows to this file")
     args = parser.parse_args(argv)
     args.devices = [int(n) for n in _csv(args.devices)]
@@ -96,18 +102,18 @@ def setup_devices(n: int) -> None:
     # the cluster, only when every device is a GPU: answer as on GPUs.
     mirrored_strategy._is_gpu_device = lambda device: True  # noqa: SLF001
     mirrored_run._is_gpu_device = lambda device: True  # noqa: SLF001
-    # and NCCL, which MirroredStrategy takes on physical GPUs (RING on CPUs, which XLA refuses).
+    # and the collectives MirroredStrategy takes there (COLLECTIVES; on CPUs it takes RING).
     from tensorflow.python.distribute import collective_util
     make_ops = mirrored_strategy.MirroredExtended._make_collective_ops_with_fallbacks  # noqa: SLF001
 
-    def _nccl(extended):
+    def _as_on_gpus(extended):
         ops = make_ops(extended)
-        nccl = collective_util.Options(
-            implementation=collective_util.CommunicationImplementation.NCCL)
-        extended._communication_options = ops._options = nccl  # noqa: SLF001
+        options = collective_util.Options(implementation=getattr(
+            collective_util.CommunicationImplementation, COLLECTIVES))
+        extended._communication_options = ops._options = options  # noqa: SLF001
         return ops
 
-    mirrored_strategy.MirroredExtended._make_collective_ops_with_fallbacks = _nccl  # noqa: SLF001
+    mirrored_strategy.MirroredExtended._make_collective_ops_with_fallbacks = _as_on_gpus  # noqa: SLF001
 
     from tfbench.distribute import devices
 
@@ -210,6 +216,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.path.insert(0, REPO_ROOT)
+    global COLLECTIVES
+    COLLECTIVES = "RING" if args.virtual_gpus else "NCCL"
     setup_devices(max(args.devices))
     import keras
     rows = []

@@ -41,7 +41,8 @@ def test_fp16_all_reduce_moves_half_the_bytes_of_fp32(audit):
     assert fp16 == {"CPU:0": 2 * params, "CPU:1": 2 * params}
 
 
-@pytest.mark.parametrize("config,packs", [("fp16", 1), ("repacking_3", 3), ("spec_nccl_2", 2)])
+@pytest.mark.parametrize("config,packs", [("fp16", 1), ("repacking_3", 3), ("spec_nccl_2", 2),
+                                          ("fp16_xla", 2), ("fp16_xla_virtual", 2)])
 def test_packs_follow_gradient_repacking_and_the_spec(audit, config, packs):
     assert audit[config]["packs_per_device"] == packs
 
@@ -70,11 +71,40 @@ def test_xla_compiles_each_replicas_whole_step(audit, config):
     assert audit[config]["xla"] == ALL_IN_XLA
 
 
+def test_xla_runs_an_all_reduce_spec_as_collectives_inside_xla_and_says_so(audit):
+    got = audit["fp16_xla"]
+    assert got["collectives"] == [["CollectiveReduceV2", "float16"]]
+    assert got["all_reduce_label"] == "collective (nccl, inside XLA)"
+    assert got["reduction"] == "collective (nccl, inside XLA); gradients float16, 2 packs"
+    assert got["notices"] == [
+        "--xla compiles each replica's step with its all-reduce, which TensorFlow runs as NCCL "
+        "collectives inside XLA: the algorithm of --all_reduce_spec=nccl#2 is not used"]
+
+
+FORWARD_BACKWARD_ONLY = ("--xla compiles each replica's forward and backward passes, not its "
+                         "all-reduce and update: ")
+
+
 def test_dynamic_loss_scaling_compiles_forward_and_backward_only(audit):
     # Keras' LossScaleOptimizer all-reduces inside a cond: not compiled until proven on GPUs.
-    xla = audit["fp16_xla_dynamic"]["xla"]
-    assert (xla["forward"], xla["backward"]) == ("all", "all")
-    assert xla["all-reduce"] == "none"
+    got = audit["fp16_xla_dynamic"]
+    assert got["xla"] == {"forward": "all", "backward": "all", "all-reduce": "none",
+                          "update": "none"}
+    assert got["notices"] == [FORWARD_BACKWARD_ONLY + "dynamic loss scaling "
+                              "(--fp16_enable_auto_loss_scale) all-reduces inside a conditional"]
+
+
+def test_ring_collectives_keep_the_all_reduce_outside_xla_as_asked(audit):
+    # Virtual GPUs: MirroredStrategy takes RING collectives, which XLA does not compile. The
+    # all-reduce runs outside XLA with the algorithm asked for, still in fp16 and 2 packs.
+    got = audit["fp16_xla_virtual"]
+    assert got["xla"] == {"forward": "all", "backward": "all", "all-reduce": "none",
+                          "update": "none"}
+    assert got["collectives"] == [["NcclAllReduce", "float16"]]
+    assert got["all_reduce_label"] == "nccl"
+    assert got["reduction"] == "nccl; gradients float16, 2 packs"
+    assert got["notices"] == [FORWARD_BACKWARD_ONLY + "XLA does not compile the RING "
+                              "collectives TensorFlow chose for these devices"]
 
 
 def test_without_xla_nothing_is_compiled(audit):

@@ -36,7 +36,8 @@ from tfbench.config import params as params_lib
 from tfbench.distribute.devices import DevicePlan
 from tfbench.distribute.spread import SpreadStorageStrategy
 from tfbench.distribute.strategies import (HorovodStrategy, IndependentStrategy, coordinator,
-                                           gpu_devices, import_horovod, remember_cluster)
+                                           gpu_devices, import_horovod, remember_cluster,
+                                           xla_compiles_replica_steps)
 from tfbench.errors import UsageError
 
 SINGLE_HOST_VALUES = ("parameter_server", "replicated", "independent")
@@ -243,24 +244,49 @@ def _single_host(p, plan: DevicePlan) -> StrategyPlan:
     if vu == "independent":
         return StrategyPlan(IndependentStrategy(plan.names), vu, None, False,
                             notices=tuple(notices), reduction="none (independent replicas)")
-    # With --xla on GPUs each replica's step is compiled with its all-reduce, which TensorFlow
-    # runs with its own collectives there (MirroredExtended._get_cross_device_ops, 2.17 to 2.21);
-    # not with dynamic loss scaling (its all-reduce would sit in a conditional: steps.py).
-    compiled = (params_lib.xla_requested(p) and gpu_devices(plan.names)
-                and not params_lib.dynamic_loss_scaling(p))
-    if compiled and ops is not None:
-        notices.append("--xla compiles each replica's step with its all-reduce, which TensorFlow "
-                       "runs as NCCL collectives inside XLA: the algorithm of %s is not used"
-                       % ("--all_reduce_spec=%s" % p.all_reduce_spec if p.all_reduce_spec
-                          else "--hierarchical_copy"))
-        ops, label = None, "collective (nccl, inside XLA)"
-    transfer = packing.transfer_for(p, spec_packs(p.all_reduce_spec), compiled)
     strategy = tf.distribute.MirroredStrategy(list(plan.names), cross_device_ops=ops)
+    compiled = _compiles_replica_steps(p, strategy, plan, notices)
+    reduction = label or "MirroredStrategy default"
+    if compiled:
+        impl = strategy.extended._communication_options.implementation.value  # noqa: SLF001
+        reduction = "collective (%s, inside XLA)" % impl.lower()
+        if ops is not None:
+            notices.append("--xla compiles each replica's step with its all-reduce, which "
+                           "TensorFlow runs as %s collectives inside XLA: the algorithm of %s "
+                           "is not used" % (impl, "--all_reduce_spec=%s" % p.all_reduce_spec
+                                            if p.all_reduce_spec else "--hierarchical_copy"))
+            # What MirroredStrategy holds when given none: its collectives, which it uses inside
+            # XLA whatever it was given (MirroredExtended._get_cross_device_ops, 2.17 to 2.21).
+            strategy.extended._cross_device_ops = strategy.extended._collective_ops  # noqa: SLF001
+            label = reduction
+    transfer = packing.transfer_for(p, spec_packs(p.all_reduce_spec), compiled)
     packing.install(strategy, transfer, compiled)
     return StrategyPlan(strategy, vu, p.all_reduce_spec if label is None else label, show,
                         notices=tuple(notices),
-                        reduction="%s; gradients %s" % (label or "MirroredStrategy default",
-                                                        transfer.label()))
+                        reduction="%s; gradients %s" % (reduction, transfer.label()))
+
+
+def _compiles_replica_steps(p, strategy: tf.distribute.MirroredStrategy, plan: DevicePlan,
+                            notices: list[str]) -> bool:
+    """Whether --xla compiles each replica's whole step, all-reduce included, as steps.py will:
+    on GPUs whose collectives XLA takes (NCCL; not the RING that MirroredStrategy takes on
+    virtual GPUs), decided on the strategy built; not with dynamic loss scaling (its all-reduce
+    would sit in a conditional). Where it compiles forward and backward only on GPUs, a notice
+    says why."""
+    if not params_lib.xla_requested(p) or not gpu_devices(plan.names):
+        return False
+    if params_lib.dynamic_loss_scaling(p):
+        why = ("dynamic loss scaling (--fp16_enable_auto_loss_scale) all-reduces inside a "
+               "conditional")
+    elif not xla_compiles_replica_steps(strategy):
+        options = getattr(strategy.extended, "_communication_options", None)
+        why = "XLA does not compile the %s collectives TensorFlow chose for these devices" % (
+            options.implementation.value if options is not None else "cross-device")
+    else:
+        return True
+    notices.append("--xla compiles each replica's forward and backward passes, not its "
+                   "all-reduce and update: %s" % why)
+    return False
 
 
 def _horovod(p, plan: DevicePlan) -> StrategyPlan:
