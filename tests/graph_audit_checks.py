@@ -48,10 +48,8 @@ CONFIGS = {
     "fp16_xla": ["--use_fp16", "--xla", "--all_reduce_spec=nccl#2"],
     "fp16_xla_dynamic": ["--use_fp16", "--xla", "--fp16_enable_auto_loss_scale"],
     "fp16_not_compact": ["--use_fp16", "--compact_gradient_transfer=false"],
-    "bf16": ["--precision=bf16"],
+    "bf16_3_packs": ["--precision=bf16", "--gradient_repacking=3"],
     "bf16_xla": ["--precision=bf16", "--xla"],
-    "repacking_3": ["--gradient_repacking=3"],
-    "spec_nccl_2": ["--all_reduce_spec=nccl#2"],
     "parameter_server": ["--variable_update=parameter_server"],
 }
 # As on virtual GPUs (one GPU split): MirroredStrategy takes RING collectives, which XLA does not
