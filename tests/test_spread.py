@@ -1,6 +1,14 @@
-import pytest, tensorflow as tf
+"""tfbench.distribute.spread: SpreadStorageStrategy's update of a variable from the replicas'
+values (in-process, one device). Placement and the sums' devices on several devices are in
+test_multi_replica.py and test_graph_audit.py; the numbers it trains to, in test_multi_device.py.
+"""
+
+import pytest
+import tensorflow as tf
 from tensorflow.python.distribute import values as tf_values
+
 from tfbench.distribute.spread import SpreadStorageStrategy
+
 
 def test_unsummable_replica_values_raise_instead_of_applying_replica_0():
     strategy = SpreadStorageStrategy(["/cpu:0"])
