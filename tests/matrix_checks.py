@@ -101,25 +101,27 @@ def _spec(label: str):
     return catalog.get(name, dataset or None)
 
 
-# One strategy object per kind, shared by the cells that build that kind: TensorFlow numbers
-# collective instances per strategy object, so a second MirroredStrategy in one process reuses
-# the first one's instance keys and its collectives meet the wrong shapes (an artefact of many
-# runs in one process: a run builds one strategy). make_strategy builds the same kind from the
-# same flags, so the cell's step runs on an equal strategy; the key holds what tells them apart.
-_STRATEGIES: dict[tuple, tf.distribute.Strategy] = {}
-
-
 def _strategy_key(sp: strategy_lib.StrategyPlan) -> tuple:
     return (type(sp.strategy).__name__, tuple(sp.strategy.extended.worker_devices), sp.reduction)
 
 
-def _shared(sp: strategy_lib.StrategyPlan) -> tf.distribute.Strategy:
-    return _STRATEGIES.setdefault(_strategy_key(sp), sp.strategy)
+# Each cell runs on the strategy make_strategy builds for its flags (the gradient transfer is
+# installed on it). TensorFlow numbers collective groups and instances per MirroredStrategy
+# object from the class's _collective_key_base, so a second one in the process would reuse the
+# first one's keys and its collectives meet the wrong dtypes ("Collective instance 100 expected
+# ... data_type 1 but got ... data_type 19"): an artefact of many runs in one process (a run
+# builds one strategy). Each strategy gets keys of its own, as TensorFlow's own tests do.
+_KEY_SPACING = 10_000
+
+
+def _fresh_collective_keys() -> None:
+    tf.distribute.MirroredStrategy._collective_key_base += _KEY_SPACING  # noqa: SLF001
 
 
 def _plan(args: list[str]):
     p = parse_params(["tfbench", *BASE, *args])
     plan = resolve(p)
+    _fresh_collective_keys()
     return p, plan, strategy_lib.make_strategy(p, plan.device)
 
 
@@ -144,7 +146,7 @@ def step_cell(args: list[str], checkpoint: str | None = None, state: dict | None
     start = time.perf_counter()
     try:
         p, plan, sp = _plan(args)
-        runner = RUNNERS[plan.mode](p=p, plan=plan, strategy=_shared(sp))
+        runner = RUNNERS[plan.mode](p=p, plan=plan, strategy=sp.strategy)
         if plan.mode == EVAL:
             res = RunResult()
             runner.run(res)

@@ -101,7 +101,7 @@ def main() -> None:
             "replicas_diff": max(float(np.max(np.abs(a - b))) for a, b in
                                  zip(_replica_weights(m2, 0), _replica_weights(m2, 1)))}
 
-    # Central storage (parameter_server) and XLA per replica give the same update too.
+    # Spread parameter servers (parameter_server) and XLA per replica give the same update too.
     sp = strategy_lib.make_strategy(make_params({"variable_update": "parameter_server",
                                                  "device": "cpu", "num_gpus": 2}), plan)
     out["ps_strategy"] = type(sp.strategy).__name__

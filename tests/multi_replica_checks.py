@@ -20,6 +20,7 @@ import tensorflow as tf  # noqa: E402
 from tfbench.engine import optimizers, steps, update_kernels
 from tfbench.distribute import strategy as strategy_lib, strategies, variables  # noqa: E402
 from tfbench.distribute.devices import DevicePlan  # noqa: E402
+from tfbench.distribute.spread import SpreadStorageStrategy  # noqa: E402
 from tfbench.models.fused_bn import FusedBatchNorm  # noqa: E402
 from tfbench.config.params import make_params  # noqa: E402
 
@@ -208,7 +209,7 @@ def _dropout(strategy) -> dict:
 
 
 def _gradient_sum_devices(compute_devices, local_parameter_device) -> list[str]:
-    """Where a central-storage (parameter_server) step sums the replicas' gradients."""
+    """Where a parameter_server step sums the replicas' gradients."""
     plan = DevicePlan("cpu", len(compute_devices), tuple(compute_devices), "NHWC")
     sp = strategy_lib.make_strategy(make_params({
         "variable_update": "parameter_server", "device": "cpu",
@@ -217,8 +218,9 @@ def _gradient_sum_devices(compute_devices, local_parameter_device) -> list[str]:
     _, _, st = _scaled_steps(sp.strategy, loss_scaling="none")
     step = st.train_step()
     graph = step.function.get_concrete_function(_images(sp.strategy)).graph
-    found = {tf.DeviceSpec.from_string(op.device).to_string() for op in graph.get_operations()
-             if op.type == "AddN" and op.device}
+    specs = [tf.DeviceSpec.from_string(op.device) for op in graph.get_operations()
+             if op.type == "AddN" and op.device]
+    found = {"/device:%s:%d" % (s.device_type, s.device_index) for s in specs}
     return sorted(found)
 
 
@@ -231,13 +233,16 @@ def main() -> None:
     independent = strategies.IndependentStrategy(DEVICES)
     central = tf.distribute.experimental.CentralStorageStrategy(
         compute_devices=list(DEVICES), parameter_device="/cpu:0")
+    spread = SpreadStorageStrategy(DEVICES)
     out = {
         "input_devices": _input_devices(mirrored),
         "input_devices_central": _input_devices(central),
         "overflow_mirrored": _overflow_on_replica_1(mirrored),
         "overflow_central": _overflow_on_replica_1(central),
+        "overflow_spread": _overflow_on_replica_1(spread),
         "growth_mirrored": _scale_growth(mirrored),
         "growth_central": _scale_growth(central),
+        "growth_spread": _scale_growth(spread),
         "overflow_independent": _overflow_on_replica_1(independent),
         "gradient_sum_devices": _gradient_sum_devices(("/cpu:1", "/cpu:2"), "gpu"),
         "gradient_sum_devices_cpu": _gradient_sum_devices(("/cpu:1", "/cpu:2"), "cpu"),

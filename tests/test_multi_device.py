@@ -41,8 +41,8 @@ def test_two_devices_equal_one_device_on_the_same_global_batch(checks, key):
     assert checks[key]["replicas_diff"] == 0.0     # mirrored copies stay identical
 
 
-def test_parameter_server_is_central_storage_with_the_same_update(checks):
-    assert checks["ps_strategy"] == "CentralStorageStrategy"
+def test_parameter_server_spreads_variables_with_the_same_update(checks):
+    assert checks["ps_strategy"] == "SpreadStorageStrategy"
     assert checks["ps_weight_diff"] < 1e-5
 
 

@@ -22,7 +22,7 @@ def test_each_replicas_synthetic_batch_lives_on_its_own_device(checks, key):
                            "/job:localhost/replica:0/task:0/device:CPU:1"]
 
 
-@pytest.mark.parametrize("strategy", ["mirrored", "central", "independent"])
+@pytest.mark.parametrize("strategy", ["mirrored", "central", "spread", "independent"])
 def test_an_overflow_on_one_replica_skips_the_step_on_all(checks, strategy):
     got = checks["overflow_" + strategy]
     assert got["weights_unchanged"] and got["weights_finite"] and got["replicas_identical"]
@@ -30,7 +30,7 @@ def test_an_overflow_on_one_replica_skips_the_step_on_all(checks, strategy):
     assert got["iterations"] == 0         # no update was applied
 
 
-@pytest.mark.parametrize("strategy", ["mirrored", "central"])
+@pytest.mark.parametrize("strategy", ["mirrored", "central", "spread"])
 def test_dynamic_loss_scaling_updates_as_unscaled_and_grows_the_scale(checks, strategy):
     # Central storage is the legacy default --variable_update=parameter_server on several
     # devices, where Keras' own loss-scale update could not run at all.
@@ -56,10 +56,12 @@ def test_central_storage_writes_the_first_replicas_statistics(checks):
                                             "reductions": 0}
 
 
-def test_central_storage_sums_gradients_on_the_parameter_device(checks):
-    # TensorFlow's CentralStorageStrategy sums on the host CPU:0 whatever the parameter device;
-    # with GPUs that is two PCIe crossings per gradient per step.
-    assert checks["gradient_sum_devices"] == ["/device:CPU:1"]
+def test_parameter_server_sums_gradients_where_the_variables_live(checks):
+    # The default --local_parameter_device=gpu spreads the variables over the compute devices
+    # (CPU:1, CPU:2 here) and sums each gradient on its variable's device, as the legacy script
+    # does; =cpu keeps them all on the host and sums there. TensorFlow's CentralStorageStrategy
+    # would sum on the host CPU:0 whatever the parameter device.
+    assert checks["gradient_sum_devices"] == ["/device:CPU:1", "/device:CPU:2"]
     assert checks["gradient_sum_devices_cpu"] == ["/device:CPU:0"]
 
 

@@ -410,3 +410,25 @@ def test_one_host_reads_all_the_data_in_replica_batches():
     assert pipelines.process_shard(one) == (0, 1)
     iterator = pipelines.distribute_inputs(one, _numbers)
     assert _first_batches(iterator, 3) == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_xla_compiles_replica_steps_only_with_nccl_or_auto_collectives(monkeypatch):
+    # XLA refuses RING collectives (CollectiveReduceV2Op::Compile): --all_reduce_spec=ring under
+    # MultiWorkerMirroredStrategy, or MirroredStrategy on virtual GPUs, keeps merge calls.
+    import types
+    from tensorflow.python.distribute import collective_util
+    from tfbench.distribute import strategies
+    monkeypatch.setattr(strategies, "gpu_devices", lambda devices: True)
+    impl = tf.distribute.experimental.CommunicationImplementation
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    monkeypatch.setattr(type(strategy), "num_replicas_in_sync", property(lambda self: 2))
+    answers = {}
+    for name in ("NCCL", "AUTO", "RING"):
+        strategy.extended._communication_options = collective_util.Options(
+            implementation=getattr(impl, name))
+        answers[name] = strategies.xla_compiles_replica_steps(strategy)
+    assert answers == {"NCCL": True, "AUTO": True, "RING": False}
+    del strategy.extended._communication_options
+    assert not strategies.xla_compiles_replica_steps(strategy)
+    assert not strategies.xla_takes_its_collectives(types.SimpleNamespace(
+        extended=types.SimpleNamespace()))

@@ -96,8 +96,12 @@ LEGACY_FLAGS: tuple[FlagSpec, ...] = (
        "Hierarchical-copy all-reduce (HierarchicalCopyAllReduce); needs --num_gpus > 1."),
     _g("enum", "network_topology", "dgx1", "Topology for hierarchical copy.",
        enum_values=("dgx1", "gcp_v100")),
-    _g("int", "gradient_repacking", 0, "Gradient repacking.", lower_bound=0),
-    _g("bool", "compact_gradient_transfer", True, "Compact gradients for transfer."),
+    _k("int", "gradient_repacking", 0,
+       "replicated: all-reduce the gradients in N packs of about equal bytes, in the order the "
+       "backward pass makes them; 0 = packs of 25 MiB.", lower_bound=0),
+    _k("bool", "compact_gradient_transfer", True,
+       "replicated: all-reduce fp16 runs' gradients in fp16 (bf16 runs' in bf16 where --xla "
+       "compiles the all-reduce on GPUs), cast back after."),
     _g("enum", "variable_consistency", "strong", "Variable consistency.",
        enum_values=("strong", "relaxed")),
     _k("bool", "datasets_repeat_cached_sample", False,

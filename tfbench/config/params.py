@@ -197,6 +197,11 @@ def xla_requested(p: "Params") -> bool:
     return bool(p.xla or p.xla_compile)
 
 
+def dynamic_loss_scaling(p: "Params") -> bool:
+    """fp16 with --fp16_enable_auto_loss_scale: a LossScaleOptimizer adjusts the scale."""
+    return resolve_precision(p) == "fp16" and bool(p.fp16_enable_auto_loss_scale)
+
+
 def resolve_precision(p: "Params") -> str:
     """--precision wins when given; --use_fp16 is the legacy spelling of fp16."""
     if p.precision:

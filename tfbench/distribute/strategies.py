@@ -76,6 +76,48 @@ class HorovodStrategy(tf.distribute.OneDeviceStrategy):
         self.hvd.broadcast_variables(variables, root_rank=0)
 
 
+def gpu_devices(devices) -> bool:
+    """Whether every device is a GPU, by TensorFlow's own test (mirrored_run._is_gpu_device,
+    TF 2.17 to 2.21), the one that decides how it runs an XLA-compiled replica step."""
+    try:
+        from tensorflow.python.distribute import mirrored_run
+        test = mirrored_run._is_gpu_device  # noqa: SLF001
+    except (ImportError, AttributeError):   # a TensorFlow that moved it
+        def test(device):
+            return tf.DeviceSpec.from_string(device).device_type == "GPU"
+    return bool(devices) and all(test(d) for d in devices)
+
+
+def xla_compiles_replica_steps(strategy: Optional[tf.distribute.Strategy]) -> bool:
+    """Whether XLA compiles each replica's whole step (forward, backward, all-reduce, update).
+
+    Given a jit-compiled function, MirroredStrategy and MultiWorkerMirroredStrategy call it once
+    per replica in pure replica context, all-reducing with collectives inside the compiled
+    function, only when every device is a GPU (mirrored_run.call_for_each_replica and
+    MirroredExtended._use_merge_call, TF 2.17 to 2.21). On other devices TensorFlow compiles
+    one function over all replicas, which XLA refuses (it reads variables on its own device
+    only). Independent replicas are excluded: inside XLA TensorFlow all-reduces with its own
+    collectives and would mix their gradients.
+    """
+    if strategy is None or isinstance(strategy, (IndependentStrategy, HorovodStrategy)):
+        return False
+    if not isinstance(strategy, (tf.distribute.MirroredStrategy,
+                                 tf.distribute.MultiWorkerMirroredStrategy)):
+        return False
+    return (strategy.num_replicas_in_sync > 1 and gpu_devices(strategy.extended.worker_devices)
+            and xla_takes_its_collectives(strategy))
+
+
+def xla_takes_its_collectives(strategy: tf.distribute.Strategy) -> bool:
+    """Whether XLA compiles the strategy's collectives: NCCL or AUTO only
+    (CollectiveReduceV2Op::Compile, tf2xla all_reduce_op.cc, 2.17 to 2.21). RING is what
+    --all_reduce_spec=ring/xring/grpc asks of MultiWorkerMirroredStrategy, and what
+    MirroredStrategy takes on virtual GPUs; physical GPUs get NCCL."""
+    options = getattr(strategy.extended, "_communication_options", None)
+    impl = tf.distribute.experimental.CommunicationImplementation
+    return options is not None and options.implementation in (impl.NCCL, impl.AUTO)
+
+
 def is_parameter_server(strategy: Optional[tf.distribute.Strategy]) -> bool:
     return isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
 

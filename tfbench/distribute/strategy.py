@@ -1,10 +1,13 @@
 """--variable_update and friends mapped onto tf.distribute strategies.
 
   one device                 OneDeviceStrategy (any single-host value)
-  parameter_server           CentralStorageStrategy: variables on --local_parameter_device
+  parameter_server           SpreadStorageStrategy (spread.py): each variable on one compute
+                             device, the least loaded, its gradients summed there; with
+                             --local_parameter_device=cpu CentralStorageStrategy on the CPU
                              (replicated under --xla with several devices)
   replicated                 MirroredStrategy; --all_reduce_spec / --hierarchical_copy pick
-                             NcclAllReduce, HierarchicalCopyAllReduce or ReductionToOneDevice
+                             NcclAllReduce, HierarchicalCopyAllReduce or ReductionToOneDevice;
+                             gradients travel in the compute dtype and in packs (packing.py)
   independent                MirroredStrategy whose gradient all-reduce is the identity: every
                              replica updates its own copy of the variables with its own gradient
   collective_all_reduce,     MultiWorkerMirroredStrategy over --worker_hosts or TF_CONFIG
@@ -28,11 +31,13 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from tfbench.distribute import cluster as cluster_lib
-from tfbench.distribute import peers
+from tfbench.distribute import packing, peers
 from tfbench.config import params as params_lib
 from tfbench.distribute.devices import DevicePlan
+from tfbench.distribute.spread import SpreadStorageStrategy
 from tfbench.distribute.strategies import (HorovodStrategy, IndependentStrategy, coordinator,
-                                           import_horovod, remember_cluster)
+                                           gpu_devices, import_horovod, remember_cluster,
+                                           xla_compiles_replica_steps)
 from tfbench.errors import UsageError
 
 SINGLE_HOST_VALUES = ("parameter_server", "replicated", "independent")
@@ -85,21 +90,29 @@ def _split_spec(spec: str) -> tuple[str, int]:
     if shards and not shards.isdigit():
         raise UsageError("--all_reduce_spec=%s: the part after # must be a number of shards"
                          % spec)
-    return name.strip().lower(), int(shards) if shards else 1
+    return name.strip().lower(), int(shards) if shards else 0
+
+
+def spec_packs(spec: Optional[str]) -> int:
+    """The `#N` of --all_reduce_spec: gradient packs (0 when not given)."""
+    return _split_spec(spec)[1] if spec else 0
 
 
 def cross_device_ops(spec: Optional[str], plan: DevicePlan, hierarchical: bool):
-    """(CrossDeviceOps or None for TF's default, label of what runs, notices)."""
+    """(CrossDeviceOps or None for TF's default, label of what runs, notices).
+
+    The `#N` of the spec (spec_packs) is honoured by packing.PackedAllReduce, which hands the
+    reduction one gradient pack at a time: the reduction itself packs nothing (num_packs=0)."""
     notices: list[str] = []
     if hierarchical and not spec:
-        return _hierarchical_copy(1, plan, notices)
+        return _hierarchical_copy(plan, notices)
     if not spec:
         return None, None, notices
     if "/" in spec or ":" in spec:
         raise UsageError("--all_reduce_spec=%s cannot be honoured under TF2: MirroredStrategy "
                          "applies one reduction to every gradient (no per-size or per-level "
                          "split); use nccl, hierarchical_copy, pscpu or psgpu" % spec)
-    name, packs = _split_spec(spec)
+    name, _ = _split_spec(spec)
     if hierarchical and name not in ("xring", "hierarchical_copy", "hierarchical"):
         raise UsageError("--hierarchical_copy conflicts with --all_reduce_spec=%s; give one"
                          % spec)
@@ -107,26 +120,23 @@ def cross_device_ops(spec: Optional[str], plan: DevicePlan, hierarchical: bool):
         if plan.kind != "gpu":
             raise UsageError("--all_reduce_spec=nccl needs GPUs (NCCL does not run on CPU); "
                              "on CPU use --all_reduce_spec=pscpu or hierarchical_copy")
-        return tf.distribute.NcclAllReduce(num_packs=packs), "nccl", notices
+        return tf.distribute.NcclAllReduce(num_packs=0), "nccl", notices
     if name in ("xring", "hierarchical_copy", "hierarchical"):
         if name == "xring":
             notices.append("--all_reduce_spec=xring: TF2 has no ring all-reduce within one "
                            "host; using hierarchical copy (HierarchicalCopyAllReduce)")
-        return _hierarchical_copy(packs, plan, notices)
+        return _hierarchical_copy(plan, notices)
     if name in ("pscpu", "psgpu"):
         if name == "psgpu" and plan.kind != "gpu":
             raise UsageError("--all_reduce_spec=psgpu needs GPUs; on CPU use pscpu")
         device = "/cpu:0" if name == "pscpu" else plan.names[0]
-        if packs > 1:
-            notices.append("--all_reduce_spec=%s: shards (#%d) have no TF2 equivalent for a "
-                           "reduction to one device; reducing unsharded" % (spec, packs))
         return (tf.distribute.ReductionToOneDevice(reduce_to_device=device),
                 "reduction_to_one_device(%s)" % device, notices)
     raise UsageError("--all_reduce_spec=%s cannot be honoured under TF2: use nccl, "
                      "hierarchical_copy (or xring), pscpu or psgpu" % spec)
 
 
-def _hierarchical_copy(packs: int, plan: DevicePlan, notices: list[str]):
+def _hierarchical_copy(plan: DevicePlan, notices: list[str]):
     """HierarchicalCopyAllReduce where it sums every device's value: an even device count.
 
     TensorFlow (cross_device_utils.aggregate_gradients_using_hierarchical_copy, 2.17 to 2.21)
@@ -141,7 +151,7 @@ def _hierarchical_copy(packs: int, plan: DevicePlan, notices: list[str]):
                        % (plan.names[-1], n, device))
         return (tf.distribute.ReductionToOneDevice(reduce_to_device=device),
                 "reduction_to_one_device(%s)" % device, notices)
-    return tf.distribute.HierarchicalCopyAllReduce(num_packs=packs), "hierarchical_copy", notices
+    return tf.distribute.HierarchicalCopyAllReduce(num_packs=0), "hierarchical_copy", notices
 
 
 def collective_implementation(spec: Optional[str], plan: DevicePlan):
@@ -212,27 +222,71 @@ def _single_host(p, plan: DevicePlan) -> StrategyPlan:
         notices.append("--all_reduce_spec/--hierarchical_copy apply to "
                        "--variable_update=replicated; ignored with %s" % vu)
         ops, label, spec_notices = None, None, []
+    if vu != "replicated" and p.gradient_repacking:
+        notices.append("--gradient_repacking applies to --variable_update=replicated; ignored "
+                       "with %s" % vu)
     notices.extend(spec_notices)
     if vu == "parameter_server":
-        ps_device = "/cpu:0" if p.local_parameter_device.lower() == "cpu" else plan.names[0]
+        if p.local_parameter_device.lower() != "cpu":
+            strategy = SpreadStorageStrategy(plan.names)
+            return StrategyPlan(strategy, vu, None, False, notices=tuple(notices),
+                                reduction="variables spread over the %d devices, each "
+                                          "gradient summed on its variable's device"
+                                          % plan.num_devices)
         strategy = tf.distribute.experimental.CentralStorageStrategy(
-            compute_devices=list(plan.names), parameter_device=ps_device)
-        # TensorFlow sums the replicas' gradients on the host CPU whatever the parameter device
-        # (parameter_server_strategy.py, 2.17 to 2.21: ReductionToOneDevice(_LOCAL_CPU)): every
-        # GPU's gradients would cross PCIe twice a step. The legacy script sums them where the
-        # variables live; so does this (the attribute is the one TF's own reduce calls use).
+            compute_devices=list(plan.names), parameter_device="/cpu:0")
+        # TensorFlow's default ReductionToOneDevice(_LOCAL_CPU) is the parameter device here;
+        # named so that the reduction's device is the one the flag says.
         strategy.extended._cross_device_ops = tf.distribute.ReductionToOneDevice(  # noqa: SLF001
-            reduce_to_device=ps_device)
+            reduce_to_device="/cpu:0")
         return StrategyPlan(strategy, vu, None, False, notices=tuple(notices),
-                            reduction="central storage on %s, gradients summed there"
-                            % ps_device)
+                            reduction="central storage on /cpu:0, gradients summed there")
     if vu == "independent":
         return StrategyPlan(IndependentStrategy(plan.names), vu, None, False,
                             notices=tuple(notices), reduction="none (independent replicas)")
     strategy = tf.distribute.MirroredStrategy(list(plan.names), cross_device_ops=ops)
+    compiled = _compiles_replica_steps(p, strategy, plan, notices)
+    reduction = label or "MirroredStrategy default"
+    if compiled:
+        impl = strategy.extended._communication_options.implementation.value  # noqa: SLF001
+        reduction = "collective (%s, inside XLA)" % impl.lower()
+        if ops is not None:
+            notices.append("--xla compiles each replica's step with its all-reduce, which "
+                           "TensorFlow runs as %s collectives inside XLA: the algorithm of %s "
+                           "is not used" % (impl, "--all_reduce_spec=%s" % p.all_reduce_spec
+                                            if p.all_reduce_spec else "--hierarchical_copy"))
+            # What MirroredStrategy holds when given none: its collectives, which it uses inside
+            # XLA whatever it was given (MirroredExtended._get_cross_device_ops, 2.17 to 2.21).
+            strategy.extended._cross_device_ops = strategy.extended._collective_ops  # noqa: SLF001
+            label = reduction
+    transfer = packing.transfer_for(p, spec_packs(p.all_reduce_spec), compiled)
+    packing.install(strategy, transfer, compiled)
     return StrategyPlan(strategy, vu, p.all_reduce_spec if label is None else label, show,
                         notices=tuple(notices),
-                        reduction=label or "MirroredStrategy default")
+                        reduction="%s; gradients %s" % (reduction, transfer.label()))
+
+
+def _compiles_replica_steps(p, strategy: tf.distribute.MirroredStrategy, plan: DevicePlan,
+                            notices: list[str]) -> bool:
+    """Whether --xla compiles each replica's whole step, all-reduce included, as steps.py will:
+    on GPUs whose collectives XLA takes (NCCL; not the RING that MirroredStrategy takes on
+    virtual GPUs), decided on the strategy built; not with dynamic loss scaling (its all-reduce
+    would sit in a conditional). Where it compiles forward and backward only on GPUs, a notice
+    says why."""
+    if not params_lib.xla_requested(p) or not gpu_devices(plan.names):
+        return False
+    if params_lib.dynamic_loss_scaling(p):
+        why = ("dynamic loss scaling (--fp16_enable_auto_loss_scale) all-reduces inside a "
+               "conditional")
+    elif not xla_compiles_replica_steps(strategy):
+        options = getattr(strategy.extended, "_communication_options", None)
+        why = "XLA does not compile the %s collectives TensorFlow chose for these devices" % (
+            options.implementation.value if options is not None else "cross-device")
+    else:
+        return True
+    notices.append("--xla compiles each replica's forward and backward passes, not its "
+                   "all-reduce and update: %s" % why)
+    return False
 
 
 def _horovod(p, plan: DevicePlan) -> StrategyPlan:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tfbench.distribute.spread import SpreadStorageStrategy
 from tfbench.distribute.strategies import HorovodStrategy, IndependentStrategy
 
 
@@ -14,6 +15,14 @@ def gradient_divisor(strategy: tf.distribute.Strategy) -> int:
     if isinstance(strategy, IndependentStrategy):
         return 1
     return strategy.num_replicas_in_sync
+
+
+def replica_all_reduce_reduces(strategy: tf.distribute.Strategy) -> bool:
+    """Whether ReplicaContext.all_reduce hands each replica the reduced value. Independent
+    replicas get their own value back (they exchange no gradients), and so do the replicas of
+    a spread parameter server (the update sums each gradient where its variable lives): a
+    value every replica must agree on goes through strategy.reduce in a merge call there."""
+    return not isinstance(strategy, (IndependentStrategy, SpreadStorageStrategy))
 
 
 def reduce_gradients(strategy: tf.distribute.Strategy, grads: list) -> list:

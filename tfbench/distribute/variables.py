@@ -14,6 +14,13 @@ the first replica's value is written to the one copy through a merge call
 (values_util.apply_aggregation broadcasts it), which copies and reduces nothing. This is the
 depth at which any layer's state is created, so no layer needs a case of its own.
 
+Strategies that keep a copy per replica (MirroredStrategy, MultiWorkerMirroredStrategy) get the
+converse: Keras' counters created "only_first_replica" (the optimizer's iterations) are created
+"none", each replica advancing its own copy, all equal. A replica-context write to an
+"only_first_replica" variable is a merge call (values.apply_aggregation_replica_context, TF 2.17
+to 2.21), which an XLA-compiled replica step cannot hold (steps.py compiles each replica's whole
+step on GPUs); and it saves a broadcast per step elsewhere.
+
 What that means for Dropout: every replica reads the one seed state before it is written, so
 within a step all replicas draw the same seed and, with equal per-replica batch shapes, the same
 mask; the state advances once per step (the first replica's write), so masks change from step
@@ -37,6 +44,12 @@ def keeps_one_copy(strategy: tf.distribute.Strategy) -> bool:
     return isinstance(strategy, one_copy) and strategy.num_replicas_in_sync > 1
 
 
+def keeps_copy_per_replica(strategy: tf.distribute.Strategy) -> bool:
+    """Whether every replica holds its own copy of each variable (MirroredVariable)."""
+    per_replica = (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
+    return isinstance(strategy, per_replica) and strategy.num_replicas_in_sync > 1
+
+
 def _is_replica_state(kwargs: dict) -> bool:
     """A non-trainable, on-write variable that no reduction was asked for."""
     on_read = kwargs.get("synchronization") == tf.VariableSynchronization.ON_READ
@@ -51,15 +64,27 @@ def _first_replica_state(next_creator, **kwargs):
     return next_creator(**kwargs)
 
 
+def _own_copy_state(next_creator, **kwargs):
+    if (kwargs.get("trainable") is False
+            and kwargs.get("aggregation") == tf.VariableAggregation.ONLY_FIRST_REPLICA):
+        kwargs["aggregation"] = tf.VariableAggregation.NONE
+    return next_creator(**kwargs)
+
+
 @contextlib.contextmanager
 def scope(strategy: tf.distribute.Strategy) -> Iterator[None]:
     """`strategy.scope()`, where replica state gets first-replica semantics if the strategy
-    keeps one copy of each variable. Build models, optimizers and their clones in it."""
+    keeps one copy of each variable, and counters a copy per replica if it keeps one per
+    replica. Build models, optimizers and their clones in it."""
     with strategy.scope():
-        if not keeps_one_copy(strategy):
+        if keeps_one_copy(strategy):
+            creator = _first_replica_state
+        elif keeps_copy_per_replica(strategy):
+            creator = _own_copy_state
+        else:
             yield
             return
         # Entered after the strategy's own creator, so it runs first and the strategy wraps
         # the variable with the aggregation set here.
-        with tf.variable_creator_scope(_first_replica_state):
+        with tf.variable_creator_scope(creator):
             yield

@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from tfbench.errors import UsageError
-from tfbench.distribute.strategies import IndependentStrategy
+from tfbench.distribute import sync
 from tfbench.engine import update_kernels
 
 POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
@@ -84,9 +84,10 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
         if context is None or context.num_replicas_in_sync == 1:
             return finite
         overflow = 1.0 - tf.cast(finite, tf.float32)
-        if isinstance(tf.distribute.get_strategy(), IndependentStrategy):
-            # Its all-reduce is the identity (replicas exchange no gradients), and Keras would
-            # then apply replica 0's answer to all: reduce the count through a real reduction.
+        if not sync.replica_all_reduce_reduces(tf.distribute.get_strategy()):
+            # Its all-reduce hands each replica its own count (independent replicas, a spread
+            # parameter server), and Keras would then apply replica 0's answer to all: reduce
+            # the count through a real reduction.
             overflows = context.merge_call(
                 lambda strategy, value: strategy.reduce(tf.distribute.ReduceOp.SUM, value,
                                                         axis=None), args=(overflow,))

@@ -225,34 +225,48 @@ class Steps:
         parameter_server = strategies.is_parameter_server(strategy)
         # Parameter-server workers read real data from their own per-worker iterator.
         from_iterator = from_iterator or parameter_server
-        # XLA compiles the whole step on one device with in-graph inputs. Otherwise (several
-        # replicas, an input iterator, or horovod, whose allreduce has no XLA kernel) it
-        # compiles each replica's forward (and backward) pass; the gradient reduction and the
-        # optimizer update stay outside the XLA cluster.
         horovod = isinstance(strategy, strategies.HorovodStrategy)
-        whole_step_jit = bool(jit and single and not from_iterator and not horovod)
-        per_replica_jit = bool(jit and not whole_step_jit)
+        # XLA compiles the whole step: on one device (an input iterator's next() stays outside,
+        # in the step that feeds the compiled body), and each replica's step on several GPUs
+        # (TensorFlow then all-reduces inside the compiled function: see
+        # strategies.xla_compiles_replica_steps). Elsewhere it compiles each replica's forward
+        # (and backward) pass only: horovod (its allreduce has no XLA kernel), several CPU
+        # devices, independent replicas, a parameter-server cluster.
+        whole_body = bool(jit and single and not horovod and not parameter_server)
+        # Not with dynamic loss scaling: Keras' LossScaleOptimizer all-reduces inside a cond on
+        # the gradients' finiteness, a collective in an XLA conditional, unproven on GPUs.
+        replica_steps = bool(jit and not single and self.config.loss_scaling != "dynamic"
+                             and strategies.xla_compiles_replica_steps(strategy))
+        per_replica_jit = bool(jit and not whole_body and not replica_steps)
         # autograph=False: the step's control flow is plain Python (over flags and layers), and
         # converting the step and every Keras call it makes cost 0.5-0.7 s of the first step.
         self._grad_fn = tf.function(self._gradients, jit_compile=True, autograph=False) \
             if per_replica_jit else self._gradients
         self._predict_fn = tf.function(self._predict, jit_compile=True, autograph=False) \
             if per_replica_jit else self._predict
+        run_fn = tf.function(replica_fn, jit_compile=True, autograph=False) \
+            if replica_steps else replica_fn
 
-        def step(inputs):
-            if isinstance(inputs, pipelines.WorkerImages):   # read on each worker's devices
-                out = strategy.run(replica_fn, args=(inputs.per_replica(),))
-            elif from_iterator:
-                element = next(inputs)   # (images, labels), or images alone (synthetic)
-                args = tuple(element) if isinstance(element, (tuple, list)) else (element,)
-                out = strategy.run(replica_fn, args=args)
-            else:
-                out = strategy.run(replica_fn, args=(inputs,))
+        def body(*args):
+            out = strategy.run(run_fn, args=args)
             if all_workers:
                 return strategy.reduce(tf.distribute.ReduceOp.MEAN, out, axis=None)
             return local_mean(strategy, out)
 
-        compiled = tf.function(step, jit_compile=whole_step_jit, autograph=False)
+        compiled_body = tf.function(body, jit_compile=True, autograph=False) \
+            if whole_body and from_iterator else body
+
+        def step(inputs):
+            if isinstance(inputs, pipelines.WorkerImages):   # read on each worker's devices
+                return body(inputs.per_replica())
+            if from_iterator:
+                element = next(inputs)   # (images, labels), or images alone (synthetic)
+                args = tuple(element) if isinstance(element, (tuple, list)) else (element,)
+                return compiled_body(*args)
+            return body(inputs)
+
+        compiled = tf.function(step, jit_compile=whole_body and not from_iterator,
+                               autograph=False)
         if parameter_server:
             return strategies.ScheduledStep(compiled, strategy)
         return ConcreteAfterFirstCall(compiled)
