@@ -211,8 +211,9 @@ FIGURES: tuple[Figure, ...] = (
        "its CUDA index)", "", "", line="Scaling probes"),
     _f("slowest_device_ratio", "--explain_scaling: slowest_device_step_ms / the median device's "
        "step, all at once", "", "x the median", line="Scaling probes"),
-    _f("input_step_ms", "--explain_scaling, real data: the input pipeline alone, mean time per "
-       "step's batch of this worker (--data_only's measurement)", "ms", "input pipeline alone",
+    _f("input_step_ms", "--explain_scaling, real data: the input alone as the steps read it "
+       "(every replica's pipeline, through the run's distributed iterator, no model), mean "
+       "time per step's batch of this worker", "ms", "input pipeline alone",
        line="Scaling probes"),
     _f("link", "--explain_scaling: the GPUs' links as NVML reads them (PCIe generation and "
        "width, NVLink, the widest topology between two GPUs, links below their maximum) and "

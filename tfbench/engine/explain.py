@@ -10,8 +10,8 @@ that say where its scaling efficiency goes (tfbench.measure.scaling splits the s
   devices      the one-device step (the model, optimizer and step a one-device run builds) on
                each of this worker's devices, first alone, one device after the other, then on
                all at once (one thread per device), which also shows a limit they share
-  input        real data: the input pipeline alone, a step's batch of this worker at a time
-               (--data_only's measurement)
+  input        real data: the input alone, as the run's steps read it (every replica's
+               pipeline through the same distributed iterator), a step's batch at a time
 
 Each probe's time is the median of its repeats after untimed warm-up calls
 (tfbench.measure.stats.probe_summary). The figures go to RunResult.extra under their CSV names
@@ -167,11 +167,13 @@ def _links(plan: Resolved, found: dict, res: RunResult) -> None:
 
 
 def _input(runner: ModeRunner, found: dict, res: RunResult) -> None:
+    """The input as the run's steps read it (every replica's pipeline, through the same
+    distributed iterator, onto the devices), without the model."""
     from tfbench.data import diagnose
     r = runner.plan
     accum = runner.p.accum_steps if r.mode == TRAINING else 1
-    times = diagnose.input_only_benchmark(runner.dataset(r.batch_size * accum, train=True),
-                                          INPUT_BATCHES, INPUT_WARMUP)
+    iterator, _ = runner.inputs(r.batch_size * accum, train=True)
+    times = diagnose.input_only_benchmark(iterator, INPUT_BATCHES, INPUT_WARMUP)
     # The pipeline's rate is its mean time per batch (a slow batch now and then counts).
     found["input"] = {"batch": r.worker_batch, "times": times}
     res.extra["input_step_ms"] = 1000.0 * statistics.fmean(times)
@@ -258,3 +260,69 @@ def _together(calls: list[Callable[[], object]], repeats: int,
         raise (real or errors)[0]
     return results
 
+
+
+# --- `tfbench allreduce`: the probe on its own --------------------------------------------
+
+@dataclasses.dataclass
+class AllReduceProbe:
+    """What `tfbench allreduce` measured: the model's gradient set, then each size."""
+    ranks: int
+    workers: int
+    reduction: str                        # StrategyPlan.reduction: what reduces the gradients
+    notices: list[str]
+    timings: list[allreduce_probe.Timing]
+    link: str = ""
+    expected_busbw_gbs: Optional[float] = None
+
+
+def allreduce_probe_run(p, min_bytes: int = 0, max_bytes: int = 0, factor: int = 2,
+                        repeats: int = allreduce_probe.REPEATS,
+                        warmup: int = allreduce_probe.WARMUP, log: RunLog = SilentLog()
+                        ) -> AllReduceProbe:
+    """`tfbench allreduce`: the strategy a run of Params `p` builds reduces the model's
+    gradients, then one tensor per size from min_bytes to max_bytes (x factor each; none when
+    max_bytes is 0) in the gradients' dtype."""
+    from tfbench.distribute import devices
+    from tfbench.distribute import strategy as strategy_lib
+    from tfbench.engine.plan import resolve
+    from tfbench import errors
+    plan = resolve(p)
+    notices = list(plan.notices) + devices.prepare_runtime(p, plan.device)
+    notices += prepare(p.replace(explain_scaling=True), plan)
+    try:
+        sp = strategy_lib.make_strategy(p, plan.device)
+    finally:
+        errors.release_sigterm()
+    notices += list(sp.notices)
+    strategy = sp.strategy
+    why = allreduce_probe.not_probed(strategy)
+    if why is not None:
+        raise errors.UsageError("nothing to probe: %s" % why)
+    runner = ModeRunner(p=p, plan=plan, strategy=strategy, log=log)
+    variables = runner.build_model().trainable_variables
+    sets = [allreduce_probe.gradient_set("%s gradients" % plan.spec.name, variables)]
+    if max_bytes and allreduce_probe.at_variables(strategy):
+        notices.append("sizes: --variable_update=parameter_server sums gradients at the "
+                       "variables' devices, not in an all-reduce: only the model's own are "
+                       "probed")
+    elif max_bytes:
+        dtype = sets[0].dtypes[0] if sets[0].count else "float32"
+        sets += allreduce_probe.size_sets(min_bytes, max_bytes, factor, dtype)
+    compiled = bool(plan.xla and runner.step_config(TRAINING).loss_scaling != "dynamic"
+                    and strategies.xla_compiles_replica_steps(strategy))
+    timings = []
+    for tensors in sets:
+        timings.append(allreduce_probe.time_all_reduce(
+            strategy, tensors, repeats, warmup, compiled, runner.clock.perf_counter, variables))
+        raise_if_stopped()
+    probe = AllReduceProbe(allreduce_probe.ranks(strategy), sp.num_workers, sp.reduction,
+                           notices, timings)
+    if plan.device.kind == "gpu":
+        links, why = links_lib.gpu_links(plan.device.gpu_indices
+                                         or range(plan.device.num_devices))
+        transport = _nccl_transport()
+        probe.link = "; ".join(x for x in (links.describe() if links else "NVML: %s" % why,
+                                           transport) if x)
+        probe.expected_busbw_gbs = links.expected_busbw_gbs() if links else None
+    return probe

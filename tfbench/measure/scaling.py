@@ -34,8 +34,10 @@ from typing import Any, Mapping, Optional
 CAUSES = ("compute", "input", "allreduce", "unexplained")
 CAUSE_LABELS = {"compute": "slowest device's extra compute", "input": "input wait",
                 "allreduce": "all-reduce (not overlapped)", "unexplained": "unexplained"}
-# A device whose step is this much slower than the median is named as the slow one.
-SLOW_DEVICE_RATIO = 1.10
+# A device whose step (all devices at once) is this much slower than the median device's is
+# named as the slow one. Logical CPU devices share the CPU's cores, and their steps spread
+# more from one to the next: a device is named there at 1.5x.
+SLOW_DEVICE_RATIO = {"gpu": 1.10, "cpu": 1.5}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +199,7 @@ def _allreduce_action(e: Evidence) -> str:
 
 def _compute_action(d: Decomposition, e: Evidence) -> str:
     if e.slowest_device and e.slowest_device_ratio is not None and \
-            e.slowest_device_ratio >= SLOW_DEVICE_RATIO:
+            e.slowest_device_ratio >= SLOW_DEVICE_RATIO.get(e.device_kind, 1.10):
         return ("%s computes %.2fx the median device's step: check its clocks, temperature and "
                 "power cap (throttling) and its link, or leave it out (--gpu_indices)"
                 % (e.slowest_device, e.slowest_device_ratio))
