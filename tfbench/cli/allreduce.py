@@ -68,7 +68,7 @@ def table_lines(probe) -> list[str]:
     for t in probe.timings:
         lines.append("%-22s %11s %6d %-9s %10.3f %13s %13s %10s" % (
             t.label, human_bytes(t.nbytes), t.count, t.dtype, t.time_ms,
-            _number(t.algbw_gbs, "%.3f"), _number(t.busbw_gbs, "%.3f"),
+            _number(t.algbw_gbs, "%.4g"), _number(t.busbw_gbs, "%.4g"),
             _number(t.summary.get("spread_pct"), "%.1f")))
     return lines
 

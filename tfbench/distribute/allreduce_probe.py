@@ -207,7 +207,10 @@ def _step(strategy: tf.distribute.Strategy, compiled: bool) -> Callable:
     """A compiled call that all-reduces the given per-replica tensors once and returns one
     scalar per worker (a slice of every result, so none of the reduction is pruned)."""
     def replica(values):
-        reduced = sync.reduce_gradients(strategy, list(values))
+        # As gradients are: tensors of the replica's device in the step (a function input has
+        # no device, and MultiWorkerMirroredStrategy takes a value's device as its destination).
+        values = [tf.identity(v) for v in values]
+        reduced = sync.reduce_gradients(strategy, values)
         reduced = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM,
                                                                   reduced)
         return tf.add_n([tf.cast(tf.reshape(r, [-1])[0], tf.float32) for r in reduced])

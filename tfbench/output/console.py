@@ -314,8 +314,9 @@ def scaling_lines(s: dict[str, Any]) -> list[str]:
     if s.get("one_device_step_ms") is not None:
         parts.append("%s %.2f ms/step" % (label("one_device_step_ms"),
                                            s["one_device_step_ms"]))
-        parts.append("%s %.2f ms/step (%s, %.2f%s)" % (
-            label("slowest_device_step_ms"), s["slowest_device_step_ms"], s["slowest_device"],
+        parts.append("%s %.2f ms/step (%s%.2f%s)" % (
+            label("slowest_device_step_ms"), s["slowest_device_step_ms"],
+            "%s, " % s["slowest_device"] if s.get("slowest_device") else "",
             s["slowest_device_ratio"], label("slowest_device_ratio")))
     if s.get("input_step_ms") is not None:
         parts.append("%s %.2f ms/step" % (label("input_step_ms"), s["input_step_ms"]))

@@ -160,14 +160,14 @@ def scaling_explained_plot(group: pd.DataFrame, path: str) -> Figure:
     ax.set_xticklabels([str(int(d)) for d in group["devices"]])
     ax.set_xlabel("Devices (GPUs or logical devices); efficiency above each bar")
     ax.set_ylabel("Time per step (ms)")
-    ax.set_ylim(0, float(np.nanmax(np.maximum(bottom, group["step_ms"]))) * 1.15)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.set_ylim(0, float(np.nanmax(np.maximum(bottom, group["step_ms"]))) * 1.12)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, markerscale=0.4)
     ax.grid(True, axis="y", alpha=0.3)
     fixed = ("batch %d/device" % first["batch_size"] if first["scaling"] == "weak"
              else "global batch %d" % first["global_batch_size"])
-    ax.set_title("%s on %s: where the step time goes (%s scaling, %s)\n%s"
+    ax.set_title("%s on %s: where the step time goes\n%s scaling, %s, %s"
                  % (first["model"], first.get("device_name") or "device", first["scaling"],
-                    fixed, context(first, ("batch_size",))))
+                    fixed, context(first, ("batch_size",))), fontsize=10)
     return _save(fig, path)
 
 

@@ -17,8 +17,8 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from tfbench.measure import scaling, stats
-from tfbench.report import repeats
+from tfbench.measure import stats
+from tfbench.report import repeats, scaling_explained
 
 # Columns that identify a configuration (what ran, where).
 CONFIG_COLUMNS = ("model", "dataset", "mode", "precision", "xla", "batch_size",
@@ -150,66 +150,6 @@ def scaling_table(df: pd.DataFrame, scaling: str = "weak", extra: Sequence[str] 
                    + list(repeats.REPEAT_COLUMNS) + ["images_per_sec_per_device", "speedup",
                                                      "efficiency_pct", "peak_mem_gb", "group"]
                    + [c for c in _PROBE_METRICS if c in agg.columns])
-
-
-# The parts of a step explain_table shows, in ms (plots) and points of efficiency (tables).
-EXPLAINED_MS = ("reference_ms",) + tuple("lost_ms_%s" % c for c in scaling.CAUSES)
-EXPLAINED_PTS = tuple("lost_pts_%s" % c for c in scaling.CAUSES)
-
-
-def explain_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Where each scaling point's efficiency goes (tfbench.measure.scaling), for the points of
-    `table` (scaling_table's) beyond their baseline that hold --explain_scaling's probes.
-
-    step_ms = 1000 x global batch / images/sec. The one-device step it is held against: the
-    baseline's when the series starts at one device (step_ms x efficiency / 100: the
-    baseline's step for weak scaling, its step over N for strong), else the point's own probe
-    (one_device_step_ms), with the efficiency against it. `explained_by` says which."""
-    rows = []
-    if table.empty or "one_device_step_ms" not in table:
-        return pd.DataFrame()
-    for _, group in table.groupby("group", sort=False):
-        base = group.iloc[0]
-        for _, row in group.iloc[1:].iterrows():
-            probed = [row[c] for c in ("one_device_step_ms", "allreduce_ms", "input_step_ms")]
-            if all(pd.isna(v) for v in probed) or not row["images_per_sec"] > 0:
-                continue
-            step_ms = 1000.0 * row["global_batch_size"] / row["images_per_sec"]
-            if base["devices"] == 1:
-                reference, by = step_ms * row["efficiency_pct"] / 100.0, "one-device row"
-            elif pd.notna(row["one_device_step_ms"]):
-                reference, by = row["one_device_step_ms"], "one-device probe"
-            else:
-                continue
-            d = scaling.decompose(step_ms, reference, _value(row["slowest_device_step_ms"]),
-                                  _value(row["allreduce_ms"]), _value(row["input_step_ms"]))
-            out = row.to_dict()
-            out.update(step_ms=step_ms, reference_ms=reference, explained_by=by,
-                       efficiency_pct=d.efficiency_pct, largest=d.largest,
-                       verdict=scaling.verdict(d, scaling.evidence(
-                           out, str(row["device_kind"]), int(row["global_batch_size"]))))
-            out.update({"lost_ms_%s" % c: d.lost_ms[c] for c in scaling.CAUSES})
-            out.update({"lost_pts_%s" % c: d.lost_pts[c] for c in scaling.CAUSES})
-            rows.append(out)
-    return pd.DataFrame(rows)
-
-
-def explain_note(explained: pd.DataFrame, keys: Sequence[str]) -> str:
-    """How the table is made, then each point's verdict."""
-    verdicts = []
-    for _, row in explained.iterrows():
-        label = repeats.label(row, keys)
-        verdicts.append("%s%d devices: %s" % ("%s, " % label if label else "",
-                                              row["devices"], row["verdict"]))
-    return ("--explain_scaling's probes split each step against the one-device step "
-            "(docs/measurements.md): points lost = 100 x ms lost / step ms, in the order slowest "
-            "device's extra compute, input wait, all-reduce not hidden behind the backward "
-            "pass; unexplained is the rest, so the points add up to 100 - efficiency. "
-            + " ".join(verdicts))
-
-
-def _value(x) -> Optional[float]:
-    return None if pd.isna(x) else float(x)
 
 
 def _identity(frame: pd.DataFrame, extra: Sequence[str] = ()) -> list[tuple]:
@@ -401,14 +341,15 @@ def study_sections(df: pd.DataFrame, kinds: Sequence[str] = STUDY_KINDS,
                     "differ in device count alone (a one-device baseline shares no variables "
                     "and serves every variable_update); weak scaling keeps the per-device "
                     "batch, strong scaling the global batch")
-            explained = explain_table(table)
+            explained = scaling_explained.explain_table(table)
             if not explained.empty:
                 out.append(Section(
                     "scaling_explained", "Where the scaling efficiency goes", explained,
                     keys + ["scaling"] + split + [
                         "devices", "images_per_sec", "efficiency_pct", "explained_by"]
-                    + list(EXPLAINED_PTS) + ["allreduce_busbw_gbs", "expected_busbw_gbs",
-                                             "link"], explain_note(explained, keys)))
+                    + list(scaling_explained.EXPLAINED_PTS)
+                    + ["allreduce_busbw_gbs", "expected_busbw_gbs", "link"],
+                    scaling_explained.explain_note(explained, keys)))
     if "batch_size" in kinds:
         table = batch_size_study(df, knee_pct, extra, threshold)
         if not table.empty:
