@@ -116,3 +116,31 @@ def test_the_report_holds_the_section_and_its_plot_and_passes_the_browser_check(
         pytest.skip("no Chromium on this machine (apt-get install chromium)")
     result = browser_check.check(report.html_path, str(tmp_path / "report" / "shot.png"))
     assert result.ok, result.summary()
+
+
+def test_an_evaluation_on_several_gpus_explains_each_training_run_against_its_probe():
+    from tfbench.report import evaluation as ev
+    from tfbench.report import evaluation_report
+    rows = [row(num_devices=4, images_per_sec=256, one_device_step_ms=320,
+                slowest_device_step_ms=420, allreduce_ms=60, allreduce_busbw_gbs=4.9,
+                slowest_device="GPU 3", slowest_device_ratio=1.3, **PROBED),
+            row(num_devices=1, batch_size=1, mode="forward_only", images_per_sec=500)]
+    (section,) = evaluation_report._scaling_sections(ev.with_method_columns(
+        load.rows_frame(rows)))
+    t = section.frame
+    assert list(t["execution_mode"]) == ["native"] and list(t["devices"]) == [4]
+    assert list(t["explained_by"]) == ["one-device probe"]
+    assert t["efficiency_pct"][0] == pytest.approx(64.0)   # 320 of 500 ms
+    assert t["lost_pts_compute"][0] == pytest.approx(20.0)
+    assert "4 devices: Largest cause: the slowest device's extra compute" in section.note
+
+
+def test_evaluate_gives_explain_scaling_to_training_runs_only():
+    from tfbench.sweep import evaluate
+    from tfbench.sweep.grid import child_params, point_flags
+    base = ["--num_gpus=4", "--explain_scaling"]
+    runs = {p.name: child_params(point_flags(base, p.flags))
+            for p in evaluate.points(evaluate.Method(models=("resnet50",)), "fp16", base)}
+    assert {n: r.explain_scaling for n, r in runs.items()} == {
+        "resnet50_%s_%s" % (mode, kind): kind == "training"
+        for mode in ("native", "mixed", "mixed_xla") for kind in ("training", "inference")}

@@ -32,27 +32,49 @@ def explain_table(table: pd.DataFrame) -> pd.DataFrame:
     for _, group in table.groupby("group", sort=False):
         base = group.iloc[0]
         for _, row in group.iloc[1:].iterrows():
-            probed = [row[c] for c in ("one_device_step_ms", "allreduce_ms", "input_step_ms")]
-            if all(pd.isna(v) for v in probed) or not row["images_per_sec"] > 0:
-                continue
-            step_ms = 1000.0 * row["global_batch_size"] / row["images_per_sec"]
-            if base["devices"] == 1:
-                reference, by = step_ms * row["efficiency_pct"] / 100.0, "one-device row"
-            elif pd.notna(row["one_device_step_ms"]):
-                reference, by = row["one_device_step_ms"], "one-device probe"
-            else:
-                continue
-            d = scaling.decompose(step_ms, reference, _value(row["slowest_device_step_ms"]),
-                                  _value(row["allreduce_ms"]), _value(row["input_step_ms"]))
-            out = row.to_dict()
-            out.update(step_ms=step_ms, reference_ms=reference, explained_by=by,
-                       efficiency_pct=d.efficiency_pct, largest=d.largest,
-                       verdict=scaling.verdict(d, scaling.evidence(
-                           out, str(row["device_kind"]), int(row["global_batch_size"]))))
-            out.update({"lost_ms_%s" % c: d.lost_ms[c] for c in scaling.CAUSES})
-            out.update({"lost_pts_%s" % c: d.lost_pts[c] for c in scaling.CAUSES})
-            rows.append(out)
+            reference = None
+            if base["devices"] == 1 and _probed(row):
+                reference = 1000.0 * row["global_batch_size"] / row["images_per_sec"] \
+                    * row["efficiency_pct"] / 100.0
+            out = explain_row(row, reference)
+            if out is not None:
+                rows.append(out)
     return pd.DataFrame(rows)
+
+
+def explain_points(df: pd.DataFrame) -> pd.DataFrame:
+    """Each row on several devices that holds the probes, against its own one-device probe
+    (`tfbench evaluate` on several GPUs: no one-device training row to hold it against)."""
+    rows = [explain_row(row) for _, row in df.iterrows()] if "one_device_step_ms" in df else []
+    return pd.DataFrame([r for r in rows if r is not None])
+
+
+def _probed(row: pd.Series) -> bool:
+    return row["images_per_sec"] > 0 and any(
+        pd.notna(row[c]) for c in ("one_device_step_ms", "allreduce_ms", "input_step_ms"))
+
+
+def explain_row(row: pd.Series, reference: Optional[float] = None) -> Optional[dict]:
+    """The row with its step split against `reference` ms (None: its own one-device probe),
+    or None when it holds no probe (or no reference)."""
+    if not _probed(row):
+        return None
+    by = "one-device row"
+    if reference is None:
+        if pd.isna(row["one_device_step_ms"]):
+            return None
+        reference, by = float(row["one_device_step_ms"]), "one-device probe"
+    step_ms = 1000.0 * row["global_batch_size"] / row["images_per_sec"]
+    d = scaling.decompose(step_ms, reference, _value(row["slowest_device_step_ms"]),
+                          _value(row["allreduce_ms"]), _value(row["input_step_ms"]))
+    out = row.to_dict()
+    out.update(step_ms=step_ms, reference_ms=reference, explained_by=by,
+               efficiency_pct=d.efficiency_pct, largest=d.largest,
+               verdict=scaling.verdict(d, scaling.evidence(
+                   out, str(row["device_kind"]), int(row["global_batch_size"]))))
+    out.update({"lost_ms_%s" % c: d.lost_ms[c] for c in scaling.CAUSES})
+    out.update({"lost_pts_%s" % c: d.lost_pts[c] for c in scaling.CAUSES})
+    return out
 
 
 def explain_note(explained: pd.DataFrame, keys: Sequence[str]) -> str:
@@ -60,8 +82,10 @@ def explain_note(explained: pd.DataFrame, keys: Sequence[str]) -> str:
     verdicts = []
     for _, row in explained.iterrows():
         label = repeats.label(row, keys)
-        verdicts.append("%s%d devices: %s" % ("%s, " % label if label else "",
-                                              row["devices"], row["verdict"]))
+        devices = row["devices"] if "devices" in row else \
+            row["num_devices"] * max(row["num_workers"], 1)
+        verdicts.append("%s%d devices: %s" % ("%s, " % label if label else "", devices,
+                                              row["verdict"]))
     return ("--explain_scaling's probes split each step against the one-device step "
             "(docs/measurements.md): points lost = 100 x ms lost / step ms, in the order slowest "
             "device's extra compute, input wait, all-reduce not hidden behind the backward "
