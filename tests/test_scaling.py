@@ -81,7 +81,10 @@ def test_verdict_for_input_and_unexplained_and_nothing_lost():
     assert scaling.verdict(d, scaling.Evidence(global_batch=256)).startswith(
         "Largest cause: input wait, 188.0 ms of the 200.0 ms step (94.0 points): the input "
         "pipeline alone delivers a step's batch of 256 images")
-    assert "unexplained, 30.0 ms" in scaling.verdict(scaling.decompose(80.0, 50.0, 50.0, 0.0))
+    unexplained = scaling.verdict(scaling.decompose(80.0, 50.0, 50.0, 0.0),
+                                  scaling.Evidence(host_ms_between_steps=4.25))
+    assert "unexplained, 30.0 ms of the 80.0 ms step (37.5 points)" in unexplained
+    assert "host time between steps is 4.2 ms of it" in unexplained
     assert "nothing lost" in scaling.verdict(scaling.decompose(50.0, 50.0, 50.0, 0.0))
 
 

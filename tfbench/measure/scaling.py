@@ -109,6 +109,7 @@ class Evidence:
     slowest_device_ratio: Optional[float] = None
     device_kind: str = "gpu"
     global_batch: Optional[int] = None
+    host_ms_between_steps: Optional[float] = None   # a run's own figure (not in the CSV)
 
 
 def evidence(figures: Mapping[str, Any], device_kind: str = "gpu",
@@ -131,7 +132,7 @@ def evidence(figures: Mapping[str, Any], device_kind: str = "gpu",
         degraded="; ".join(x for x in parts if " runs at " in x),
         slowest_device=text("slowest_device"),
         slowest_device_ratio=number("slowest_device_ratio"), device_kind=device_kind,
-        global_batch=global_batch)
+        global_batch=global_batch, host_ms_between_steps=number("host_ms_between_steps"))
 
 
 def verdict(d: Decomposition, e: Evidence = Evidence()) -> str:
@@ -160,9 +161,12 @@ def verdict(d: Decomposition, e: Evidence = Evidence()) -> str:
                 "(--datasets_num_private_threads), cache it (--datasets_use_caching) or put the "
                 "data on a faster disk" % (share, " of %d images" % e.global_batch
                                             if e.global_batch else ""))
-    return ("Largest cause: unexplained, %s (%s): not the all-reduce, the devices or the input "
-            "as probed; look at host time between steps, parameter-server synchronisation, or "
-            "a profile (--trace_file)" % (share, head))
+    host = ""
+    if e.host_ms_between_steps:
+        host = "; host time between steps is %.1f ms of it" % e.host_ms_between_steps
+    return ("Largest cause: unexplained, %s (%s%s): not the all-reduce, the devices or the "
+            "input as probed; look at host time between steps, parameter-server "
+            "synchronisation, or a profile (--trace_file)" % (share, head, host))
 
 
 def _overlap(d: Decomposition) -> str:
