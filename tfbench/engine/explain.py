@@ -75,8 +75,15 @@ def _nccl_transport() -> str:
         with open(path, errors="replace") as handle:
             text = handle.read()
     finally:
-        os.remove(path)
+        discard_nccl_log()
     return nccl_log.describe(nccl_log.parse(text)) or ""
+
+
+def discard_nccl_log() -> None:
+    """Removes the log prepare() asked NCCL for, read or not (a run leaves no file behind)."""
+    path = os.environ.get(NCCL_LOG_ENV)
+    if path and os.path.exists(path):
+        os.remove(path)
 
 
 def applies(p, plan: Resolved, sp: StrategyPlan) -> bool:
@@ -312,10 +319,15 @@ def allreduce_probe_run(p, min_bytes: int = 0, max_bytes: int = 0, factor: int =
     compiled = bool(plan.xla and runner.step_config(TRAINING).loss_scaling != "dynamic"
                     and strategies.xla_compiles_replica_steps(strategy))
     timings = []
-    for tensors in sets:
-        timings.append(allreduce_probe.time_all_reduce(
-            strategy, tensors, repeats, warmup, compiled, runner.clock.perf_counter, variables))
-        raise_if_stopped()
+    try:
+        for tensors in sets:
+            timings.append(allreduce_probe.time_all_reduce(
+                strategy, tensors, repeats, warmup, compiled, runner.clock.perf_counter,
+                variables))
+            raise_if_stopped()
+    except BaseException:
+        discard_nccl_log()
+        raise
     probe = AllReduceProbe(allreduce_probe.ranks(strategy), sp.num_workers, sp.reduction,
                            notices, timings)
     if plan.device.kind == "gpu":

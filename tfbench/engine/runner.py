@@ -89,8 +89,13 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
         # On a failure the FLOP count (a second trace of the model) is skipped.
         measurements.finish(res, p, plan, meter, runner.model, env_before,
                             failed=sys.exc_info()[0] is not None)
-    if explain.applies(p, plan, sp):   # after the run's figures: the probes change none
-        explain.probe(runner, sp, res, log)
+        if sys.exc_info()[0] is not None:
+            explain.discard_nccl_log()
+    try:
+        if explain.applies(p, plan, sp):   # after the run's figures: the probes change none
+            explain.probe(runner, sp, res, log)
+    finally:
+        explain.discard_nccl_log()
     return res
 
 
