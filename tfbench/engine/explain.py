@@ -37,6 +37,7 @@ from tfbench.distribute.strategy import StrategyPlan
 from tfbench.engine.base import ModeRunner
 from tfbench.engine.plan import FORWARD_ONLY, TRAINING, Resolved
 from tfbench.engine.runlog import RunLog, SilentLog
+from tfbench import errors
 from tfbench.errors import raise_if_stopped
 from tfbench.measure import links as links_lib
 from tfbench.measure import nccl_log, scaling, stats
@@ -112,9 +113,14 @@ def probe(runner: ModeRunner, sp: StrategyPlan, res: RunResult,
             _input(runner, found, res)
         _devices(runner, found, res)
     except (tf.errors.OpError, MemoryError) as exc:
-        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        res.notices.append("--explain_scaling: the probes stopped (%s: %s); the run's own "
-                           "figures stand" % (type(exc).__name__, text))
+        message = exc.message if isinstance(exc, tf.errors.OpError) else str(exc)
+        if errors.out_of_memory_evidence(message or "", type(exc).__name__) is not None:
+            why = "out of memory (each device holds one more model for its one-device step)"
+        else:
+            why = "TensorFlow failed: %s" % ((message or "").strip().splitlines()
+                                             or [type(exc).__name__])[0]
+        res.notices.append("--explain_scaling: the probes stopped, %s; the run's own figures "
+                           "stand" % why)
         return
     explained = explain_run(res)
     if explained is not None:
@@ -246,7 +252,7 @@ def _together(calls: list[Callable[[], object]], repeats: int,
     """Every call timed `repeats` times, all devices at once: one thread each, started
     together (TensorFlow runs each call without holding Python's lock)."""
     results: list[list[float]] = [[] for _ in calls]
-    errors: list[BaseException] = []
+    failures: list[BaseException] = []
     start = threading.Barrier(len(calls))
 
     def work(i: int) -> None:
@@ -255,16 +261,16 @@ def _together(calls: list[Callable[[], object]], repeats: int,
             start.wait()
             results[i] = _timed(calls[i], repeats, 0, now)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            errors.append(exc)
+            failures.append(exc)
             start.abort()
     threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(calls))]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
-    if real or errors:
-        raise (real or errors)[0]
+    real = [e for e in failures if not isinstance(e, threading.BrokenBarrierError)]
+    if failures:
+        raise (real or failures)[0]
     return results
 
 
@@ -293,7 +299,6 @@ def allreduce_probe_run(p, min_bytes: int = 0, max_bytes: int = 0, factor: int =
     from tfbench.distribute import devices
     from tfbench.distribute import strategy as strategy_lib
     from tfbench.engine.plan import resolve
-    from tfbench import errors
     plan = resolve(p)
     notices = list(plan.notices) + devices.prepare_runtime(p, plan.device)
     notices += prepare(p.replace(explain_scaling=True), plan)
