@@ -103,3 +103,11 @@ def test_evidence_reads_a_csv_row_with_empty_cells():
     assert (e.allreduce_mib, e.busbw_gbs, e.expected_busbw_gbs) == (97.5, 9.4, None)
     assert e.link == "PCIe 3.0 x16" and e.degraded == "GPU 5's PCIe link runs at x4 of x16"
     assert e.slowest_device == "" and e.slowest_device_ratio == 1.01
+
+
+def test_cpu_workers_all_reduce_over_the_network():
+    d = scaling.decompose(100.0, 60.0, 60.0, 30.0)
+    row = {"allreduce_mib": "1.03", "allreduce_busbw_gbs": "0.0293", "num_workers": "2"}
+    line = scaling.verdict(d, scaling.evidence(row, "cpu"))
+    assert "bus bandwidth 0.0293 GB/s" in line and "ring over gRPC" in line
+    assert "host memory" in scaling.verdict(d, scaling.evidence(dict(row, num_workers=1), "cpu"))

@@ -110,6 +110,7 @@ class Evidence:
     device_kind: str = "gpu"
     global_batch: Optional[int] = None
     host_ms_between_steps: Optional[float] = None   # a run's own figure (not in the CSV)
+    workers: int = 1
 
 
 def evidence(figures: Mapping[str, Any], device_kind: str = "gpu",
@@ -132,7 +133,8 @@ def evidence(figures: Mapping[str, Any], device_kind: str = "gpu",
         degraded="; ".join(x for x in parts if " runs at " in x),
         slowest_device=text("slowest_device"),
         slowest_device_ratio=number("slowest_device_ratio"), device_kind=device_kind,
-        global_batch=global_batch, host_ms_between_steps=number("host_ms_between_steps"))
+        global_batch=global_batch, host_ms_between_steps=number("host_ms_between_steps"),
+        workers=int(number("num_workers") or 1))
 
 
 def verdict(d: Decomposition, e: Evidence = Evidence()) -> str:
@@ -179,13 +181,16 @@ def _overlap(d: Decomposition) -> str:
 def _allreduce_action(e: Evidence) -> str:
     bandwidth = ""
     if e.busbw_gbs is not None:
-        bandwidth = "bus bandwidth %.1f GB/s" % e.busbw_gbs
+        bandwidth = "bus bandwidth %.3g GB/s" % e.busbw_gbs
         if e.link:
             bandwidth += " on %s" % e.link
         if e.expected_busbw_gbs:
             bandwidth += ", where up to %.0f is expected" % e.expected_busbw_gbs
     if e.degraded:
         action = "%s: reseat the card or move it to a slot of full width" % e.degraded
+    elif e.device_kind == "cpu" and e.workers > 1:
+        action = ("CPU workers all-reduce with TensorFlow's ring over gRPC: compare busbw with "
+                  "the network between the hosts")
     elif e.device_kind == "cpu":
         action = ("logical CPU devices all-reduce through host memory; on GPUs this is the "
                   "figure to compare with the link")

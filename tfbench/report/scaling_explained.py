@@ -80,17 +80,18 @@ def explain_row(row: pd.Series, reference: Optional[float] = None) -> Optional[d
 def explain_note(explained: pd.DataFrame, keys: Sequence[str]) -> str:
     """How the table is made, then each point's verdict."""
     verdicts = []
+    keys = [k for k in keys if k in explained and explained[k].nunique() > 1]
     for _, row in explained.iterrows():
         label = repeats.label(row, keys)
         devices = row["devices"] if "devices" in row else \
             row["num_devices"] * max(row["num_workers"], 1)
-        verdicts.append("%s%d devices: %s" % ("%s, " % label if label else "", devices,
-                                              row["verdict"]))
-    return ("--explain_scaling's probes split each step against the one-device step "
-            "(docs/measurements.md): points lost = 100 x ms lost / step ms, in the order slowest "
-            "device's extra compute, input wait, all-reduce not hidden behind the backward "
-            "pass; unexplained is the rest, so the points add up to 100 - efficiency. "
-            + " ".join(verdicts))
+        verdicts.append("%s%d devices: %s. " % ("%s, " % label if label else "", devices,
+                                                row["verdict"]))
+    return ("".join(verdicts) + "--explain_scaling's probes split each step against the "
+            "one-device step (docs/measurements.md): points lost = 100 x ms lost / step ms, in "
+            "the order slowest device's extra compute, input wait, all-reduce not hidden "
+            "behind the backward pass; unexplained is the rest, so the points add up to 100 - "
+            "efficiency")
 
 
 def _value(x) -> Optional[float]:
