@@ -118,11 +118,12 @@ def install_fake_horovod(monkeypatch, **kwargs) -> FakeHorovod:
 FAKE_PYNVML_DIR = os.path.join(ROOT, "tests", "fake_pynvml")
 
 
-def fake_nvml(gpus):
-    """tests/fake_pynvml's FakeNvml over `gpus`, loaded without shadowing the real pynvml."""
+def fake_nvml(gpus, **kwargs):
+    """tests/fake_pynvml's FakeNvml over `gpus` (and its `topology`, `nvlink_p2p`), loaded
+    without shadowing the real pynvml."""
     import importlib.util
     spec = importlib.util.spec_from_file_location(
         "fake_pynvml", os.path.join(FAKE_PYNVML_DIR, "pynvml.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.FakeNvml(gpus)
+    return module.FakeNvml(gpus, **kwargs)

@@ -110,6 +110,29 @@ def test_two_workers_train_in_lockstep_and_the_total_counts_both(collective_run)
                   global_batch=8, num_batches=4, display_every=1)
 
 
+def test_tfbench_allreduce_probes_the_collective_of_two_workers(tmp_path):
+    """The probe as a run's MultiWorkerMirroredStrategy reduces: trivial's cifar10 gradients
+    (56,332 float32: 220 KiB), n = 2 ranks, so busbw = algbw."""
+    hosts = ["127.0.0.1:%d" % p for p in _free_ports(2)]
+    procs = [_start(["allreduce", "--device=cpu", "--model=trivial", "--data_name=cifar10",
+                     "--min_bytes=1K", "--max_bytes=4K", "--repeats=3", "--warmup=1",
+                     "--job_name=worker", "--worker_hosts=" + ",".join(hosts),
+                     "--task_index=%d" % i, "--cluster_timeout_secs=60"], tmp_path)
+             for i in range(2)]
+    codes, outs = _finish(procs, timeout=120)
+    assert codes == [0, 0], "\n=====\n".join(o[-2500:] for o in outs)
+    for out in outs:
+        lines = out.splitlines()
+        assert "All-reduce probe: 2 ranks (2 workers); collective all-reduce (auto) over 2 " \
+               "workers" in lines
+        rows = {line.split("  ")[0].strip(): line.split() for line in lines
+                if line.startswith(("trivial gradients", "1 KiB", "4 KiB"))}
+        assert sorted(rows) == ["1 KiB", "4 KiB", "trivial gradients"]
+        gradients = rows["trivial gradients"]
+        assert gradients[2:6] == ["220.0", "KiB", "6", "float32"]
+        assert float(gradients[7]) == float(gradients[8])   # algbw == busbw for n = 2
+
+
 def test_only_worker_0_writes_train_dir_and_every_worker_resumes_from_its_state(collective_run):
     """Issue A3: both workers saved each step into one --train_dir (colliding temp files), and
     each resumed from its own directory. Run 1 shares one directory (a shared file system);

@@ -51,7 +51,11 @@ estimated_train_hours expected_range tf_version keras_version tfbench_version ho
 command
 """.split()
 _V3 = _V2 + ["expected_range_source"]   # appended with like-with-like published ranges (issue 28)
-HEADERS = {1: _V1, 2: _V2, 3: _V3}
+_V4 = _V3 + """
+allreduce_ms allreduce_mib allreduce_algbw_gbs allreduce_busbw_gbs one_device_step_ms
+slowest_device_step_ms slowest_device slowest_device_ratio input_step_ms link expected_busbw_gbs
+""".split()   # --explain_scaling's probes (issue 29)
+HEADERS = {1: _V1, 2: _V2, 3: _V3, 4: _V4}
 
 
 def test_the_header_is_the_pinned_one():

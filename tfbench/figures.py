@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
-SCHEMA_VERSION = 3   # 2: warmup_peak_mem_gb; 3: expected_range_source
+SCHEMA_VERSION = 4   # 2: warmup_peak_mem_gb; 3: expected_range_source; 4: --explain_scaling
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,6 +189,38 @@ FIGURES: tuple[Figure, ...] = (
     _f("command", "the command line"),
     _f("expected_range_source", "the published figures the expected_range verdict used: "
        "source (framework): model, batch per GPU, images/sec"),
+    # --- --explain_scaling's probes (issue 29; docs/measurements.md) ----------------------
+    _f("allreduce_ms", "--explain_scaling: one all-reduce of the model's gradients with the "
+       "run's strategy, reduction, transfer dtype and packs, alone (median of 20 after 5 "
+       "warm-up)", "ms", "time", line="Scaling probes"),
+    _f("allreduce_mib", "--explain_scaling: bytes each rank all-reduces per step, as sent "
+       "(fp16 gradients count 2 bytes each)", "MiB", "all-reduce of", line="Scaling probes"),
+    _f("allreduce_algbw_gbs", "--explain_scaling: algorithm bandwidth, allreduce bytes / "
+       "allreduce_ms (NCCL tests' algbw; GB = 10^9 bytes)", "GB/s", "algbw",
+       line="Scaling probes"),
+    _f("allreduce_busbw_gbs", "--explain_scaling: bus bandwidth, algbw x 2(n-1)/n for n ranks "
+       "(NCCL tests' busbw), the figure to compare with a link", "GB/s", "busbw",
+       line="Scaling probes"),
+    _f("one_device_step_ms", "--explain_scaling: the one-device step (the model, optimizer and "
+       "batch per device of a one-device run) on the fastest of this worker's devices alone "
+       "(median of 10)", "ms", "one device alone", line="Scaling probes"),
+    _f("slowest_device_step_ms", "--explain_scaling: that step on the slowest device while "
+       "every device of this worker runs it at once (median of 10)", "ms",
+       "slowest device with all at once", line="Scaling probes"),
+    _f("slowest_device", "--explain_scaling: the device of slowest_device_step_ms (GPU n: "
+       "its CUDA index)", "", "", line="Scaling probes"),
+    _f("slowest_device_ratio", "--explain_scaling: slowest_device_step_ms / the median device's "
+       "step, all at once", "", "x the median", line="Scaling probes"),
+    _f("input_step_ms", "--explain_scaling, real data: the input alone as the steps read it "
+       "(every replica's pipeline, through the run's distributed iterator, no model), mean "
+       "time per step's batch of this worker", "ms", "input pipeline alone",
+       line="Scaling probes"),
+    _f("link", "--explain_scaling: the GPUs' links as NVML reads them (PCIe generation and "
+       "width, NVLink, the widest topology between two GPUs, links below their maximum) and "
+       "the transport NCCL logged"),
+    _f("expected_busbw_gbs", "--explain_scaling: the bus bandwidth those links allow (their "
+       "data rate in one direction, the slowest GPU's)", "GB/s", "expected up to",
+       line="Scaling probes"),
     # --- the JSON manifest and the console only -------------------------------------------
     _f("latency_ms_min", "fastest step per batch", "ms", "min", csv=False,
        line="Latency"),

@@ -1,11 +1,18 @@
 """A stand-in for NVIDIA's pynvml (nvidia-ml-py) over scripted GPUs: the calls tfbench makes to
-number and identify GPUs, nothing else.
+number and identify GPUs, and to read their links (tests/data/nvml_links.json's readings).
 
 In another process (scripts/scaling_test.sh) put this directory first on PYTHONPATH and describe
 the host in FAKE_NVML_GPUS, a JSON list of GPUs in NVML's index order:
   {"uuid": "GPU-...", "bus": 1, "mig": [{"uuid": "MIG-...", "gi": 1, "ci": 0}, ...]}
 ("mig" only for a GPU in MIG mode). In this process, FakeNvml(gpus) is the same module as an
 object (tests/helpers.py: fake_nvml).
+
+Links: a GPU's "pcie" is [current gen, current width, max gen, max width, the GPU's own max gen]
+and "nvlink" {"version": nvmlNvlinkVersion_t, "states": [state of link 0, 1, ...]} (no "nvlink":
+NOT_SUPPORTED, as on PCIe boards); FakeNvml's `topology` is the matrix of
+nvmlDeviceGetTopologyCommonAncestor levels by NVML index and `nvlink_p2p` the matrix of
+nvmlDeviceGetP2PStatus(a, b, NVML_P2P_CAPS_INDEX_NVLINK) (0 = OK). Every reading is an int, as
+nvidia-ml-py returns them (c_uint.value).
 """
 
 import json
@@ -25,8 +32,10 @@ class FakeNvml:
     NVMLError = NVMLError
     NVML_DEVICE_MIG_ENABLE = NVML_DEVICE_MIG_ENABLE
 
-    def __init__(self, gpus):
+    def __init__(self, gpus, topology=None, nvlink_p2p=None):
         self.gpus = [dict(g, bus=g.get("bus", i)) for i, g in enumerate(gpus)]
+        self.topology = topology
+        self.nvlink_p2p = nvlink_p2p
 
     def _everything(self):
         return self.gpus + [m for g in self.gpus for m in g.get("mig") or []]
@@ -73,6 +82,51 @@ class FakeNvml:
 
     def nvmlDeviceGetComputeInstanceId(self, handle):
         return handle["ci"]
+
+    def _pcie(self, handle, field):
+        if "pcie" not in handle:
+            raise NVMLError(3)
+        return int(handle["pcie"][field])
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle):
+        return self._pcie(handle, 0)
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle):
+        return self._pcie(handle, 1)
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle):
+        return self._pcie(handle, 2)
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle):
+        return self._pcie(handle, 3)
+
+    def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, handle):
+        return self._pcie(handle, 4)
+
+    def nvmlDeviceGetNvLinkState(self, handle, link):
+        if "nvlink" not in handle:
+            raise NVMLError(3)   # NVML_ERROR_NOT_SUPPORTED: no NVLink on this board
+        states = handle["nvlink"]["states"]
+        if link >= len(states):
+            raise NVMLError(2)   # NVML_ERROR_INVALID_ARGUMENT: past the last link
+        return int(states[link])
+
+    def nvmlDeviceGetNvLinkVersion(self, handle, link):
+        if "nvlink" not in handle:
+            raise NVMLError(3)
+        return int(handle["nvlink"]["version"])
+
+    def _pair(self, matrix, a, b):
+        if matrix is None:
+            raise NVMLError(3)
+        return int(matrix[self.gpus.index(a)][self.gpus.index(b)])
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
+        return self._pair(self.topology, a, b)
+
+    def nvmlDeviceGetP2PStatus(self, a, b, index):
+        assert index == 2   # NVML_P2P_CAPS_INDEX_NVLINK
+        return self._pair(self.nvlink_p2p, a, b)
 
 
 _HOST = FakeNvml(json.loads(os.environ.get("FAKE_NVML_GPUS", "[]")))

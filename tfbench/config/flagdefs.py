@@ -281,6 +281,11 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
        "Multi-host: stop with an error naming the unreachable peers when the cluster has not "
        "formed (or, with parameter servers, a step has not completed) within N seconds.",
        lower_bound=1),
+    # --- scaling explained (issue 29) -------------------------------------------------------
+    _t("bool", "explain_scaling", False,
+       "After the timed steps on several devices or workers, probe where the scaling "
+       "efficiency goes: the gradient all-reduce alone, each device's step alone and all "
+       "together, the input pipeline alone, the GPUs' links (docs/measurements.md)."),
 )
 
 ALL_FLAGS: tuple[FlagSpec, ...] = LEGACY_FLAGS + TFBENCH_FLAGS

@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from tfbench.distribute import devices
 from tfbench.distribute import strategy as strategy_lib, strategies
-from tfbench.engine import measurements
+from tfbench.engine import explain, measurements
 from tfbench.engine.base import Clock, ModeRunner, say
 from tfbench.engine.data_only import DataOnlyRunner
 from tfbench.engine.evaluation import EvalRunner
@@ -56,7 +56,7 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     tf.random.set_seed(p.tf_random_seed)
     np.random.seed(4321)
     env_before = _capture_environment(res, log)
-    say(log, res, *plan.notices, *runtime_notices)
+    say(log, res, *plan.notices, *runtime_notices, *explain.prepare(p, plan))
     try:
         sp = strategy_lib.make_strategy(p, plan.device)
     finally:
@@ -89,6 +89,13 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
         # On a failure the FLOP count (a second trace of the model) is skipped.
         measurements.finish(res, p, plan, meter, runner.model, env_before,
                             failed=sys.exc_info()[0] is not None)
+        if sys.exc_info()[0] is not None:
+            explain.discard_nccl_log()
+    try:
+        if explain.applies(p, plan, sp):   # after the run's figures: the probes change none
+            explain.probe(runner, sp, res, log)
+    finally:
+        explain.discard_nccl_log()
     return res
 
 

@@ -310,13 +310,13 @@ def gpu_static_info(nvml: Any, handle: Any) -> dict[str, Any]:
         # The current link drops to a lower generation when the GPU idles.
         "pcie_gen_current": get("pcie_gen", lambda: n.nvmlDeviceGetCurrPcieLinkGeneration(h)),
         "pcie_width_current": get("pcie_width", lambda: n.nvmlDeviceGetCurrPcieLinkWidth(h)),
-        "nvlink_active_links": _nvlink_active_links(nvml, handle),
+        "nvlink_active_links": nvlink_active_links(nvml, handle),
         "energy_counter": get(
             "energy", lambda: n.nvmlDeviceGetTotalEnergyConsumption(h)) is not None,
     }
 
 
-def _nvlink_active_links(nvml: Any, handle: Any) -> Optional[int]:
+def nvlink_active_links(nvml: Any, handle: Any) -> Optional[int]:
     """Active NVLink links, or None when the GPU has no NVLink (PCIe-only boards)."""
     active = 0
     for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):

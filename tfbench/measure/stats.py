@@ -85,6 +85,17 @@ def between_steps_summary(between_steps_sec: Optional[float],
     return {"host_ms_between_steps": max(between_steps_sec, 0.0) / num_steps * 1000.0}
 
 
+def probe_summary(times_sec: Sequence[float]) -> dict[str, Optional[float]]:
+    """A probe's repeated timings (warm-up already left out) in ms: median (the mean of the two
+    middle ones for an even count), min, max and spread = (max - min) / median x 100."""
+    if not times_sec:
+        return {"median_ms": None, "min_ms": None, "max_ms": None, "spread_pct": None}
+    ms = [t * 1000.0 for t in times_sec]
+    median = statistics.median(ms)
+    return {"median_ms": median, "min_ms": min(ms), "max_ms": max(ms),
+            "spread_pct": (max(ms) - min(ms)) / median * 100.0 if median > 0 else None}
+
+
 def repeat_summary(values: Sequence[float],
                    unstable_threshold_pct: float = DEFAULT_UNSTABLE_THRESHOLD_PCT
                    ) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 
 from tfbench.data import diagnose
 from tfbench.figures import label
-from tfbench.measure import expected_range
+from tfbench.measure import expected_range, scaling
 from tfbench.output import classic_log
 from tfbench.output import environment as environment_text
 from tfbench.results import RunResult
@@ -47,6 +47,7 @@ def summary_lines(p, result: RunResult) -> list[str]:
         lines.append(input_diagnosis_line(result))
         if extra.get("input_settings"):
             lines.append(extra["input_settings"])
+    lines += scaling_lines(extra)
     return lines
 
 
@@ -286,6 +287,52 @@ def estimate_lines(summary: dict[str, Any]) -> list[str]:
                                   summary["estimate_images_per_sec"],
                                   summary["estimate_utilization"],
                                   _duration(summary["estimated_train_hours"]))]
+
+
+def scaling_lines(s: dict[str, Any]) -> list[str]:
+    """--explain_scaling's probes, the links, and the step split against one device:
+    `Scaling probes: all-reduce of 97.5 MiB: time 18.20 ms, algbw 5.36 GB/s, busbw
+    9.38 GB/s, expected up to 15.8 GB/s; one device alone 87.10 ms/step; slowest device with
+    all at once 90.40 ms/step (GPU 5, 1.03x the median); input pipeline alone 40.00 ms/step`
+    `Links: PCIe 3.0 x16; ...`, then `Scaling explained: ...` and the verdict line."""
+    parts = []
+    if s.get("allreduce_ms") is not None and s.get("allreduce_busbw_gbs") is None:
+        # --variable_update=parameter_server: sums at the variables, no all-reduce
+        parts.append("gradient sums at the variables' devices and variable reads of %.3g MiB: "
+                     "%s %.2f ms" % (s["allreduce_mib"], label("allreduce_ms"),
+                                     s["allreduce_ms"]))
+    elif s.get("allreduce_ms") is not None:
+        part = "%s %.3g MiB: %s %.2f ms, %s %.3g GB/s, %s %.3g GB/s" % (
+            label("allreduce_mib"), s["allreduce_mib"], label("allreduce_ms"),
+            s["allreduce_ms"], label("allreduce_algbw_gbs"), s["allreduce_algbw_gbs"],
+            label("allreduce_busbw_gbs"), s["allreduce_busbw_gbs"])
+        if s.get("expected_busbw_gbs") is not None:
+            part += ", %s %.3g GB/s" % (label("expected_busbw_gbs"), s["expected_busbw_gbs"])
+        parts.append(part)
+    elif (s.get("scaling_probes") or {}).get("allreduce", {}).get("not_probed"):
+        parts.append("no all-reduce: %s" % s["scaling_probes"]["allreduce"]["not_probed"])
+    if s.get("one_device_step_ms") is not None:
+        parts.append("%s %.2f ms/step" % (label("one_device_step_ms"),
+                                           s["one_device_step_ms"]))
+        parts.append("%s %.2f ms/step (%s%.2f%s)" % (
+            label("slowest_device_step_ms"), s["slowest_device_step_ms"],
+            "%s, " % s["slowest_device"] if s.get("slowest_device") else "",
+            s["slowest_device_ratio"], label("slowest_device_ratio")))
+    if s.get("input_step_ms") is not None:
+        parts.append("%s %.2f ms/step" % (label("input_step_ms"), s["input_step_ms"]))
+    lines = ["Scaling probes: " + "; ".join(parts)] if parts else []
+    if s.get("link") and not str(s["link"]).startswith(("logical CPU", "one CPU")):
+        lines.append("Links: %s" % s["link"])
+    explained = s.get("scaling_explained")
+    if explained:
+        lost = ", ".join("%s %.1f" % (scaling.CAUSE_LABELS[cause], explained["lost_pts"][cause])
+                         for cause in scaling.CAUSES)
+        lines.append("Scaling explained: %.2f ms/step against %.2f ms on %s, %.1f%% efficiency; "
+                     "points lost: %s" % (explained["step_ms"], explained["reference_ms"],
+                                          explained["reference"], explained["efficiency_pct"],
+                                          lost))
+        lines.append(explained["verdict"])
+    return lines
 
 
 def input_diagnosis_line(result: RunResult) -> str:

@@ -83,6 +83,7 @@ def pivot_frame(summary: pd.DataFrame, mode: str) -> pd.DataFrame:
 
 def _plot_groups(section: studies.Section, out_dir: str, limit: int) -> list[str]:
     draw = {"batch_size": plots.batch_size_plot, "scaling": plots.scaling_plot,
+            "scaling_explained": plots.scaling_explained_plot,
             "precision": plots.precision_plot}.get(section.slug)
     paths: list[str] = []
     if draw is None or "group" not in section.frame:

@@ -17,7 +17,8 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from tfbench.report import evaluation as ev
-from tfbench.report import evaluation_env, evaluation_plots, load, plots, studies, tables
+from tfbench.report import (evaluation_env, evaluation_plots, load, plots, scaling_explained,
+                            studies, tables)
 
 ROWS_FILE = ev.ROWS_FILE
 
@@ -122,6 +123,7 @@ def _tail_sections(df: pd.DataFrame, raw: pd.DataFrame, manifests: dict[str, dic
                                     studies.varying(runs, ev.RUN_COLUMNS, (
                                         "model", "execution_mode", "precision", "xla", "kind",
                                         "status", "spread_pct", "stable")), note))
+    sections += _scaling_sections(df)
     env = evaluation_env.environment_table(list(manifests.values()))
     changed = evaluation_env.changes(list(manifests.values()))
     if len(env):
@@ -134,6 +136,22 @@ def _tail_sections(df: pd.DataFrame, raw: pd.DataFrame, manifests: dict[str, dic
         sections.append(studies.Section("failed_runs", "Failed runs", failed,
                                         list(failed.columns)))
     return sections
+
+
+def _scaling_sections(df: pd.DataFrame) -> list[studies.Section]:
+    """Training on several GPUs with --explain_scaling: where the efficiency against one GPU
+    goes, each run against its own one-device probe (tfbench.report.scaling_explained)."""
+    latest = ev.latest(df)
+    explained = scaling_explained.explain_points(latest[latest["kind"] == "training"])
+    if explained.empty:
+        return []
+    keys = ["model", "execution_mode"]
+    return [studies.Section(
+        "scaling_explained", "Where the multi-GPU efficiency goes", explained,
+        keys + ["devices", "images_per_sec", "efficiency_pct"]
+        + list(scaling_explained.EXPLAINED_PTS)
+        + ["allreduce_busbw_gbs", "expected_busbw_gbs", "link"],
+        scaling_explained.explain_note(explained, keys))]
 
 
 def _figures(df: pd.DataFrame, manifests: dict[str, dict], out_dir: str,

@@ -130,6 +130,47 @@ def scaling_plot(group: pd.DataFrame, path: str) -> Figure:
     return _save(fig, path)
 
 
+# The parts of a step, bottom to top, as tfbench.report.studies.explain_table names them.
+_STEP_PARTS = (("reference_ms", "one-device step", "0.75"),
+               ("lost_ms_compute", "slowest device's extra compute", "tab:orange"),
+               ("lost_ms_input", "input wait", "tab:green"),
+               ("lost_ms_allreduce", "all-reduce (not overlapped)", "tab:blue"),
+               ("lost_ms_unexplained", "unexplained", "tab:red"))
+
+
+def scaling_explained_plot(group: pd.DataFrame, path: str) -> Figure:
+    """The step time per device count as stacked bars: the one-device step, then what each
+    cause adds (a negative remainder is drawn as nothing; the measured step is marked)."""
+    group = group.sort_values("devices")
+    first = group.iloc[0]
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    x = np.arange(len(group))
+    bottom = np.zeros(len(group))
+    for column, name, color in _STEP_PARTS:
+        values = np.clip(group[column].to_numpy(dtype=float), 0.0, None)
+        ax.bar(x, values, bottom=bottom, color=color, label=name, width=0.6)
+        bottom += values
+    ax.plot(x, group["step_ms"], "k_", markersize=30, markeredgewidth=2,
+            label="measured step")
+    for xi, step, eff in zip(x, group["step_ms"], group["efficiency_pct"]):
+        ax.annotate("%.0f%%" % eff, (xi, max(step, 0)), ha="center", va="bottom", fontsize=9,
+                    xytext=(0, 4), textcoords="offset points")
+    ax.set_xticks(x)
+    ax.set_xticklabels([str(int(d)) for d in group["devices"]])
+    ax.set_xlabel("Devices (GPUs or logical devices); efficiency above each bar")
+    ax.set_ylabel("Time per step (ms)")
+    ax.set_ylim(0, float(np.nanmax(np.maximum(bottom, group["step_ms"]))) * 1.12)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, markerscale=0.4)
+    ax.grid(True, axis="y", alpha=0.3)
+    fixed = ("batch %d/device" % first["batch_size"] if first["scaling"] == "weak"
+             else "global batch %d" % first["global_batch_size"])
+    ax.set_title("%s on %s: where the step time goes\n%s scaling, %s, %s"
+                 % (first["model"], first.get("device_name") or "device", first["scaling"],
+                    fixed, context(first, ("batch_size",))), fontsize=10)
+    return _save(fig, path)
+
+
 def precision_plot(group: pd.DataFrame, path: str) -> Figure:
     """Throughput per precision/execution, each bar labelled with its speed-up over fp32."""
     first = group.iloc[0]

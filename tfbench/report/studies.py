@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from tfbench.measure import stats
-from tfbench.report import repeats
+from tfbench.report import repeats, scaling_explained
 
 # Columns that identify a configuration (what ran, where).
 CONFIG_COLUMNS = ("model", "dataset", "mode", "precision", "xla", "batch_size",
@@ -36,6 +36,12 @@ _METRICS = {
     "temp_c_max": "max",
     "step_images_per_sec_plusminus": "median",
 }
+# --explain_scaling's probe figures (medians over repeated rows; text: the first row's).
+PROBE_COLUMNS = ("allreduce_ms", "allreduce_mib", "allreduce_busbw_gbs", "expected_busbw_gbs",
+                 "one_device_step_ms", "slowest_device_step_ms", "slowest_device_ratio",
+                 "input_step_ms")
+_PROBE_METRICS = {**{c: "median" for c in PROBE_COLUMNS}, "slowest_device": "first",
+                  "link": "first"}
 
 
 def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -52,7 +58,8 @@ def aggregate(df: pd.DataFrame, keys: list[str],
                             + ["order"])
     ok = ok.assign(order=np.arange(len(ok)))
     grouped = ok.groupby(keys, dropna=False, sort=False)
-    out = grouped.agg({**_METRICS, "order": "min"})
+    probes = {c: how for c, how in _PROBE_METRICS.items() if c in ok.columns}
+    out = grouped.agg({**_METRICS, **probes, "order": "min"})
     spread = [repeats.summarize(group, unstable_threshold_pct) for _, group in grouped]
     for column in repeats.REPEAT_COLUMNS:
         out[column] = [s[column] for s in spread]
@@ -141,7 +148,8 @@ def scaling_table(df: pd.DataFrame, scaling: str = "weak", extra: Sequence[str] 
             frames.append(group.assign(group="%s%d" % (scaling, len(frames))))
     return _concat(frames, keys + point + ["scaling", "images_per_sec"]
                    + list(repeats.REPEAT_COLUMNS) + ["images_per_sec_per_device", "speedup",
-                                                     "efficiency_pct", "peak_mem_gb", "group"])
+                                                     "efficiency_pct", "peak_mem_gb", "group"]
+                   + [c for c in _PROBE_METRICS if c in agg.columns])
 
 
 def _identity(frame: pd.DataFrame, extra: Sequence[str] = ()) -> list[tuple]:
@@ -333,6 +341,15 @@ def study_sections(df: pd.DataFrame, kinds: Sequence[str] = STUDY_KINDS,
                     "differ in device count alone (a one-device baseline shares no variables "
                     "and serves every variable_update); weak scaling keeps the per-device "
                     "batch, strong scaling the global batch")
+            explained = scaling_explained.explain_table(table)
+            if not explained.empty:
+                out.append(Section(
+                    "scaling_explained", "Where the scaling efficiency goes", explained,
+                    keys + ["scaling"] + split + [
+                        "devices", "images_per_sec", "efficiency_pct", "explained_by"]
+                    + list(scaling_explained.EXPLAINED_PTS)
+                    + ["allreduce_busbw_gbs", "expected_busbw_gbs", "link"],
+                    scaling_explained.explain_note(explained, keys)))
     if "batch_size" in kinds:
         table = batch_size_study(df, knee_pct, extra, threshold)
         if not table.empty:

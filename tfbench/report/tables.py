@@ -80,6 +80,17 @@ COLUMN_STYLE: dict[str, tuple[str, Callable[[object], str]]] = {
     "exit_code": ("Exit code", str),
     "hosts": ("Hosts", _INT),                      # tfbench launch --sweep_hosts
     "interconnect": ("Interconnect", str),
+    # --explain_scaling (tfbench.report.studies.explain_table)
+    "explained_by": ("One device from", str),
+    "step_ms": ("Step (ms)", _num("{:.2f}")),
+    "reference_ms": ("One-device step (ms)", _num("{:.2f}")),
+    "lost_pts_compute": ("Lost: slowest device (pts)", _num("{:.1f}")),
+    "lost_pts_input": ("Lost: input wait (pts)", _num("{:.1f}")),
+    "lost_pts_allreduce": ("Lost: all-reduce (pts)", _num("{:.1f}")),
+    "lost_pts_unexplained": ("Unexplained (pts)", _num("{:.1f}")),
+    "allreduce_busbw_gbs": ("All-reduce busbw (GB/s)", _num("{:.3g}")),
+    "expected_busbw_gbs": ("Expected busbw (GB/s)", _num("{:.3g}")),
+    "link": ("Link", lambda v: str(v).split(";")[0]),
     # compare
     "a_images_per_sec": ("A images/sec", _num("{:,.1f}")),
     "b_images_per_sec": ("B images/sec", _num("{:,.1f}")),

@@ -139,9 +139,14 @@ def points(method: Method, mixed: str, base_flags: Sequence[str] = ()) -> list[P
     p = child_params(base_flags)
     replicate = (training_devices(p) > 1 and not p.is_explicit("variable_update")
                  and not (p.worker_hosts or p.ps_hosts))
-    return [Point(i, 1, {"model": it.model, "mode": it.mode, "kind": it.kind},
-                  item_flags(it, method, mixed, p.gpu_indices, replicate), it.name)
-            for i, it in enumerate(plan(method))]
+    points = [Point(i, 1, {"model": it.model, "mode": it.mode, "kind": it.kind},
+                    item_flags(it, method, mixed, p.gpu_indices, replicate), it.name)
+              for i, it in enumerate(plan(method))]
+    if p.explain_scaling:   # inference runs on one GPU: no scaling to explain there
+        for point in points:
+            if point.values["kind"] != "training":
+                point.flags["explain_scaling"] = "false"
+    return points
 
 
 def check_flags(base_flags: Sequence[str]) -> None:

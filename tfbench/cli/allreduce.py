@@ -1,0 +1,109 @@
+"""`tfbench allreduce`: the gradient all-reduce of a run, timed alone (in the spirit of NCCL's
+all_reduce_perf; the probe itself is tfbench.engine.explain.allreduce_probe_run).
+
+    tfbench allreduce [--min_bytes=1K] [--max_bytes=64M] [--step_factor=4] [--repeats=20]
+                      [--warmup=5] [BENCHMARK FLAGS: --model, --num_gpus, --variable_update,
+                      --all_reduce_spec, --precision, --gradient_repacking, --worker_hosts, ...]
+
+The benchmark flags build the strategy a run of them builds; the model's gradient set is
+reduced first, then one tensor per size.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Optional, TextIO
+
+from tfbench.cli.guard import Parser, guarded
+from tfbench.config.argv import parse_params
+from tfbench.errors import UsageError
+
+_UNITS = {"": 1, "B": 1, "K": 2 ** 10, "KB": 2 ** 10, "KIB": 2 ** 10, "M": 2 ** 20,
+          "MB": 2 ** 20, "MIB": 2 ** 20, "G": 2 ** 30, "GB": 2 ** 30, "GIB": 2 ** 30}
+
+
+def parse_bytes(text: str, name: str) -> int:
+    """'64M' -> 67108864 (K, M, G: powers of 1024, as all_reduce_perf reads them)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
+    if not match or match.group(2).upper() not in _UNITS:
+        raise UsageError("--%s=%s: give a size such as 8, 1K, 64M or 1G" % (name, text))
+    return int(match.group(1)) * _UNITS[match.group(2).upper()]
+
+
+def _parser() -> Parser:
+    p = Parser(
+        prog="tfbench allreduce",
+        description="Time the gradient all-reduce of a run alone: the strategy, reduction, "
+                    "transfer dtype and packing the same benchmark flags run with reduce the "
+                    "model's gradients, then one tensor per size. Time is the median of "
+                    "--repeats calls after --warmup; algbw = bytes / time; busbw = algbw x "
+                    "2(n-1)/n for n ranks (NCCL tests' definitions). Other flags are benchmark "
+                    "flags (--model, --num_gpus, --device, --variable_update, "
+                    "--all_reduce_spec, --precision, --worker_hosts, ...).")
+    p.add_argument("--min_bytes", default="1K", help="smallest size (default %(default)s)")
+    p.add_argument("--max_bytes", default="64M",
+                   help="largest size; 0 probes the model's gradients only (default "
+                        "%(default)s)")
+    p.add_argument("--step_factor", type=int, default=4,
+                   help="each size is the previous times this (default %(default)s)")
+    p.add_argument("--repeats", type=int, default=20,
+                   help="timed calls per size (default %(default)s, as all_reduce_perf -n)")
+    p.add_argument("--warmup", type=int, default=5,
+                   help="untimed calls first (default %(default)s, as all_reduce_perf -w)")
+    return p
+
+
+def _number(value: Optional[float], fmt: str) -> str:
+    return "-" if value is None else fmt % value
+
+
+def table_lines(probe) -> list[str]:
+    """The probe's table, one line per tensor set."""
+    head = "%-22s %11s %6s %-9s %10s %13s %13s %10s" % (
+        "tensors", "size", "count", "dtype", "time (ms)", "algbw (GB/s)", "busbw (GB/s)",
+        "spread (%)")
+    lines = [head]
+    from tfbench.distribute.allreduce_probe import human_bytes
+    for t in probe.timings:
+        lines.append("%-22s %11s %6d %-9s %10.3f %13s %13s %10s" % (
+            t.label, human_bytes(t.nbytes), t.count, t.dtype, t.time_ms,
+            _number(t.algbw_gbs, "%.4g"), _number(t.busbw_gbs, "%.4g"),
+            _number(t.summary.get("spread_pct"), "%.1f")))
+    return lines
+
+
+def run(argv: list[str], stdout: Optional[TextIO] = None) -> int:
+    stdout = stdout or sys.stdout
+    args, rest = _parser().parse_known_args(argv)
+    min_bytes = parse_bytes(args.min_bytes, "min_bytes")
+    max_bytes = parse_bytes(args.max_bytes, "max_bytes")
+    if max_bytes and (min_bytes < 1 or max_bytes < min_bytes or args.step_factor < 2):
+        raise UsageError("sizes: give 1 <= --min_bytes <= --max_bytes and --step_factor >= 2")
+    if args.repeats < 1 or args.warmup < 0:
+        raise UsageError("--repeats must be >= 1 and --warmup >= 0")
+    p = parse_params(["tfbench allreduce"] + rest)
+    from tfbench.engine import lean_import
+    lean_import.import_frameworks()
+    from tfbench.engine import explain
+    probe = explain.allreduce_probe_run(p, min_bytes, max_bytes, args.step_factor,
+                                        args.repeats, args.warmup)
+    out = ["%s" % notice for notice in probe.notices]
+    out.append("All-reduce probe: %d ranks (%d worker%s); %s" % (
+        probe.ranks, probe.workers, "" if probe.workers == 1 else "s", probe.reduction))
+    if probe.link:
+        out.append("Links: %s%s" % (probe.link, "; expected busbw up to %.3g GB/s"
+                                    % probe.expected_busbw_gbs
+                                    if probe.expected_busbw_gbs else ""))
+    out.append("time: median of %d calls after %d warm-up; algbw = size / time; busbw = algbw "
+               "x 2(n-1)/n, n = %d (GB = 10^9 bytes, as NCCL's tests)"
+               % (args.repeats, args.warmup, probe.ranks))
+    out += table_lines(probe)
+    stdout.write("\n".join(out) + "\n")
+    stdout.flush()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """Entry point for `tfbench allreduce ...` (argv without the subcommand)."""
+    return guarded(run, argv)

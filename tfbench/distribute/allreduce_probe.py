@@ -1,0 +1,255 @@
+"""The all-reduce probe: a run's gradient reduction timed alone (`tfbench allreduce`, and the
+all-reduce part of --explain_scaling).
+
+It reduces tensors of given shapes and dtypes across the strategy's replicas exactly as a
+training step does: in replica context, horovod's allreduce where the run uses horovod
+(sync.reduce_gradients), then ReplicaContext.all_reduce(SUM, tensors), the call Keras' optimizer
+makes (keras/src/backend/tensorflow/optimizer.py, _all_reduce_sum_gradients). So the strategy
+the run builds (tfbench.distribute.strategy.make_strategy) reduces them with the reduction and
+the packing it installs (packing.py: the transfer dtype, the packs), each replica's step
+compiled by XLA where the run's is.
+
+Figures, as NCCL's tests define them (https://github.com/NVIDIA/nccl-tests/blob/master/doc/
+PERFORMANCE.md): time is one all-reduce of the whole set (a call of the probe's step, with its
+host round trip, as a training step is timed), the median over `repeats` calls after `warmup`
+untimed ones; algbw = S / time, S the bytes each rank all-reduces (as sent: fp16 gradients
+count 2 bytes); busbw = algbw x 2(n - 1) / n, n the ranks (replicas of every worker, or
+horovod's processes), the figure to compare with a link's bandwidth whatever n is. GB = 10^9
+bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, Optional, Sequence
+
+import tensorflow as tf
+
+from tfbench.distribute import packing, sync
+from tfbench.distribute.strategies import (HorovodStrategy, IndependentStrategy,
+                                           is_parameter_server)
+from tfbench.measure import stats
+
+# nccl-tests' defaults: -n 20 iterations after -w 5 warm-up ones.
+REPEATS, WARMUP = 20, 5
+GB = 1e9
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSet:
+    """What one all-reduce reduces: the shapes and dtypes of its tensors."""
+    label: str                               # "trivial gradients", "1 MiB"
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.shapes)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes as computed (before any transfer dtype)."""
+        return sum(_elements(s) * tf.as_dtype(d).size for s, d in zip(self.shapes, self.dtypes))
+
+
+def _elements(shape: Sequence[int]) -> int:
+    n = 1
+    for dim in shape:
+        n *= int(dim)
+    return n
+
+
+def gradient_set(label: str, variables: Sequence) -> TensorSet:
+    """The gradients of `variables` (a model's trainable variables): one per variable, of its
+    shape and dtype, as tape.gradient makes them."""
+    return TensorSet(label, tuple(tuple(int(d) for d in v.shape) for v in variables),
+                     tuple(tf.as_dtype(v.dtype).name for v in variables))
+
+
+def size_sets(min_bytes: int, max_bytes: int, factor: int = 2,
+              dtype: str = "float32") -> list[TensorSet]:
+    """One tensor per size from min_bytes to max_bytes, times `factor` each (all_reduce_perf's
+    -b, -e, -f), of `dtype` (the run's gradient dtype)."""
+    if min_bytes < 1 or max_bytes < min_bytes or factor < 2:
+        raise ValueError("sizes: need 1 <= min_bytes <= max_bytes and factor >= 2")
+    size = tf.as_dtype(dtype).size
+    out, nbytes = [], min_bytes
+    while nbytes <= max_bytes:
+        count = max(1, nbytes // size)
+        out.append(TensorSet(human_bytes(count * size), ((count,),), (dtype,)))
+        nbytes *= factor
+    return out
+
+
+def human_bytes(nbytes: float) -> str:
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if nbytes >= scale:
+            return ("%.0f %s" if nbytes % scale == 0 else "%.1f %s") % (nbytes / scale, unit)
+    return "%d B" % nbytes
+
+
+def transfer(strategy: tf.distribute.Strategy) -> Optional[packing.Transfer]:
+    """The packing the run installed (packing.install), None where gradients go as computed."""
+    extended = strategy.extended
+    for name in ("_collective_ops", "_cross_device_ops"):
+        ops = getattr(extended, name, None)
+        if isinstance(ops, packing.PackedAllReduce):
+            return ops.transfer
+    return None
+
+
+def sent_bytes(tensors: TensorSet, strategy: tf.distribute.Strategy) -> int:
+    """Bytes each rank all-reduces: float32 gradients in the transfer dtype when the run sends
+    them so (fp16 runs with --compact_gradient_transfer)."""
+    how = transfer(strategy)
+    total = 0
+    for shape, dtype in zip(tensors.shapes, tensors.dtypes):
+        wire = tf.as_dtype(dtype)
+        if how is not None:
+            wire = packing._wire_dtype(wire, how)  # noqa: SLF001
+        total += _elements(shape) * wire.size
+    return total
+
+
+def ranks(strategy: tf.distribute.Strategy) -> int:
+    """The n of busbw: the replicas of every worker, or horovod's processes."""
+    if isinstance(strategy, HorovodStrategy):
+        return strategy.hvd.size()
+    return strategy.num_replicas_in_sync
+
+
+def at_variables(strategy: tf.distribute.Strategy) -> bool:
+    """Whether gradients are summed on each variable's device instead of all-reduced
+    (--variable_update=parameter_server on one host: SpreadStorageStrategy, or
+    CentralStorageStrategy with --local_parameter_device=cpu)."""
+    return isinstance(strategy, tf.distribute.experimental.CentralStorageStrategy)
+
+
+def not_probed(strategy: Optional[tf.distribute.Strategy]) -> Optional[str]:
+    """Why this strategy's gradients exchange nothing this probe can time, or None."""
+    if strategy is None or is_parameter_server(strategy):
+        return ("parameter-server tasks sum the gradients, on other hosts (this controller "
+                "runs no step)")
+    if isinstance(strategy, IndependentStrategy):
+        return "independent replicas exchange no gradients"
+    if ranks(strategy) < 2:
+        return "one device: nothing to all-reduce"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """One tensor set's all-reduce, timed (see the module for the figures)."""
+    label: str
+    count: int                 # tensors
+    nbytes: int                # bytes each rank all-reduces, as sent
+    dtype: str                 # the dtype(s) as sent
+    ranks: int
+    times: tuple[float, ...]   # seconds, warm-up left out
+    summary: dict = dataclasses.field(default_factory=dict)   # stats.probe_summary
+    at_variables: bool = False   # summed at the variables' devices, not all-reduced
+
+    @property
+    def time_ms(self) -> float:
+        return self.summary["median_ms"]
+
+    @property
+    def algbw_gbs(self) -> Optional[float]:
+        """None for sums at the variables: NCCL's definitions are an all-reduce's."""
+        if self.at_variables:
+            return None
+        return self.nbytes / (self.time_ms / 1000.0) / GB
+
+    @property
+    def busbw_gbs(self) -> Optional[float]:
+        algbw = self.algbw_gbs
+        return None if algbw is None else algbw * bus_factor(self.ranks)
+
+
+def bus_factor(n: int) -> float:
+    """2(n - 1) / n: how much of a ring all-reduce's data crosses each rank's link."""
+    return 2.0 * (n - 1) / n
+
+
+def _values(strategy: tf.distribute.Strategy, tensors: TensorSet):
+    """Every replica's tensors, made on its own device once (not timed)."""
+    local = strategy.extended.worker_devices
+
+    def make(context):
+        # Unplaced, every replica's values would be made on the first device.
+        with tf.device(local[context.replica_id_in_sync_group % len(local)]):
+            return [tf.ones(shape, dtype) for shape, dtype in zip(tensors.shapes, tensors.dtypes)]
+    return strategy.experimental_distribute_values_from_function(make)
+
+
+def _at_variables_step(strategy: tf.distribute.Strategy, variables: Sequence) -> Callable:
+    """The exchange of a parameter-server step on one host: each gradient summed on its
+    variable's device (StrategyExtended.reduce_to, what the update does: spread.py), then
+    every replica reading every variable from where it lives, as its next forward pass does."""
+    # Keras variables wrap TensorFlow's; destinations are TensorFlow's (as Keras' update passes).
+    variables = [getattr(v, "value", v) for v in variables]
+
+    def step(values):
+        grads = strategy.run(lambda vals: list(vals), args=(values,))
+        summed = strategy.extended.batch_reduce_to(
+            tf.distribute.ReduceOp.SUM, list(zip(grads, variables)))
+        read = strategy.run(lambda: tf.add_n([tf.cast(tf.reshape(tf.identity(v), [-1])[0],
+                                                      tf.float32) for v in variables]))
+        firsts = [tf.cast(tf.reshape(x, [-1])[0], tf.float32)
+                  for value in summed for x in strategy.experimental_local_results(value)]
+        return tf.add_n(firsts + [tf.identity(x) for x in
+                                  strategy.experimental_local_results(read)])
+    return tf.function(step, autograph=False)
+
+
+def _step(strategy: tf.distribute.Strategy, compiled: bool) -> Callable:
+    """A compiled call that all-reduces the given per-replica tensors once and returns one
+    scalar per worker (a slice of every result, so none of the reduction is pruned)."""
+    def replica(values):
+        # As gradients are: tensors of the replica's device in the step (a function input has
+        # no device, and MultiWorkerMirroredStrategy takes a value's device as its destination).
+        values = [tf.identity(v) for v in values]
+        reduced = sync.reduce_gradients(strategy, values)
+        reduced = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM,
+                                                                  reduced)
+        return tf.add_n([tf.cast(tf.reshape(r, [-1])[0], tf.float32) for r in reduced])
+    if compiled:   # each replica's step compiled by XLA, as the run's (steps.py)
+        replica = tf.function(replica, jit_compile=True, autograph=False)
+
+    def step(values):
+        out = strategy.run(replica, args=(values,))
+        return tf.add_n([tf.identity(x) for x in strategy.experimental_local_results(out)])
+    return tf.function(step, autograph=False)
+
+
+def time_all_reduce(strategy: tf.distribute.Strategy, tensors: TensorSet,
+                    repeats: int = REPEATS, warmup: int = WARMUP, compiled: bool = False,
+                    clock: Callable[[], float] = time.perf_counter,
+                    variables: Optional[Sequence] = None) -> Timing:
+    """The gradient exchange of `tensors` timed `repeats` times after `warmup` untimed calls:
+    an all-reduce, or where the strategy sums gradients at the variables (at_variables) the
+    sums and reads of `variables`, whose shapes `tensors` are. Every worker of a cluster must
+    call it with the same arguments (it is a collective)."""
+    values = _values(strategy, tensors)
+    if at_variables(strategy):
+        if variables is None:
+            raise ValueError("a parameter-server exchange needs the variables it sums at")
+        step = _at_variables_step(strategy, variables)
+    else:
+        step = _step(strategy, compiled)
+    for _ in range(max(warmup, 1)):    # the first call traces and compiles
+        step(values).numpy()
+    times = []
+    for _ in range(repeats):
+        start = clock()
+        step(values).numpy()
+        times.append(clock() - start)
+    how = transfer(strategy)
+    dtypes = sorted(set(tensors.dtypes))
+    if how is not None:
+        dtypes = sorted({packing._wire_dtype(tf.as_dtype(d), how).name  # noqa: SLF001
+                         for d in tensors.dtypes})
+    return Timing(tensors.label, tensors.count, sent_bytes(tensors, strategy), "+".join(dtypes),
+                  ranks(strategy), tuple(times), stats.probe_summary(times),
+                  at_variables(strategy))

@@ -1,0 +1,345 @@
+"""--explain_scaling: after the timed steps of a run on several devices (or workers), the probes
+that say where its scaling efficiency goes (tfbench.measure.scaling splits the step with them).
+
+  all-reduce   the model's gradient set (every trainable variable's shape and dtype) reduced
+               alone by the run's own strategy, reduction and packing
+               (tfbench.distribute.allreduce_probe): time, algbw, busbw
+  links        what NVML says of the run's GPUs' PCIe and NVLink links, read right after the
+               all-reduce, and the bandwidth to expect of them (tfbench.measure.links); the
+               transport NCCL chose, from its log (tfbench.measure.nccl_log)
+  devices      the one-device step (the model, optimizer and step a one-device run builds) on
+               each of this worker's devices, first alone, one device after the other, then on
+               all at once (one thread per device), which also shows a limit they share
+  input        real data: the input alone, as the run's steps read it (every replica's
+               pipeline through the same distributed iterator), a step's batch at a time
+
+Each probe's time is the median of its repeats after untimed warm-up calls
+(tfbench.measure.stats.probe_summary). The figures go to RunResult.extra under their CSV names
+(tfbench/figures.py); the per-device and per-probe detail to the JSON manifest. Every worker of
+a cluster runs the probes (the all-reduce is a collective); each reports its own devices. A
+probe that fails (out of memory building a model per device, say) ends the probes with a notice;
+the run's own figures stand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+import tempfile
+import threading
+from typing import Callable, Optional
+
+import tensorflow as tf
+
+from tfbench.distribute import allreduce_probe, strategies
+from tfbench.distribute.strategy import StrategyPlan
+from tfbench.engine.base import ModeRunner
+from tfbench.engine.plan import FORWARD_ONLY, TRAINING, Resolved
+from tfbench.engine.runlog import RunLog, SilentLog
+from tfbench import errors
+from tfbench.errors import raise_if_stopped
+from tfbench.measure import links as links_lib
+from tfbench.measure import nccl_log, scaling, stats
+from tfbench.results import RunResult
+
+# Device steps: repeats after warm-up; input batches likewise.
+DEVICE_REPEATS, DEVICE_WARMUP = 10, 2
+INPUT_BATCHES, INPUT_WARMUP = 10, 2
+MIB = 2 ** 20
+NCCL_LOG_ENV = "TFBENCH_NCCL_LOG"   # where prepare() had NCCL write its log
+
+
+def prepare(p, plan: Resolved) -> list[str]:
+    """Before the strategy exists: notices for a run the probes do not apply to, and on GPUs
+    NCCL's log to a file of its own (NCCL reads NCCL_DEBUG when it starts, at the first
+    all-reduce), unless NCCL_DEBUG is set already (then what it logs is where the user said)."""
+    if not p.explain_scaling:
+        return []
+    if plan.mode not in (TRAINING, FORWARD_ONLY):
+        return ["--explain_scaling applies to training and forward-only runs; not in %s mode"
+                % plan.mode]
+    if plan.device.kind == "gpu" and "NCCL_DEBUG" not in os.environ:
+        path = os.path.join(tempfile.gettempdir(), "tfbench-nccl-%d.log" % os.getpid())
+        os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET",
+                          NCCL_DEBUG_FILE=path)
+        os.environ[NCCL_LOG_ENV] = path
+    return []
+
+
+def _nccl_transport() -> str:
+    """What NCCL said it used, from the log prepare() asked for ('' when none was written)."""
+    path = os.environ.get(NCCL_LOG_ENV)
+    if not path or not os.path.exists(path):
+        return ""
+    try:
+        with open(path, errors="replace") as handle:
+            text = handle.read()
+    finally:
+        discard_nccl_log()
+    return nccl_log.describe(nccl_log.parse(text)) or ""
+
+
+def discard_nccl_log() -> None:
+    """Removes the log prepare() asked NCCL for, read or not (a run leaves no file behind)."""
+    path = os.environ.get(NCCL_LOG_ENV)
+    if path and os.path.exists(path):
+        os.remove(path)
+
+
+def applies(p, plan: Resolved, sp: StrategyPlan) -> bool:
+    return bool(p.explain_scaling) and plan.mode in (TRAINING, FORWARD_ONLY) and \
+        sp.strategy is not None and not strategies.is_parameter_server(sp.strategy)
+
+
+def probe(runner: ModeRunner, sp: StrategyPlan, res: RunResult,
+          log: RunLog = SilentLog()) -> None:
+    """Runs every probe after the run's timed steps; their figures go into res.extra."""
+    p, plan, strategy = runner.p, runner.plan, runner.strategy
+    if plan.device.num_devices * sp.num_workers < 2:
+        res.notices.append("--explain_scaling: one device, no scaling to explain")
+        return
+    log.notice("Probing where the scaling goes: the exchange of %s's gradients, each device's "
+               "step alone and all together%s" % (plan.spec.name, ", the input pipeline alone"
+                                                  if plan.real_data else ""))
+    found: dict = {}
+    res.extra["scaling_probes"] = found
+    try:
+        if plan.mode == TRAINING:
+            _allreduce(runner, found, res)
+        _links(plan, found, res)
+        raise_if_stopped()
+        if plan.real_data:
+            _input(runner, found, res)
+        _devices(runner, found, res)
+    except (tf.errors.OpError, MemoryError) as exc:
+        message = exc.message if isinstance(exc, tf.errors.OpError) else str(exc)
+        if errors.out_of_memory_evidence(message or "", type(exc).__name__) is not None:
+            why = "out of memory (each device holds one more model for its one-device step)"
+        else:
+            why = "TensorFlow failed: %s" % ((message or "").strip().splitlines()
+                                             or [type(exc).__name__])[0]
+        res.notices.append("--explain_scaling: the probes stopped, %s; the run's own figures "
+                           "stand" % why)
+        return
+    explained = explain_run(res)
+    if explained is not None:
+        res.extra["scaling_explained"] = explained
+
+
+def explain_run(res: RunResult) -> Optional[dict]:
+    """The run's step split against its own one-device probe (tfbench.measure.scaling), with
+    the verdict, as the console shows it; None without the figures it needs."""
+    extra = res.extra
+    if not res.images_per_sec or extra.get("one_device_step_ms") is None:
+        return None
+    step_ms = 1000.0 * res.global_batch_size / res.images_per_sec
+    d = scaling.decompose(step_ms, extra["one_device_step_ms"],
+                          extra.get("slowest_device_step_ms"), extra.get("allreduce_ms"),
+                          extra.get("input_step_ms"))
+    return {"step_ms": d.step_ms, "reference_ms": d.reference_ms,
+            "reference": "one device alone (probe)", "efficiency_pct": d.efficiency_pct,
+            "lost_ms": d.lost_ms, "lost_pts": d.lost_pts, "largest": d.largest,
+            "verdict": scaling.verdict(d, scaling.evidence(extra, res.device_kind,
+                                                           res.global_batch_size))}
+
+
+def _allreduce(runner: ModeRunner, found: dict, res: RunResult) -> None:
+    strategy, plan = runner.strategy, runner.plan
+    why = allreduce_probe.not_probed(strategy)
+    if why is not None:
+        found["allreduce"] = {"not_probed": why}
+        return
+    tensors = allreduce_probe.gradient_set("%s gradients" % plan.spec.name,
+                                           runner.model.trainable_variables)
+    # XLA compiles each replica's all-reduce where it compiles the run's replica steps.
+    compiled = bool(plan.xla and runner.step_config(plan.mode).loss_scaling != "dynamic"
+                    and strategies.xla_compiles_replica_steps(strategy))
+    timing = allreduce_probe.time_all_reduce(strategy, tensors, compiled=compiled,
+                                             variables=runner.model.trainable_variables)
+    found["allreduce"] = {**dataclasses.asdict(timing), "algbw_gbs": timing.algbw_gbs,
+                          "busbw_gbs": timing.busbw_gbs}
+    res.extra.update(allreduce_ms=timing.time_ms, allreduce_mib=timing.nbytes / MIB,
+                     allreduce_algbw_gbs=timing.algbw_gbs,
+                     allreduce_busbw_gbs=timing.busbw_gbs)
+
+
+def _links(plan: Resolved, found: dict, res: RunResult) -> None:
+    if plan.device.kind != "gpu":
+        res.extra["link"] = "logical CPU devices (host memory)" \
+            if plan.device.num_devices > 1 else "one CPU device per worker"
+        return
+    links, why = links_lib.gpu_links(plan.device.gpu_indices or range(plan.device.num_devices))
+    transport = _nccl_transport()
+    found["links"] = dataclasses.asdict(links) if links is not None else {"not_read": why}
+    text = links.describe() if links is not None else "NVML: %s" % why
+    res.extra["link"] = "; ".join(x for x in (text, transport) if x)
+    if links is not None:
+        res.extra["expected_busbw_gbs"] = links.expected_busbw_gbs()
+        found["degraded"] = links.degraded()
+
+
+def _input(runner: ModeRunner, found: dict, res: RunResult) -> None:
+    """The input as the run's steps read it (every replica's pipeline, through the same
+    distributed iterator, onto the devices), without the model."""
+    from tfbench.data import diagnose
+    r = runner.plan
+    accum = runner.p.accum_steps if r.mode == TRAINING else 1
+    iterator, _ = runner.inputs(r.batch_size * accum, train=True)
+    times = diagnose.input_only_benchmark(iterator, INPUT_BATCHES, INPUT_WARMUP)
+    # The pipeline's rate is its mean time per batch (a slow batch now and then counts).
+    found["input"] = {"batch": r.worker_batch, "times": times}
+    res.extra["input_step_ms"] = 1000.0 * statistics.fmean(times)
+
+
+def device_label(plan: Resolved, index: int) -> str:
+    """'GPU 5' (the CUDA index --gpu_indices names) or the CPU device's name."""
+    if plan.device.kind == "gpu" and plan.device.gpu_indices:
+        return "GPU %d" % plan.device.gpu_indices[index]
+    return plan.device.names[index]
+
+
+def one_device_runner(runner: ModeRunner, device: str) -> ModeRunner:
+    """The runner of a one-device run of the same model, step and batch on `device`."""
+    r = runner.plan
+    one = dataclasses.replace(r.device, num_devices=1, names=(device,),
+                              gpu_indices=r.device.gpu_indices[:1])
+    plan = dataclasses.replace(r, device=one, real_data=False, train_and_eval=False)
+    p = runner.p.replace(train_dir=None)
+    return type(runner)(p=p, plan=plan, strategy=tf.distribute.OneDeviceStrategy(device),
+                        clock=runner.clock)
+
+
+def _devices(runner: ModeRunner, found: dict, res: RunResult) -> None:
+    plan = runner.plan
+    local = list(runner.strategy.extended.worker_devices)
+    calls = []
+    for device in local:
+        setup = one_device_runner(runner, device).setup(RunResult())
+        calls.append(lambda s=setup: s.step_fn(s.inputs).numpy())
+    now = runner.clock.perf_counter
+    alone = [_timed(call, DEVICE_REPEATS, DEVICE_WARMUP, now) for call in calls]
+    raise_if_stopped()
+    together = _together(calls, DEVICE_REPEATS, now)
+    rows = []
+    for i, (a, t) in enumerate(zip(alone, together)):
+        rows.append({"device": device_label(plan, i), "alone": stats.probe_summary(a),
+                     "together": stats.probe_summary(t)})
+    found["devices"] = rows
+    alone_ms = [row["alone"]["median_ms"] for row in rows]
+    together_ms = [row["together"]["median_ms"] for row in rows]
+    slowest = max(range(len(rows)), key=lambda i: together_ms[i])
+    res.extra.update(
+        one_device_step_ms=min(alone_ms), slowest_device_step_ms=together_ms[slowest],
+        slowest_device=rows[slowest]["device"],
+        slowest_device_ratio=together_ms[slowest] / statistics.median(together_ms))
+
+
+def _timed(call: Callable[[], object], repeats: int, warmup: int,
+           now: Callable[[], float]) -> list[float]:
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(repeats):
+        start = now()
+        call()
+        times.append(now() - start)
+    return times
+
+
+def _together(calls: list[Callable[[], object]], repeats: int,
+              now: Callable[[], float]) -> list[list[float]]:
+    """Every call timed `repeats` times, all devices at once: one thread each, started
+    together (TensorFlow runs each call without holding Python's lock)."""
+    results: list[list[float]] = [[] for _ in calls]
+    failures: list[BaseException] = []
+    start = threading.Barrier(len(calls))
+
+    def work(i: int) -> None:
+        try:
+            calls[i]()            # one untimed call, then all start at once
+            start.wait()
+            results[i] = _timed(calls[i], repeats, 0, now)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failures.append(exc)
+            start.abort()
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    real = [e for e in failures if not isinstance(e, threading.BrokenBarrierError)]
+    if failures:
+        raise (real or failures)[0]
+    return results
+
+
+
+# --- `tfbench allreduce`: the probe on its own --------------------------------------------
+
+@dataclasses.dataclass
+class AllReduceProbe:
+    """What `tfbench allreduce` measured: the model's gradient set, then each size."""
+    ranks: int
+    workers: int
+    reduction: str                        # StrategyPlan.reduction: what reduces the gradients
+    notices: list[str]
+    timings: list[allreduce_probe.Timing]
+    link: str = ""
+    expected_busbw_gbs: Optional[float] = None
+
+
+def allreduce_probe_run(p, min_bytes: int = 0, max_bytes: int = 0, factor: int = 2,
+                        repeats: int = allreduce_probe.REPEATS,
+                        warmup: int = allreduce_probe.WARMUP, log: RunLog = SilentLog()
+                        ) -> AllReduceProbe:
+    """`tfbench allreduce`: the strategy a run of Params `p` builds reduces the model's
+    gradients, then one tensor per size from min_bytes to max_bytes (x factor each; none when
+    max_bytes is 0) in the gradients' dtype."""
+    from tfbench.distribute import devices
+    from tfbench.distribute import strategy as strategy_lib
+    from tfbench.engine.plan import resolve
+    plan = resolve(p)
+    notices = list(plan.notices) + devices.prepare_runtime(p, plan.device)
+    notices += prepare(p.replace(explain_scaling=True), plan)
+    try:
+        sp = strategy_lib.make_strategy(p, plan.device)
+    finally:
+        errors.release_sigterm()
+    notices += list(sp.notices)
+    strategy = sp.strategy
+    why = allreduce_probe.not_probed(strategy)
+    if why is not None:
+        raise errors.UsageError("nothing to probe: %s" % why)
+    runner = ModeRunner(p=p, plan=plan, strategy=strategy, log=log)
+    variables = runner.build_model().trainable_variables
+    sets = [allreduce_probe.gradient_set("%s gradients" % plan.spec.name, variables)]
+    if max_bytes and allreduce_probe.at_variables(strategy):
+        notices.append("sizes: --variable_update=parameter_server sums gradients at the "
+                       "variables' devices, not in an all-reduce: only the model's own are "
+                       "probed")
+    elif max_bytes:
+        dtype = sets[0].dtypes[0] if sets[0].count else "float32"
+        sets += allreduce_probe.size_sets(min_bytes, max_bytes, factor, dtype)
+    compiled = bool(plan.xla and runner.step_config(TRAINING).loss_scaling != "dynamic"
+                    and strategies.xla_compiles_replica_steps(strategy))
+    timings = []
+    try:
+        for tensors in sets:
+            timings.append(allreduce_probe.time_all_reduce(
+                strategy, tensors, repeats, warmup, compiled, runner.clock.perf_counter,
+                variables))
+            raise_if_stopped()
+    except BaseException:
+        discard_nccl_log()
+        raise
+    probe = AllReduceProbe(allreduce_probe.ranks(strategy), sp.num_workers, sp.reduction,
+                           notices, timings)
+    if plan.device.kind == "gpu":
+        links, why = links_lib.gpu_links(plan.device.gpu_indices
+                                         or range(plan.device.num_devices))
+        transport = _nccl_transport()
+        probe.link = "; ".join(x for x in (links.describe() if links else "NVML: %s" % why,
+                                           transport) if x)
+        probe.expected_busbw_gbs = links.expected_busbw_gbs() if links else None
+    return probe
