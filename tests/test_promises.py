@@ -51,7 +51,10 @@ estimated_train_hours expected_range tf_version keras_version tfbench_version ho
 command
 """.split()
 _V3 = _V2 + ["expected_range_source"]   # appended with like-with-like published ranges (issue 28)
-HEADERS = {1: _V1, 2: _V2, 3: _V3}
+_V4 = _V3 + ["serving_path", "export_sec", "load_sec", "trt_mode", "trt_precisions",
+             "trt_segments", "trt_ops_in_tensorrt", "trt_ops_in_tensorflow", "trt_convert_sec",
+             "trt_build_sec", "trt_calibration_batches", "tensorrt_version"]   # issue 30
+HEADERS = {1: _V1, 2: _V2, 3: _V3, 4: _V4}
 
 
 def test_the_header_is_the_pinned_one():

@@ -87,8 +87,11 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
         raise failure from None
     finally:
         # On a failure the FLOP count (a second trace of the model) is skipped.
-        measurements.finish(res, p, plan, meter, runner.model, env_before,
-                            failed=sys.exc_info()[0] is not None)
+        try:
+            measurements.finish(res, p, plan, meter, runner.model, env_before,
+                                failed=sys.exc_info()[0] is not None)
+        finally:
+            runner.close()
     return res
 
 
