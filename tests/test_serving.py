@@ -3,10 +3,12 @@ deployment calls it; its outputs are the in-process model's; export and load are
 apart; its directory is temporary unless kept; what it cannot do is refused in one line."""
 
 import csv
+import gc
 import json
 import os
 import pickle
 import tempfile
+import weakref
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ import tensorflow as tf
 
 from tfbench.cli import run
 from tfbench.config.params import make_params
-from tfbench.engine import plan as plan_lib, serving
+from tfbench.engine import base, plan as plan_lib, serving
 from tfbench.errors import UsageError
 from tfbench.models import catalog
 
@@ -87,9 +89,29 @@ def rows(path):
         return list(csv.DictReader(handle))
 
 
+def _watch_the_in_process_weights(monkeypatch):
+    """Whether the in-process model's first variable is still alive (after a collection) at
+    each served step: the served copy should be the only one left."""
+    refs, alive = [], []
+    serve, call = base.ModeRunner.serve, serving.ServedStep.__call__
+
+    def watched_serve(self, model, *args):
+        refs.append(weakref.ref(model.variables[0]))
+        return serve(self, model, *args)
+
+    def watched_call(self, inputs):
+        gc.collect()
+        alive.append(refs[0]() is not None)
+        return call(self, inputs)
+    monkeypatch.setattr(base.ModeRunner, "serve", watched_serve)
+    monkeypatch.setattr(serving.ServedStep, "__call__", watched_call)
+    return alive
+
+
 def test_forward_only_serves_the_saved_model(tmp_path, monkeypatch):
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    alive = _watch_the_in_process_weights(monkeypatch)
     code, lines = run_cli(TINY + ["--forward_only", "--saved_model", "--csv_file=r.csv",
                                   "--json_dir=j"], tmp_path, monkeypatch)
     assert code == 0, lines
@@ -110,6 +132,7 @@ def test_forward_only_serves_the_saved_model(tmp_path, monkeypatch):
     assert lines[-2].startswith("total images/sec: ")
     assert [n for n in os.listdir(tmp_path / "tmp") if n.startswith(serving.TEMP_PREFIX)] == []
     assert sorted(os.listdir(tmp_path)) == ["j", "r.csv", "tmp"]
+    assert alive == [False] * 4   # warm-up and timed steps hold one copy of the weights
 
 
 def test_saved_model_dir_keeps_it_and_must_be_new(tmp_path, monkeypatch, capsys):
