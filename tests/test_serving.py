@@ -6,7 +6,6 @@ import csv
 import gc
 import json
 import os
-import pickle
 import tempfile
 import weakref
 
@@ -14,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers import write_fake_cifar10
 from tfbench.cli import run
 from tfbench.config.params import make_params
 from tfbench.engine import base, plan as plan_lib, serving
@@ -152,19 +152,10 @@ def test_saved_model_dir_keeps_it_and_must_be_new(tmp_path, monkeypatch, capsys)
         "tfbench: error: --saved_model_dir=keep is not empty: give a new or empty directory"]
 
 
-def _write_cifar10(directory, per_file=16):
-    rng = np.random.default_rng(0)
-    for name in ["data_batch_%d" % i for i in range(1, 6)] + ["test_batch"]:
-        images = rng.integers(0, 256, (per_file, 3072)).astype(np.uint8)
-        with open(directory / name, "wb") as handle:
-            pickle.dump({b"data": images, b"labels": list(rng.integers(0, 10, per_file))},
-                        handle)
-
-
 def test_eval_on_real_data_scores_as_in_process(tmp_path, monkeypatch):
     data = tmp_path / "cifar"
     data.mkdir()
-    _write_cifar10(data)
+    write_fake_cifar10(data)
     common = ["--model=trivial", "--data_name=cifar10", "--data_dir=%s" % data, "--device=cpu",
               "--batch_size=4", "--train_dir=ckpt", "--csv_file=r.csv", "--json_dir="]
     assert run_cli(common + ["--num_batches=2", "--num_warmup_batches=0"], tmp_path,

@@ -10,13 +10,16 @@ import json
 import os
 import tempfile
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
+from helpers import write_fake_cifar10
 from tfbench.cli import run
 from tfbench.engine import serving, tftrt
 from tfbench.measure import tensorrt
+from tfbench.models import catalog
 from tftrt_stand_in import StandInConverter
 
 CONTAINER = "nvcr.io/nvidia/tensorflow:25.02-tf2-py3"
@@ -239,6 +242,28 @@ def test_int8_calibrates_on_the_runs_own_batches(stand_in, tmp_path):
     assert (row["trt_mode"], row["trt_calibration_batches"]) == ("INT8", "3")
     lines = [e[1] for e in events if e[0] == "line"]
     assert any(" with 3 calibration batches, engine build " in l for l in lines)
+
+
+def test_int8_on_real_data_calibrates_on_its_batches(stand_in, tmp_path):
+    events = stand_in
+    (tmp_path / "cifar").mkdir()
+    test_images = write_fake_cifar10(tmp_path / "cifar")
+    (tmp_path / "ckpt").mkdir()
+    tf.train.Checkpoint(model=catalog.get("trivial", "cifar10").build(32, "NHWC")).save(
+        str(tmp_path / "ckpt" / "model.ckpt"))
+    argv = [a for a in TINY if a != "--forward_only"] + [
+        "--eval", "--train_dir=ckpt", "--data_dir=cifar", "--num_eval_batches=2",
+        "--trt_mode=INT8", "--trt_calibration_batches=3"]
+    code = run.run_benchmark(["tfbench"] + argv + ["--csv_file=r.csv", "--json_dir=j"],
+                             emit=lambda line: events.append(("line", line)))
+    assert code == 0, events[-3:]
+    batches = [e[1][0] for e in events if e[0] == "calibrate"]
+    # The evaluation's own batches, in order (its pipeline is not shuffled): pixels / 127.5 - 1.
+    assert len(batches) == 3
+    for i, batch in enumerate(batches):
+        np.testing.assert_allclose(batch, test_images[4 * i:4 * i + 4] / 127.5 - 1.0, atol=1e-6)
+    row, _ = row_and_manifest(tmp_path)
+    assert (row["mode"], row["steps_run"], row["trt_calibration_batches"]) == ("eval", "2", "3")
 
 
 def test_zero_segments_are_said(stand_in, tmp_path, monkeypatch):

@@ -46,7 +46,8 @@ def segment_counts(graph_def: Any) -> Counts:
         segments=len(engines),
         ops_in_tensorrt=sum(segment_sizes.get("%s_native_segment" % n.name, 0) for n in engines),
         ops_in_tensorflow=len(graph_def.node) - len(engines),
-        precisions=tuple(sorted({n.attr["precision_mode"].s.decode() for n in engines})))
+        precisions=tuple(sorted({n.attr["precision_mode"].s.decode() for n in engines}
+                                - {""})))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,18 +92,25 @@ def convert(saved_model_dir: str, output_dir: str, *, precision_mode: str,
         start = clock()
         converter.build(input_fn=build_input)
         build_sec = clock() - start
+        lines = _summary(converter)
         part = "save the converted SavedModel"
         start = clock()
         converter.save(output_dir)
         save_sec = clock() - start
     except Exception as exc:  # noqa: BLE001 - the converter raises many kinds; each is its own
         raise ConversionFailed(part, precision_mode, exc) from exc
+    return Conversion(counts, convert_sec, build_sec, save_sec, tuple(lines))
+
+
+def _summary(converter: Any) -> list[str]:
+    """summary()'s lines, read before save() (which may drop the native segments it counts);
+    [] when it fails: a table for the manifest, not a figure."""
     lines: list[str] = []
     try:
         converter.summary(print_fn=lambda *line: lines.append(" ".join(map(str, line))))
-    except Exception:  # noqa: BLE001 - a table for the manifest, not a figure
-        lines = []
-    return Conversion(counts, convert_sec, build_sec, save_sec, tuple(lines))
+    except Exception:  # noqa: BLE001 - 2.17's summary() fails on a segment it cannot find
+        return []
+    return lines
 
 
 class ConversionFailed(TfbenchError):
