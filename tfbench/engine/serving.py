@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfbench.engine import steps, tftrt
+from tfbench.errors import UsageError
 from tfbench.measure import tensorrt
 from tfbench.results import RunResult
 
@@ -120,7 +121,11 @@ class Serving:
         self.notices: list[str] = []   # what the run should say before warm-up
         if p.saved_model_dir:
             self.directory, self._temporary = p.saved_model_dir, False
-            os.makedirs(self.directory, exist_ok=True)
+            try:
+                os.makedirs(self.directory, exist_ok=True)
+            except OSError as exc:
+                raise UsageError("--saved_model_dir=%s cannot be created: %s"
+                                 % (self.directory, exc.strerror or exc)) from None
         else:
             self.directory, self._temporary = tempfile.mkdtemp(prefix=TEMP_PREFIX), True
 
