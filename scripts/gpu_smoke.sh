@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU smoke test: the GPU-only code paths that CI (CPU only) can exercise only on logical CPU
 # devices, run for real. One PASS/FAIL line per check; exits non-zero if any failed. About 5-8
-# minutes on one GPU, longer with several. Run on a machine with NVIDIA GPUs after
+# minutes on one GPU, longer with several, and a few minutes more in NVIDIA's TensorFlow container,
+# where the TF-TRT conversions run. Run on a machine with NVIDIA GPUs after
 # `pip install ".[gpu]"` (or `pip install .` inside the NVIDIA TensorFlow container).
 #   scripts/gpu_smoke.sh            results in a new /tmp/tfbench-gpu-smoke.XXXX
 #   OUT=/some/dir scripts/gpu_smoke.sh
@@ -111,6 +112,38 @@ if [ "$code" -eq 3 ] && grep -q '^tfbench: error: Out of memory' "$OUT/memory_ca
   pass "memory_cap_oom: exit 3, one error line, CSV status oom"
 else
   fail "memory_cap_oom: exit $code (want 3 and a CSV row with status oom; see $OUT/memory_cap_oom.log)"
+fi
+
+# 7. Inference as deployed: the SavedModel serving path, then TF-TRT where this TensorFlow has
+#    TensorRT (NVIDIA's TensorFlow container); elsewhere --trt_mode must be one error line.
+check saved_model_bs1 --model=resnet50 --forward_only --saved_model --batch_size=1 --num_batches=100
+manifest saved_model_bs1 \
+  'x["serving_path"] == "saved_model" and x["served_max_abs_diff"] < 1e-2 and x["export_sec"] > 0' \
+  "saved_model: the served signature's logits are the in-process model's, export timed apart"
+TRT_WHY=$(python3 -c "from tfbench.measure import tensorrt as t; print('; '.join(t.unavailable_reasons(t.read(), 'gpu')) or 'available')" 2>/dev/null | tail -n 1)
+if [ "$TRT_WHY" = available ]; then
+  check tftrt_fp16 $R50 --forward_only --trt_mode=FP16
+  # Engines are built before warm-up: no step pays a build (tens of seconds for ResNet-50).
+  manifest tftrt_fp16 \
+    'x["trt_segments"] > 0 and x["trt_precisions"] == "FP16" and x["tensorrt_version"] and m["warmup_times"][0] < 10 and max(m["step_times"]) < 0.5' \
+    "tftrt_fp16: TensorRT FP16 segments, built before the timed steps"
+  check tftrt_int8 $R50 --forward_only --trt_mode=INT8 --trt_calibration_batches=4
+  manifest tftrt_int8 'x["trt_calibration_batches"] == 4 and "INT8" in x["trt_precisions"]' \
+    "tftrt_int8: calibrated on 4 batches, INT8 engines"
+  # The legacy script's own TF-TRT benchmark (leading_indicators_test.py).
+  check tftrt_legacy --model=resnet50 --num_gpus=1 --distortions=False --forward_only=True \
+    --freeze_when_forward_only=True --batch_size=128 --trt_mode=FP32 --num_batches=30 \
+    --num_warmup_batches=5
+else
+  echo "SKIP tftrt: $TRT_WHY (TF-TRT runs in nvcr.io/nvidia/tensorflow:25.02-tf2-py3)"
+  run tftrt_refused --model=resnet50 --forward_only --trt_mode=FP16 --num_batches=5
+  code=$?
+  if [ "$code" -eq 2 ] && [ "$(grep -c '^tfbench: error: --trt_mode=FP16 cannot run here' "$OUT/tftrt_refused.log")" -eq 1 ] \
+      && ! grep -q '^Traceback' "$OUT/tftrt_refused.log"; then
+    pass "tftrt_refused: exit 2, one error line"
+  else
+    fail "tftrt_refused: exit $code (want 2 and one error line; see $OUT/tftrt_refused.log)"
+  fi
 fi
 
 echo "$fails failed"

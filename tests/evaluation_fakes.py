@@ -20,7 +20,7 @@ A100 = "NVIDIA A100-SXM4-40GB"
 BASE = {"resnet50": 900.0, "resnet101": 520.0, "mobilenet_v3_large": 2400.0,
         "efficientnet_b0": 1500.0, "vit_tiny": 1800.0}
 MODE_FACTOR = {"native": 1.0, "mixed": 2.5, "mixed_xla": 2.75}
-LATENCY_MS = {"native": 5.0, "mixed": 4.0, "mixed_xla": 2.5}
+LATENCY_MS = {"native": 5.0, "mixed": 4.0, "mixed_xla": 2.5, "tftrt": 1.25}
 GFLOPS = {"resnet50": 7.7, "resnet101": 15.1, "mobilenet_v3_large": 0.43,
           "efficientnet_b0": 0.77, "vit_tiny": 2.5}
 
@@ -42,12 +42,15 @@ def result(model: str, mode: str, kind: str, device: str = A100, speed: float = 
     mixed = "fp16" if gpu else "bf16"
     training = kind == "training"
     r = RunResult(model=model, mode="training" if training else "forward_only",
-                  precision="fp32" if mode == "native" else mixed, xla=mode == "mixed_xla",
+                  precision="fp32" if mode in ("native", "tftrt") else mixed,
+                  xla=mode == "mixed_xla",
                   batch_size=32 if training else 1, num_devices=1, image_size=image_size,
                   device_kind="gpu" if gpu else "cpu", num_batches=200 if training else 1000,
                   num_warmup_batches=20, status=status, gflops_per_image=GFLOPS.get(model, 1.0))
     r.global_batch_size = r.batch_size
     r.extra.update({"device_name": device, "num_runs": 3, "unstable_threshold_pct": 10.0})
+    if mode == "tftrt":
+        r.extra.update(serving_path="tftrt", trt_mode="FP16", trt_segments=1)
     if status != "ok":
         r.error = "made-up failure"
         return r
@@ -89,7 +92,7 @@ def write_evaluation(out_dir: str, models=("resnet50", "vit_tiny"),
     os.makedirs(out_dir, exist_ok=True)
     for model in models:
         for mode in modes:
-            for kind in ("training", "inference"):
+            for kind in ("training", "inference")[1 if mode == "tftrt" else 0:]:
                 write(os.path.join(out_dir, "evaluation.csv"), os.path.join(out_dir, "runs"),
                       result(model, mode, kind, **kw))
     return out_dir
@@ -110,6 +113,8 @@ FAKE_CHILD = textwrap.dedent("""\
         sys.exit(1)
     mode = ("mixed_xla" if args.get("xla") == "true" else "mixed") \\
         if args.get("precision") in ("fp16", "bf16") else "native"
+    if args.get("trt_mode"):
+        mode = "tftrt"
     kind = "inference" if args.get("forward_only") == "true" else "training"
     r = fakes.result(model, mode, kind, device=os.environ.get("FAKE_DEVICE", fakes.A100),
                      speed=float(os.environ.get("FAKE_SPEED", "1")),
@@ -119,6 +124,8 @@ FAKE_CHILD = textwrap.dedent("""\
     r.num_warmup_batches = int(args["num_warmup_batches"])
     r.batch_size = r.global_batch_size = int(args["batch_size"])
     r.precision = args["precision"]
+    if mode == "tftrt":
+        r.extra["trt_mode"] = args["trt_mode"]
     r.extra["num_runs"] = int(args["num_runs"])
     r.command = " ".join(sys.argv)
     fakes.write(args["csv_file"], args["json_dir"], r)

@@ -127,3 +127,19 @@ def fake_nvml(gpus, **kwargs):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.FakeNvml(gpus, **kwargs)
+
+
+def write_fake_cifar10(directory, per_file: int = 16, seed: int = 0):
+    """CIFAR-10's python pickle batches (data_batch_1..5, test_batch) of `per_file` random
+    images each in `directory`; returns the test images, NHWC uint8, in file order."""
+    import pickle
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    test = None
+    for name in ["data_batch_%d" % i for i in range(1, 6)] + ["test_batch"]:
+        images = rng.integers(0, 256, (per_file, 3072)).astype(np.uint8)
+        with open(os.path.join(str(directory), name), "wb") as handle:
+            pickle.dump({b"data": images, b"labels": list(rng.integers(0, 10, per_file))},
+                        handle)
+        test = images.reshape(per_file, 3, 32, 32).transpose(0, 2, 3, 1)
+    return test

@@ -116,7 +116,7 @@ def test_documented_command_lines_parse(doc, monkeypatch, tmp_path):
 def test_the_readme_shows_common_command_lines():
     readme = _read("README.md")
     section = readme.split("## Common command lines", 1)[1].split("\n## ", 1)[0]
-    assert len(_command_lines(section)) == 10
+    assert len(_command_lines(section)) == 12
     assert len(_benchmark_commands(section)) >= 5
 
 

@@ -13,6 +13,7 @@ from evaluation_fakes import A100, fake_child
 from tfbench import errors
 from tfbench.cli import compare as compare_cli
 from tfbench.cli import evaluate as cli
+from tfbench.measure import tensorrt
 from tfbench.report import compare, tables
 
 SMALL = ["--models=resnet50,vit_tiny", "--browser_check=no"]
@@ -44,6 +45,10 @@ def test_one_directory_holds_rows_logs_manifests_and_the_report(tmp_path, child)
     assert len(os.listdir(os.path.join(out, "logs"))) == 12
     assert len(os.listdir(os.path.join(out, "runs"))) == 12
     assert "mixed precision: fp16 (1 NVIDIA GPU visible)" in stderr
+    if tensorrt.unavailable_reasons(tensorrt.read(), "gpu"):   # pip TensorFlow >= 2.18
+        assert ("tfbench evaluate: TF-TRT mode left out: %s"
+                % "; ".join(tensorrt.unavailable_reasons(tensorrt.read(), "gpu"))
+                in stderr.splitlines())
     assert "12 of 12 runs to do (0 already finished)" in stderr
     assert "12/12 runs" in stderr and "ETA" in stderr
     lines = stdout.splitlines()
@@ -127,6 +132,36 @@ def test_fp16_chosen_for_a_gpu_tensorflow_cannot_use_stops_at_the_first_run(tmp_
         directory = str(tmp_path / ("ev%d" % gpus[0]))
         assert evaluate(SMALL + ["--out_dir=" + directory, "--modes=native"] + argv, child,
                         gpus=gpus)[0] == 0
+
+
+def test_where_tf_trt_runs_its_latency_is_a_mode_matrix_column(tmp_path, child):
+    out = str(tmp_path / "ev")
+    argv = SMALL + ["--out_dir=" + out, "--models=resnet50", "--modes=native,tftrt"]
+    available = tensorrt.TensorRT("2.17.0", True, (10, 8, 0), True, (10, 8, 0))
+    code, stdout, stderr = _evaluate_with(argv, child, lambda: available)
+    assert code == 0, stderr
+    assert "3 of 3 runs to do" in stderr and "TF-TRT" not in stderr
+    got = [(r["precision"], r["trt_mode"], r["mode"]) for r in rows(out)]
+    assert got == [("fp32", "", "training"), ("fp32", "", "forward_only"),
+                   ("fp32", "FP16", "forward_only")]
+    md = open(os.path.join(out, "report", "report.md")).read()
+    assert "Mode matrix: training" not in md   # one training mode: nothing to compare
+    (matrix,) = tables.parse_markdown(md.split("Mode matrix: inference p50 latency")[1])
+    assert (matrix["native fp32: p50 ms"], matrix["TF-TRT FP16: p50 ms"],
+            matrix["TF-TRT FP16: speed-up (x)"]) == ("5.00", "1.25", "4.00")
+    # Asked for alone where it cannot run: refused, nothing runs.
+    with pytest.raises(errors.UsageError, match=r"--modes=tftrt: TF-TRT cannot run here \(no "
+                                                r"NVIDIA GPU visible \(no driver\)"):
+        evaluate(SMALL + ["--out_dir=" + str(tmp_path / "none"), "--modes=tftrt"], child,
+                 gpus=(0, "no driver"))
+    assert not (tmp_path / "none").exists()
+
+
+def _evaluate_with(argv, child, reader):
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.run(argv, child_cmd=child, stdout=out, stderr=err, gpus=(1, ""),
+                   tensorrt_reader=reader)
+    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.mark.parametrize("flag", ["--num_gpus=2", "--gpu_indices=0,1"])

@@ -55,7 +55,10 @@ _V4 = _V3 + """
 allreduce_ms allreduce_mib allreduce_algbw_gbs allreduce_busbw_gbs one_device_step_ms
 slowest_device_step_ms slowest_device slowest_device_ratio input_step_ms link expected_busbw_gbs
 """.split()   # --explain_scaling's probes (issue 29)
-HEADERS = {1: _V1, 2: _V2, 3: _V3, 4: _V4}
+_V5 = _V4 + ["serving_path", "export_sec", "load_sec", "trt_mode", "trt_precisions",
+             "trt_segments", "trt_ops_in_tensorrt", "trt_ops_in_tensorflow", "trt_convert_sec",
+             "trt_build_sec", "trt_calibration_batches", "tensorrt_version"]   # issue 30
+HEADERS = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5}
 
 
 def test_the_header_is_the_pinned_one():

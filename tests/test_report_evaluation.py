@@ -108,6 +108,19 @@ def test_mode_matrix_speedups_over_native(eval_dir):
     assert infer.iloc[0].tolist() == ["resnet50", A100, "5.00", "4.00", "1.25", "2.50", "2.00"]
 
 
+def test_the_tftrt_mode_is_an_inference_column(tmp_path):
+    df = frame(write_evaluation(str(tmp_path / "ev"), ("resnet50",),
+                                modes=("native", "mixed", "tftrt")))
+    assert set(df.loc[df["execution_mode"] == "tftrt", "kind"]) == {"inference"}
+    assert ev.execution_mode("fp32", 0, "FP16") == "tftrt"
+    assert ev.mode_label("tftrt", "fp32", "INT8") == "TF-TRT INT8"
+    assert "TF-TRT" not in " ".join(ev.mode_matrix(df, "training").columns)
+    infer = ev.mode_matrix(df, "inference")
+    assert list(infer.columns)[-2:] == ["TF-TRT FP16: p50 ms", "TF-TRT FP16: speed-up (x)"]
+    assert infer.iloc[0].tolist()[-2:] == ["1.25", "4.00"]   # 5 ms / 1.25 ms
+    assert ev.runs_table(df)["execution_mode"].tolist()[-1] == "tftrt"
+
+
 def _eight_gpus(driver="550.54.15"):
     env = environment(driver)
     env["nvidia"]["gpus"] = [{"name": A100}] * 8

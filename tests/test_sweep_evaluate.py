@@ -10,7 +10,7 @@ from evaluation_fakes import result, write
 from helpers import ROOT
 from test_monitors_nvml import FakeNvml, FakeNvmlError
 from tfbench import errors
-from tfbench.measure import nvml as nvml_lib
+from tfbench.measure import nvml as nvml_lib, tensorrt
 from tfbench.sweep import evaluate as ev
 from tfbench.sweep.grid import child_params, point_flags
 
@@ -56,6 +56,33 @@ def test_each_run_gets_the_method_flags():
             points["resnet50_native_inference"].num_gpus) == ("2", 1)
 
 
+def test_the_tftrt_mode_is_inference_only_and_where_tf_trt_runs():
+    assert len(ev.plan(ev.Method(), tftrt=False)) == 30
+    items = ev.plan(ev.Method(models=("resnet50",)), tftrt=True)
+    assert [i.name for i in items][-2:] == ["resnet50_mixed_xla_inference",
+                                            "resnet50_tftrt_inference"]
+    assert len(items) == 7
+    for precision in ("FP16", "INT8"):
+        method = ev.Method(tftrt_precision=precision)
+        infer = _params(ev.Item("resnet50", "tftrt", "inference"), method,
+                        base=["--num_gpus=4"])
+        assert (infer.forward_only, infer.batch_size, infer.num_gpus, infer.precision,
+                infer.xla, infer.trt_mode, infer.num_batches) == (
+            True, 1, 1, "fp32", False, precision, 1000)
+
+
+def test_where_tf_trt_cannot_run_says_why():
+    without = tensorrt.TensorRT("2.21.0", True, (0, 0, 0), False, None)
+    with_trt = tensorrt.TensorRT("2.17.0", True, (10, 8, 0), True, (10, 8, 0))
+    assert ev.tftrt_unavailable(["--device=cpu"], (1, "")) == \
+        "--device=cpu, and TensorRT runs on NVIDIA GPUs"
+    assert ev.tftrt_unavailable([], (0, "NVML: no driver")) == \
+        "no NVIDIA GPU visible (NVML: no driver), and TensorRT runs on NVIDIA GPUs"
+    assert ev.tftrt_unavailable([], (2, ""), lambda: without) == \
+        "TensorFlow 2.21.0 is built without TensorRT (as every pip TensorFlow from 2.18 on)"
+    assert ev.tftrt_unavailable([], (2, ""), lambda: with_trt) == ""
+
+
 @pytest.mark.parametrize("base", [["--num_gpus=4"], ["--gpu_indices=2,3"]])
 def test_training_on_several_gpus_uses_one_strategy_in_every_mode(base):
     """XLA cannot run with the default parameter_server on several devices (the engine switches
@@ -80,6 +107,8 @@ def test_one_gpu_or_the_users_own_choice_is_left_alone(base):
                                         ("--num_runs=5", "--repeats"),
                                         ("--use_fp16", "--mixed_precision"),
                                         ("--noxla", "--modes"),
+                                        ("--trt_mode=FP16", "--modes (tftrt)"),
+                                        ("--saved_model", "--modes (tftrt"),
                                         ("--model=vgg16", "--models")])
 def test_flags_the_method_sets_are_refused_with_what_to_use(flag, hint):
     with pytest.raises(errors.UsageError) as exc:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 
-SCHEMA_VERSION = 4   # 2: warmup_peak_mem_gb; 3: expected_range_source; 4: --explain_scaling
+SCHEMA_VERSION = 5   # 2: warmup_peak_mem_gb; 3: expected_range_source; 4: --explain_scaling;
+#                      5: serving_path to tensorrt_version (--saved_model, --trt_mode)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,6 +222,31 @@ FIGURES: tuple[Figure, ...] = (
     _f("expected_busbw_gbs", "--explain_scaling: the bus bandwidth those links allow (their "
        "data rate in one direction, the slowest GPU's)", "GB/s", "expected up to",
        line="Scaling probes"),
+    # --- serving path: --saved_model, --trt_mode (docs/serving.md) --------------------------
+    _f("serving_path", "what the timed steps called: empty = the model in-process; "
+       "saved_model = the loaded SavedModel's serving signature; tftrt = the same after TF-TRT "
+       "conversion"),
+    _f("export_sec", "writing the SavedModel with its serving signature, before warm-up", "s",
+       "export", line="Serving path"),
+    _f("load_sec", "tf.saved_model.load of the SavedModel the steps call (the converted one with "
+       "--trt_mode), before warm-up", "s", "load", line="Serving path"),
+    _f("trt_mode", "--trt_mode: the precision TF-TRT was asked for (FP32, FP16 or INT8)"),
+    _f("trt_precisions", "the precision_mode of the TensorRT engines in the converted graph "
+       "('+'-joined when they differ; empty when TF-TRT made none)"),
+    _f("trt_segments", "TensorRT segments: TRTEngineOp nodes of the converted graph", "",
+       "TensorRT segments", line="TF-TRT"),
+    _f("trt_ops_in_tensorrt", "ops inside the TensorRT segments (the nodes of their native "
+       "segments, as TF-TRT's summary() counts them)", "", "ops in TensorRT", line="TF-TRT"),
+    _f("trt_ops_in_tensorflow", "nodes of the converted graph left to TensorFlow (placeholders "
+       "and outputs included, as TF-TRT's summary() counts them)", "", "ops left in TensorFlow",
+       line="TF-TRT"),
+    _f("trt_convert_sec", "TF-TRT's convert(), INT8 calibration included, before warm-up", "s",
+       "convert", line="TF-TRT"),
+    _f("trt_build_sec", "TF-TRT's build(): the TensorRT engines built for the run's input "
+       "shape, before warm-up", "s", "engine build", line="TF-TRT"),
+    _f("trt_calibration_batches", "--trt_mode=INT8: batches of the run's input calibration ran "
+       "on", "", "calibration batches", line="TF-TRT"),
+    _f("tensorrt_version", "the TensorRT TensorFlow loaded (--trt_mode runs)"),
     # --- the JSON manifest and the console only -------------------------------------------
     _f("latency_ms_min", "fastest step per batch", "ms", "min", csv=False,
        line="Latency"),
@@ -234,6 +260,11 @@ FIGURES: tuple[Figure, ...] = (
        line="Host CPU"),
     _f("host_rss_gb_max", "largest host RSS sampled", "GiB", "RSS max", csv=False,
        line="Host CPU"),
+    _f("served_max_abs_diff", "largest |served - in-process| logit on one batch of synthetic "
+       "images, before warm-up (TF-TRT's FP16 and INT8 engines round)", "",
+       "max |served - in-process| logit", csv=False, line="Serving path"),
+    _f("trt_save_sec", "TF-TRT's save() of the converted SavedModel, engines included, before "
+       "warm-up", "s", "save", csv=False, line="TF-TRT"),
 )
 
 BY_NAME: dict[str, Figure] = {f.name: f for f in FIGURES}

@@ -1,8 +1,9 @@
 """`tfbench evaluate`: the GPU evaluation method in one command, the front end of
 tfbench.sweep.evaluate (plan, runs) and tfbench.report.evaluation_report (the report).
 
-    tfbench evaluate [--out_dir=DIR] [--models=M1,M2] [--modes=native,mixed,mixed_xla] [--quick]
-                     [--mixed_precision=auto|fp16|bf16] [--rerun_failed] [--rerun_unstable]
+    tfbench evaluate [--out_dir=DIR] [--models=M1,M2] [--modes=native,mixed,mixed_xla,tftrt]
+                     [--quick] [--mixed_precision=auto|fp16|bf16] [--tftrt_precision=FP16]
+                     [--rerun_failed] [--rerun_unstable]
                      [method options] [benchmark flags for every run: --num_gpus, --data_dir, ...]
 
 The same command again in the same --out_dir continues an interrupted evaluation.
@@ -40,13 +41,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--models", default=None, help="comma-separated models (default %s)"
                    % ",".join(d.models))
     p.add_argument("--modes", default=None, help="comma-separated execution modes among %s "
-                   "(default all)" % ",".join(ev.MODES))
+                   "(default all; tftrt, inference only, runs where TF-TRT runs and is left "
+                   "out with one line elsewhere)" % ",".join(ev.MODES))
     p.add_argument("--quick", action="store_true",
                    help="a CPU-sized smoke run: %s (options given win)" % ", ".join(
                        "--%s=%s" % kv for kv in ev.QUICK.items()))
     p.add_argument("--mixed_precision", choices=("auto", "fp16", "bf16"), default=None,
                    help="mixed precision of the mixed modes; auto: fp16 (dynamic loss scaling) "
                         "when an NVIDIA GPU is visible, else bf16")
+    p.add_argument("--tftrt_precision", choices=("FP32", "FP16", "INT8"), default=None,
+                   help="--trt_mode of the tftrt mode's inference runs (default %s)"
+                   % d.tftrt_precision)
     for name, what in (("train_batch_size", "training batch per device"),
                        ("train_steps", "timed training steps"),
                        ("warmup_steps", "warm-up steps before the timed ones"),
@@ -115,9 +120,10 @@ def method_from(args: argparse.Namespace) -> ev.Method:
 
 
 def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stream=None,
-          gpus: Optional[tuple[int, str]] = None):
+          gpus: Optional[tuple[int, str]] = None, tensorrt_reader=None):
     """Parses argv; returns (options, Evaluation, the directory's record: stored, or new and not
-    yet saved). Nothing runs and nothing is written."""
+    yet saved). Nothing runs and nothing is written. Evaluation.tftrt_left_out says why the
+    tftrt mode is left out ('' when it runs or was not asked for)."""
     argv = presets.expand_flagfiles(argv)
     args, base = _parser().parse_known_args(argv)
     stray = [t for i, t in enumerate(base) if not t.startswith("-")
@@ -132,15 +138,22 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stream=
         mixed, why = ev.resolve_mixed_precision(method.mixed_precision, base, gpus)
         record = {"settings": settings, "mixed_precision": mixed, "mixed_precision_why": why}
     auto_gpu = method.mixed_precision == "auto" and record["mixed_precision"] == "fp16"
+    why_not = ev.tftrt_unavailable(base, gpus, tensorrt_reader) \
+        if ev.TFTRT in method.modes else ""
+    if why_not and method.modes == (ev.TFTRT,):
+        raise errors.UsageError("--modes=tftrt: TF-TRT cannot run here (%s); it runs in NVIDIA's "
+                                "TensorFlow container on a GPU" % why_not)
     evaluation = ev.Evaluation(method, base, args.out_dir, record["mixed_precision"], child_cmd,
                                stream, args.run_timeout_sec,
-                               record["mixed_precision_why"] if auto_gpu else "")
+                               record["mixed_precision_why"] if auto_gpu else "",
+                               tftrt=ev.TFTRT in method.modes and not why_not,
+                               tftrt_left_out=why_not)
     evaluation.check()
     return args, evaluation, record
 
 
 def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=None,
-        stderr=None, gpus: Optional[tuple[int, str]] = None) -> int:
+        stderr=None, gpus: Optional[tuple[int, str]] = None, tensorrt_reader=None) -> int:
     """The whole command; returns the exit code: 0 when the evaluation holds an ok row, 1 when
     it holds none, 130/143 when interrupted (the report is still written)."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
@@ -148,7 +161,7 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
     def say(text: str) -> None:
         print("tfbench evaluate: " + text, file=stderr)
 
-    args, evaluation, record = build(argv, child_cmd, stderr, gpus)
+    args, evaluation, record = build(argv, child_cmd, stderr, gpus, tensorrt_reader)
     out_dir = args.out_dir
     if "command" not in record:    # a new evaluation (build returns a stored one with it)
         rows = os.path.join(out_dir, ev.ROWS_FILE)
@@ -163,6 +176,8 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
     say("%s; mixed precision: %s (%s)%s" % (
         out_dir, record["mixed_precision"], record["mixed_precision_why"],
         "; quick mode" if args.quick else ""))
+    if evaluation.tftrt_left_out:
+        say("TF-TRT mode left out: %s" % evaluation.tftrt_left_out)
     if ev.training_devices(grid.child_params(evaluation.sweep.config.base_flags)) > 1:
         say("training runs use --num_gpus or --gpu_indices; inference runs at batch 1 use one "
             "device")

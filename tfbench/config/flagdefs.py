@@ -55,7 +55,9 @@ LEGACY_FLAGS: tuple[FlagSpec, ...] = (
     _k("list", "eval_during_training_at_specified_epochs", [],
        "Training epochs after which to pause and evaluate."),
     _k("bool", "forward_only", False, "Inference benchmark: forward pass only."),
-    _g("bool", "freeze_when_forward_only", False, "Freeze the graph in forward-only mode (TF1)."),
+    _g("bool", "freeze_when_forward_only", False,
+       "Freeze the graph in forward-only mode (TF1; with --trt_mode TF-TRT freezes the graph "
+       "itself, as the legacy script required)."),
     _k("bool", "print_training_accuracy", False, "Print top-1/top-5 training accuracy columns."),
     _k("int", "batch_size", 0, "Batch size per compute device; 0 = the model's default.",
        lower_bound=0),
@@ -219,8 +221,13 @@ LEGACY_FLAGS: tuple[FlagSpec, ...] = (
     _k("string", "train_dir", None, "Checkpoint directory (the final checkpoint is always saved)."),
     _k("string", "eval_dir", "/tmp/tf_cnn_benchmarks/eval", "Eval event directory."),
     _g("string", "backbone_model_path", None, "Pretrained backbone (SSD)."),
-    _g("enum", "trt_mode", "", "TF-TRT mode.", enum_values=("", "FP32", "FP16", "INT8")),
-    _g("int", "trt_max_workspace_size_bytes", 4 << 30, "TF-TRT workspace."),
+    _k("enum", "trt_mode", "",
+       "Forward-only and --eval runs: convert the served SavedModel with TF-TRT at this "
+       "precision (FP32, FP16, or INT8 calibrated on the run's own input) and time it; needs "
+       "TensorFlow built with TensorRT and a GPU (NVIDIA's TensorFlow container). Implies "
+       "--saved_model.", enum_values=("", "FP32", "FP16", "INT8")),
+    _k("int", "trt_max_workspace_size_bytes", 4 << 30,
+       "--trt_mode: the most GPU memory, in bytes, each TensorRT engine may use as workspace."),
     _k("string", "benchmark_log_dir", None, "Write benchmark_run.log and metric.log here."),
     _k("string", "benchmark_test_id", None, "Test id recorded in benchmark_run.log."),
     _g("bool", "ml_perf_compliance_logging", False, "MLPerf compliance logging."),
@@ -276,6 +283,16 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
        "Cap each GPU's usable memory at N MB (a logical device with memory_limit) to emulate "
        "a smaller card, e.g. for `tfbench sweep --find_max_batch_size`; 0 = no cap.",
        lower_bound=0),
+    # --- inference as deployed (issue 30) ----------------------------------------------------
+    _t("bool", "saved_model", False,
+       "Forward-only and --eval runs: export the model as a SavedModel with a serving signature, "
+       "load it back and time the loaded signature as a deployment calls it (one device)."),
+    _t("string", "saved_model_dir", "",
+       "Keep the SavedModel of --saved_model (and the TF-TRT one of --trt_mode) in this new or "
+       "empty directory; default: a temporary directory, removed when the run ends."),
+    _t("int", "trt_calibration_batches", 10,
+       "--trt_mode=INT8: batches of the run's input (synthetic or --data_dir) that INT8 "
+       "calibration runs on.", lower_bound=1),
     # --- multi-host (issue 5) ---------------------------------------------------------------
     _t("int", "cluster_timeout_secs", 120,
        "Multi-host: stop with an error naming the unreachable peers when the cluster has not "

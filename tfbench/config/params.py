@@ -141,6 +141,7 @@ def validate(p: "Params") -> None:
                              "--num_epochs_per_decay and --learning_rate_decay_factor must all "
                              "be set")
 
+    _validate_serving(p)
     if p.precision == "bf16" and p.use_fp16:
         raise UsageError("--use_fp16 asks for fp16 but --precision=bf16: give only one")
     if p.precision == "fp32" and p.use_fp16:
@@ -154,6 +155,39 @@ def validate(p: "Params") -> None:
     if p.input_preprocessor not in ("default", "official_models_imagenet"):
         raise UsageError("--input_preprocessor=%s is not one of default, official_models_imagenet"
                          % p.input_preprocessor)
+
+
+def served(p: "Params") -> bool:
+    """The run times a SavedModel's serving signature: --saved_model, or --trt_mode on top."""
+    return bool(p.saved_model or p.trt_mode)
+
+
+def _validate_serving(p: "Params") -> None:
+    """--saved_model and --trt_mode serve one model on one device of one process, exported once
+    (the device and worker counts the flags do not show are checked in engine/plan.py)."""
+    flag = "--trt_mode" if p.trt_mode else "--saved_model"
+    if p.saved_model_dir and not served(p):
+        raise UsageError("--saved_model_dir keeps the export of --saved_model or --trt_mode: "
+                         "add --saved_model")
+    if not served(p):
+        return
+    if p.data_only or p.diagnose_input:
+        raise UsageError("%s serves a model, and --%s runs none: give one of them"
+                         % (flag, "data_only" if p.data_only else "diagnose_input"))
+    if not (p.forward_only or p.eval):
+        # The legacy script's rule too: TF-TRT only in forward-only mode.
+        raise UsageError("%s times the served model of an inference run: add --forward_only, "
+                         "or --eval with --train_dir" % flag)
+    if p.trt_mode and (p.xla or p.xla_compile):
+        raise UsageError("--trt_mode hands the graph to TensorRT, --xla to XLA: give one of them")
+    if p.eval_interval_secs:
+        raise UsageError("%s exports one checkpoint before the timed steps: "
+                         "--eval_interval_secs cannot be combined with it" % flag)
+    if p.num_gpus > 1 or p.variable_update == "horovod":
+        raise UsageError("%s times one served model on one device, as a deployment runs it: "
+                         "use --num_gpus=1 and no --variable_update=horovod (got %s)"
+                         % (flag, "--num_gpus=%d" % p.num_gpus if p.num_gpus > 1
+                            else "--variable_update=horovod"))
 
 
 def parse_piecewise(text: str) -> tuple[list[float], list[int]]:

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from tfbench.config import fast_paths
 from tfbench.distribute import pipelines, strategies, variables
-from tfbench.engine import optimizers, steps
+from tfbench.engine import measurements, optimizers, serving, steps
 from tfbench.engine.measurements import Meter
 from tfbench.engine.plan import TRAINING, Resolved
 from tfbench.engine.runlog import RunLog, SilentLog
@@ -91,10 +91,17 @@ class ModeRunner:
         self.meter = meter if meter is not None else Meter(plan.device.names)
         self.clock = clock
         self.model: Optional[keras.Model] = None   # what the timed steps run, once built
+        self.serving: Optional[serving.Serving] = None   # --saved_model, --trt_mode
         self._nonfinite_said = False   # a non-finite loss on synthetic data is said once
 
     def run(self, res: RunResult) -> None:
         raise NotImplementedError
+
+    def close(self) -> None:
+        """After the run, on success and on failure: removes what the run kept on disk only for
+        itself (a served model's temporary directory)."""
+        if self.serving is not None:
+            self.serving.close()
 
     def notice(self, res: RunResult, text: str) -> None:
         """Says `text` now and records it with the run's notices."""
@@ -134,6 +141,21 @@ class ModeRunner:
             accum_steps=p.accum_steps if mode == TRAINING else 1,
             compute_accuracy=p.print_training_accuracy or mode != TRAINING,
             jit_compile=r.xla, fast_paths=step_fast_paths(self.strategy, r.device.kind))
+
+    def serve(self, model: keras.Model, res: RunResult, batch: int, from_iterator: bool,
+              train: bool) -> StepFn:
+        """The served step of --saved_model (and --trt_mode): `model`, the one the in-process
+        step would run, exported, converted, loaded and checked (tfbench.engine.serving). Its
+        FLOPs are counted now; the runner then drops it (self.model = None), so that only the
+        served copy of the weights stays in memory while the steps run."""
+        self.serving = serving.Serving(self.p, self.plan, self.clock.perf_counter)
+        calibration = (lambda: self.pipeline(batch, train)) if self.plan.real_data else None
+        step = self.serving.step(model, res, self.strategy, batch, from_iterator, calibration)
+        for text in self.serving.notices:
+            self.notice(res, text)
+        measurements.count_flops(model, self.plan.image_size, res)
+        self.model = None
+        return step
 
     # --- inputs -------------------------------------------------------------------------------
     def images(self, batch_size: int):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tfbench.config import params as params_lib
 from tfbench.engine import steps
 from tfbench.engine.base import ModeRunner, StepFn
 from tfbench.engine.checkpoints import latest_checkpoint
@@ -24,8 +25,10 @@ class EvalRunner(ModeRunner):
         ckpt = tf.train.Checkpoint(model=model)
         images, from_iterator = self.inputs(r.eval_batch_size, train=False)
         folding = self.fold_batch_norm(model, res)
-        step_fn = steps.Steps(folding.model if folding else model, None, self.strategy,
-                              self.step_config("eval")).eval_step(from_iterator)
+        served = params_lib.served(p)
+        step_fn = None if served else steps.Steps(
+            folding.model if folding else model, None, self.strategy,
+            self.step_config("eval")).eval_step(from_iterator)
         evaluated = None
         while True:
             path = latest_checkpoint(p.train_dir)
@@ -36,6 +39,10 @@ class EvalRunner(ModeRunner):
                 if folding is not None:
                     folding.refresh(model)
                 log.checkpoint_loaded(path)
+                if served:   # one checkpoint (config.params refuses --eval_interval_secs)
+                    step_fn = self.serve(folding.model if folding else model, res,
+                                         r.eval_batch_size, from_iterator, False)
+                    model = folding = ckpt = None   # the served copy is the one kept
                 if not res.warmup_times:
                     self._cold_call(step_fn, images, res)
                 # Each evaluation is a new measurement: its steps replace the last ones.

@@ -120,7 +120,10 @@ def read_facts(p) -> Facts:
                        "ignored)" % spec.name)
         plan = dataclasses.replace(plan, data_format="NHWC")
     notices.extend("--%s has no effect under TF2 (TF1 graph-only flag); ignored" % name
-                   for name in flagdefs.graph_only_overrides(p))
+                   for name in flagdefs.graph_only_overrides(p)
+                   # The legacy script's TF-TRT runs froze the graph; TF-TRT still does.
+                   if not (name == "freeze_when_forward_only" and p.trt_mode))
+    notices.extend(_serving_facts(p, plan.kind))
     precision = params_lib.resolve_precision(p)
     if precision == "fp16" and plan.kind == "cpu" and not _parameter_server(p):
         # (A parameter-server controller's steps run on its workers' devices.)
@@ -181,6 +184,11 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
         num_batches, num_epochs = params_lib.num_batches_and_epochs(p, global_batch,
                                                                     train_examples)
     iterations_per_step = num_workers if _parameter_server(p) else 1
+    if params_lib.served(p) and (replicas > 1 or num_workers > 1 or _parameter_server(p)):
+        raise UsageError("--%s times one served model on one device of one process, as a "
+                         "deployment runs it: this run has %d device(s) on %d worker(s)%s" % (
+                             "trt_mode" if p.trt_mode else "saved_model", replicas, num_workers,
+                             " with parameter servers" if _parameter_server(p) else ""))
     if f.train_and_eval and p.num_runs > 1:
         raise UsageError("--num_runs cannot be combined with --eval_during_training_*")
     if mode == EVAL and p.num_runs > 1:
@@ -208,6 +216,28 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
         iterations_per_step=iterations_per_step,
         images_per_iteration=global_batch // iterations_per_step,
         input_threads=input_threads, input_threads_origin=input_threads_origin)
+
+
+def _serving_facts(p, device_kind: str) -> list[str]:
+    """Refuses what --saved_model and --trt_mode cannot do here (UsageError); returns the
+    notices about their flags."""
+    from tfbench.measure import tensorrt
+    if not params_lib.served(p):
+        return []
+    if p.saved_model_dir and os.path.isdir(p.saved_model_dir) and os.listdir(p.saved_model_dir):
+        raise UsageError("--saved_model_dir=%s is not empty: give a new or empty directory"
+                         % p.saved_model_dir)
+    if p.saved_model_dir and os.path.exists(p.saved_model_dir) \
+            and not os.path.isdir(p.saved_model_dir):
+        raise UsageError("--saved_model_dir=%s is a file: give a new or empty directory"
+                         % p.saved_model_dir)
+    if p.trt_mode:
+        reasons = tensorrt.unavailable_reasons(tensorrt.read(), device_kind)
+        if reasons:
+            raise UsageError(tensorrt.unavailable_message("--trt_mode=" + p.trt_mode, reasons))
+    if p.is_explicit("trt_calibration_batches") and p.trt_mode != "INT8":
+        return ["--trt_calibration_batches applies to --trt_mode=INT8; ignored"]
+    return []
 
 
 def eval_batches(p, eval_global_batch: int, eval_examples: int) -> int:

@@ -87,10 +87,13 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
         raise failure from None
     finally:
         # On a failure the FLOP count (a second trace of the model) is skipped.
-        measurements.finish(res, p, plan, meter, runner.model, env_before,
-                            failed=sys.exc_info()[0] is not None)
-        if sys.exc_info()[0] is not None:
-            explain.discard_nccl_log()
+        try:
+            measurements.finish(res, p, plan, meter, runner.model, env_before,
+                                failed=sys.exc_info()[0] is not None)
+            if sys.exc_info()[0] is not None:
+                explain.discard_nccl_log()
+        finally:
+            runner.close()
     try:
         if explain.applies(p, plan, sp):   # after the run's figures: the probes change none
             explain.probe(runner, sp, res, log)

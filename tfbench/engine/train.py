@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfbench.config import params as params_lib
 from tfbench.distribute import strategies, variables
 from tfbench.engine import lr, optimizers, steps
 from tfbench.engine.base import ModeRunner, StepFn, should_display
@@ -27,7 +28,8 @@ from tfbench.results import RunResult
 @dataclasses.dataclass
 class Setup:
     """What the timed loop runs, built once before warm-up."""
-    model: keras.Model                   # the model the steps run (folded for inference)
+    model: Optional[keras.Model]         # the model the steps run (folded for inference);
+    #                                      None when they call a served SavedModel
     optimizer: Optional[keras.optimizers.Optimizer]   # None in forward-only mode
     step_fn: StepFn
     inputs: Any                          # per-replica images or a distributed iterator
@@ -85,9 +87,13 @@ class TrainRunner(ModeRunner):
             # holds one copy of the weights, as an unfolded run does.
             model = folding.model
         self.model = model
-        builder = steps.Steps(model, optimizer, self.strategy, self.step_config(r.mode))
         accum = p.accum_steps if training else 1
         inputs, from_iterator = self.inputs(r.batch_size * accum, train=True)
+        if params_lib.served(p):   # forward-only (config.params refuses training)
+            log.initializing()
+            step_fn = self.serve(model, res, r.batch_size, from_iterator, True)
+            return Setup(model=None, optimizer=None, step_fn=step_fn, inputs=inputs)
+        builder = steps.Steps(model, optimizer, self.strategy, self.step_config(r.mode))
         setup = Setup(model=model, optimizer=optimizer,
                       step_fn=builder.train_step(from_iterator) if training
                       else builder.forward_step(from_iterator), inputs=inputs)

@@ -2,11 +2,12 @@
 
 An evaluation runs, per model and execution mode, one training configuration and one inference
 configuration at batch 1, each repeated (--num_runs) in its child process
-(tfbench.sweep.evaluate). A row's execution mode comes from its precision and XLA columns:
-native = fp32 without XLA (TensorFlow runs fp32 matmuls and convolutions as TF32 on Ampere and
-newer GPUs, its default), mixed = fp16 or bf16 mixed precision, mixed_xla = mixed precision
-compiled with XLA. A row's run kind comes from its mode column: training, or inference
-(forward_only).
+(tfbench.sweep.evaluate). A row's execution mode comes from its precision, XLA and trt_mode
+columns: native = fp32 without XLA (TensorFlow runs fp32 matmuls and convolutions as TF32 on
+Ampere and newer GPUs, its default), mixed = fp16 or bf16 mixed precision, mixed_xla = mixed
+precision compiled with XLA, tftrt = the model served as a TF-TRT converted SavedModel
+(--trt_mode; inference only, where TF-TRT runs). A row's run kind comes from its mode column:
+training, or inference (forward_only).
 
 Tables: the first table (one row per model and device, the published shape), the mode matrix
 (speed-ups over native), every configuration with its repeats' spread, the environment and what
@@ -24,7 +25,7 @@ import pandas as pd
 from tfbench.measure import expected_range as er
 from tfbench.report import plots, repeats, studies
 
-MODES = ("native", "mixed", "mixed_xla")
+MODES = ("native", "mixed", "mixed_xla", "tftrt")
 ROWS_FILE = "evaluation.csv"   # an evaluation directory's rows (tfbench.sweep.evaluate)
 KINDS = ("training", "inference")
 MIXED_PRECISIONS = ("fp16", "bf16")
@@ -41,18 +42,23 @@ RUN_COLUMNS = ["model", "execution_mode", "precision", "xla", "kind", "batch_siz
                "latency_ms_p99"]
 
 
-def execution_mode(precision: str, xla: object) -> str:
-    """native, mixed or mixed_xla; '' for a combination the method does not run."""
+def execution_mode(precision: str, xla: object, trt_mode: str = "") -> str:
+    """native, mixed, mixed_xla or tftrt; '' for a combination the method does not run."""
+    if trt_mode:
+        return "" if int(xla or 0) else "tftrt"
     mixed = precision in MIXED_PRECISIONS
     if int(xla or 0):
         return "mixed_xla" if mixed else ""
     return "mixed" if mixed else ("native" if precision in ("", "fp32") else "")
 
 
-def mode_label(mode: str, precision: str = "") -> str:
-    """'native fp32', 'mixed bf16', 'mixed fp16 + XLA' (what ran, from a row's precision)."""
+def mode_label(mode: str, precision: str = "", trt_mode: str = "") -> str:
+    """'native fp32', 'mixed bf16', 'mixed fp16 + XLA', 'TF-TRT FP16' (what ran, from a row's
+    precision and trt_mode)."""
     if mode == "native":
         return "native fp32"
+    if mode == "tftrt":
+        return ("TF-TRT %s" % trt_mode).strip()
     label = "mixed %s" % precision if precision in MIXED_PRECISIONS else "mixed"
     return label + " + XLA" if mode == "mixed_xla" else label
 
@@ -65,7 +71,8 @@ def with_method_columns(df: pd.DataFrame) -> pd.DataFrame:
     """A typed results frame (report.load) with execution_mode, kind, devices and the device
     label; rows outside the method (eval runs, fp32 + XLA) are dropped."""
     out = df.assign(
-        execution_mode=[execution_mode(p, x) for p, x in zip(df["precision"], df["xla"])],
+        execution_mode=[execution_mode(p, x, t) for p, x, t in zip(
+            df["precision"], df["xla"], df["trt_mode"])],
         kind=[run_kind(m) for m in df["mode"]],
         devices=studies.total_devices(df))
     out = out[(out["execution_mode"] != "") & (out["kind"] != "")].copy()
@@ -151,11 +158,17 @@ def first_table_columns(table: pd.DataFrame) -> list[str]:
     return [c for c in FIRST_COLUMNS if c != "expected_range" or has_range]
 
 
-def mode_labels(df: pd.DataFrame) -> dict[str, str]:
-    """mode -> label of what ran ('mixed bf16 + XLA'), for the modes in the rows."""
+def mode_labels(df: pd.DataFrame, kind: Optional[str] = None) -> dict[str, str]:
+    """mode -> label of what ran ('mixed bf16 + XLA'), for the modes in the rows (of `kind`)."""
     rows = latest(df)
-    return {m: mode_label(m, rows.loc[rows["execution_mode"] == m, "precision"].iloc[0])
-            for m in MODES if (rows["execution_mode"] == m).any()}
+    if kind is not None:
+        rows = rows[rows["kind"] == kind]
+    labels = {}
+    for mode in MODES:
+        mine = rows[rows["execution_mode"] == mode]
+        if len(mine):
+            labels[mode] = mode_label(mode, mine["precision"].iloc[0], mine["trt_mode"].iloc[0])
+    return labels
 
 
 def mode_matrix(df: pd.DataFrame, kind: str, models: Sequence[str] = ()) -> pd.DataFrame:
@@ -164,7 +177,7 @@ def mode_matrix(df: pd.DataFrame, kind: str, models: Sequence[str] = ()) -> pd.D
     training: images/sec, speed-up = images/sec / native images/sec; inference: p50 latency at
     batch 1, speed-up = native p50 / p50. Columns are titled with what ran."""
     rows = latest(df)
-    labels = mode_labels(df)
+    labels = mode_labels(df, kind)
     metric, unit = (("images_per_sec", "images/sec") if kind == "training"
                     else ("latency_ms_p50", "p50 ms"))
     out = []
@@ -217,7 +230,8 @@ def unstable_lines(df: pd.DataFrame) -> list[str]:
     for _, r in rows.iterrows():
         if _value(r, "unstable") == 1:
             lines.append("%s %s %s: spread %.1f%% over %d repeats (%s-%s images/sec)" % (
-                r["model"], mode_label(r["execution_mode"], r["precision"]), r["kind"],
+                r["model"], mode_label(r["execution_mode"], r["precision"], r["trt_mode"]),
+                r["kind"],
                 r["spread_pct"], int(r["num_runs"]), _fmt(r["images_per_sec_min"], "{:,.1f}"),
                 _fmt(r["images_per_sec_max"], "{:,.1f}")))
     return lines

@@ -62,6 +62,10 @@ def method_note(df: pd.DataFrame, mode: Optional[str], thresholds: Sequence[floa
                      "repeats; p50 and p99 over the timed steps of every repeat." % (
                          _unique(infer["num_batches"]), _unique(infer["num_warmup_batches"]),
                          _unique(infer["num_runs"])))
+    if (infer["execution_mode"] == "tftrt").any():
+        parts.append("TF-TRT: the fp32 model exported as a SavedModel, converted by TF-TRT "
+                     "(engines built before the timed steps) and timed through its serving "
+                     "signature; inference only.")
     parts.append("Image size %s px; %s data." % (_unique(df["image_size"]),
                                                  _unique(df["data_source"])))
     if (df["device_kind"] == "cpu").any():
@@ -99,7 +103,7 @@ def _sections(df: pd.DataFrame, models: Sequence[str], manifests: dict[str, dict
     for kind, what in (("training", "training images/sec"),
                        ("inference", "inference p50 latency at batch 1")):
         matrix = ev.mode_matrix(df, kind, models)
-        if len(matrix) and len(labels) > 1:
+        if len(matrix) and len(ev.mode_labels(df, kind)) > 1:
             sections.append(studies.Section(
                 "mode_matrix_" + kind, "Mode matrix: %s, speed-up over native" % what, matrix,
                 list(matrix.columns), "speed-up = images/sec / native images/sec"
@@ -168,7 +172,8 @@ def _figures(df: pd.DataFrame, manifests: dict[str, dict], out_dir: str,
         if len(train):
             native = train.loc[train["execution_mode"] == "native", "images_per_sec"]
             base = float(native.iloc[0]) if len(native) else float("nan")
-            modes = [{"label": ev.mode_label(r["execution_mode"], r["precision"]),
+            modes = [{"label": ev.mode_label(r["execution_mode"], r["precision"],
+                                             r["trt_mode"]),
                       "images_per_sec": r["images_per_sec"],
                       "images_per_sec_min": r["images_per_sec_min"],
                       "images_per_sec_max": r["images_per_sec_max"],
@@ -176,7 +181,7 @@ def _figures(df: pd.DataFrame, manifests: dict[str, dict], out_dir: str,
                       "power_w_mean": r["power_w_mean"]} for _, r in _by_mode(train).iterrows()]
             evaluation_plots.throughput_by_mode(model, label, modes, stem + "_throughput.png")
             paths.append(stem + "_throughput.png")
-        series = {ev.mode_label(r["execution_mode"], r["precision"]):
+        series = {ev.mode_label(r["execution_mode"], r["precision"], r["trt_mode"]):
                   [1000.0 * t for t in manifests.get(r["run_id"], {}).get("step_times") or []]
                   for _, r in _by_mode(infer).iterrows()}
         if any(series.values()):

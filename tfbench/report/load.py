@@ -15,7 +15,8 @@ from tfbench.errors import UsageError
 TEXT_COLUMNS = ("run_id", "timestamp", "status", "error", "model", "dataset", "mode", "precision",
                 "device_kind", "device_name", "variable_update", "data_source", "data_format",
                 "expected_range", "tf_version", "keras_version", "tfbench_version", "hostname",
-                "notices", "command", "slowest_device", "link")
+                "notices", "command", "slowest_device", "link", "serving_path", "trt_mode",
+                "trt_precisions", "tensorrt_version")
 # Integer-valued configuration columns (0 when a failed row does not know them).
 INT_CONFIG_COLUMNS = ("xla", "batch_size", "global_batch_size", "num_devices", "num_workers",
                       "image_size", "accum_steps", "num_batches")

@@ -5,7 +5,9 @@ The method, as practitioners publish GPU evaluations of image classifiers:
   * five models covering depth, compute intensity and operator types: ResNet-50, ResNet-101,
     MobileNetV3-Large, EfficientNet-B0 and a light Transformer classifier (ViT-Tiny);
   * three execution modes: native fp32 (TF32 where the GPU uses it), mixed precision (fp16 with
-    dynamic loss scaling on GPUs, bf16 on CPUs) and mixed precision compiled with XLA;
+    dynamic loss scaling on GPUs, bf16 on CPUs) and mixed precision compiled with XLA; and,
+    where TF-TRT runs (a GPU, TensorFlow built with TensorRT), a fourth for inference only:
+    the fp32 model served as a TF-TRT converted SavedModel (--trt_mode, FP16 by default);
   * per model and mode, a training run (batch 32 per device, 200 timed steps after 20 warm-up)
     and an inference run (batch 1 on one device, 1,000 timed steps after 20 warm-up), each
     repeated 3 times (--num_runs: median, min, max, spread; unstable above 10%), one seed for all.
@@ -56,7 +58,10 @@ METHOD_FLAGS = {
     "fp16_enable_auto_loss_scale": "--mixed_precision", "xla": "--modes",
     "xla_compile": "--modes", "forward_only": "--modes", "eval": "--modes",
     "csv_file": "--out_dir", "json_dir": "--out_dir",
+    "trt_mode": "--modes (tftrt) and --tftrt_precision",
+    "saved_model": "--modes (tftrt serves a SavedModel)",
 }
+TFTRT = "tftrt"   # the execution mode of TF-TRT inference (report.evaluation.MODES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +78,7 @@ class Method:
     seed: int = 1234
     image_size: int = 0            # 0: each model's default (224 for the five)
     mixed_precision: str = "auto"  # auto: fp16 on a GPU, bf16 on a CPU
+    tftrt_precision: str = "FP16"  # --trt_mode of the tftrt mode's runs
 
 
 # --quick: the whole method on a laptop CPU in about 10 minutes (given options win).
@@ -92,10 +98,11 @@ class Item:
         return "%s_%s_%s" % (self.model, self.mode, self.kind)
 
 
-def plan(method: Method) -> list[Item]:
+def plan(method: Method, tftrt: bool = False) -> list[Item]:
     """Model by model (each model's figures complete together), modes in order, training then
-    inference."""
-    return [Item(m, mode, kind) for m in method.models for mode in method.modes for kind in KINDS]
+    inference; the tftrt mode (inference only) when `tftrt`: where TF-TRT runs."""
+    return [Item(m, mode, kind) for m in method.models for mode in method.modes for kind in KINDS
+            if mode != TFTRT or (tftrt and kind == "inference")]
 
 
 def item_flags(item: Item, method: Method, mixed: str, gpu_indices: str = "",
@@ -118,8 +125,10 @@ def item_flags(item: Item, method: Method, mixed: str, gpu_indices: str = "",
                      num_gpus="1")
         if gpu_indices:
             flags["gpu_indices"] = gpu_indices.split(",")[0].strip()
-    if item.mode == "native":
+    if item.mode in ("native", TFTRT):
         flags["precision"] = "fp32"
+        if item.mode == TFTRT:
+            flags["trt_mode"] = method.tftrt_precision
     else:
         flags["precision"] = mixed
         if mixed == "fp16" and item.kind == "training":
@@ -135,18 +144,33 @@ def training_devices(p) -> int:
     return len([i for i in p.gpu_indices.split(",") if i.strip()]) or p.num_gpus
 
 
-def points(method: Method, mixed: str, base_flags: Sequence[str] = ()) -> list[Point]:
+def points(method: Method, mixed: str, base_flags: Sequence[str] = (),
+           tftrt: bool = False) -> list[Point]:
     p = child_params(base_flags)
     replicate = (training_devices(p) > 1 and not p.is_explicit("variable_update")
                  and not (p.worker_hosts or p.ps_hosts))
     points = [Point(i, 1, {"model": it.model, "mode": it.mode, "kind": it.kind},
                     item_flags(it, method, mixed, p.gpu_indices, replicate), it.name)
-              for i, it in enumerate(plan(method))]
+              for i, it in enumerate(plan(method, tftrt))]
     if p.explain_scaling:   # inference runs on one GPU: no scaling to explain there
         for point in points:
             if point.values["kind"] != "training":
                 point.flags["explain_scaling"] = "false"
     return points
+
+
+def tftrt_unavailable(base_flags: Sequence[str], gpus: Optional[tuple[int, str]] = None,
+                      tensorrt_reader=None) -> str:
+    """Why the tftrt mode cannot run here ('' when it can): no GPU (read without TensorFlow,
+    as the mixed precision is), else what TensorFlow says of its TensorRT (which imports it)."""
+    from tfbench.measure import tensorrt
+    p = child_params(base_flags)
+    if p.is_explicit("device") and p.device.lower() == "cpu":
+        return "--device=cpu, and TensorRT runs on NVIDIA GPUs"
+    count, why = gpus if gpus is not None else visible_gpus()
+    if not count:
+        return "no NVIDIA GPU visible (%s), and TensorRT runs on NVIDIA GPUs" % why
+    return "; ".join(tensorrt.unavailable_reasons((tensorrt_reader or tensorrt.read)(), "gpu"))
 
 
 def check_flags(base_flags: Sequence[str]) -> None:
@@ -296,13 +320,17 @@ class Evaluation:
 
     def __init__(self, method: Method, base_flags: Sequence[str], out_dir: str, mixed: str,
                  child_cmd: Sequence[str] = DEFAULT_CHILD, stream: Optional[TextIO] = None,
-                 timeout_sec: Optional[float] = None, gpu_expected: str = ""):
+                 timeout_sec: Optional[float] = None, gpu_expected: str = "",
+                 tftrt: bool = False, tftrt_left_out: str = ""):
         """gpu_expected: why fp16 was chosen for a GPU (NVML saw one), '' when nothing was
-        assumed: a run TensorFlow then put on the CPU stops the evaluation."""
+        assumed: a run TensorFlow then put on the CPU stops the evaluation. tftrt: TF-TRT runs
+        here, so the tftrt mode (when in method.modes) runs; tftrt_left_out: why it does not
+        (tfbench.cli.evaluate says it)."""
         self.method, self.mixed, self.gpu_expected = method, mixed, gpu_expected
         self.sweep = Sweep(SweepConfig(list(base_flags), [], out_dir, child_cmd=tuple(child_cmd),
                                        timeout_sec=timeout_sec, rows_file=ROWS_FILE), stream)
-        self.all_points = points(method, mixed, base_flags)
+        self.all_points = points(method, mixed, base_flags, tftrt)
+        self.tftrt_left_out = tftrt_left_out
 
     def check(self) -> None:
         """UsageError, before anything runs, when a child would refuse its flags."""
