@@ -79,8 +79,9 @@ def test_every_variant_a_flag_combination_builds_is_traced_under_all(checker):
 def traced():
     """The check script's result: the GPU steps traced once for the tests below."""
     models = os.environ.get("TFBENCH_GPU_KERNEL_MODELS", "")
+    # The bound catches a hang, not a loaded machine (about 4 min on 2 quiet cores).
     return run_check_script("gpu_kernel_checks.py", *([models] if models else []),
-                            timeout=7200 if models == "all" else 1800)   # a hang, not a loaded machine
+                            timeout=7200 if models == "all" else 1800)
 
 
 def test_every_op_of_every_gpu_step_has_a_gpu_kernel(traced):
