@@ -107,3 +107,17 @@ def test_devices_are_named_as_the_user_names_them(kind, indices, label):
     _, plan = _plan("--num_gpus=2", "--device=cpu")
     device = dataclasses.replace(plan.device, kind=kind, gpu_indices=indices)
     assert explain.device_label(dataclasses.replace(plan, device=device), 1) == label
+
+
+def test_each_device_probe_keeps_its_own_cuda_index():
+    """A probe's plan names the GPU it runs on (what reads the plan's GPUs, such as the NVML
+    monitors, then watches that one), not the run's first."""
+    from tfbench.engine.train import TrainRunner
+    p, plan = _plan("--num_gpus=2", "--device=cpu")
+    plan = dataclasses.replace(plan, device=dataclasses.replace(plan.device,
+                                                                gpu_indices=(5, 7)))
+    runner = TrainRunner(p=p, plan=plan, strategy=None)
+    probes = [explain.one_device_runner(runner, name, i)
+              for i, name in enumerate(plan.device.names)]
+    assert [r.plan.device.gpu_indices for r in probes] == [(5,), (7,)]
+    assert [r.plan.device.names for r in probes] == [(n,) for n in plan.device.names]

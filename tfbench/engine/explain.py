@@ -199,11 +199,12 @@ def device_label(plan: Resolved, index: int) -> str:
     return plan.device.names[index]
 
 
-def one_device_runner(runner: ModeRunner, device: str) -> ModeRunner:
-    """The runner of a one-device run of the same model, step and batch on `device`."""
+def one_device_runner(runner: ModeRunner, device: str, index: int = 0) -> ModeRunner:
+    """The runner of a one-device run of the same model, step and batch on `device`, the
+    run's device number `index` (whose CUDA index the plan keeps, for whatever reads it)."""
     r = runner.plan
     one = dataclasses.replace(r.device, num_devices=1, names=(device,),
-                              gpu_indices=r.device.gpu_indices[:1])
+                              gpu_indices=r.device.gpu_indices[index:index + 1])
     plan = dataclasses.replace(r, device=one, real_data=False, train_and_eval=False)
     p = runner.p.replace(train_dir=None)
     return type(runner)(p=p, plan=plan, strategy=tf.distribute.OneDeviceStrategy(device),
@@ -214,8 +215,8 @@ def _devices(runner: ModeRunner, found: dict, res: RunResult) -> None:
     plan = runner.plan
     local = list(runner.strategy.extended.worker_devices)
     calls = []
-    for device in local:
-        setup = one_device_runner(runner, device).setup(RunResult())
+    for i, device in enumerate(local):
+        setup = one_device_runner(runner, device, i).setup(RunResult())
         calls.append(lambda s=setup: s.step_fn(s.inputs).numpy())
     now = runner.clock.perf_counter
     alone = [_timed(call, DEVICE_REPEATS, DEVICE_WARMUP, now) for call in calls]
