@@ -87,13 +87,14 @@ class TrainRunner(ModeRunner):
             # holds one copy of the weights, as an unfolded run does.
             model = folding.model
         self.model = model
-        accum = p.accum_steps if training else 1
-        inputs, from_iterator = self.inputs(r.batch_size * accum, train=True)
         if params_lib.served(p):   # forward-only (config.params refuses training)
+            inputs, from_iterator = self.inputs(r.batch_size, train=True)
             log.initializing()
             step_fn = self.serve(model, res, r.batch_size, from_iterator, True)
             return Setup(model=None, optimizer=None, step_fn=step_fn, inputs=inputs)
         builder = steps.Steps(model, optimizer, self.strategy, self.step_config(r.mode))
+        accum = p.accum_steps if training else 1
+        inputs, from_iterator = self.inputs(r.batch_size * accum, train=True)
         setup = Setup(model=model, optimizer=optimizer,
                       step_fn=builder.train_step(from_iterator) if training
                       else builder.forward_step(from_iterator), inputs=inputs)
