@@ -199,3 +199,14 @@ def test_timeseries_falls_back_to_host_cpu_utilisation(tmp_path):
                                 str(tmp_path / "a.png"))
     assert fig.axes[1].get_ylabel() == "Host CPU utilisation (%)"
     assert "no temperature samples" in fig.axes[0].get_title()
+
+
+def test_every_text_column_of_the_schema_stays_text():
+    """A text column read as a number became NaN in every table (expected_range_source did)."""
+    row = {name: "" for name in csv_out.COLUMN_NAMES}
+    row.update(run_id="r1", status="ok", model="resnet50", images_per_sec="10.5",
+               expected_range_source="MLCommons v4.0, batch 256 per GPU", link="PCIe 4.0 x16")
+    df = load.rows_frame([row])
+    assert df.loc[0, "expected_range_source"] == "MLCommons v4.0, batch 256 per GPU"
+    assert df.loc[0, "link"] == "PCIe 4.0 x16"
+    assert df.loc[0, "images_per_sec"] == 10.5

@@ -14,7 +14,8 @@ from tfbench.errors import UsageError
 # Columns that name a configuration or carry text; every other schema column is numeric.
 TEXT_COLUMNS = ("run_id", "timestamp", "status", "error", "model", "dataset", "mode", "precision",
                 "device_kind", "device_name", "variable_update", "data_source", "data_format",
-                "expected_range", "tf_version", "keras_version", "tfbench_version", "hostname",
+                "expected_range", "expected_range_source", "tf_version", "keras_version",
+                "tfbench_version", "hostname",
                 "notices", "command", "slowest_device", "link", "serving_path", "trt_mode",
                 "trt_precisions", "tensorrt_version")
 # Integer-valued configuration columns (0 when a failed row does not know them).
