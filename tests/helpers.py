@@ -7,19 +7,19 @@ import socket
 import subprocess
 import sys
 
+import zygote
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_cli(args, cwd, timeout=300, env_extra=None, merged=True):
-    """Runs `python -m tfbench ARGS`; returns (exit code, stdout, stderr) or merged output."""
+    """Runs `python -m tfbench ARGS` (a fork of tests/zygote.py's server); returns (exit code,
+    stdout, stderr) or merged output."""
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.update(env_extra or {})
-    proc = subprocess.run([sys.executable, "-m", "tfbench"] + list(args), cwd=cwd, env=env,
-                          stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT if merged else subprocess.PIPE,
-                          text=True, timeout=timeout)
+    proc = zygote.run(args, cwd, env, timeout, merged=merged)
     if merged:
         return proc.returncode, proc.stdout
     return proc.returncode, proc.stdout, proc.stderr
@@ -30,9 +30,7 @@ def run_check_script(name: str, *args: str, timeout: float = 300) -> dict:
     and returns the JSON of its last `RESULT ` line; fails with its output's tail otherwise."""
     import json
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", name)] + list(args),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=timeout, env=env)
+    proc = zygote.run(args, os.getcwd(), env, timeout, script=os.path.join(ROOT, "tests", name))
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stdout[-3000:]
     return json.loads(lines[-1][len("RESULT "):])

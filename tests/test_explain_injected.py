@@ -10,12 +10,11 @@ on a loaded 2-core machine; the timing assertions are only these, about the inje
 import json
 import os
 import pickle
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+import zygote
 from helpers import ROOT
 
 WAIT = 0.25
@@ -35,12 +34,10 @@ def _cifar10(directory):
 
 def _run(kind, tmp_path, *flags):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tests", "explain_inject.py"), kind, str(WAIT)]
-        + FLAGS + list(flags) + ["--json_dir=%s" % (tmp_path / "runs"),
-                                 "--csv_file=%s" % (tmp_path / "r.csv")],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        timeout=300)
+    proc = zygote.run(
+        [kind, str(WAIT)] + FLAGS + list(flags) + ["--json_dir=%s" % (tmp_path / "runs"),
+                                                   "--csv_file=%s" % (tmp_path / "r.csv")],
+        tmp_path, env, timeout=300, script=os.path.join(ROOT, "tests", "explain_inject.py"))
     assert proc.returncode == 0, proc.stdout[-3000:]
     (name,) = os.listdir(tmp_path / "runs")
     with open(tmp_path / "runs" / name) as handle:

@@ -9,17 +9,17 @@ import time
 
 import pytest
 
+import zygote
 from helpers import ROOT
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_writes_partial_results(tmp_path, signum, code):
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tfbench", "--device=cpu", "--model=trivial", "--image_size=32",
-         "--batch_size=4", "--num_batches=1000000", "--num_warmup_batches=1",
-         "--display_every=1", "--csv_file=r.csv"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = zygote.start(
+        ["--device=cpu", "--model=trivial", "--image_size=32", "--batch_size=4",
+         "--num_batches=1000000", "--num_warmup_batches=1", "--display_every=1",
+         "--csv_file=r.csv"], tmp_path, env, merged=False)
     deadline = time.time() + 120
     seen = 0
     while time.time() < deadline:

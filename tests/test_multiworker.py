@@ -3,11 +3,10 @@ a missing peer that ends the run in bounded time (the subprocess timeouts are th
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+import zygote
 from figure_checks import check_run, read_run
 from helpers import ROOT
 from helpers import free_ports as _free_ports
@@ -21,8 +20,7 @@ def _start(args, cwd, **env_extra):
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", **env_extra)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.Popen([sys.executable, "-m", "tfbench"] + args, cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return zygote.start(args, cwd, env)
 
 
 def _finish(procs, timeout):
@@ -306,8 +304,7 @@ def _run_workers(script_args, tmp_path, num_workers=2, timeout=120):
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
     script = os.path.join(ROOT, "tests", "multiworker_checks.py")
-    procs = [subprocess.Popen([sys.executable, script, str(i), hosts] + script_args, cwd=tmp_path,
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    procs = [zygote.start([str(i), hosts] + script_args, tmp_path, env, script=script)
              for i in range(num_workers)]
     codes, outs = _finish(procs, timeout)
     results = []
@@ -391,9 +388,8 @@ def test_parameter_server_workers_keep_synthetic_images_on_their_replica_devices
     env.update(TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
 
     def checks(*args):
-        return subprocess.Popen(
-            [sys.executable, os.path.join(ROOT, "tests", "multiworker_checks.py")] + list(args),
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return zygote.start(args, tmp_path, env,
+                            script=os.path.join(ROOT, "tests", "multiworker_checks.py"))
     tasks = [_start(common + ["--job_name=ps", "--task_index=0"], tmp_path)]
     tasks += [checks("serve_worker", str(i), ps, "%s,%s" % (w0, w1), controller) for i in (0, 1)]
     check = checks("ps_images", ps, "%s,%s" % (w0, w1), controller)

@@ -1,0 +1,206 @@
+"""`python -m tfbench ...` and the tests' check scripts, started as forks of one server process
+that has already imported TensorFlow, Keras and tfbench (multiprocessing's forkserver).
+
+A fresh process spends about 3 CPU-s importing them before it runs anything, and the suite
+starts a few hundred; on CI's two cores that was a third of the suite's time. A fork of the
+server skips the imports and nothing else: the child gets its own argv, environment, working
+directory and standard streams, and TensorFlow's runtime (devices, threads, the environment it
+reads at start) has not started in the server, so the child starts it as a fresh process would
+(tfbench.distribute.devices.runtime_started). The server imports the frameworks the way
+`python -m tfbench` does (tfbench.engine.lean_import), so the child's modules are the ones a
+fresh run imports.
+
+TFBENCH_TEST_FORKSERVER=0 starts real processes instead (the same tests must pass both ways).
+Tests about the interpreter's own start (what is imported, the environment before the import,
+the installed console script) start real processes themselves.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import locale
+import multiprocessing
+import multiprocessing.forkserver
+import os
+import runpy
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from typing import Optional, Sequence
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TFBENCH_MAIN = os.path.join(ROOT, "tfbench", "__main__.py")
+_CONTEXT = None
+
+
+def enabled() -> bool:
+    return os.environ.get("TFBENCH_TEST_FORKSERVER", "1") != "0"
+
+
+def _context():
+    global _CONTEXT
+    if _CONTEXT is None:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["zygote_preload"])
+        # The server starts with this process's environment, and Python 3.11 imports the
+        # preload before it applies the sys.path it is given: the path goes in PYTHONPATH.
+        saved = dict(os.environ)
+        path = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            [os.path.join(ROOT, "tests"), ROOT] + ([path] if path else []))
+        try:
+            multiprocessing.forkserver.ensure_running()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        _CONTEXT = context
+    return _CONTEXT
+
+
+def _child(script: Optional[str], args: Sequence[str], env: dict, cwd: str, out, err) -> None:
+    """In the fork: become `python -m tfbench ARGS` (or `python SCRIPT ARGS`), then exit."""
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(out.fileno(), 1)
+    os.dup2((err or out).fileno(), 2)
+    out.close()
+    if err is not None:
+        err.close()
+    os.environ.clear()
+    os.environ.update(env)
+    preload = sys.modules.get("zygote_preload")
+    os.environ.update(getattr(preload, "SET_BY_IMPORT", {}))
+    os.chdir(cwd)
+    tempfile.tempdir = None   # cached by the server's imports: $TMPDIR is the child's
+    unbuffered = bool(env.get("PYTHONUNBUFFERED"))
+    # The streams a fresh interpreter makes for pipes: stdout block-buffered, stderr by line.
+    sys.stdout = io.TextIOWrapper(io.open(1, "wb", buffering=0 if unbuffered else -1,
+                                          closefd=False), encoding="utf-8",
+                                  write_through=unbuffered)
+    sys.stderr = io.TextIOWrapper(io.open(2, "wb", buffering=0 if unbuffered else -1,
+                                          closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", line_buffering=True,
+                                  write_through=unbuffered)
+    sys.stdin = open(os.devnull)
+    code = 0
+    try:
+        if script is None:
+            sys.argv = [TFBENCH_MAIN] + list(args)
+            sys.path[0:0] = [cwd]
+            runpy.run_module("tfbench", run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = [script] + list(args)
+            sys.path[0:0] = [os.path.dirname(os.path.abspath(script))]
+            runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        if exc.code is None:
+            code = 0
+        elif isinstance(exc.code, int):
+            code = exc.code
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except BaseException:   # what an uncaught exception does to a fresh interpreter
+        traceback.print_exc()
+        code = 1
+    try:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def _text(fd: int) -> io.TextIOWrapper:
+    """A pipe's read end as subprocess's text=True makes it."""
+    return io.TextIOWrapper(io.open(fd, "rb"), encoding=locale.getpreferredencoding(False))
+
+
+class Child:
+    """A started child, with the part of subprocess.Popen's interface the tests use."""
+
+    def __init__(self, args: list[str], script: Optional[str], env: dict, cwd: str,
+                 merged: bool):
+        self.args = args
+        ctx = _context()
+        out_r, out_w = ctx.Pipe(duplex=False)
+        err_r, err_w = ctx.Pipe(duplex=False) if not merged else (None, None)
+        self._process = ctx.Process(target=_child, args=(script, args, env, str(cwd), out_w,
+                                                         err_w), daemon=False)
+        self._process.start()
+        self.pid = self._process.pid
+        out_w.close()
+        self.stdout = _text(os.dup(out_r.fileno()))
+        out_r.close()
+        self.stderr = None
+        if err_r is not None:
+            err_w.close()
+            self.stderr = _text(os.dup(err_r.fileno()))
+            err_r.close()
+        self.returncode: Optional[int] = None
+
+    def poll(self) -> Optional[int]:
+        if self.returncode is None and not self._process.is_alive():
+            self.returncode = self._process.exitcode
+        return self.returncode
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        self._process.join(timeout)
+        if self.poll() is None:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+    def communicate(self, timeout: Optional[float] = None):
+        got: dict = {}
+        readers = [threading.Thread(target=lambda n=name, s=stream: got.__setitem__(n, s.read()),
+                                    daemon=True)
+                   for name, stream in (("out", self.stdout), ("err", self.stderr)) if stream]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join(timeout)
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        self.wait(timeout)
+        for stream in (self.stdout, self.stderr):
+            if stream:
+                stream.close()
+        return got.get("out"), got.get("err")
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+def start(args: Sequence[str], cwd, env: dict, script: Optional[str] = None,
+          merged: bool = True):
+    """Starts `python -m tfbench ARGS` (or `python SCRIPT ARGS`) with stdout (and stderr, or
+    stderr into stdout when `merged`) as text pipes: a Child, or a subprocess.Popen when the
+    fork server is off."""
+    if not enabled():
+        command = [sys.executable] + (["-m", "tfbench"] if script is None else [script])
+        return subprocess.Popen(command + list(args), cwd=cwd, env=env, text=True,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT if merged else subprocess.PIPE)
+    return Child(list(args), script, env, cwd, merged)
+
+
+def run(args: Sequence[str], cwd, env: dict, timeout: float, script: Optional[str] = None,
+        merged: bool = True) -> subprocess.CompletedProcess:
+    """start(), then its output and exit code, as subprocess.run(..., timeout=...)."""
+    proc = start(args, cwd, env, script, merged)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return subprocess.CompletedProcess(list(args), proc.returncode, out, err)
