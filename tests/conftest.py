@@ -22,6 +22,7 @@ def _float32_policy_after_each_test():
         sys.modules["keras"].mixed_precision.set_dtype_policy("float32")
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook turns the marks into node ids
 def pytest_collection_modifyitems(config, items):
     """A test module whose own module-scoped fixture runs a check script (a traced matrix, a
     cluster) has all its tests run by one xdist worker (--dist loadgroup in pytest.ini): under
