@@ -3,10 +3,10 @@
 import csv
 import json
 import os
-import subprocess
 
 import pytest
 
+import zygote
 from helpers import ROOT, run_cli
 
 FAST = ["--device=cpu", "--model=trivial", "--num_warmup_batches=2"]
@@ -126,9 +126,8 @@ def test_legacy_script_path_and_flagfile(tmp_path):
     flagfile = tmp_path / "t.flags"
     flagfile.write_text("--model=trivial\n--device=cpu\n--num_batches=2\n"
                         "--num_warmup_batches=1\n--csv_file=\n")
-    proc = subprocess.run(["python", os.path.join(ROOT, "scripts", "tf_cnn_benchmarks.py"),
-                           "--flagfile=%s" % flagfile], cwd=tmp_path, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    proc = zygote.run(["--flagfile=%s" % flagfile], tmp_path, dict(os.environ), 300,
+                      script=os.path.join(ROOT, "scripts", "tf_cnn_benchmarks.py"))
     assert proc.returncode == 0, proc.stdout
     assert "Num batches: 2" in proc.stdout
     assert proc.stdout.rstrip("\n").split("\n")[-2].startswith("total images/sec:")

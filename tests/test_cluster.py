@@ -268,14 +268,12 @@ def test_a_parameter_server_task_serves_with_the_runtime_its_flags_set(job):
     """Issue A4: tf.distribute.Server was created without config=, so a worker ignored
     --num_gpus, --gpu_indices, --gpu_memory_limit_mb, --allow_growth and the thread flags."""
     import os
-    import subprocess
-    import sys
+    import zygote
     from helpers import ROOT
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("TF_CONFIG", None)
-    proc = subprocess.run([sys.executable, "-c", _SERVE_WITH_FLAGS, job], env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    proc = zygote.run([job], os.getcwd(), env, 120, code=_SERVE_WITH_FLAGS)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stdout[-3000:]
     got = json.loads(lines[-1][len("RESULT "):])

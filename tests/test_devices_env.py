@@ -189,11 +189,9 @@ def test_force_gpu_compatible_reaches_the_config_the_runtime_starts_with(given):
     """The legacy flag was accepted and ignored; TensorFlow reads the option when it creates
     its CPU device (pinned host memory when a GPU is present), so it must be in the ConfigProto
     the eager context hands over at start, and nothing else of that config may change."""
-    import subprocess
-    import sys
+    import zygote
     from helpers import ROOT
-    out = subprocess.run([sys.executable, "-c", FORCE_GPU_COMPATIBLE_CHECK, "1" if given else "0"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300,
-                         env=dict(os.environ, PYTHONPATH=ROOT))
+    out = zygote.run(["1" if given else "0"], ROOT, dict(os.environ, PYTHONPATH=ROOT), 300,
+                     merged=False, code=FORCE_GPU_COMPATIBLE_CHECK)
     assert out.returncode == 0, out.stderr[-2000:]
     assert ("RESULT %s 1" % given) in out.stdout

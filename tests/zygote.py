@@ -61,8 +61,10 @@ def _context():
     return _CONTEXT
 
 
-def _child(script: Optional[str], args: Sequence[str], env: dict, cwd: str, out, err) -> None:
-    """In the fork: become `python -m tfbench ARGS` (or `python SCRIPT ARGS`), then exit."""
+def _child(script: Optional[str], code: Optional[str], args: Sequence[str], env: dict, cwd: str,
+           out, err) -> None:
+    """In the fork: become `python -m tfbench ARGS` (or `python SCRIPT ARGS`, or
+    `python -c CODE ARGS`), then exit."""
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     os.dup2(out.fileno(), 1)
     os.dup2((err or out).fileno(), 2)
@@ -85,9 +87,13 @@ def _child(script: Optional[str], args: Sequence[str], env: dict, cwd: str, out,
                                   errors="backslashreplace", line_buffering=True,
                                   write_through=unbuffered)
     sys.stdin = open(os.devnull)
-    code = 0
+    status = 0
     try:
-        if script is None:
+        if code is not None:
+            sys.argv = ["-c"] + list(args)
+            sys.path[0:0] = [""]
+            exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})
+        elif script is None:
             sys.argv = [TFBENCH_MAIN] + list(args)
             sys.path[0:0] = [cwd]
             runpy.run_module("tfbench", run_name="__main__", alter_sys=True)
@@ -97,21 +103,21 @@ def _child(script: Optional[str], args: Sequence[str], env: dict, cwd: str, out,
             runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
         if exc.code is None:
-            code = 0
+            status = 0
         elif isinstance(exc.code, int):
-            code = exc.code
+            status = exc.code
         else:
             print(exc.code, file=sys.stderr)
-            code = 1
+            status = 1
     except BaseException:   # what an uncaught exception does to a fresh interpreter
         traceback.print_exc()
-        code = 1
+        status = 1
     try:
         atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
-        os._exit(code)
+        os._exit(status)
 
 
 def _text(fd: int) -> io.TextIOWrapper:
@@ -122,13 +128,13 @@ def _text(fd: int) -> io.TextIOWrapper:
 class Child:
     """A started child, with the part of subprocess.Popen's interface the tests use."""
 
-    def __init__(self, args: list[str], script: Optional[str], env: dict, cwd: str,
-                 merged: bool):
+    def __init__(self, args: list[str], script: Optional[str], code: Optional[str], env: dict,
+                 cwd: str, merged: bool):
         self.args = args
         ctx = _context()
         out_r, out_w = ctx.Pipe(duplex=False)
         err_r, err_w = ctx.Pipe(duplex=False) if not merged else (None, None)
-        self._process = ctx.Process(target=_child, args=(script, args, env, str(cwd), out_w,
+        self._process = ctx.Process(target=_child, args=(script, code, args, env, str(cwd), out_w,
                                                          err_w), daemon=False)
         self._process.start()
         self.pid = self._process.pid
@@ -182,22 +188,23 @@ class Child:
 
 
 def start(args: Sequence[str], cwd, env: dict, script: Optional[str] = None,
-          merged: bool = True):
-    """Starts `python -m tfbench ARGS` (or `python SCRIPT ARGS`) with stdout (and stderr, or
-    stderr into stdout when `merged`) as text pipes: a Child, or a subprocess.Popen when the
-    fork server is off."""
+          merged: bool = True, code: Optional[str] = None):
+    """Starts `python -m tfbench ARGS` (or `python SCRIPT ARGS`, or `python -c CODE ARGS`) with
+    stdout (and stderr, or stderr into stdout when `merged`) as text pipes: a Child, or a
+    subprocess.Popen when the fork server is off."""
     if not enabled():
-        command = [sys.executable] + (["-m", "tfbench"] if script is None else [script])
-        return subprocess.Popen(command + list(args), cwd=cwd, env=env, text=True,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        program = ["-c", code] if code is not None else \
+            ["-m", "tfbench"] if script is None else [script]
+        return subprocess.Popen([sys.executable] + program + list(args), cwd=cwd, env=env,
+                                text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT if merged else subprocess.PIPE)
-    return Child(list(args), script, env, cwd, merged)
+    return Child(list(args), script, code, env, cwd, merged)
 
 
 def run(args: Sequence[str], cwd, env: dict, timeout: float, script: Optional[str] = None,
-        merged: bool = True) -> subprocess.CompletedProcess:
+        merged: bool = True, code: Optional[str] = None) -> subprocess.CompletedProcess:
     """start(), then its output and exit code, as subprocess.run(..., timeout=...)."""
-    proc = start(args, cwd, env, script, merged)
+    proc = start(args, cwd, env, script, merged, code)
     try:
         out, err = proc.communicate(timeout=timeout)
     finally:
