@@ -37,7 +37,7 @@ def test_d(shared):
 '''
 
 
-def test_a_module_fixture_runs_once_with_two_workers(tmp_path):
+def test_a_module_fixture_runs_once_with_several_workers(tmp_path):
     (tmp_path / "tests").mkdir()
     shutil.copy(os.path.join(ROOT, "tests", "conftest.py"), tmp_path / "tests")
     shutil.copy(os.path.join(ROOT, "pytest.ini"), tmp_path)
