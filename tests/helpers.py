@@ -1,10 +1,9 @@
-"""Helpers for end-to-end tests: run the real CLI in a subprocess or in-process."""
+"""Helpers for end-to-end tests: run the real CLI in a child (tests/zygote.py) or in-process."""
 
 from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import sys
 
 import zygote
