@@ -1,7 +1,7 @@
 """`python -m tfbench ...` and the tests' check scripts, started as forks of one server process
 that has already imported TensorFlow, Keras and tfbench (multiprocessing's forkserver).
 
-A fresh process spends about 3 CPU-s importing them before it runs anything, and the suite
+A fresh process spends about 5 CPU-s importing them before it runs anything, and the suite
 starts a few hundred; on CI's two cores that was a third of the suite's time. A fork of the
 server skips the imports and nothing else: the child gets its own argv, environment, working
 directory and standard streams, and TensorFlow's runtime (devices, threads, the environment it
@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from typing import Optional, Sequence
 
@@ -61,11 +62,18 @@ def _context():
     return _CONTEXT
 
 
-def _child(script: Optional[str], code: Optional[str], args: Sequence[str], env: dict, cwd: str,
-           out, err) -> None:
-    """In the fork: become `python -m tfbench ARGS` (or `python SCRIPT ARGS`, or
-    `python -c CODE ARGS`), then exit."""
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+def _program(script: Optional[str], code: Optional[str]) -> list[str]:
+    """What follows `python` on the command line: `-m tfbench`, SCRIPT or `-c CODE`."""
+    if code is not None:
+        return ["-c", code]
+    return ["-m", "tfbench"] if script is None else [script]
+
+
+def _child(program: list[str], args: Sequence[str], env: dict, cwd: str, out, err) -> None:
+    """In the fork: become `python PROGRAM ARGS` (see _program), then exit."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
     os.dup2(out.fileno(), 1)
     os.dup2((err or out).fileno(), 2)
     out.close()
@@ -89,18 +97,18 @@ def _child(script: Optional[str], code: Optional[str], args: Sequence[str], env:
     sys.stdin = open(os.devnull)
     status = 0
     try:
-        if code is not None:
+        if program[0] == "-c":
             sys.argv = ["-c"] + list(args)
             sys.path[0:0] = [""]
-            exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})
-        elif script is None:
+            exec(compile(program[1], "<string>", "exec"), {"__name__": "__main__"})
+        elif program[0] == "-m":
             sys.argv = [TFBENCH_MAIN] + list(args)
             sys.path[0:0] = [cwd]
-            runpy.run_module("tfbench", run_name="__main__", alter_sys=True)
+            runpy.run_module(program[1], run_name="__main__", alter_sys=True)
         else:
-            sys.argv = [script] + list(args)
-            sys.path[0:0] = [os.path.dirname(os.path.abspath(script))]
-            runpy.run_path(script, run_name="__main__")
+            sys.argv = program + list(args)
+            sys.path[0:0] = [os.path.dirname(os.path.abspath(program[0]))]
+            runpy.run_path(program[0], run_name="__main__")
     except SystemExit as exc:
         if exc.code is None:
             status = 0
@@ -128,13 +136,12 @@ def _text(fd: int) -> io.TextIOWrapper:
 class Child:
     """A started child, with the part of subprocess.Popen's interface the tests use."""
 
-    def __init__(self, args: list[str], script: Optional[str], code: Optional[str], env: dict,
-                 cwd: str, merged: bool):
+    def __init__(self, program: list[str], args: list[str], env: dict, cwd: str, merged: bool):
         self.args = args
         ctx = _context()
         out_r, out_w = ctx.Pipe(duplex=False)
         err_r, err_w = ctx.Pipe(duplex=False) if not merged else (None, None)
-        self._process = ctx.Process(target=_child, args=(script, code, args, env, str(cwd), out_w,
+        self._process = ctx.Process(target=_child, args=(program, args, env, str(cwd), out_w,
                                                          err_w), daemon=False)
         self._process.start()
         self.pid = self._process.pid
@@ -160,6 +167,12 @@ class Child:
         return self.returncode
 
     def communicate(self, timeout: Optional[float] = None):
+        """As Popen's: `timeout` bounds the whole call, reading and waiting."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> Optional[float]:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
         got: dict = {}
         readers = [threading.Thread(target=lambda n=name, s=stream: got.__setitem__(n, s.read()),
                                     daemon=True)
@@ -167,10 +180,12 @@ class Child:
         for reader in readers:
             reader.start()
         for reader in readers:
-            reader.join(timeout)
+            reader.join(left())
             if reader.is_alive():
                 raise subprocess.TimeoutExpired(self.args, timeout)
-        self.wait(timeout)
+        self._process.join(left())
+        if self.poll() is None:
+            raise subprocess.TimeoutExpired(self.args, timeout)
         for stream in (self.stdout, self.stderr):
             if stream:
                 stream.close()
@@ -192,13 +207,12 @@ def start(args: Sequence[str], cwd, env: dict, script: Optional[str] = None,
     """Starts `python -m tfbench ARGS` (or `python SCRIPT ARGS`, or `python -c CODE ARGS`) with
     stdout (and stderr, or stderr into stdout when `merged`) as text pipes: a Child, or a
     subprocess.Popen when the fork server is off."""
+    program = _program(script, code)
     if not enabled():
-        program = ["-c", code] if code is not None else \
-            ["-m", "tfbench"] if script is None else [script]
         return subprocess.Popen([sys.executable] + program + list(args), cwd=cwd, env=env,
                                 text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT if merged else subprocess.PIPE)
-    return Child(list(args), script, code, env, cwd, merged)
+    return Child(program, list(args), env, cwd, merged)
 
 
 def run(args: Sequence[str], cwd, env: dict, timeout: float, script: Optional[str] = None,
