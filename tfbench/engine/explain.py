@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from tfbench.distribute import allreduce_probe, strategies
 from tfbench.distribute.strategy import StrategyPlan
+from tfbench.engine import steps
 from tfbench.engine.base import ModeRunner
 from tfbench.engine.plan import FORWARD_ONLY, TRAINING, Resolved
 from tfbench.engine.runlog import RunLog, SilentLog
@@ -153,8 +154,7 @@ def _allreduce(runner: ModeRunner, found: dict, res: RunResult) -> None:
     tensors = allreduce_probe.gradient_set("%s gradients" % plan.spec.name,
                                            runner.model.trainable_variables)
     # XLA compiles each replica's all-reduce where it compiles the run's replica steps.
-    compiled = bool(plan.xla and runner.step_config(plan.mode).loss_scaling != "dynamic"
-                    and strategies.xla_compiles_replica_steps(strategy))
+    compiled = steps.compiles_replica_steps(runner.step_config(plan.mode), strategy)
     timing = allreduce_probe.time_all_reduce(strategy, tensors, compiled=compiled,
                                              variables=runner.model.trainable_variables)
     found["allreduce"] = {**dataclasses.asdict(timing), "algbw_gbs": timing.algbw_gbs,
@@ -169,14 +169,20 @@ def _links(plan: Resolved, found: dict, res: RunResult) -> None:
         res.extra["link"] = "logical CPU devices (host memory)" \
             if plan.device.num_devices > 1 else "one CPU device per worker"
         return
-    links, why = links_lib.gpu_links(plan.device.gpu_indices or range(plan.device.num_devices))
-    transport = _nccl_transport()
+    links, why, res.extra["link"] = _gpu_links(plan)
     found["links"] = dataclasses.asdict(links) if links is not None else {"not_read": why}
-    text = links.describe() if links is not None else "NVML: %s" % why
-    res.extra["link"] = "; ".join(x for x in (text, transport) if x)
     if links is not None:
         res.extra["expected_busbw_gbs"] = links.expected_busbw_gbs()
         found["degraded"] = links.degraded()
+
+
+def _gpu_links(plan: Resolved) -> tuple[Optional[links_lib.Links], str, str]:
+    """(the run's GPUs' links as NVML reads them, or None; why not; the link line: NVML's
+    description, or why it has none, and the transport NCCL logged)."""
+    links, why = links_lib.gpu_links(plan.device.gpu_indices or range(plan.device.num_devices))
+    transport = _nccl_transport()   # read and removed before anything else can fail
+    text = links.describe() if links is not None else "NVML: %s" % why
+    return links, why, "; ".join(x for x in (text, transport) if x)
 
 
 def _input(runner: ModeRunner, found: dict, res: RunResult) -> None:
@@ -275,7 +281,6 @@ def _together(calls: list[Callable[[], object]], repeats: int,
     return results
 
 
-
 # --- `tfbench allreduce`: the probe on its own --------------------------------------------
 
 @dataclasses.dataclass
@@ -322,8 +327,7 @@ def allreduce_probe_run(p, min_bytes: int = 0, max_bytes: int = 0, factor: int =
     elif max_bytes:
         dtype = sets[0].dtypes[0] if sets[0].count else "float32"
         sets += allreduce_probe.size_sets(min_bytes, max_bytes, factor, dtype)
-    compiled = bool(plan.xla and runner.step_config(TRAINING).loss_scaling != "dynamic"
-                    and strategies.xla_compiles_replica_steps(strategy))
+    compiled = steps.compiles_replica_steps(runner.step_config(TRAINING), strategy)
     timings = []
     try:
         for tensors in sets:
@@ -337,10 +341,6 @@ def allreduce_probe_run(p, min_bytes: int = 0, max_bytes: int = 0, factor: int =
     probe = AllReduceProbe(allreduce_probe.ranks(strategy), sp.num_workers, sp.reduction,
                            notices, timings)
     if plan.device.kind == "gpu":
-        links, why = links_lib.gpu_links(plan.device.gpu_indices
-                                         or range(plan.device.num_devices))
-        transport = _nccl_transport()
-        probe.link = "; ".join(x for x in (links.describe() if links else "NVML: %s" % why,
-                                           transport) if x)
+        links, _, probe.link = _gpu_links(plan)
         probe.expected_busbw_gbs = links.expected_busbw_gbs() if links else None
     return probe

@@ -70,6 +70,17 @@ class StepConfig:
     fast_paths: fast_paths_lib.FastPaths = fast_paths_lib.STANDARD
 
 
+def compiles_replica_steps(config: StepConfig, strategy: tf.distribute.Strategy) -> bool:
+    """Whether --xla compiles each replica's whole step, all-reduce and update inside, on
+    several devices (strategies.xla_compiles_replica_steps: where TensorFlow all-reduces inside
+    the compiled function). Not with dynamic loss scaling: Keras' LossScaleOptimizer
+    all-reduces inside a cond on the gradients' finiteness, a collective in an XLA conditional,
+    unproven on GPUs."""
+    return bool(config.jit_compile and strategy.num_replicas_in_sync > 1
+                and config.loss_scaling != "dynamic"
+                and strategies.xla_compiles_replica_steps(strategy))
+
+
 class Steps:
     """Builds the per-step tf.functions for a model, optimizer and strategy."""
 
@@ -228,15 +239,12 @@ class Steps:
         horovod = isinstance(strategy, strategies.HorovodStrategy)
         # XLA compiles the whole step: on one device (an input iterator's next() stays outside,
         # in the step that feeds the compiled body), and each replica's step on several GPUs
-        # (TensorFlow then all-reduces inside the compiled function: see
-        # strategies.xla_compiles_replica_steps). Elsewhere it compiles each replica's forward
-        # (and backward) pass only: horovod (its allreduce has no XLA kernel), several CPU
-        # devices, independent replicas, a parameter-server cluster.
+        # (TensorFlow then all-reduces inside the compiled function: compiles_replica_steps).
+        # Elsewhere it compiles each replica's forward (and backward) pass only: horovod (its
+        # allreduce has no XLA kernel), several CPU devices, independent replicas, a
+        # parameter-server cluster.
         whole_body = bool(jit and single and not horovod and not parameter_server)
-        # Not with dynamic loss scaling: Keras' LossScaleOptimizer all-reduces inside a cond on
-        # the gradients' finiteness, a collective in an XLA conditional, unproven on GPUs.
-        replica_steps = bool(jit and not single and self.config.loss_scaling != "dynamic"
-                             and strategies.xla_compiles_replica_steps(strategy))
+        replica_steps = compiles_replica_steps(self.config, strategy)
         per_replica_jit = bool(jit and not whole_body and not replica_steps)
         # autograph=False: the step's control flow is plain Python (over flags and layers), and
         # converting the step and every Keras call it makes cost 0.5-0.7 s of the first step.
