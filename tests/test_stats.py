@@ -153,3 +153,12 @@ def test_summaries_at_zero():
     assert set(stats.repeat_summary([])) == {
         "num_runs", "images_per_sec_median", "images_per_sec_min", "images_per_sec_max",
         "spread_pct", "unstable", "unstable_threshold_pct", "images_per_sec_runs"}
+
+
+def test_timed_calls_leave_the_warm_up_untimed():
+    made, ticks = [], iter(range(100))
+    times = stats.timed_calls(lambda: made.append(1), repeats=3, warmup=2,
+                              clock=lambda: float(next(ticks)) ** 2)
+    assert len(made) == 5
+    # The clock is read only around the timed calls: (0, 1), (2, 3), (4, 5) squared.
+    assert times == [1.0, 5.0, 9.0]

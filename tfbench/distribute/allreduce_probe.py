@@ -238,13 +238,8 @@ def time_all_reduce(strategy: tf.distribute.Strategy, tensors: TensorSet,
         step = _at_variables_step(strategy, variables)
     else:
         step = _step(strategy, compiled)
-    for _ in range(max(warmup, 1)):    # the first call traces and compiles
-        step(values).numpy()
-    times = []
-    for _ in range(repeats):
-        start = clock()
-        step(values).numpy()
-        times.append(clock() - start)
+    # At least one untimed call: the first traces and compiles.
+    times = stats.timed_calls(lambda: step(values).numpy(), repeats, max(warmup, 1), clock)
     how = transfer(strategy)
     dtypes = sorted(set(tensors.dtypes))
     if how is not None:

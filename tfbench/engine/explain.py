@@ -225,7 +225,7 @@ def _devices(runner: ModeRunner, found: dict, res: RunResult) -> None:
         setup = one_device_runner(runner, device, i).setup(RunResult())
         calls.append(lambda s=setup: s.step_fn(s.inputs).numpy())
     now = runner.clock.perf_counter
-    alone = [_timed(call, DEVICE_REPEATS, DEVICE_WARMUP, now) for call in calls]
+    alone = [stats.timed_calls(call, DEVICE_REPEATS, DEVICE_WARMUP, now) for call in calls]
     raise_if_stopped()
     together = _together(calls, DEVICE_REPEATS, now)
     rows = []
@@ -242,18 +242,6 @@ def _devices(runner: ModeRunner, found: dict, res: RunResult) -> None:
         slowest_device_ratio=together_ms[slowest] / statistics.median(together_ms))
 
 
-def _timed(call: Callable[[], object], repeats: int, warmup: int,
-           now: Callable[[], float]) -> list[float]:
-    for _ in range(warmup):
-        call()
-    times = []
-    for _ in range(repeats):
-        start = now()
-        call()
-        times.append(now() - start)
-    return times
-
-
 def _together(calls: list[Callable[[], object]], repeats: int,
               now: Callable[[], float]) -> list[list[float]]:
     """Every call timed `repeats` times, all devices at once: one thread each, started
@@ -266,7 +254,7 @@ def _together(calls: list[Callable[[], object]], repeats: int,
         try:
             calls[i]()            # one untimed call, then all start at once
             start.wait()
-            results[i] = _timed(calls[i], repeats, 0, now)
+            results[i] = stats.timed_calls(calls[i], repeats, 0, now)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             failures.append(exc)
             start.abort()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -83,6 +83,20 @@ def between_steps_summary(between_steps_sec: Optional[float],
     if between_steps_sec is None or not num_steps:
         return {"host_ms_between_steps": None}
     return {"host_ms_between_steps": max(between_steps_sec, 0.0) / num_steps * 1000.0}
+
+
+def timed_calls(call: Callable[[], object], repeats: int, warmup: int,
+                clock: Callable[[], float]) -> list[float]:
+    """`call` made `warmup` times untimed, then `repeats` times, each timed by `clock`
+    (seconds): a probe's timings, for probe_summary."""
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(repeats):
+        start = clock()
+        call()
+        times.append(clock() - start)
+    return times
 
 
 def probe_summary(times_sec: Sequence[float]) -> dict[str, Optional[float]]:
