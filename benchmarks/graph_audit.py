@@ -14,6 +14,8 @@ collective cannot run on a CPU) and prints, per configuration (tfbench.measure.s
   held (MiB)       bytes of variables (and slots) on the busiest device / a fair share
                    (total / devices) + the largest variable
   XLA              the parts of the step inside XLA clusters
+  overlap          the gradient reductions (packs on the busiest device, or parameter-server
+                   sums) that do not wait for the backward pass's last gradient, of all
 
   python benchmarks/graph_audit.py                       # resnet50, 1 and 8 devices, 16 rows
   python benchmarks/graph_audit.py --model=trivial --devices=2 --json=audit.json
@@ -191,21 +193,35 @@ def summarize(row: dict, audit, sp) -> dict:
         held_bytes_max=held, fair_share_bytes=audit.fair_share_bytes(),
         largest_variable_bytes=audit.largest_variable_bytes,
         bytes_per_device=audit.bytes_per_device, xla_parts=audit.xla,
-        xla_label=step_graph.xla_label(audit.xla))
+        xla_label=step_graph.xla_label(audit.xla), overlap=overlap_label(audit))
+
+
+def overlap_label(audit) -> str:
+    """'2 of 3 packs overlap' on the device with the most reductions; '-' without any."""
+    waiting = audit.waiting_per_device()
+    if not waiting:
+        return "-"
+    if audit.collectives():
+        flags = max(waiting.values(), key=len)
+        return "%d of %d packs overlap" % (flags.count(False), len(flags))
+    flags = [f for device_flags in waiting.values() for f in device_flags]
+    return "%d of %d sums overlap" % (flags.count(False), len(flags))
 
 
 def markdown(rows: list[dict]) -> str:
     lines = ["| devices | precision | variable_update (ran) | XLA | update kernels per variable "
-             "| all-reduce | held MiB: busiest / fair + largest | inside XLA |",
-             "|---:|---|---|---|---|---|---|---|"]
+             "| all-reduce | overlap with the backward pass | held MiB: busiest / fair + largest "
+             "| inside XLA |",
+             "|---:|---|---|---|---|---|---|---|---|"]
     for r in rows:
         low, high = r["update_kernels"]
         kernels = ("%d" % low if low == high else "%d-%d" % (low, high)) + \
             (" (%s)" % r["update_kind"] if r["update_kind"] else "")
         ran = r["variable_update"] + ("" if r["ran"] == r["variable_update"]
                                       else " (%s)" % r["ran"])
-        lines.append("| %d | %s | %s | %s | %s | %s | %.1f / %.1f + %.1f | %s |" % (
+        lines.append("| %d | %s | %s | %s | %s | %s | %s | %.1f / %.1f + %.1f | %s |" % (
             r["devices"], r["precision"], ran, "on" if r["xla"] else "off", kernels, r["reduce"],
+            r["overlap"],
             r["held_bytes_max"] / MIB, r["fair_share_bytes"] / MIB,
             r["largest_variable_bytes"] / MIB,
             r["xla_label"] if r["xla"] else "-"))

@@ -21,6 +21,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
 import keras  # noqa: E402
+import numpy as np  # noqa: E402
 
 from tfbench.measure import step_graph  # noqa: E402
 
@@ -111,6 +112,47 @@ def mirrored_step(reduce_dtype: str) -> dict:
     return _summary(audit)
 
 
+def overlap_step(gate: str) -> list[list]:
+    """Two replicas, two variables (v0 first in the forward pass, so its gradient comes last),
+    each gradient all-reduced on its own and applied; (waits for the last gradient, gradients
+    waited for) per all-reduce on the first device. gate: "" (data edges only), "control" (v1's
+    all-reduce under a control dependency on v0's gradient), "compiled" (both gradients made in
+    one XLA-compiled function, whose outputs all exist only once all of it has run)."""
+    strategy = tf.distribute.MirroredStrategy(list(DEVICES))
+    with strategy.scope():
+        v0, v1 = keras.Variable(np.ones(4, "float32")), keras.Variable(np.ones(4, "float32"))
+
+    def gradients(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.sin(v1 * tf.sin(v0 * x)))
+        return tape.gradient(loss, [v0, v1])
+
+    compiled = tf.function(gradients, jit_compile=True, autograph=False)
+
+    def replica(x):
+        g0, g1 = compiled(x) if gate == "compiled" else gradients(x)
+        ctx = tf.distribute.get_replica_context()
+        if gate == "control":
+            with tf.control_dependencies([g0]):
+                r1 = ctx.all_reduce(tf.distribute.ReduceOp.SUM, g1)
+        else:
+            r1 = ctx.all_reduce(tf.distribute.ReduceOp.SUM, g1)
+        r0 = ctx.all_reduce(tf.distribute.ReduceOp.SUM, g0)
+        v1.assign_sub(r1)
+        v0.assign_sub(r0)
+        return tf.constant(0.0)
+
+    @tf.function(autograph=False)
+    def step(x):
+        return strategy.run(replica, (x,))
+
+    x = tf.ones([4])
+    audit = step_graph.audit(step.get_concrete_function(x),
+                             step_graph.describe_variables([v0, v1], []))
+    return [[w.waits_for_last, w.waits_for, w.gradients] for w in audit.overlap
+            if w.device == "CPU:0"]
+
+
 def one_device_variables() -> dict:
     """Every variable on the second device, no step: the bytes each device holds."""
     with tf.device(DEVICES[1]):
@@ -127,6 +169,9 @@ def main() -> None:
         "mirrored_fp32": mirrored_step("float32"),
         "mirrored_fp16": mirrored_step("float16"),
         "placed": one_device_variables(),
+        "overlap": overlap_step(""),
+        "overlap_control": overlap_step("control"),
+        "overlap_compiled": overlap_step("compiled"),
     }
     print("RESULT " + json.dumps(out, default=list))
 

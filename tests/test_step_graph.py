@@ -62,3 +62,41 @@ def test_short_device_keeps_type_and_index():
     assert short_device("/cpu:0") == "CPU:0"
     assert short_device("") == ""
     assert short_device("/job:worker/task:1") == ""
+
+
+def test_an_all_reduce_waits_only_for_the_gradients_it_carries(checks):
+    # v1's gradient is all-reduced first and does not wait for v0's, the backward pass's last;
+    # v0's all-reduce follows v1's (TensorFlow runs a replica's collectives one after another,
+    # ordered by a token), so it waits for both.
+    assert checks["overlap"] == [[False, 1, 2], [True, 2, 2]]
+
+
+def test_a_control_dependency_makes_an_all_reduce_wait(checks):
+    assert checks["overlap_control"] == [[True, 2, 2], [True, 2, 2]]
+
+
+def test_gradients_of_one_compiled_function_exist_only_together(checks):
+    # An XLA cluster's outputs all appear when it ends: v1's all-reduce waits for v0's gradient.
+    assert checks["overlap_compiled"] == [[True, 2, 2], [True, 2, 2]]
+
+
+def test_tf2xla_drops_a_control_edge_into_an_xla_all_reduce():
+    """What the audit assumes inside XLA: tf2xla builds each op from its data edges alone
+    (graph_compiler.cc skips control edges), so the HLO all-reduce takes only its operand."""
+    import tensorflow as tf
+
+    @tf.function(jit_compile=True, autograph=False)
+    def f(x, y):
+        pack = tf.matmul(x, x)
+        last = tf.sin(y) * 3.0
+        with tf.control_dependencies([last]):
+            reduced = tf.raw_ops.CollectiveReduceV2(
+                input=pack, group_size=1, group_key=1, instance_key=1, ordering_token=[],
+                merge_op="Add", final_op="Id")
+        return reduced, last
+
+    hlo = f.experimental_get_compiler_ir(tf.ones([4, 4]), tf.ones([4, 4]))(stage="hlo")
+    (line,) = [ln for ln in hlo.splitlines() if " all-reduce(" in ln]
+    operands = line.split(" all-reduce(", 1)[1].split(")", 1)[0]
+    assert "MatMul" in operands and "sine" not in operands
+    assert "control-predecessors" not in hlo

@@ -17,7 +17,10 @@ own, and reports:
   several);
 - bytes of variables each device holds (every copy of every variable and slot);
 - which parts of the step sit inside an XLA cluster (a function compiled with jit_compile):
-  forward, backward, all-reduce, update.
+  forward, backward, all-reduce, update;
+- overlap: for each gradient reduction (a pack's collective on one device, or a
+  parameter-server sum), whether it waits for the backward pass's last gradient, and for how
+  many of the step's gradients (see `_Ancestry` for what "waits" follows).
 
 Devices are compared by type and index only ("CPU:3"), so a step traced on logical CPU devices
 reads as the same step on GPUs would, device for device.
@@ -42,6 +45,8 @@ FREE = frozenset({
     "Squeeze", "ExpandDims", "StopGradient", "Snapshot", "PreventGradient", "VarHandleOp",
     "Shape", "Size", "Rank"})
 SUMS = frozenset({"AddN", "AddV2", "Add"})
+# Ops between a gradient and the reduction that carries it (a pack: reshape, concat, cast).
+PACKING = FREE | {"Cast", "ConcatV2", "Concat", "Pack"}
 FORWARD_COMPUTE = frozenset({
     "Conv2D", "MatMul", "BatchMatMulV2", "BatchMatMulV3", "DepthwiseConv2dNative", "Einsum"})
 _CALLS = ("PartitionedCall", "StatefulPartitionedCall")
@@ -70,6 +75,17 @@ class Reduction:
     in_xla: bool
 
 
+@dataclasses.dataclass(frozen=True)
+class ReductionWait:
+    """What one gradient reduction waits for before it can start."""
+    kind: str                 # the reduction's op type
+    device: str
+    carried: int              # gradients it carries (from the devices it reduces)
+    waits_for: int            # of the step's gradients on those devices, how many it waits for
+    gradients: int            # the step's gradients on those devices
+    waits_for_last: bool      # whether the backward pass's last gradient is one of them
+
+
 @dataclasses.dataclass
 class StepAudit:
     update_kernels: dict[tuple[str, str], tuple[str, ...]]   # (variable, device) -> op types
@@ -78,6 +94,7 @@ class StepAudit:
     largest_variable_bytes: int
     xla: dict[str, str]       # forward/backward/all-reduce/update -> "all" | "none" | "some" | "-"
     num_devices: int
+    overlap: list[ReductionWait] = dataclasses.field(default_factory=list)
 
     # -- summaries ------------------------------------------------------------------------------
     def kernels_per_copy(self) -> tuple[int, int]:
@@ -113,6 +130,14 @@ class StepAudit:
 
     def fair_share_bytes(self) -> float:
         return sum(self.bytes_per_device.values()) / max(self.num_devices, 1)
+
+    def waiting_per_device(self) -> dict[str, list[bool]]:
+        """Per device, whether each of its reductions waits for the backward pass's last
+        gradient, in the order the step creates them."""
+        out: dict[str, list[bool]] = collections.defaultdict(list)
+        for w in self.overlap:
+            out[w.device].append(w.waits_for_last)
+        return dict(out)
 
 
 # --- variables -----------------------------------------------------------------------------------
@@ -379,7 +404,9 @@ def audit(concrete, variables: list[VariableCopy],
     return StepAudit(update_kernels=update_kernels, reductions=reductions,
                      bytes_per_device=per_device,
                      largest_variable_bytes=max((v.nbytes for v in variables), default=0),
-                     xla=xla, num_devices=num_devices or len(per_device))
+                     xla=xla, num_devices=num_devices or len(per_device),
+                     overlap=_overlap(graph, [n for n in graph.nodes
+                                              if n in boundary and n in feeding]))
 
 
 def _ancestors(graph: _Graph, starts: list[_Node]) -> set[_Node]:
@@ -415,3 +442,157 @@ def xla_label(xla: dict[str, str]) -> str:
     inside = [part for part, where in xla.items() if where == "all"]
     partly = [part + "(part)" for part, where in xla.items() if where == "some"]
     return "+".join(inside + partly) or "none"
+
+
+# --- overlap ---------------------------------------------------------------------------------
+
+def _carried(graph: _Graph, reduction: _Node) -> list[_Node]:
+    """The gradients a reduction carries: for each, the backward pass's op that completes it
+    (its own kernel, or the sum of several contributions, as of the weight decay), reached
+    through whatever lies between (packing, casts, the loss scale's division, a cond)."""
+    found, seen = [], set()
+    pending = list(_data_inputs(graph, reduction))
+    while pending:
+        node, index = pending.pop()
+        if (node, index) in seen:
+            continue
+        seen.add((node, index))
+        op = node.op
+        inputs = _data_inputs(graph, node)
+        if op.type == "IdentityN":          # output k is input k
+            pending += graph.producers(node, op.inputs[index])
+        elif (_backward(op) and op.type not in FREE) or (
+                op.type in SUMS and any(_backward(p.op) for p, _ in inputs)):
+            found.append(node)
+        elif not (op.type == "Placeholder" and not node.ctx):
+            pending += inputs
+    return list(dict.fromkeys(found))
+
+
+class _Ancestry:
+    """What must have run before a node can start, as TensorFlow's executor and XLA order it:
+
+    - data inputs, across call sites;
+    - control inputs, outside XLA only: tf2xla builds each XLA op from its data edges alone
+      (graph_compiler.cc skips control edges), so inside a compiled function a control edge
+      orders nothing;
+    - a function call's control inputs, for every op of the function (its inlined body waits
+      for them), and a cond's predicate for the ops of its branches;
+    - a compiled function is one launch: it starts once all its inputs are there, and every one
+      of its outputs exists only when all of it has run.
+    """
+
+    def __init__(self, graph: _Graph):
+        self.graph = graph
+        self.members: dict[tuple, list[_Node]] = collections.defaultdict(list)
+        for node in graph.nodes:
+            self.members[node.ctx].append(node)
+        self.position = {node: i for i, node in enumerate(graph.nodes)}
+
+    def _region(self, node: _Node) -> Optional[_Node]:
+        """The outermost compiled call that holds `node` (None outside any, or when the whole
+        step is one compiled function)."""
+        for depth in range(1, len(node.ctx) + 1):
+            call = self.graph.parent[node.ctx[:depth]]
+            inner = self.members[node.ctx[:depth]]
+            if not self.graph.in_xla[call] and inner and self.graph.in_xla[inner[0]]:
+                return call
+        return None
+
+    def _body(self, call: _Node) -> list[_Node]:
+        out, pending = [], [call.ctx + (id(call.op),)]
+        while pending:
+            ctx = pending.pop()
+            for node in self.members.get(ctx, ()):
+                out.append(node)
+                if node in self.graph.callee:
+                    pending.append(ctx + (id(node.op),))
+        return out
+
+    def of(self, start: _Node) -> set[_Node]:
+        graph = self.graph
+        seen: set[_Node] = set()
+        opened: set[_Node] = set()
+        pending = [start]
+
+        def finished(call: _Node) -> None:
+            # Every op of a call that must have finished (a control input, a compiled call's
+            # output) has run.
+            if call not in opened:
+                opened.add(call)
+                pending.extend(self._body(call))
+
+        while pending:
+            node = pending.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            region = self._region(node)
+            for producer, _ in _data_inputs(graph, node):
+                other = self._region(producer)
+                if other is not None and other != region:
+                    finished(other)
+                pending.append(producer)
+            if not graph.in_xla[node]:
+                for op in node.op.control_inputs:
+                    control = _Node(node.ctx, op)
+                    pending.append(control)
+                    if control in graph.callee:
+                        finished(control)
+            if node.ctx:
+                call = graph.parent[node.ctx]
+                if not graph.in_xla[call]:
+                    for op in call.op.control_inputs:
+                        pending.append(_Node(call.ctx, op))
+                if call.op.type in _CONDS:
+                    pending += [p for p, _ in graph.producers(call, call.op.inputs[0])]
+                if call == region:
+                    pending += [p for p, _ in _data_inputs(graph, call)]
+        seen.discard(start)
+        return seen
+
+    def depth(self) -> dict[_Node, int]:
+        """Each node's longest chain of data inputs: the backward pass's last gradient is the
+        one at the end of the longest chain (the first layer's, after every layer above it)."""
+        depth: dict[_Node, int] = {}
+        for root in self.graph.nodes:
+            if root in depth:
+                continue
+            stack = [(root, False)]
+            while stack:
+                node, expanded = stack.pop()
+                if node in depth:
+                    continue
+                inputs = [p for p, _ in _data_inputs(self.graph, node)]
+                if expanded:
+                    depth[node] = 1 + max((depth.get(p, 0) for p in inputs), default=0)
+                    continue
+                stack.append((node, True))
+                stack += [(p, False) for p in inputs if p not in depth]
+        return depth
+
+
+def _overlap(graph: _Graph, reductions: list[_Node]) -> list[ReductionWait]:
+    """For each gradient reduction, whether it waits for the backward pass's last gradient."""
+    if not reductions:
+        return []
+    ancestry = _Ancestry(graph)
+    carried = {r: _carried(graph, r) for r in reductions}
+    per_device: dict[str, set[_Node]] = collections.defaultdict(set)
+    for nodes in carried.values():
+        for node in nodes:
+            per_device[graph.device[node]].add(node)
+    depth = ancestry.depth()
+    last = {d: max(nodes, key=lambda n: (depth[n], ancestry.position[n]))
+            for d, nodes in per_device.items()}
+    out = []
+    for reduction in reductions:
+        devices = sorted({graph.device[n] for n in carried[reduction]})
+        step_gradients = set().union(*(per_device[d] for d in devices)) if devices else set()
+        before = ancestry.of(reduction)
+        out.append(ReductionWait(
+            kind=reduction.op.type, device=graph.device[reduction],
+            carried=len(carried[reduction]), waits_for=len(step_gradients & before),
+            gradients=len(step_gradients),
+            waits_for_last=any(last[d] in before for d in devices)))
+    return out
