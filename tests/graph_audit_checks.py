@@ -38,7 +38,18 @@ def build_audit_mlp(num_classes: int, image_size: int, data_format: str) -> kera
     return keras.Model(inputs, L.logits(x, num_classes), name="audit_mlp")
 
 
+def build_audit_convs(num_classes: int, image_size: int, data_format: str) -> keras.Model:
+    """Six convolutions and the logits: the backward pass makes the first convolution's
+    gradient last, so packs cut from the last layers' gradients can be all-reduced before it."""
+    inputs, x = L.image_input(image_size, data_format)
+    for _ in range(6):
+        x = keras.layers.Conv2D(8, 3, padding="same", use_bias=False,
+                                data_format=L.channels(data_format))(x)
+    return keras.Model(inputs, L.logits(L.flatten(x), num_classes), name="audit_convs")
+
+
 register(ModelSpec("audit_mlp", CIFAR10, build_audit_mlp, 4, 2, 0.1, family="trivial"))
+register(ModelSpec("audit_convs", CIFAR10, build_audit_convs, 8, 2, 0.1, family="trivial"))
 
 BASE = ["--device=gpu", "--model=audit_mlp", "--data_name=cifar10", "--batch_size=2",
         "--image_size=4"]
@@ -51,6 +62,20 @@ CONFIGS = {
     "bf16_3_packs": ["--precision=bf16", "--gradient_repacking=3"],
     "bf16_xla": ["--precision=bf16", "--xla"],
     "parameter_server": ["--variable_update=parameter_server"],
+}
+# The overlap of each gradient reduction with the backward pass, on every path a multi-device
+# step takes: merge calls (NCCL outside XLA), each replica's step in XLA, dynamic loss scaling,
+# the spread parameter server (alone and with dynamic loss scaling).
+CONVS = ["--device=gpu", "--model=audit_convs", "--data_name=cifar10", "--batch_size=2",
+         "--image_size=8"]
+OVERLAP_CONFIGS = {
+    "overlap_merge_call": ["--variable_update=replicated", "--gradient_repacking=3"],
+    "overlap_xla": ["--variable_update=replicated", "--gradient_repacking=3", "--xla"],
+    "overlap_fp16_dynamic": ["--variable_update=replicated", "--gradient_repacking=3",
+                             "--use_fp16", "--fp16_enable_auto_loss_scale"],
+    "overlap_spread": ["--variable_update=parameter_server"],
+    "overlap_spread_fp16_dynamic": ["--variable_update=parameter_server", "--use_fp16",
+                                    "--fp16_enable_auto_loss_scale"],
 }
 # As on virtual GPUs (one GPU split): MirroredStrategy takes RING collectives, which XLA does not
 # compile, so the all-reduce stays outside XLA, with the algorithm asked for.
@@ -68,7 +93,10 @@ def summary(audit, sp, notices) -> dict:
             "fair_share": audit.fair_share_bytes(),
             "largest": audit.largest_variable_bytes,
             "xla": audit.xla, "ran": sp.variables_label, "notices": notices,
-            "all_reduce_label": sp.all_reduce_label, "reduction": sp.reduction}
+            "all_reduce_label": sp.all_reduce_label, "reduction": sp.reduction,
+            "waiting": audit.waiting_per_device(),
+            "waits_for": [[w.kind, w.device, w.carried, w.waits_for, w.gradients]
+                          for w in audit.overlap]}
 
 
 def main() -> None:
@@ -82,6 +110,9 @@ def main() -> None:
                 BASE + ["--num_gpus=%d" % DEVICES] + vu + flags))
             keras.backend.clear_session()
     graph_audit.COLLECTIVES = "NCCL"
+    for name, flags in OVERLAP_CONFIGS.items():
+        out[name] = summary(*graph_audit.trace(CONVS + ["--num_gpus=%d" % DEVICES] + flags))
+        keras.backend.clear_session()
     out["one_device_iterator_xla"] = summary(*graph_audit.trace(
         BASE + ["--num_gpus=1", "--xla"], iterator=True))
     print("RESULT " + json.dumps(out, default=list))

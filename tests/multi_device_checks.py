@@ -17,7 +17,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tfbench.engine import steps
+from tfbench.engine import steps, update_kernels  # noqa: E402
 from tfbench.distribute import strategy as strategy_lib, pipelines, variables  # noqa: E402
 from tfbench.distribute.devices import DevicePlan  # noqa: E402
 from tfbench.config.params import make_params  # noqa: E402
@@ -49,7 +49,7 @@ def _train(strategy, weights, images, labels, num_steps=2, weight_decay=0.0, jit
     with variables.scope(strategy):
         model = _model(norm)
         model.set_weights(weights)
-        opt = keras.optimizers.SGD(0.1, momentum=0.9)
+        opt = update_kernels.FusedSGD(0.1, momentum=0.9)
         opt.build(model.trainable_variables)
     config = steps.StepConfig(num_label_classes=CLASSES, weight_decay=weight_decay,
                               compute_accuracy=True, jit_compile=jit)

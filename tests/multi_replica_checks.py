@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfbench.engine import optimizers, steps, update_kernels
-from tfbench.distribute import strategy as strategy_lib, strategies, variables  # noqa: E402
+from tfbench.distribute import strategy as strategy_lib, strategies, sync, variables  # noqa: E402
 from tfbench.distribute.devices import DevicePlan  # noqa: E402
 from tfbench.distribute.spread import SpreadStorageStrategy  # noqa: E402
 from tfbench.models.fused_bn import FusedBatchNorm  # noqa: E402
@@ -51,7 +51,7 @@ def _replica_values(strategy, variable) -> list[np.ndarray]:
 
 
 def _scaled_steps(strategy, loss_scaling="dynamic", growth_steps=2000,
-                  make_optimizer=lambda: keras.optimizers.SGD(0.1)):
+                  make_optimizer=lambda: update_kernels.FusedSGD(0.1)):
     with variables.scope(strategy):
         model = _model()
         opt = make_optimizer()
@@ -86,12 +86,18 @@ def _scale_growth(strategy) -> dict:
             "iterations": int(opt.iterations.numpy())}
 
 
+def _keras_own(cls):
+    """Keras' own update, of the gradients the step has reduced (as tfbench's optimizers)."""
+    return type("Keras" + cls.__name__, (update_kernels.ReducedByTheStep, cls), {})
+
+
 # name -> (tfbench's optimizer, Keras' own); the legacy defaults of --optimizer. (Adam passes
 # its bias corrections through the strategy's merge call with the learning rate.)
 OPTIMIZERS = {
     "momentum": (lambda: update_kernels.FusedSGD(0.1, momentum=0.9, nesterov=True),
-                 lambda: keras.optimizers.SGD(0.1, momentum=0.9, nesterov=True)),
-    "adam": (lambda: update_kernels.FusedAdam(0.1), lambda: keras.optimizers.Adam(0.1)),
+                 lambda: _keras_own(keras.optimizers.SGD)(0.1, momentum=0.9, nesterov=True)),
+    "adam": (lambda: update_kernels.FusedAdam(0.1),
+             lambda: _keras_own(keras.optimizers.Adam)(0.1)),
 }
 
 
@@ -147,20 +153,52 @@ def _overflow_on_replica_1(strategy) -> dict:
     }
 
 
-def _replica_decisions(strategy) -> list[bool]:
-    """check_finite in replica context (the path without a merge call: XLA on GPUs)."""
+def _clipped_update(strategy, loss_scaling: str) -> list[float]:
+    """One step with --gradient_clip=0.5 and a learning rate of 1, replica 0's every gradient
+    +3 and replica 1's -1 (times the loss scale where it is dynamic, as scaled gradients are):
+    every distinct change of the weights, on every copy."""
+    def optimizer():
+        return optimizers.make_optimizer(make_params({"gradient_clip": 0.5}), 1.0)
+    model, _, st = _scaled_steps(strategy, loss_scaling=loss_scaling, make_optimizer=optimizer)
+    before = [_replica_values(strategy, v) for v in model.trainable_variables]
+    scale = 1024.0 if loss_scaling == "dynamic" else 1.0
+
+    def known(images, labels):
+        logits, base, total, grads = _clean_gradients(st)(images, labels)
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        value = tf.where(tf.equal(replica, 0), 3.0, -1.0) * scale
+        return logits, base, total, [tf.fill(tf.shape(g), value) for g in grads]
+
+    st._gradients = known
+    st.train_step()(_images(strategy)).numpy()
+    after = [_replica_values(strategy, v) for v in model.trainable_variables]
+    return sorted({round(float(d), 6) for va, vb in zip(before, after) for a, b in zip(va, vb)
+                   for d in np.unique(b - a)})
+
+
+def _clean_gradients(st):
+    return type(st)._gradients.__get__(st)
+
+
+def _replica_decisions(strategy) -> dict:
+    """check_finite on the gradients the step reduces, only replica 1's overflowing: what each
+    replica decides, and the collectives the decision adds to the gradient's own."""
     with variables.scope(strategy):
-        opt = optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
-        opt.build([tf.Variable(tf.zeros([3]))])
+        opt = optimizers.LossScaleOptimizer(update_kernels.FusedSGD(0.1))
+        weight = tf.Variable(tf.zeros([3]))
+        opt.build([weight])
 
     @tf.function
     def decide():
         def replica_fn():
             replica = tf.distribute.get_replica_context().replica_id_in_sync_group
             grad = tf.where(tf.equal(replica, 1), np.inf, 1.0) * tf.ones([3])
-            return opt.check_finite([grad])
+            return opt.check_finite(sync.reduce_gradients(strategy, [grad], [weight]))
         return strategy.run(replica_fn)
-    return [bool(v.numpy()) for v in strategy.experimental_local_results(decide())]
+    decisions = [bool(v.numpy()) for v in strategy.experimental_local_results(decide())]
+    graph = decide.get_concrete_function().graph
+    collectives = sum(op.type == "CollectiveReduceV2" for op in graph.get_operations())
+    return {"decisions": decisions, "collectives_per_replica": collectives / 2}
 
 
 def _batch_norm(strategy) -> dict:
@@ -247,6 +285,9 @@ def main() -> None:
         "gradient_sum_devices": _gradient_sum_devices(("/cpu:1", "/cpu:2"), "gpu"),
         "gradient_sum_devices_cpu": _gradient_sum_devices(("/cpu:1", "/cpu:2"), "cpu"),
         "replica_decisions": _replica_decisions(mirrored),
+        "clipped_mirrored": _clipped_update(mirrored, "none"),
+        "clipped_spread": _clipped_update(spread, "none"),
+        "clipped_mirrored_dynamic": _clipped_update(mirrored, "dynamic"),
         "batch_norm_mirrored": _batch_norm(mirrored),
         "batch_norm_central": _batch_norm(central),
         "dropout_mirrored": _dropout(mirrored),

@@ -112,3 +112,36 @@ def test_without_xla_nothing_is_compiled(audit):
 def test_xla_compiles_the_whole_step_on_one_device_with_an_iterator(audit):
     assert audit["one_device_iterator_xla"]["xla"] == {
         "forward": "all", "backward": "all", "all-reduce": "-", "update": "all"}
+
+
+@pytest.mark.parametrize("config", ["overlap_merge_call", "overlap_xla", "overlap_fp16_dynamic"])
+def test_each_pack_is_all_reduced_while_the_backward_pass_runs(audit, config):
+    """Three packs of six convolutions' and the logits' gradients, cut from the last layers
+    down: only the last pack, which holds the first convolution's gradient (the backward
+    pass's last), waits for it. A dependency on every gradient around the all-reduce made all
+    three wait (on the merge-call path TensorFlow runs a merge call under the union of every
+    replica's control dependencies); inside XLA a control edge orders nothing."""
+    got = audit[config]
+    assert got["waiting"] == {"CPU:0": [False, False, True], "CPU:1": [False, False, True]}
+    # Pack by pack, the gradients each collective waits for: its own, and those of the packs
+    # before it where the collectives run in a chain (outside XLA, one after another).
+    # Floats per gradient, last first: logits bias 11 and kernel 8*8*8*11 = 5632, five 3x3x8x8
+    # convolutions of 576, the first 3x3x3x8 = 216; of 8739 in all, a pack closes at a third:
+    # [bias, logits] (5643), [conv 5] (6219 >= 5826), the five others.
+    chained = config != "overlap_xla"
+    for device in ("CPU:0", "CPU:1"):
+        packs = [w for w in got["waits_for"] if w[1] == device]
+        assert [w[2] for w in packs] == [2, 1, 5]
+        assert [w[3] for w in packs] == ([2, 3, 8] if chained else [2, 1, 5])
+        assert {w[4] for w in packs} == {8}
+
+
+@pytest.mark.parametrize("config", ["overlap_spread", "overlap_spread_fp16_dynamic"])
+def test_the_parameter_server_sums_each_gradient_as_soon_as_it_exists(audit, config):
+    """Each of the 8 sums takes the 2 replicas' gradients of one variable and waits for those
+    alone; only the first convolution's waits for the backward pass's last gradient. With
+    dynamic loss scaling the sums come before the finite check, not inside its cond."""
+    got = audit[config]
+    assert len(got["waits_for"]) == 8
+    assert all(w[2] == 2 and w[3] == 2 and w[4] == 16 for w in got["waits_for"])
+    assert sum(sum(flags) for flags in got["waiting"].values()) == 1

@@ -40,9 +40,12 @@ def test_dynamic_loss_scaling_updates_as_unscaled_and_grows_the_scale(checks, st
     assert got["weight_diff_to_unscaled"] < 1e-6
 
 
-def test_replicas_decide_finiteness_together(checks):
-    # Without a merge call (XLA on GPUs) each replica decides in its own context.
-    assert checks["replica_decisions"] == [False, False]
+def test_replicas_decide_finiteness_on_the_reduced_gradients(checks):
+    # Replica 0's own gradient is finite: deciding on it, replica 0 would apply an update that
+    # replica 1 skips. On the reduced values both decide alike, with no collective of their own.
+    got = checks["replica_decisions"]
+    assert got["decisions"] == [False, False]
+    assert got["collectives_per_replica"] == 1     # the gradient's all-reduce alone
 
 
 def test_batch_norm_statistics_are_not_reduced_across_replicas(checks):
@@ -87,3 +90,11 @@ def test_each_copy_of_each_variable_is_updated_by_one_kernel_with_keras_values(c
         assert got["copies"] == copies, name
         assert got["kernels"] == copies, name
         assert got["diff"] < 1e-4, name
+
+
+@pytest.mark.parametrize("strategy", ["mirrored", "spread", "mirrored_dynamic"])
+def test_gradient_clip_clips_the_summed_gradient(checks, strategy):
+    # Replica gradients +3 and -1, clipped at 0.5 with a learning rate of 1: the sum, 2, clips
+    # to 0.5 (the legacy script clips the aggregated gradient); clipping each replica's first
+    # gives 0.5 - 0.5 = 0, no change at all. With dynamic loss scaling, after the unscaling.
+    assert checks["clipped_" + strategy] == [-0.5]

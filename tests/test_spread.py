@@ -1,24 +1,28 @@
-"""tfbench.distribute.spread: SpreadStorageStrategy's update of a variable from the replicas'
-values (in-process, one device). Placement and the sums' devices on several devices are in
-test_multi_replica.py and test_graph_audit.py; the numbers it trains to, in test_multi_device.py.
+"""tfbench.distribute.spread (and the step's reduction under it, sync.reduce_gradients):
+SpreadStorageStrategy on 2 logical CPU devices (tests/spread_checks.py, a fresh process).
+Placement and sums in a traced training step are in test_graph_audit.py and
+test_multi_replica.py; the numbers it trains to, in test_multi_device.py.
 """
 
 import pytest
-import tensorflow as tf
-from tensorflow.python.distribute import values as tf_values
 
-from tfbench.distribute.spread import SpreadStorageStrategy
+from helpers import run_check_script
 
 
-def test_unsummable_replica_values_raise_instead_of_applying_replica_0():
-    strategy = SpreadStorageStrategy(["/cpu:0"])
-    with strategy.scope():
-        var = tf.Variable(tf.zeros([2]))
-    grads = tf_values.PerReplica((tf.ones([2]), tf.ones([3])))
-    with pytest.raises(RuntimeError, match="cannot be summed"):
-        strategy.extended._update(var, lambda v, g: v.assign_sub(g), (grads,), {}, True)
-    assert var.numpy().tolist() == [0.0, 0.0]
-    # Summable values are summed on the variable's device, as before.
-    strategy.extended._update(var, lambda v, g: v.assign_sub(g),
-                              (tf_values.PerReplica((tf.ones([2]), tf.ones([2]))),), {}, True)
-    assert var.numpy().tolist() == [-2.0, -2.0]
+@pytest.fixture(scope="module")
+def checks():
+    return run_check_script("spread_checks.py")
+
+
+def test_each_variable_goes_to_the_device_holding_the_fewest_bytes(checks):
+    assert checks["variable_devices"] == ["CPU:0", "CPU:1", "CPU:1"]
+
+
+def test_each_gradient_is_summed_once_on_its_variables_device(checks):
+    # Replica r (1, 2) sends r and 10 r: every replica gets the sums, made where each lives.
+    assert checks["sums"] == [[3.0] * 8, [30.0] * 3]
+    assert checks["gradient_sums_on"] == ["CPU:0", "CPU:1"]
+
+
+def test_an_all_reduce_hands_every_replica_the_sum(checks):
+    assert checks["all_reduce"] == [3.0, 3.0]

@@ -2,12 +2,11 @@
 all-reduce part of --explain_scaling).
 
 It reduces tensors of given shapes and dtypes across the strategy's replicas exactly as a
-training step does: in replica context, horovod's allreduce where the run uses horovod
-(sync.reduce_gradients), then ReplicaContext.all_reduce(SUM, tensors), the call Keras' optimizer
-makes (keras/src/backend/tensorflow/optimizer.py, _all_reduce_sum_gradients). So the strategy
-the run builds (tfbench.distribute.strategy.make_strategy) reduces them with the reduction and
-the packing it installs (packing.py: the transfer dtype, the packs), each replica's step
-compiled by XLA where the run's is.
+training step does, with the step's own reduction in replica context (sync.reduce_gradients:
+ReplicaContext.all_reduce(SUM, tensors), horovod's allreduce, or the sums at the variables of a
+parameter server). So the strategy the run builds (tfbench.distribute.strategy.make_strategy)
+reduces them with the reduction and the packing it installs (packing.py: the transfer dtype, the
+packs), each replica's step compiled by XLA where the run's is.
 
 Figures, as NCCL's tests define them (https://github.com/NVIDIA/nccl-tests/blob/master/doc/
 PERFORMANCE.md): time is one all-reduce of the whole set (a call of the probe's step, with its
@@ -185,21 +184,19 @@ def _values(strategy: tf.distribute.Strategy, tensors: TensorSet):
 
 def _at_variables_step(strategy: tf.distribute.Strategy, variables: Sequence) -> Callable:
     """The exchange of a parameter-server step on one host: each gradient summed on its
-    variable's device (StrategyExtended.reduce_to, what the update does: spread.py), then
-    every replica reading every variable from where it lives, as its next forward pass does."""
+    variable's device (sync.reduce_gradients, the step's own), then every replica reading every
+    variable from where it lives, as its next forward pass does."""
     # Keras variables wrap TensorFlow's; destinations are TensorFlow's (as Keras' update passes).
     variables = [getattr(v, "value", v) for v in variables]
 
+    def replica(values):
+        summed = sync.reduce_gradients(strategy, list(values), variables)
+        reads = [tf.cast(tf.reshape(tf.identity(v), [-1])[0], tf.float32) for v in variables]
+        return tf.add_n([tf.cast(tf.reshape(x, [-1])[0], tf.float32) for x in summed] + reads)
+
     def step(values):
-        grads = strategy.run(lambda vals: list(vals), args=(values,))
-        summed = strategy.extended.batch_reduce_to(
-            tf.distribute.ReduceOp.SUM, list(zip(grads, variables)))
-        read = strategy.run(lambda: tf.add_n([tf.cast(tf.reshape(tf.identity(v), [-1])[0],
-                                                      tf.float32) for v in variables]))
-        firsts = [tf.cast(tf.reshape(x, [-1])[0], tf.float32)
-                  for value in summed for x in strategy.experimental_local_results(value)]
-        return tf.add_n(firsts + [tf.identity(x) for x in
-                                  strategy.experimental_local_results(read)])
+        out = strategy.run(replica, args=(values,))
+        return tf.add_n([tf.identity(x) for x in strategy.experimental_local_results(out)])
     return tf.function(step, autograph=False)
 
 
@@ -211,8 +208,6 @@ def _step(strategy: tf.distribute.Strategy, compiled: bool) -> Callable:
         # no device, and MultiWorkerMirroredStrategy takes a value's device as its destination).
         values = [tf.identity(v) for v in values]
         reduced = sync.reduce_gradients(strategy, values)
-        reduced = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM,
-                                                                  reduced)
         return tf.add_n([tf.cast(tf.reshape(r, [-1])[0], tf.float32) for r in reduced])
     if compiled:   # each replica's step compiled by XLA, as the run's (steps.py)
         replica = tf.function(replica, jit_compile=True, autograph=False)

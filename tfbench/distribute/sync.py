@@ -4,9 +4,10 @@ reduced, how every process starts from the same state, and which process writes 
 
 from __future__ import annotations
 
+from typing import Optional
+
 import tensorflow as tf
 
-from tfbench.distribute.spread import SpreadStorageStrategy
 from tfbench.distribute.strategies import HorovodStrategy, IndependentStrategy
 
 
@@ -17,19 +18,61 @@ def gradient_divisor(strategy: tf.distribute.Strategy) -> int:
     return strategy.num_replicas_in_sync
 
 
-def replica_all_reduce_reduces(strategy: tf.distribute.Strategy) -> bool:
-    """Whether ReplicaContext.all_reduce hands each replica the reduced value. Independent
-    replicas get their own value back (they exchange no gradients), and so do the replicas of
-    a spread parameter server (the update sums each gradient where its variable lives): a
-    value every replica must agree on goes through strategy.reduce in a merge call there."""
-    return not isinstance(strategy, (IndependentStrategy, SpreadStorageStrategy))
+def reduces_gradients(strategy: tf.distribute.Strategy) -> bool:
+    """Whether reduce_gradients hands every replica the same values (all but independent
+    replicas, which exchange no gradients)."""
+    return not isinstance(strategy, IndependentStrategy)
 
 
-def reduce_gradients(strategy: tf.distribute.Strategy, grads: list) -> list:
-    """Cross-process reduction that tf.distribute does not do itself (horovod)."""
+def reduce_gradients(strategy: tf.distribute.Strategy, grads: list,
+                     variables: Optional[list] = None) -> list:
+    """One replica's gradients summed over every replica, in replica context, before the
+    update; the optimizer then reduces nothing itself (update_kernels.ReducedByTheStep).
+
+    - several replicas of one model: ReplicaContext.all_reduce(SUM), the call Keras' optimizer
+      makes (keras/src/backend/tensorflow/optimizer.py, _all_reduce_sum_gradients, Keras 3.8
+      to 3.15), so packing.PackedAllReduce and every strategy's own reduction run as before;
+    - a parameter server (CentralStorageStrategy, SpreadStorageStrategy): each gradient summed
+      on its variable's device (StrategyExtended.batch_reduce_to with the variable as the
+      destination), where the update then runs;
+    - horovod: averaged over the processes by horovod's allreduce (each process's loss is its
+      own batch's mean);
+    - independent replicas and a single replica: as they are.
+    None gradients stay None. Each pack's all-reduce depends on its own gradients only: a
+    control dependency around this call would, on the merge-call path, hold every pack until
+    the whole backward pass ends (see Steps._apply).
+    """
     if isinstance(strategy, HorovodStrategy):
         return strategy.reduce_gradients(grads)
-    return grads
+    if isinstance(strategy, IndependentStrategy) or strategy.num_replicas_in_sync == 1:
+        return list(grads)
+    present = [i for i, g in enumerate(grads) if g is not None]
+    if not present:
+        return list(grads)
+    context = tf.distribute.get_replica_context()
+    values = [grads[i] for i in present]
+    if isinstance(strategy, tf.distribute.experimental.CentralStorageStrategy):
+        if variables is None:
+            raise ValueError("a parameter server sums each gradient at its variable")
+        targets = [_tf_variable(variables[i]) for i in present]
+        reduced = context.merge_call(_sum_at_variables, args=(values, targets))
+    else:
+        reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, values)
+    out = list(grads)
+    for i, value in zip(present, reduced):
+        out[i] = value
+    return out
+
+
+def _tf_variable(variable):
+    """The TensorFlow variable, the destination of its gradient's sum (a Keras variable wraps
+    one as its `value`; a TensorFlow variable's own `value` is a method)."""
+    return variable if isinstance(variable, tf.Variable) else getattr(variable, "value", variable)
+
+
+def _sum_at_variables(strategy: tf.distribute.Strategy, values: list, targets: list) -> list:
+    return strategy.extended.batch_reduce_to(tf.distribute.ReduceOp.SUM,
+                                             list(zip(values, targets)))
 
 
 def sync_initial_state(strategy: tf.distribute.Strategy, variables: list) -> None:

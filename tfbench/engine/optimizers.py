@@ -48,12 +48,13 @@ def make_optimizer(p, learning_rate) -> keras.optimizers.Optimizer:
 class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     """Keras' dynamic loss scaling, correct on several replicas.
 
-    - "Finite or not" is decided on every replica's gradients. Keras 3 checks them before they
-      are all-reduced (the inner optimizer reduces them); under a merge call (MirroredStrategy,
-      MultiWorkerMirroredStrategy) it then takes the first replica's answer, so another
-      replica's overflow reaches the weights, and without one (XLA on GPUs) each replica decides
-      alone and replicas that branch differently hang in the all-reduce inside one branch. Here
-      each replica's answer is summed over all replicas (one scalar all-reduce per step) first.
+    - "Finite or not" is decided on the reduced gradients: the step sums them over the replicas
+      before apply (sync.reduce_gradients), so every replica decides on the same values, as
+      Keras assumes when it takes the first replica's answer under a merge call, and each pack's
+      all-reduce runs while the backward pass does. Keras 3 would check each replica's own
+      gradients, then all-reduce them inside the cond on that answer: every pack waited for the
+      whole backward pass, and another replica's overflow reached the weights. Independent
+      replicas (no exchange) sum their overflow counts instead (one scalar reduction per step).
     - The scale and its counter are written without a cond. Keras writes them in a cond inside
       the replica context; a strategy that keeps one copy of each variable (CentralStorageStrategy,
       the legacy default --variable_update=parameter_server on several GPUs) can only take that
@@ -71,7 +72,8 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
         overwritten = getattr(self, "_overwrite_variable_with_gradient", lambda v: False)
         scale = tf.convert_to_tensor(self.dynamic_scale)
         self.inner_optimizer.apply(
-            [g if g is None or overwritten(v) else g / scale for g, v in zip(grads, variables)],
+            [g if g is None or overwritten(v) else _unscaled(g, scale)
+             for g, v in zip(grads, variables)],
             trainable_variables=trainable_variables)
         grow = tf.equal(self.step_counter, self.dynamic_growth_steps - 1)
         counter = tf.convert_to_tensor(self.step_counter)
@@ -81,19 +83,24 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     def check_finite(self, grads):
         finite = super().check_finite(grads)
         context = tf.distribute.get_replica_context()
-        if context is None or context.num_replicas_in_sync == 1:
+        strategy = tf.distribute.get_strategy()
+        if context is None or context.num_replicas_in_sync == 1 \
+                or sync.reduces_gradients(strategy):
             return finite
+        # Each replica holds its own gradients: any replica's overflow skips the step for all
+        # (Keras applies one replica's answer to every replica).
         overflow = 1.0 - tf.cast(finite, tf.float32)
-        if not sync.replica_all_reduce_reduces(tf.distribute.get_strategy()):
-            # Its all-reduce hands each replica its own count (independent replicas, a spread
-            # parameter server), and Keras would then apply replica 0's answer to all: reduce
-            # the count through a real reduction.
-            overflows = context.merge_call(
-                lambda strategy, value: strategy.reduce(tf.distribute.ReduceOp.SUM, value,
-                                                        axis=None), args=(overflow,))
-        else:
-            overflows = context.all_reduce(tf.distribute.ReduceOp.SUM, overflow)
+        overflows = context.merge_call(
+            lambda strategy, value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None),
+            args=(overflow,))
         return tf.equal(overflows, 0.0)
+
+
+def _unscaled(grad, scale):
+    # Where the reduced gradient is: a parameter server's sum lives on its variable's device,
+    # which the update reads; on the replica's device it would be copied there and back.
+    with tf.device(grad.device):
+        return grad / scale
 
 
 def loss_scaling(p, precision: str) -> tuple[str, float]:

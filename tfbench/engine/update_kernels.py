@@ -39,6 +39,18 @@ KERNELS = ("ResourceApplyGradientDescent", "ResourceApplyKerasMomentum", "Resour
 FUSED_DTYPES = (tf.float16, tf.float32, tf.float64)
 
 
+class ReducedByTheStep:
+    """The step sums every gradient over the replicas before it calls apply
+    (tfbench.distribute.sync.reduce_gradients), so that each pack's all-reduce starts while the
+    backward pass runs and the update waits apart; Keras' own all-reduce inside apply
+    (TFOptimizer._all_reduce_sum_gradients, Keras 3.8 to 3.15) would sum them a second time.
+    Keras' clipping, weight decay and update then see the reduced gradients, as the legacy
+    script's (it clips the aggregated gradient)."""
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        return list(grads_and_vars)
+
+
 def fused(gradient, variable) -> bool:
     """Whether one training kernel updates `variable` with `gradient`."""
     return (not isinstance(gradient, tf.IndexedSlices)
@@ -53,7 +65,7 @@ def _as(value, dtype) -> tf.Tensor:
     return tf.cast(value, dtype)
 
 
-class FusedSGD(keras.optimizers.SGD):
+class FusedSGD(ReducedByTheStep, keras.optimizers.SGD):
     """keras.optimizers.SGD, plain or with (Nesterov) momentum, one kernel per variable."""
 
     def update_step(self, gradient, variable, learning_rate):
@@ -71,7 +83,7 @@ class FusedSGD(keras.optimizers.SGD):
             momentum=tf.cast(self.momentum, dtype), use_nesterov=bool(self.nesterov))
 
 
-class FusedRMSprop(keras.optimizers.RMSprop):
+class FusedRMSprop(ReducedByTheStep, keras.optimizers.RMSprop):
     """keras.optimizers.RMSprop (not centered), one kernel per variable.
 
     With momentum 0 Keras keeps no momentum slot, and the kernel needs one (mom = 0 * mom + the
@@ -97,7 +109,7 @@ class FusedRMSprop(keras.optimizers.RMSprop):
             epsilon=_as(self.epsilon, dtype), grad=tf.cast(gradient, dtype))
 
 
-class FusedAdam(keras.optimizers.Adam):
+class FusedAdam(ReducedByTheStep, keras.optimizers.Adam):
     """keras.optimizers.Adam (not AMSGrad), one kernel per variable.
 
     The bias corrections b1^t and b2^t are computed once per step and variable dtype (Keras

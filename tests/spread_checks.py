@@ -1,0 +1,63 @@
+"""SpreadStorageStrategy on 2 logical CPU devices, run in a fresh process by test_spread.py:
+where its variables live, what an all-reduce gives each replica, and where the step's gradient
+reduction (sync.reduce_gradients) sums each gradient. Prints one JSON object on a `RESULT `
+line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import tensorflow as tf  # noqa: E402
+
+from tfbench.distribute import sync  # noqa: E402
+from tfbench.distribute.spread import SpreadStorageStrategy  # noqa: E402
+from tfbench.measure.step_graph import short_device  # noqa: E402
+
+
+def main() -> None:
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    strategy = SpreadStorageStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        # 8 floats on the emptier device, then 2 on the other, then 3 beside the 2.
+        big, small, third = (tf.Variable(tf.zeros([n])) for n in (8, 2, 3))
+    variables = [big, small, third]
+
+    @tf.function(autograph=False)
+    def step():
+        def replica():
+            r = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group + 1,
+                        tf.float32)
+            grads = [tf.fill([8], r), None, tf.fill([3], 10.0 * r)]
+            summed = sync.reduce_gradients(strategy, grads, variables)
+            return summed[0], summed[2]
+        return strategy.run(replica)
+
+    @tf.function(autograph=False)
+    def all_reduce():
+        def replica():
+            r = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group + 1,
+                        tf.float32)
+            return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, r)
+        return strategy.run(replica)
+
+    first, third_sum = step()
+    graph = step.get_concrete_function().graph
+    sums = [short_device(op.device) for op in graph.get_operations() if op.type == "AddN"]
+    total = all_reduce()
+    out = {
+        "variable_devices": [short_device(v.device) for v in variables],
+        "sums": [first.numpy().tolist(), third_sum.numpy().tolist()],
+        "gradient_sums_on": sums,
+        "all_reduce": [float(t.numpy()) for t in strategy.experimental_local_results(total)],
+    }
+    print("RESULT " + json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
