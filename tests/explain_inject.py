@@ -5,13 +5,19 @@
 KIND is what gets SECONDS slower, in the run and in its --explain_scaling probes alike (the
 probes must find it as the run suffers it):
   allreduce  every gradient all-reduce (packing.PackedAllReduce, the reduction a replicated run
-             and its all-reduce probe go through) waits SECONDS once its result exists
+             and its all-reduce probe go through) waits SECONDS once the first pack's result
+             (the last layers') exists
+  allreduce_backward
+             as allreduce, and the backward pass SECONDS longer: the first half of the
+             gradients (the first layers', the backward pass's last) exist SECONDS after the
+             whole backward pass has run, in the run and in the probes' one-device steps
   device     every training step of the replica on /cpu:1 (the run's, and the one-device step
              the probe times there) waits SECONDS after its update
   input      every batch of a real-data input pipeline (the run's and the probe's) waits
              SECONDS
-The wait is a tf.py_function that sleeps, ordered after the work it delays, so it adds to the
-step instead of running beside it.
+The wait is a stateless tf.numpy_function that sleeps, after the work it delays (its input) and
+before what the delayed value feeds (which adds its zero), so it adds to the step instead of
+running beside it.
 """
 
 from __future__ import annotations
@@ -30,12 +36,25 @@ KIND, SECONDS = sys.argv[1], float(sys.argv[2])
 
 def _wait_after(tensor):
     """`tensor`, available only SECONDS after it was computed."""
+    return _gated(tensor, _wait(tensor))
+
+
+def _wait(tensor):
+    """A zero that exists SECONDS after `tensor` does."""
     def sleep(_value):
         time.sleep(SECONDS)
         return np.float32(0.0)
-    done = tf.py_function(sleep, [tensor], tf.float32)
-    with tf.control_dependencies([done]):
-        return tf.identity(tensor)
+    # Stateless: TensorFlow runs a function's stateful ops one after another in program order
+    # (automatic control dependencies), so two stateful waits could never overlap.
+    zero = tf.numpy_function(sleep, [tensor], tf.float32, stateful=False)
+    zero.set_shape([])    # what it gates keeps its static shape (packing needs it)
+    return zero
+
+
+def _gated(tensor, zero):
+    """`tensor`, once `zero` exists: a data dependency (grappler removes a stateless op whose
+    output only a control dependency takes)."""
+    return tensor + tf.cast(zero, tensor.dtype)
 
 
 def _slow_allreduce():
@@ -48,18 +67,36 @@ def _slow_allreduce():
         out = reduce(self, reduce_op, value_destination_pairs, options)
         if not all(d is v for v, d in value_destination_pairs):
             return out   # not an all-reduce
-        first = out[0].values[0]
+        # The last gradient in variable order is the first pack's (packing._groups).
+        first = out[-1].values[0]
         with tf.device(first.device):
-            gate = _wait_after(tf.reshape(first, [-1])[:1])
+            zero = _wait(tf.reshape(first, [-1])[:1])
         delayed = []
         for value in out:
             parts = []
             for part in value.values:
-                with tf.device(part.device), tf.control_dependencies([gate]):
-                    parts.append(tf.identity(part))
+                with tf.device(part.device):
+                    parts.append(_gated(part, zero))
             delayed.append(tf_values.Mirrored(parts))
         return delayed
     packing.PackedAllReduce.batch_reduce_implementation = slowed
+
+
+def _slow_backward():
+    from tfbench.engine import steps
+    gradients = steps.Steps._gradients
+
+    def slowed(self, images, labels):
+        logits, base, total, grads = gradients(self, images, labels)
+        late = max(1, len(grads) // 2)
+        zero = _wait(grads[0])
+        return logits, base, total, [_gated(g, zero) for g in grads[:late]] + list(grads[late:])
+    steps.Steps._gradients = slowed
+
+
+def _slow_allreduce_and_backward():
+    _slow_allreduce()
+    _slow_backward()
 
 
 def _slow_device():
@@ -83,7 +120,9 @@ def _slow_input():
     pipeline.build = slowed
 
 
-{"allreduce": _slow_allreduce, "device": _slow_device, "input": _slow_input}[KIND]()
+{"allreduce": _slow_allreduce, "allreduce_backward": _slow_allreduce_and_backward,
+ "backward": _slow_backward,
+ "device": _slow_device, "input": _slow_input}[KIND]()
 
 from tfbench.cli import entry_point  # noqa: E402
 

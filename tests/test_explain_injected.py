@@ -66,6 +66,24 @@ def test_a_slowed_all_reduce_is_the_largest_cause(tmp_path):
     assert "Largest cause: the all-reduce of " in out and explained["verdict"] in out
 
 
+def test_an_all_reduce_hidden_behind_a_long_backward_pass_is_not_lost(tmp_path):
+    """The same slowed all-reduce, in 2 packs, with the backward pass WAIT longer after the
+    last layers' pack exists: that pack's all-reduce (and its wait) runs while the backward
+    pass does, so the step loses far less than the probe's all-reduce time, and the overlapped
+    part is most of it. With every pack waiting for the whole backward pass, the wait came on
+    top (as in the test above)."""
+    # Two packs: the logits' gradients, then the rest; 4 inter-op threads for the 3 waits (the
+    # all-reduce's and each replica's backward pass) to run at once.
+    run, out = _run("allreduce_backward", tmp_path, "--use_synthetic_data",
+                    "--gradient_repacking=2", "--num_inter_threads=4")
+    extra = run["extra"]
+    assert extra["allreduce_ms"] > 1000.0 * WAIT      # the probe saw the injected wait
+    explained = _check_parts_add_up(run)
+    assert explained["lost_ms"]["allreduce"] < 0.4 * 1000.0 * WAIT
+    assert explained["overlap_ms"] > 0.6 * 1000.0 * WAIT
+    assert "more hidden behind the backward pass" in out
+
+
 def test_one_slowed_device_is_named(tmp_path):
     run, out = _run("device", tmp_path, "--use_synthetic_data")
     extra = run["extra"]

@@ -141,6 +141,7 @@ def explain_run(res: RunResult) -> Optional[dict]:
     return {"step_ms": d.step_ms, "reference_ms": d.reference_ms,
             "reference": "one device alone (probe)", "efficiency_pct": d.efficiency_pct,
             "lost_ms": d.lost_ms, "lost_pts": d.lost_pts, "largest": d.largest,
+            "overlap_ms": d.overlap_ms,
             "verdict": scaling.verdict(d, scaling.evidence(extra, res.device_kind,
                                                            res.global_batch_size))}
 
