@@ -3,7 +3,8 @@
 # devices, run for real. One PASS/FAIL line per check; exits non-zero if any failed. About 5-8
 # minutes on one GPU, longer with several, and a few minutes more in NVIDIA's TensorFlow container,
 # where the TF-TRT conversions run. Run on a machine with NVIDIA GPUs after
-# `pip install ".[gpu]"` (or `pip install .` inside the NVIDIA TensorFlow container).
+# `pip install ".[gpu]"`, or inside the NVIDIA TensorFlow container after (keeping its TensorFlow)
+#   python -m tfbench.pins > /tmp/tf-pins.txt && pip install . -c /tmp/tf-pins.txt
 #   scripts/gpu_smoke.sh            results in a new /tmp/tfbench-gpu-smoke.XXXX
 #   OUT=/some/dir scripts/gpu_smoke.sh
 set -u
@@ -127,13 +128,21 @@ if [ "$TRT_WHY" = available ]; then
   manifest tftrt_fp16 \
     'x["trt_segments"] > 0 and x["trt_precisions"] == "FP16" and x["tensorrt_version"] and m["warmup_times"][0] < 10 and max(m["step_times"]) < 0.5' \
     "tftrt_fp16: TensorRT FP16 segments, built before the timed steps"
+  # Every segment has its engine in the saved model: none failed to build (TensorRT 10 has no
+  # implicit batch; the engines are built for a dynamic-shape profile of the run's batch).
+  manifest tftrt_fp16 'x["trt_engines"] == x["trt_segments"] > 0' \
+    "tftrt_fp16_engines: one TensorRT engine per segment"
   check tftrt_int8 $R50 --forward_only --trt_mode=INT8 --trt_calibration_batches=4
   manifest tftrt_int8 'x["trt_calibration_batches"] == 4 and "INT8" in x["trt_precisions"]' \
     "tftrt_int8: calibrated on 4 batches, INT8 engines"
+  manifest tftrt_int8 'x["trt_engines"] == x["trt_segments"] > 0' \
+    "tftrt_int8_engines: one calibrated TensorRT engine per segment"
   # The legacy script's own TF-TRT benchmark (leading_indicators_test.py).
   check tftrt_legacy --model=resnet50 --num_gpus=1 --distortions=False --forward_only=True \
     --freeze_when_forward_only=True --batch_size=128 --trt_mode=FP32 --num_batches=30 \
     --num_warmup_batches=5
+  manifest tftrt_legacy 'x["trt_engines"] == x["trt_segments"] > 0' \
+    "tftrt_legacy_engines: one TensorRT engine per segment"
 else
   echo "SKIP tftrt: $TRT_WHY (TF-TRT runs in nvcr.io/nvidia/tensorflow:25.02-tf2-py3)"
   run tftrt_refused --model=resnet50 --forward_only --trt_mode=FP16 --num_batches=5

@@ -175,3 +175,61 @@ def test_benchmark_log_dir(tmp_path):
     last = metrics[-1]
     assert last["name"] == "average_examples_per_sec" and last["global_step"] == 10
     assert set(last) == {"name", "value", "unit", "global_step", "timestamp", "extras"}
+
+
+# A child whose run leaves a line in C's stdout buffer, unflushed, as NCCL's logger does when
+# NCCL_DEBUG is set without NCCL_DEBUG_FILE (src/debug.cc: fwrite to stdout; from NCCL 2.22 its
+# version line under NCCL_DEBUG=WARN). With `fail`, the run's steps then fail.
+_NATIVE_STDOUT = """
+import ctypes
+import sys
+import tensorflow as tf
+from tfbench.engine import runner, steps
+
+fail = sys.argv.pop(1) == "fail"
+run = runner.run
+# C's stdout block-buffered, as on a pipe without PYTHONUNBUFFERED (which makes CPython set
+# it unbuffered, and a fork inherits that from the test's server): glibc's _IOFBF is 0.
+libc = ctypes.CDLL(None)
+buffer = ctypes.create_string_buffer(8192)   # glibc keeps an unbuffered stream's 1-byte buffer
+libc.setvbuf(ctypes.c_void_p.in_dll(libc, "stdout"), buffer, 0, 8192)
+
+def run_writing_natively(*args, **kwargs):
+    try:
+        return run(*args, **kwargs)
+    finally:   # the last thing the run does
+        libc.printf(b"NCCL version 2.23.4+cuda12.6\\n")
+
+def failing_step(self, from_iterator=False):
+    def step(inputs):
+        raise tf.errors.InternalError(None, None, "NCCL: unhandled system error")
+    return step
+
+runner.run = run_writing_natively
+if fail:
+    steps.Steps.train_step = failing_step
+from tfbench.cli import entry_point
+sys.argv = ["tfbench"] + sys.argv[1:]
+entry_point()
+"""
+
+
+@pytest.mark.parametrize("outcome", ["footer", "fail"])
+def test_what_a_library_left_in_cs_stdout_comes_before_the_last_line(tmp_path, outcome):
+    args = [outcome, "--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=2",
+            "--num_batches=2", "--num_warmup_batches=1", "--json_dir="]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    merged = zygote.run(args, tmp_path, env, 300, code=_NATIVE_STDOUT).stdout
+    lines = merged.rstrip("\n").split("\n")
+    assert "NCCL version 2.23.4+cuda12.6" in lines, merged
+    if outcome == "footer":
+        assert lines[-1] == "-" * 64 and lines[-2].startswith("total images/sec: ")
+        assert lines.index("NCCL version 2.23.4+cuda12.6") < len(lines) - 3
+    else:
+        assert lines[-1].startswith("tfbench: error: TensorFlow's runtime failed running "
+                                    "trivial on CPU")
+    stdout = zygote.run(args, tmp_path, env, 300, merged=False, code=_NATIVE_STDOUT).stdout
+    assert "NCCL version 2.23.4+cuda12.6\n" in stdout
+    if outcome == "footer":
+        assert stdout.endswith("-" * 64 + "\n")

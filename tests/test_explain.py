@@ -2,10 +2,15 @@
 captured for them on GPUs, the run's own split and its console lines. The probes themselves run
 in test_explain_injected.py (a run on logical devices, with a known cost injected)."""
 
+import csv
 import dataclasses
+import os
 
 import pytest
+import tensorflow as tf
 
+import zygote
+from helpers import ROOT, run_inprocess
 from tfbench.config.argv import parse_params
 from tfbench.engine import explain
 from tfbench.engine.plan import resolve
@@ -56,6 +61,125 @@ def test_a_users_own_nccl_debug_is_left_alone(monkeypatch):
     import os
     assert os.environ["NCCL_DEBUG"] == "WARN" and "NCCL_DEBUG_FILE" not in os.environ
     assert explain._nccl_transport() == ""
+
+
+@pytest.mark.parametrize("subsys,notices", [
+    ("INIT,GRAPH", []),
+    ("COLL", ["--explain_scaling: your NCCL_DEBUG_SUBSYS=COLL leaves out INIT, where NCCL names "
+              "the transport it uses: the transport is not read"])])
+def test_a_users_nccl_debug_subsys_is_kept(monkeypatch, tmp_path, subsys, notices):
+    for name in ("NCCL_DEBUG", "NCCL_DEBUG_FILE", explain.NCCL_LOG_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NCCL_DEBUG_SUBSYS", subsys)
+    monkeypatch.setattr(explain.tempfile, "gettempdir", lambda: str(tmp_path))
+    p, plan = _plan("--explain_scaling", kind="gpu")
+    assert explain.prepare(p, plan) == notices
+    assert (os.environ["NCCL_DEBUG"], os.environ["NCCL_DEBUG_SUBSYS"]) == ("INFO", subsys)
+    assert os.environ["NCCL_DEBUG_FILE"] == os.environ[explain.NCCL_LOG_ENV]
+
+
+# What NCCL writes before a failed connection (NVIDIA/nccl-tests#166), and the message
+# TensorFlow's NcclManager raises for it (NCCL_RETURN_IF_ERROR: "NCCL: " + ncclGetErrorString).
+NCCL_WARNINGS = (
+    "ubuntu:39964:40075 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+    "\nubuntu:39964:40075 [0] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to "
+    "10.0.0.2<45763> failed : Software caused connection abort\n"
+    "ubuntu:39964:40075 [0] NCCL INFO misc/socket.cc:564 -> 2\n"
+    "\nubuntu:39964:40075 [0] proxy.cc:1519 NCCL WARN [Proxy Service 0] Failed to execute "
+    "operation Connect from rank 0, retcode 2\n")
+TF_NCCL_ERROR = ("NCCL: unhandled system error (run with NCCL_DEBUG=INFO for details). Set "
+                 "NCCL_DEBUG=WARN for detail.")
+
+
+def _nccl_log(monkeypatch, tmp_path, text):
+    """The log prepare() has NCCL write on GPUs, with `text` in it."""
+    path = tmp_path / "tfbench-nccl-1.log"
+    path.write_text(text)
+    monkeypatch.setenv(explain.NCCL_LOG_ENV, str(path))
+    return path
+
+
+@pytest.mark.parametrize("text,failure,kept", [
+    (NCCL_WARNINGS, "anything", "NCCL's log (2 warnings) is kept in %s"),
+    (NCCL_WARNINGS.split("\n\n")[0] + "\n", TF_NCCL_ERROR, "NCCL's log is kept in %s"),
+    (NCCL_WARNINGS.split("\n\n")[0] + "\n", "OOM when allocating tensor", ""),
+])
+def test_a_failed_runs_nccl_log_is_kept_when_it_helps(monkeypatch, tmp_path, text, failure,
+                                                     kept):
+    path = _nccl_log(monkeypatch, tmp_path, text)
+    assert explain.keep_nccl_log(failure) == (kept % path if kept else "")
+    explain.discard_nccl_log()   # what the runner does after every run
+    assert path.exists() is bool(kept)
+
+
+def test_the_error_line_names_the_kept_nccl_log(monkeypatch, tmp_path):
+    from tfbench.engine import steps
+
+    def failing_step(self, from_iterator=False):
+        def step(inputs):
+            raise tf.errors.InternalError(None, None, TF_NCCL_ERROR)
+        return step
+    monkeypatch.setattr(steps.Steps, "train_step", failing_step)
+    path = _nccl_log(monkeypatch, tmp_path, NCCL_WARNINGS)
+    code, _ = run_inprocess(["--device=cpu", "--model=trivial", "--image_size=16",
+                             "--batch_size=2", "--num_batches=2", "--csv_file=r.csv",
+                             "--json_dir="], tmp_path)
+    assert code == 1
+    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    assert row["error"] == (
+        "TensorFlow's runtime failed running trivial on CPU (fp32, batch size 2 per device): "
+        "%s; NCCL's log (2 warnings) is kept in %s" % (TF_NCCL_ERROR, path))
+    assert path.read_text() == NCCL_WARNINGS
+
+
+# A child that runs the CLI with every all-reduce probe failing as NCCL fails.
+_PROBE_FAILS = """
+import sys
+import tensorflow as tf
+from tfbench.distribute import allreduce_probe
+
+def time_all_reduce(*args, **kwargs):
+    raise tf.errors.InternalError(None, None, %r)
+
+allreduce_probe.time_all_reduce = time_all_reduce
+from tfbench.cli import entry_point
+sys.argv = ["tfbench"] + sys.argv[1:]
+entry_point()
+""" % TF_NCCL_ERROR
+TWO_DEVICES = ["--device=cpu", "--num_gpus=2", "--model=trivial", "--image_size=16",
+               "--batch_size=2"]
+
+
+def _run_probe_failing(tmp_path, args):
+    path = tmp_path / "tfbench-nccl-1.log"
+    path.write_text(NCCL_WARNINGS)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **{explain.NCCL_LOG_ENV: str(path)},
+               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    proc = zygote.run(args, tmp_path, env, 300, merged=False, code=_PROBE_FAILS)
+    return proc, path
+
+
+def test_probes_stopped_by_nccl_keep_its_log_and_the_runs_figures(tmp_path):
+    proc, path = _run_probe_failing(tmp_path, TWO_DEVICES + [
+        "--num_batches=2", "--num_warmup_batches=1", "--explain_scaling", "--csv_file=r.csv",
+        "--json_dir="])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.rstrip("\n").split("\n")[-1] == "-" * 64
+    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    assert float(row["images_per_sec"]) > 0
+    assert ("--explain_scaling: the probes stopped, TensorFlow failed: %s; NCCL's log "
+            "(2 warnings) is kept in %s; the run's own figures stand" % (TF_NCCL_ERROR, path)
+            ) in row["notices"]
+    assert path.read_text() == NCCL_WARNINGS
+
+
+def test_tfbench_allreduce_failed_by_nccl_is_one_line_naming_its_log(tmp_path):
+    proc, path = _run_probe_failing(tmp_path, ["allreduce"] + TWO_DEVICES)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.rstrip("\n").split("\n")[-1] == (
+        "tfbench: error: TensorFlow's runtime failed in the all-reduce probe: %s; NCCL's log "
+        "(2 warnings) is kept in %s" % (TF_NCCL_ERROR, path))
+    assert path.read_text() == NCCL_WARNINGS
 
 
 def _probed_result(**extra):

@@ -1,6 +1,8 @@
 """NCCL's transport read from its NCCL_DEBUG=INFO lines, as NCCL prints them (lines from logs
 posted in public issue threads; hosts and addresses as posted)."""
 
+import pytest
+
 from tfbench.measure import nccl_log
 
 # NVIDIA NCCL 2.5, InfiniBand, older version line (Mellanox/nv_peer_memory#56) and channel lines
@@ -75,3 +77,35 @@ def test_one_host_and_no_log():
     assert nccl_log.describe(nccl_log.parse(one)) == ("NCCL 2.21.5+cuda12.4: within a host "
                                                       "P2P/CUMEM")
     assert nccl_log.describe(nccl_log.parse("Step\tImg/sec\ttotal_loss\n")) is None
+
+
+# NCCL's WARN lines, as src/debug.cc writes them ("host:pid:tid [dev] file:line NCCL WARN ..."):
+# a failed connection between hosts (NVIDIA/nccl-tests#166), with the INFO lines around them.
+FAILED = """
+ubuntu:39964:40075 [0] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to 10.0.0.2<45763> failed : Software caused connection abort
+ubuntu:39964:40075 [0] NCCL INFO misc/socket.cc:564 -> 2
+ubuntu:39964:40075 [0] NCCL INFO transport/net_socket.cc:336 -> 2
+
+ubuntu:39964:40075 [0] proxy.cc:1519 NCCL WARN [Proxy Service 0] Failed to execute operation Connect from rank 0, retcode 2
+ubuntu:39964:40049 [5] NCCL INFO Channel 20 : 5[5] -> 4[4] via SHM/direct/direct
+"""
+
+
+def test_warn_lines_are_found_among_info_lines():
+    assert nccl_log.warnings(FAILED) == [
+        "ubuntu:39964:40075 [0] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to "
+        "10.0.0.2<45763> failed : Software caused connection abort",
+        "ubuntu:39964:40075 [0] proxy.cc:1519 NCCL WARN [Proxy Service 0] Failed to execute "
+        "operation Connect from rank 0, retcode 2"]
+    assert nccl_log.warnings(SOCKET) == []
+
+
+@pytest.mark.parametrize("value,logs_init", [
+    ("INIT,NET", True), ("init", True), ("NET,INIT", True), ("ALL", True), ("COLL,ALL", True),
+    ("NET", False), ("COLL,GRAPH", False), ("", False),
+    ("NET, INIT", False),   # strtok keeps the space: " INIT" is no subsystem's name
+    ("NET,,INIT", True),    # strtok skips the empty name
+    ("^COLL", True), ("^INIT", False), ("^NET,init", False), ("^ALL", False), ("^", True),
+])
+def test_debug_subsys_read_as_nccl_reads_it(value, logs_init):
+    assert nccl_log.subsys_logs_init(value) is logs_init

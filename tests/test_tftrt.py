@@ -8,6 +8,7 @@ import csv
 import inspect
 import json
 import os
+import re
 import tempfile
 
 import numpy as np
@@ -165,6 +166,7 @@ def stand_in(monkeypatch, tmp_path):
     monkeypatch.setattr(StandInConverter, "EVENTS", events)
     monkeypatch.setattr(StandInConverter, "GRAPH_DEF", converted_graph())
     monkeypatch.setattr(StandInConverter, "FAIL_IN", None)
+    monkeypatch.setattr(StandInConverter, "FAILED_ENGINES", frozenset())
     monkeypatch.setattr(tftrt, "converter_class", lambda: StandInConverter)
     monkeypatch.setattr(tensorrt, "read", lambda: TRT_10)
     reasons = tensorrt.unavailable_reasons
@@ -204,6 +206,9 @@ def test_fp16_engines_are_built_before_warm_up(stand_in, tmp_path):
     (init,) = [e[1] for e in events if e[0] == "init"]
     assert init["precision_mode"] == "FP16" and init["max_workspace_size_bytes"] == 123456
     assert init["use_calibration"] is False
+    # Dynamic shape with a profile for the run's batch: TensorRT 10 has no implicit batch.
+    assert (init["use_dynamic_shape"], init["dynamic_shape_profile_strategy"]) == (True,
+                                                                                   "Optimal")
     assert init["input_saved_model_signature_key"] == "serving_default"
     assert os.path.basename(init["input_saved_model_dir"]) == "saved_model"
     assert [e[1] for e in events if e[0] == "build"] == [[(4, 32, 32, 3, "float32")]]
@@ -220,11 +225,12 @@ def test_fp16_engines_are_built_before_warm_up(stand_in, tmp_path):
         assert float(row[name]) > 0, name
     extra = manifest["extra"]
     assert extra["trt_summary"][-1] == "[*] Total number of TensorRT engines: 2"
+    assert extra["trt_engines"] == 2   # one per segment, read from the saved SavedModel
     assert extra["served_max_abs_diff"] == 0.0   # the stand-in serves the export itself
     lines = [e[1] for e in events if e[0] == "line"]
     (trt_line,) = [l for l in lines if l.startswith("TF-TRT:")]
     assert trt_line.startswith("TF-TRT: FP16 (engines FP16), 2 TensorRT segments with 12 ops in "
-                               "TensorRT, 3 ops left in TensorFlow; convert ")
+                               "TensorRT, 3 ops left in TensorFlow, 2 engines built; convert ")
     assert trt_line.endswith("; TensorRT 10.8.0")
     assert any(l.startswith("Latency (ms/batch, TF-TRT FP16 SavedModel serving signature): p50 ")
                for l in lines)
@@ -242,12 +248,17 @@ def test_int8_calibrates_on_the_runs_own_batches(stand_in, tmp_path):
     # Synthetic images as the run's (truncated normal around 127), a new batch each time.
     assert all(7 < b.min() and b.max() < 247 for b in batches)
     assert not (batches[0] == batches[1]).all() and not (batches[1] == batches[2]).all()
+    # Dynamic-shape mode (2.17's build()): the profile from the run's batch, then calibration.
     kinds = [e[0] for e in events]
-    assert kinds.index("calibrate") < kinds.index("convert") < kinds.index("build")
-    row, _ = row_and_manifest(tmp_path)
+    assert kinds.index("convert") < kinds.index("build") < kinds.index("calibrate")
+    assert [e[1] for e in events if e[0] == "build"] == [[(4, 32, 32, 3, "float32")]]
+    row, manifest = row_and_manifest(tmp_path)
     assert (row["trt_mode"], row["trt_calibration_batches"]) == ("INT8", "3")
+    assert manifest["extra"]["trt_engines"] == 2
     lines = [e[1] for e in events if e[0] == "line"]
-    assert any(" with 3 calibration batches, engine build " in l for l in lines)
+    (trt_line,) = [l for l in lines if l.startswith("TF-TRT:")]
+    assert re.search(r"; convert \d+\.\d{3} s, engine build \d+\.\d{3} s with 3 calibration "
+                     r"batches, save \d+\.\d{3} s; TensorRT 10\.8\.0$", trt_line), trt_line
 
 
 def test_int8_on_real_data_calibrates_on_its_batches(stand_in, tmp_path):
@@ -287,6 +298,57 @@ def test_zero_segments_are_said(stand_in, tmp_path, monkeypatch):
     lines = [e[1] for e in events if e[0] == "line"]
     assert lines.index(notice) < lines.index("Running warm up")
     assert any(l.startswith("TF-TRT: FP32 (no TensorRT engine), 0 TensorRT segments") for l in lines)
+
+
+def test_segments_without_an_engine_are_said(stand_in, tmp_path, monkeypatch):
+    monkeypatch.setattr(StandInConverter, "FAILED_ENGINES", frozenset({"TRTEngineOp_000_001"}))
+    events = stand_in
+    assert run_logged(["--trt_mode=FP16"], events) == 0
+    row, manifest = row_and_manifest(tmp_path)
+    assert (row["trt_segments"], manifest["extra"]["trt_engines"]) == ("2", 1)
+    notice = ("TF-TRT built 1 TensorRT engine for the 2 segments of trivial (FP16) before "
+              "warm-up: TensorRT failed to build the others (TensorFlow's log says why), whose "
+              "ops the timed steps run in TensorFlow")
+    assert notice in row["notices"].split("; ")
+    lines = [e[1] for e in events if e[0] == "line"]
+    assert lines.index(notice) < lines.index("Running warm up")
+
+
+def test_engines_are_counted_as_tensorflow_serializes_them(tmp_path):
+    """SerializeTRTResource's file per TRTEngineOp: a TFRecord record per engine built, an
+    empty file when the engine failed to build; no assets at all when build() never ran."""
+    assert tftrt.engines_saved(str(tmp_path)) == 0
+    (tmp_path / "assets").mkdir()
+    for name, records in (("TRTEngineOp_000_000", 1), ("TRTEngineOp_000_001", 0),
+                          ("TRTEngineOp_001_000", 2)):
+        with tf.io.TFRecordWriter(str(tmp_path / "assets" / (tftrt.ENGINE_FILE_PREFIX + name))
+                                  ) as writer:
+            for i in range(records):
+                writer.write(b"engine %d" % i)
+    (tmp_path / "assets" / "vocabulary.txt").write_text("not an engine\n")
+    assert tftrt.engines_saved(str(tmp_path)) == 3
+
+
+def test_the_profile_strategy_is_one_tensorflow_accepts():
+    from tensorflow.python.compiler.tensorrt import trt_convert
+    assert tftrt.PROFILE_STRATEGY in trt_convert.supported_profile_strategies()
+    trt_convert.TrtGraphConverterV2._verify_profile_strategy(None, tftrt.PROFILE_STRATEGY)
+    with pytest.raises(ValueError, match="not supported"):
+        trt_convert.TrtGraphConverterV2._verify_profile_strategy(None, "Fastest")
+
+
+def test_tensorflows_own_converter_takes_tfbenchs_arguments(tmp_path):
+    """Here TensorFlow has no TensorRT: the real converter binds every argument tfbench passes
+    (a wrong name would be a TypeError) and then refuses in _check_trt_version_compatibility."""
+    if _linked_tensorrt() != (0, 0, 0):
+        pytest.skip("this TensorFlow has TensorRT: the converter would start")
+    with pytest.raises(tftrt.ConversionFailed) as failed:
+        tftrt.convert(str(tmp_path / "in"), str(tmp_path / "out"), precision_mode="FP16",
+                      max_workspace_size_bytes=1 << 30, signature_key="serving_default",
+                      build_input=lambda: iter([]))
+    assert str(failed.value) == ("TF-TRT (FP16) could not create the converter: Tensorflow has "
+                                 "not been built with TensorRT support.")
+    assert failed.value.detail.startswith("RuntimeError: ")
 
 
 def test_a_failed_conversion_is_one_line_and_a_row(stand_in, tmp_path, capsys, monkeypatch):

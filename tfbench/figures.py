@@ -240,13 +240,17 @@ FIGURES: tuple[Figure, ...] = (
     _f("trt_ops_in_tensorflow", "nodes of the converted graph left to TensorFlow (placeholders "
        "and outputs included, as TF-TRT's summary() counts them)", "", "ops left in TensorFlow",
        line="TF-TRT"),
-    _f("trt_convert_sec", "TF-TRT's convert(), INT8 calibration included, before warm-up", "s",
+    _f("trt_convert_sec", "TF-TRT's convert() (dynamic-shape mode), before warm-up", "s",
        "convert", line="TF-TRT"),
-    _f("trt_build_sec", "TF-TRT's build(): the TensorRT engines built for the run's input "
-       "shape, before warm-up", "s", "engine build", line="TF-TRT"),
+    _f("trt_build_sec", "TF-TRT's build(): the optimisation profile for the run's input shape, "
+       "INT8 calibration, and the TensorRT engines built, before warm-up", "s", "engine build",
+       line="TF-TRT"),
     _f("trt_calibration_batches", "--trt_mode=INT8: batches of the run's input calibration ran "
        "on", "", "calibration batches", line="TF-TRT"),
     _f("tensorrt_version", "the TensorRT TensorFlow loaded (--trt_mode runs)"),
+    _f("trt_engines", "TensorRT engines built before warm-up, counted in the converted "
+       "SavedModel (one per segment; a segment without one runs in TensorFlow)", "",
+       "engines built", csv=False, line="TF-TRT"),
     # --- the JSON manifest and the console only -------------------------------------------
     _f("latency_ms_min", "fastest step per batch", "ms", "min", csv=False,
        line="Latency"),

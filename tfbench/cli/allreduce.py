@@ -15,7 +15,7 @@ import re
 import sys
 from typing import Optional, TextIO
 
-from tfbench.cli.guard import Parser, guarded
+from tfbench.cli.guard import Parser, flush_native_stdout, guarded
 from tfbench.config.argv import parse_params
 from tfbench.errors import UsageError
 
@@ -99,6 +99,7 @@ def run(argv: list[str], stdout: Optional[TextIO] = None) -> int:
                "x 2(n-1)/n, n = %d (GB = 10^9 bytes, as NCCL's tests)"
                % (args.repeats, args.warmup, probe.ranks))
     out += table_lines(probe)
+    flush_native_stdout()   # NCCL's own stdout lines (a user's NCCL_DEBUG) above the table
     stdout.write("\n".join(out) + "\n")
     stdout.flush()
     return 0

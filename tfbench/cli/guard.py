@@ -9,6 +9,7 @@ SIGTERM (and SIGINT when listed) raising Interrupted, so that what it measured i
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from typing import Callable, Sequence
@@ -16,9 +17,22 @@ from typing import Callable, Sequence
 from tfbench import errors
 
 
+def flush_native_stdout() -> None:
+    """Writes out what native libraries left in C's stdout buffer: on a pipe or a file it is
+    written only at exit, which entry_point skips (os._exit), so it would be lost. NCCL logs
+    to stdout with fwrite and no fflush when NCCL_DEBUG is set without NCCL_DEBUG_FILE
+    (src/debug.cc; from 2.22 its version line too under NCCL_DEBUG=WARN, src/init.cc
+    showVersion). Called before a command's last lines (the run's summary and footer, an
+    error line), so what NCCL said comes above them."""
+    if os.name == "posix":
+        import ctypes
+        ctypes.CDLL(None).fflush(None)
+
+
 def print_error(message: str) -> None:
     """The one line a failed command ends with: `tfbench: error: MESSAGE` on stderr."""
     sys.stdout.flush()
+    flush_native_stdout()
     sys.stderr.write(errors.error_line(message) + "\n")
     sys.stderr.flush()
 

@@ -16,7 +16,7 @@ import traceback
 from typing import Callable, Optional, Sequence
 
 from tfbench import errors
-from tfbench.cli.guard import print_error
+from tfbench.cli.guard import flush_native_stdout, print_error
 from tfbench.config.argv import parse_params
 from tfbench.errors import EXIT_OK, EXIT_USAGE, Interrupted, TfbenchError, UsageError
 
@@ -94,6 +94,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     except OSError as exc:
         print_error("could not write results: %s" % exc)
         return code or 1
+    flush_native_stdout()
     if code != EXIT_OK:
         for line in console.stopped_lines(result) + lines:
             emit(line)

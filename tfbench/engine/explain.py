@@ -54,18 +54,30 @@ NCCL_LOG_ENV = "TFBENCH_NCCL_LOG"   # where prepare() had NCCL write its log
 def prepare(p, plan: Resolved) -> list[str]:
     """Before the strategy exists: notices for a run the probes do not apply to, and on GPUs
     NCCL's log to a file of its own (NCCL reads NCCL_DEBUG when it starts, at the first
-    all-reduce), unless NCCL_DEBUG is set already (then what it logs is where the user said)."""
+    all-reduce), unless NCCL_DEBUG is set already (then what it logs is where the user said).
+    A user's NCCL_DEBUG_SUBSYS is kept.
+
+    Where NCCL's version line goes under these settings (NCCL's src/init.cc showVersion and
+    src/debug.cc): NCCL <= 2.21 prints it with printf and fflush(stdout), once per process,
+    when rank 0 makes its first communicator, at the run's first all-reduce, so it lands among
+    the step lines, above the footer, and logs a copy to the file; NCCL >= 2.22 logs it to
+    the file only. INFO and WARN lines go to the file (opened unbuffered)."""
     if not p.explain_scaling:
         return []
     if plan.mode not in (TRAINING, FORWARD_ONLY):
         return ["--explain_scaling applies to training and forward-only runs; not in %s mode"
                 % plan.mode]
+    notices = []
     if plan.device.kind == "gpu" and "NCCL_DEBUG" not in os.environ:
         path = os.path.join(tempfile.gettempdir(), "tfbench-nccl-%d.log" % os.getpid())
-        os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET",
-                          NCCL_DEBUG_FILE=path)
+        os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_FILE=path)
+        subsys = os.environ.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET")
         os.environ[NCCL_LOG_ENV] = path
-    return []
+        if not nccl_log.subsys_logs_init(subsys):
+            notices.append("--explain_scaling: your NCCL_DEBUG_SUBSYS=%s leaves out INIT, "
+                           "where NCCL names the transport it uses: the transport is not read"
+                           % subsys)
+    return notices
 
 
 def _nccl_transport() -> str:
@@ -82,10 +94,30 @@ def _nccl_transport() -> str:
 
 
 def discard_nccl_log() -> None:
-    """Removes the log prepare() asked NCCL for, read or not (a run leaves no file behind)."""
+    """Removes the log prepare() asked NCCL for, read or not (a run leaves no file behind),
+    unless keep_nccl_log handed it to the user."""
     path = os.environ.get(NCCL_LOG_ENV)
     if path and os.path.exists(path):
         os.remove(path)
+
+
+def keep_nccl_log(failure: str) -> str:
+    """After a failure: where NCCL's log is kept, as a clause for the failure's one line ('' when
+    none is kept). It is kept when it holds a NCCL WARN line or the failure names NCCL
+    (TensorFlow's NCCL errors say "run with NCCL_DEBUG=INFO for details", which prepare() did:
+    the details are in that file); otherwise it is removed."""
+    path = os.environ.get(NCCL_LOG_ENV)
+    if not path or not os.path.exists(path):
+        return ""
+    with open(path, errors="replace") as handle:
+        warnings = nccl_log.warnings(handle.read())
+    if not warnings and "NCCL" not in failure:
+        discard_nccl_log()
+        return ""
+    del os.environ[NCCL_LOG_ENV]   # the user's now: nothing removes it
+    return "NCCL's log%s is kept in %s" % (
+        " (%d warning%s)" % (len(warnings), "" if len(warnings) == 1 else "s")
+        if warnings else "", path)
 
 
 def applies(p, plan: Resolved, sp: StrategyPlan) -> bool:
@@ -120,8 +152,9 @@ def probe(runner: ModeRunner, sp: StrategyPlan, res: RunResult,
         else:
             why = "TensorFlow failed: %s" % ((message or "").strip().splitlines()
                                              or [type(exc).__name__])[0]
-        res.notices.append("--explain_scaling: the probes stopped, %s; the run's own figures "
-                           "stand" % why)
+        kept = keep_nccl_log(message or "")
+        res.notices.append("--explain_scaling: the probes stopped, %s; %sthe run's own figures "
+                           "stand" % (why, kept + "; " if kept else ""))
         return
     explained = explain_run(res)
     if explained is not None:
@@ -324,6 +357,12 @@ def allreduce_probe_run(p, min_bytes: int = 0, max_bytes: int = 0, factor: int =
                 strategy, tensors, repeats, warmup, compiled, runner.clock.perf_counter,
                 variables))
             raise_if_stopped()
+    except tf.errors.OpError as exc:
+        lines = (exc.message or "").strip().splitlines() or [type(exc).__name__]
+        kept = keep_nccl_log(exc.message or "")
+        discard_nccl_log()
+        raise errors.TfbenchError("TensorFlow's runtime failed in the all-reduce probe: %s%s"
+                                  % (lines[0], "; " + kept if kept else "")) from None
     except BaseException:
         discard_nccl_log()
         raise

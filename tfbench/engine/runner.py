@@ -84,6 +84,10 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
         failure = _failure(exc, p, plan, sp, res)
         if failure is None:
             raise
+        kept = explain.keep_nccl_log(exc.message if isinstance(exc, tf.errors.OpError)
+                                     else str(exc))
+        if kept:
+            failure.args = ("%s; %s" % (failure, kept),)
         raise failure from None
     finally:
         # On a failure the FLOP count (a second trace of the model) is skipped.

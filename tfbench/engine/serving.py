@@ -196,13 +196,20 @@ class Serving:
             trt_convert_sec=conversion.convert_sec, trt_build_sec=conversion.build_sec,
             trt_save_sec=conversion.save_sec, trt_segments=counts.segments,
             trt_ops_in_tensorrt=counts.ops_in_tensorrt,
-            trt_ops_in_tensorflow=counts.ops_in_tensorflow,
+            trt_ops_in_tensorflow=counts.ops_in_tensorflow, trt_engines=conversion.engines,
             trt_precisions="+".join(counts.precisions), trt_summary=list(conversion.summary))
         if not counts.segments:
             self.notices.append(
                 "TF-TRT made no TensorRT segment of %s (%s): the timed steps run all %d ops of "
                 "the converted graph in TensorFlow" % (r.spec.name, p.trt_mode,
                                                        counts.ops_in_tensorflow))
+        elif conversion.engines < counts.segments:
+            self.notices.append(
+                "TF-TRT built %d TensorRT engine%s for the %d segments of %s (%s) before "
+                "warm-up: TensorRT failed to build the others (TensorFlow's log says why), "
+                "whose ops the timed steps run in TensorFlow"
+                % (conversion.engines, "" if conversion.engines == 1 else "s", counts.segments,
+                   r.spec.name, p.trt_mode))
 
 
 def _input_dtype(precision: str) -> str:

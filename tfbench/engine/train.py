@@ -127,7 +127,7 @@ class TrainRunner(ModeRunner):
         res.warmup_sec = now() - warm_start if r.num_warmup else None
         res.first_step_sec = res.warmup_times[0] if res.warmup_times else None
         if p.trace_file:
-            self._trace(s)
+            self._trace(s, res)
         log.warmup_done()
         self.meter.steady_state()
 
@@ -255,9 +255,10 @@ class TrainRunner(ModeRunner):
                     tf.summary.histogram(v.path, v)
         writer.flush()
 
-    def _trace(self, s: Setup) -> None:
+    def _trace(self, s: Setup, res: RunResult) -> None:
         """A TensorFlow profiler trace of a few untimed steps after warm-up (TensorBoard)."""
         from tfbench.engine import tracing
         self.log.tracing(self.p.trace_file)
         tracing.trace_steps(lambda: s.step_fn(s.inputs).numpy(), self.p.trace_file,
+                            notice=lambda text: self.notice(res, text),
                             chrome_json=self.p.use_chrome_trace_format)

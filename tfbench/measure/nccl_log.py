@@ -47,6 +47,23 @@ class Transport:
                     or self.within_host)
 
 
+def warnings(text: str) -> list[str]:
+    """NCCL's WARN lines in `text` (NCCL logs warnings whatever NCCL_DEBUG_SUBSYS says:
+    src/include/debug.h's WARN passes NCCL_ALL)."""
+    return [line for line in text.splitlines() if " NCCL WARN " in line]
+
+
+def subsys_logs_init(value: str) -> bool:
+    """Whether NCCL_DEBUG_SUBSYS=value logs NCCL's INIT lines, where every transport line read
+    here is logged: NCCL's src/debug.cc splits it at commas (strtok: empty names skipped,
+    spaces kept), compares names case-insensitively (an unknown name adds nothing), and a `^`
+    first logs every subsystem but those named; ALL names them all."""
+    invert = value.startswith("^")
+    names = {name.upper() for name in value[invert:].split(",") if name}
+    named = bool(names & {"INIT", "ALL"})
+    return not named if invert else named
+
+
 def parse(text: str) -> Transport:
     """Every NCCL transport fact in `text` (one or several processes' logs)."""
     t = Transport()

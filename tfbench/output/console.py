@@ -125,7 +125,8 @@ def serving_lines(summary: dict[str, Any]) -> list[str]:
     """`Serving path: SavedModel serving signature, export 1.234 s, load 0.456 s (before warm-up,
     not timed); max |served - in-process| logit 1.2e-06 on one synthetic batch` and, with
     --trt_mode, `TF-TRT: FP16 (engines FP16), 3 TensorRT segments with 412 ops in TensorRT, 12 ops
-    left in TensorFlow; convert 12.345 s, engine build 4.567 s, save 1.234 s; TensorRT 10.8.0`."""
+    left in TensorFlow, 3 engines built; convert 12.345 s, engine build 4.567 s, save 1.234 s;
+    TensorRT 10.8.0` (INT8: `engine build 9.876 s with 10 calibration batches`)."""
     lines = []
     if summary.get("export_sec") is not None:
         line = "Serving path: %s, %s %.3f s" % (
@@ -139,19 +140,21 @@ def serving_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(line)
     if summary.get("trt_segments") is not None:
         precisions = summary.get("trt_precisions")
-        line = "TF-TRT: %s (%s), %d %s with %d %s, %d %s; %s %.3f s" % (
+        line = "TF-TRT: %s (%s), %d %s with %d %s, %d %s" % (
             summary.get("trt_mode") or "?",
             "engines %s" % precisions if precisions else "no TensorRT engine",
             summary["trt_segments"], label("trt_segments"),
             summary.get("trt_ops_in_tensorrt") or 0, label("trt_ops_in_tensorrt"),
-            summary.get("trt_ops_in_tensorflow") or 0, label("trt_ops_in_tensorflow"),
-            label("trt_convert_sec"), summary.get("trt_convert_sec") or 0.0)
-        if summary.get("trt_calibration_batches"):
-            line += " with %d %s" % (summary["trt_calibration_batches"],
-                                     label("trt_calibration_batches"))
+            summary.get("trt_ops_in_tensorflow") or 0, label("trt_ops_in_tensorflow"))
+        if summary.get("trt_engines") is not None:
+            line += ", %d %s" % (summary["trt_engines"], label("trt_engines"))
+        line += "; %s %.3f s" % (label("trt_convert_sec"), summary.get("trt_convert_sec") or 0.0)
         for name in ("trt_build_sec", "trt_save_sec"):
             if summary.get(name) is not None:
                 line += ", %s %.3f s" % (label(name), summary[name])
+            if name == "trt_build_sec" and summary.get("trt_calibration_batches"):
+                line += " with %d %s" % (summary["trt_calibration_batches"],
+                                         label("trt_calibration_batches"))
         if summary.get("tensorrt_version"):
             line += "; TensorRT %s" % summary["tensorrt_version"]
         lines.append(line)
