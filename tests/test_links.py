@@ -128,7 +128,7 @@ def test_gpus_outside_the_run_and_unknown_far_ends(monkeypatch):
     ("Tesla V100-SXM2-32GB", 5, (7, 0), 2, "2.0", 25.0),     # 6 links, 300 GB/s
     ("Quadro RTX 8000", 6, (7, 5), 2, "2.0", 25.0),          # 2 links, 100 GB/s
     ("NVIDIA A100-SXM4-80GB", 7, (8, 0), 4, "3.0", 25.0),    # 12 links, 600 GB/s
-    ("NVIDIA A100-SXM4-80GB", 7, (8, 0), 5, "3.0", 25.0),    # the enum's 3.1 is NVLink 3.0
+    ("NVIDIA A100-SXM4-80GB", 7, (8, 0), 5, "3.0", 25.0),    # what A100s report (3.1)
     ("NVIDIA RTX A6000", 7, (8, 6), 4, "3.0", 14.0625),      # 4 links, 112.5 GB/s
     ("NVIDIA H100 80GB HBM3", 9, (9, 0), 6, "4.0", 25.0),    # 18 links, 900 GB/s
     ("NVIDIA H200", 9, (9, 0), 6, "4.0", 25.0),              # 18 links, 900 GB/s

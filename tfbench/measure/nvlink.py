@@ -1,11 +1,11 @@
 """Which NVLink a GPU has and what one link carries, from the GPU's architecture.
 
 NVML names the architecture (nvmlDeviceGetArchitecture, an nvmlDeviceArchitecture_t: the
-NVML_DEVICE_ARCH_* constants of nvidia-ml-py 12.535 to 13.615: 4 Pascal, 5 Volta, 6 Turing,
-7 Ampere, 8 Ada, 9 Hopper, 10 Blackwell, 13 Rubin) and a version per link
+NVML_DEVICE_ARCH_* constants of nvidia-ml-py: 4 Pascal, 5 Volta, 6 Turing, 7 Ampere, 8 Ada,
+9 Hopper in 12.535; 10 Blackwell in 13.590, 13 Rubin in 13.615) and a version per link
 (nvmlDeviceGetNvLinkVersion, an nvmlNvlinkVersion_t: NVML_NVLINK_VERSION_1_0 = 1, 2_0 = 2,
 2_2 = 3, 3_0 = 4, 3_1 = 5, 4_0 = 6, 5_0 = 7, 6_0 = 8 in 13.615). The version names revisions
-(2.2, 3.1) that are no generation of their own, so an A100 reporting 5 would read "NVLink 3.1",
+(2.2, 3.1) that are no generation of their own (A100s report 5, 3.1: open-mpi/hwloc issue 658),
 and it says nothing of a chip's link rate (GA10x's links are slower than GA100's): the
 generation and the rate are the architecture's, and NVML's own name of the version is shown
 only where the architecture is not known.
