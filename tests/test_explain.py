@@ -223,8 +223,8 @@ def test_a_cross_host_hop_of_unknown_rate_expects_nothing(gpu_host):
     # No NCCL log (NCCL_DEBUG set by the user): no NIC named, no expectation either.
     res = _links_of(gpu_host("dgx_a100"), 2)
     assert res.extra["expected_busbw_gbs"] is None and res.extra["link"].endswith(
-        "no expected busbw: the cross-host hop's rate is unknown: no NCCL log names the NICs "
-        "between hosts")
+        "no expected busbw: the cross-host hop's rate is unknown: no NCCL log of tfbench's names "
+        "the NICs between hosts (NCCL_DEBUG was set, or NCCL wrote none)")
 
 
 def test_the_run_s_own_verdict_knows_its_workers():

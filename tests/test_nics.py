@@ -71,8 +71,8 @@ def test_a_hop_of_unknown_rate_gives_no_expectation(sysfs):
         "no expected busbw: the cross-host hop's rate is unknown: NCCL names no device of "
         "NET/AWS Libfabric")
     assert nics.between_hosts(None, sysfs).basis == (
-        "no expected busbw: the cross-host hop's rate is unknown: no NCCL log names the NICs "
-        "between hosts")
+        "no expected busbw: the cross-host hop's rate is unknown: no NCCL log of tfbench's names "
+        "the NICs between hosts (NCCL_DEBUG was set, or NCCL wrote none)")
     assert nics.between_hosts(nccl_log.parse(ONE_HOST), sysfs).gbs is None
 
 

@@ -94,8 +94,9 @@ def between_hosts(transport: Optional[Transport], sysfs: Optional[str] = None) -
     for the transport its channels between hosts use (the slowest such transport), or none
     and why."""
     if transport is None or not transport.seen:
-        return Expectation.none("the cross-host hop's rate is unknown: no NCCL log names the "
-                                "NICs between hosts")
+        return Expectation.none("the cross-host hop's rate is unknown: no NCCL log of "
+                                "tfbench's names the NICs between hosts (NCCL_DEBUG was set, "
+                                "or NCCL wrote none)")
     if not transport.between_hosts:
         return Expectation.none("the cross-host hop's rate is unknown: NCCL's log shows no "
                                 "channel between hosts")
