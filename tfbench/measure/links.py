@@ -10,7 +10,7 @@ and 13.x):
   nvmlDeviceGetArchitecture, nvmlDeviceGetCudaComputeCapability            which NVLink it has
   nvmlDeviceGetNvLinkState(handle, link) / nvmlDeviceGetNvLinkVersion      NVLink links up and
         their version (an nvmlNvlinkVersion_t: 1 = 1.0, 2 = 2.0, 3 = 2.2, 4 = 3.0, 5 = 3.1,
-        6 = 4.0, 7 = 5.0, 8 = 6.0 in 13.x, not the version number itself)
+        6 = 4.0, 7 = 5.0, 8 = 6.0 in 13.615, not the version number itself)
   nvmlDeviceGetNvLinkCapability(handle, link, NVML_NVLINK_CAP_P2P_SUPPORTED),
   nvmlDeviceGetNvLinkRemotePciInfo(handle, link) (nvidia-ml-py calls its _v2),
   nvmlDeviceGetNvLinkRemoteDeviceType(handle, link)                        where each link goes
