@@ -116,7 +116,7 @@ FAKE_PYNVML_DIR = os.path.join(ROOT, "tests", "fake_pynvml")
 
 
 def fake_nvml(gpus, **kwargs):
-    """tests/fake_pynvml's FakeNvml over `gpus` (and its `topology`, `nvlink_p2p`), loaded
+    """tests/fake_pynvml's FakeNvml over `gpus` (and its `topology`), loaded
     without shadowing the real pynvml."""
     import importlib.util
     spec = importlib.util.spec_from_file_location(

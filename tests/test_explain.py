@@ -14,6 +14,7 @@ from helpers import ROOT, run_inprocess
 from tfbench.config.argv import parse_params
 from tfbench.engine import explain
 from tfbench.engine.plan import resolve
+from tfbench.measure import nccl_log
 from tfbench.output import console
 from tfbench.results import RunResult
 
@@ -48,7 +49,7 @@ def test_on_gpus_nccl_logs_its_transport_to_a_file_of_its_own(monkeypatch, tmp_p
     with open(path, "w") as handle:   # what NCCL 2.21 writes on one host with P2P over NVLink
         handle.write("h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
                      "h:1:9 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n")
-    assert explain._nccl_transport() == "NCCL 2.21.5+cuda12.4: within a host P2P/IPC"
+    assert nccl_log.describe(explain._nccl_log()) == "NCCL 2.21.5+cuda12.4: within a host P2P/IPC"
     assert not os.path.exists(path)   # read once, then removed
 
 
@@ -60,7 +61,7 @@ def test_a_users_own_nccl_debug_is_left_alone(monkeypatch):
     explain.prepare(p, plan)
     import os
     assert os.environ["NCCL_DEBUG"] == "WARN" and "NCCL_DEBUG_FILE" not in os.environ
-    assert explain._nccl_transport() == ""
+    assert explain._nccl_log() is None
 
 
 @pytest.mark.parametrize("subsys,notices", [
@@ -245,3 +246,112 @@ def test_each_device_probe_keeps_its_own_cuda_index():
               for i, name in enumerate(plan.device.names)]
     assert [r.plan.device.gpu_indices for r in probes] == [(5,), (7,)]
     assert [r.plan.device.names for r in probes] == [(n,) for n in plan.device.names]
+
+
+def _recorded_host(name):
+    import json
+    import os
+    from helpers import ROOT, fake_nvml
+    with open(os.path.join(ROOT, "tests", "data", "nvml_links.json")) as handle:
+        host = json.load(handle)["hosts"][name]
+    return fake_nvml(host["gpus"], topology=host["topology"])
+
+
+# NCCL 2.21's log on a worker of two, one InfiniBand port between the hosts.
+ONE_NIC = """\
+h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
+h:1:9 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB ib0:192.168.11.1<0>
+h:1:9 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/0/GDRDMA
+h:1:9 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC
+"""
+
+
+@pytest.fixture
+def gpu_host(monkeypatch, tmp_path):
+    """A run's GPU links read from a recorded host, NCCL's log where prepare() puts it, and a
+    sysfs tree with one 100 Gb/s EDR port."""
+    from tfbench.measure import links, nics
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    port = tmp_path / "sys" / "class" / "infiniband" / "mlx5_0" / "ports" / "1"
+    port.mkdir(parents=True)
+    (port / "rate").write_text("100 Gb/sec (4X EDR)\n")
+    monkeypatch.setattr(nics, "SYSFS", str(tmp_path / "sys"))
+
+    read = links.gpu_links
+
+    def use(name, log=None):
+        fake = _recorded_host(name)
+        monkeypatch.setattr(links, "gpu_links", lambda gpus: read(gpus, fake))
+        if log is not None:
+            (tmp_path / "nccl.log").write_text(log)
+            monkeypatch.setenv(explain.NCCL_LOG_ENV, str(tmp_path / "nccl.log"))
+        else:
+            monkeypatch.delenv(explain.NCCL_LOG_ENV, raising=False)
+        _, plan = _plan("--num_gpus=8", "--device=cpu", kind="gpu")
+        return plan
+    return use
+
+
+def _links_of(plan, workers, **figures):
+    import json
+    res = _probed_result(**figures)
+    res.num_workers = workers
+    found = {}
+    explain._links(plan, found, res, workers)
+    json.dumps(found)   # the JSON manifest holds it
+    return res
+
+
+def test_a_dgx1_expects_its_nvlink_rings_not_pcie(gpu_host):
+    res = _links_of(gpu_host("dgx1_v100"), 1, allreduce_busbw_gbs=120.0)
+    assert res.extra["expected_busbw_gbs"] == pytest.approx(150.0)
+    assert res.extra["link"] == ("NVLink 2.0 x6; joined up to SYS (GPU 0 and GPU 4: the link "
+                                 "between CPU sockets); expected busbw from NVLink rings "
+                                 "through every GPU")
+    verdict = explain.explain_run(res)["verdict"]
+    assert "bus bandwidth 120 GB/s on NVLink 2.0 x6, where up to 150 is expected; the link " \
+           "is the limit" in verdict
+
+
+def test_several_workers_expect_the_slowest_hop_not_nvlink(gpu_host):
+    # DGX A100s (300 GB/s over NVSwitch) joined by one 100 Gb/s port: 12.5 GB/s.
+    res = _links_of(gpu_host("dgx_a100", ONE_NIC), 2, allreduce_busbw_gbs=11.0)
+    assert res.extra["expected_busbw_gbs"] == 12.5
+    assert res.extra["link"] == (
+        "NVLink 3.0 x12; joined up to SYS (GPU 0 and GPU 4: the link between CPU sockets); "
+        "NCCL 2.21.5+cuda12.4: between hosts NET/IB (InfiniBand mlx5_0) with GPUDirect RDMA; "
+        "within a host P2P/IPC; expected busbw from the NICs between hosts (InfiniBand mlx5_0 "
+        "at 100 Gb/s)")
+    verdict = explain.explain_run(res)["verdict"]
+    assert "well below" not in verdict
+    assert verdict.endswith(
+        "bus bandwidth 11 GB/s across 2 workers, where up to 12 is expected from the NICs "
+        "between hosts (InfiniBand mlx5_0 at 100 Gb/s); the network between the hosts is the "
+        "limit: send fewer bytes (fp16 gradients: --precision=fp16 with "
+        "--compact_gradient_transfer), a larger batch per device, or faster NICs")
+    # The same host alone: its NVLink.
+    assert _links_of(gpu_host("dgx_a100", ONE_NIC), 1).extra["expected_busbw_gbs"] == 300.0
+
+
+def test_a_cross_host_hop_of_unknown_rate_expects_nothing(gpu_host):
+    res = _links_of(gpu_host("dgx_a100", ONE_NIC.replace("mlx5_0", "mlx5_4")), 2,
+                    allreduce_busbw_gbs=11.0)
+    assert res.extra["expected_busbw_gbs"] is None
+    assert "; no expected busbw: the cross-host hop's rate is unknown (mlx5_4: " in \
+        res.extra["link"]
+    verdict = explain.explain_run(res)["verdict"]
+    assert "bus bandwidth 11 GB/s across 2 workers; no expected busbw: the cross-host hop's " \
+           "rate is unknown (mlx5_4: " in verdict
+    assert verdict.endswith("compare busbw with the rate of the network between the hosts")
+    # No NCCL log (NCCL_DEBUG set by the user): no NIC named, no expectation either.
+    res = _links_of(gpu_host("dgx_a100"), 2)
+    assert res.extra["expected_busbw_gbs"] is None and res.extra["link"].endswith(
+        "no expected busbw: the cross-host hop's rate is unknown: no NCCL log of tfbench's names "
+        "the NICs between hosts (NCCL_DEBUG was set, or NCCL wrote none)")
+
+
+def test_the_run_s_own_verdict_knows_its_workers():
+    res = _probed_result(link="one CPU device per worker", expected_busbw_gbs=None)
+    res.device_kind, res.num_workers = "cpu", 2
+    assert "TensorFlow's ring over gRPC" in explain.explain_run(res)["verdict"]

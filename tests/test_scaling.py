@@ -111,3 +111,38 @@ def test_cpu_workers_all_reduce_over_the_network():
     line = scaling.verdict(d, scaling.evidence(row, "cpu"))
     assert "bus bandwidth 0.0293 GB/s" in line and "ring over gRPC" in line
     assert "host memory" in scaling.verdict(d, scaling.evidence(dict(row, num_workers=1), "cpu"))
+
+
+NIC_LINK = ("NVLink 4.0 x18; NCCL 2.21.5+cuda12.4: between hosts NET/IB (InfiniBand mlx5_0); "
+            "expected busbw from the NICs between hosts (InfiniBand mlx5_0 at 100 Gb/s)")
+
+
+def test_several_gpu_workers_are_held_against_the_slowest_hop():
+    d = scaling.decompose(100.0, 60.0, 60.0, 30.0)
+    row = {"allreduce_mib": "97.5", "allreduce_busbw_gbs": "4.1", "expected_busbw_gbs": "12.5",
+           "link": NIC_LINK, "num_workers": "4"}
+    e = scaling.evidence(row, "gpu")
+    assert e.expected_from == ("expected busbw from the NICs between hosts (InfiniBand mlx5_0 "
+                               "at 100 Gb/s)")
+    line = scaling.verdict(d, e)
+    assert ("bus bandwidth 4.1 GB/s across 4 workers, where up to 12 is expected from the NICs "
+            "between hosts (InfiniBand mlx5_0 at 100 Gb/s); well below what the slowest hop "
+            "carries: check the transport NCCL chose") in line
+    # Within the host slower than the NICs: the link is the limit, named as on one host.
+    pcie = dict(row, link="PCIe 3.0 x16; expected busbw from PCIe", expected_busbw_gbs="15.8",
+                allreduce_busbw_gbs="14")
+    assert scaling.verdict(d, scaling.evidence(pcie, "gpu")).endswith(
+        "bus bandwidth 14 GB/s across 4 workers, where up to 16 is expected from PCIe; the link "
+        "is the limit: send fewer bytes (fp16 gradients: --precision=fp16 with "
+        "--compact_gradient_transfer), a larger batch per device, or a faster interconnect")
+
+
+def test_no_expectation_claims_no_limit():
+    d = scaling.decompose(100.0, 60.0, 60.0, 30.0)
+    row = {"allreduce_mib": "97.5", "allreduce_busbw_gbs": "700", "expected_busbw_gbs": "",
+           "link": "NVLink 6.0 x18; no expected busbw: the rate of GPU 0's NVLink 6.0 links is "
+                   "not known"}
+    line = scaling.verdict(d, scaling.evidence(row, "gpu"))
+    assert line.endswith("bus bandwidth 700 GB/s on NVLink 6.0 x18; no expected busbw: the rate "
+                         "of GPU 0's NVLink 6.0 links is not known; compare busbw with the rate "
+                         "of the GPUs' links (nvidia-smi topo -m)")

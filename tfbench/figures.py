@@ -217,11 +217,14 @@ FIGURES: tuple[Figure, ...] = (
        "time per step's batch of this worker", "ms", "input pipeline alone",
        line="Scaling probes"),
     _f("link", "--explain_scaling: the GPUs' links as NVML reads them (PCIe generation and "
-       "width, NVLink, the widest topology between two GPUs, links below their maximum) and "
-       "the transport NCCL logged"),
-    _f("expected_busbw_gbs", "--explain_scaling: the bus bandwidth those links allow (their "
-       "data rate in one direction, the slowest GPU's)", "GB/s", "expected up to",
-       line="Scaling probes"),
+       "width, NVLink, the widest topology between two GPUs, links below their maximum), the "
+       "transport NCCL logged, and what decides expected_busbw_gbs ('expected busbw from "
+       "...', or 'no expected busbw: ' and why)"),
+    _f("expected_busbw_gbs", "--explain_scaling: the bus bandwidth the all-reduce's slowest "
+       "hop allows, in one direction: rings over NVLink through every GPU (direct links or "
+       "NVSwitch), else the slowest GPU's PCIe link; on several workers the NICs NCCL uses "
+       "between hosts where slower; empty when a hop's rate is unknown", "GB/s",
+       "expected up to", line="Scaling probes"),
     # --- serving path: --saved_model, --trt_mode (docs/serving.md) --------------------------
     _f("serving_path", "what the timed steps called: empty = the model in-process; "
        "saved_model = the loaded SavedModel's serving signature; tftrt = the same after TF-TRT "

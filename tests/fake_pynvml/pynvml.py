@@ -8,10 +8,12 @@ the host in FAKE_NVML_GPUS, a JSON list of GPUs in NVML's index order:
 object (tests/helpers.py: fake_nvml).
 
 Links: a GPU's "pcie" is [current gen, current width, max gen, max width, the GPU's own max gen]
-and "nvlink" {"version": nvmlNvlinkVersion_t, "states": [state of link 0, 1, ...]} (no "nvlink":
-NOT_SUPPORTED, as on PCIe boards); FakeNvml's `topology` is the matrix of
-nvmlDeviceGetTopologyCommonAncestor levels by NVML index and `nvlink_p2p` the matrix of
-nvmlDeviceGetP2PStatus(a, b, NVML_P2P_CAPS_INDEX_NVLINK) (0 = OK). Every reading is an int, as
+and "nvlink" {"version": nvmlNvlinkVersion_t, "states": [state of link 0, 1, ...], "p2p":
+[NVML_NVLINK_CAP_P2P_SUPPORTED of each link], "remote": [PCI bus of the device at the other end
+of each link], "remote_type": [nvmlNvLinkDeviceType_t of it]} (no "nvlink": NOT_SUPPORTED, as on
+PCIe boards; a list missing: that call NOT_SUPPORTED); "arch" is nvmlDeviceGetArchitecture's
+value and "cc" [major, minor] the compute capability; FakeNvml's `topology` is the matrix of
+nvmlDeviceGetTopologyCommonAncestor levels by NVML index. Every reading is an int, as
 nvidia-ml-py returns them (c_uint.value).
 """
 
@@ -32,10 +34,9 @@ class FakeNvml:
     NVMLError = NVMLError
     NVML_DEVICE_MIG_ENABLE = NVML_DEVICE_MIG_ENABLE
 
-    def __init__(self, gpus, topology=None, nvlink_p2p=None):
+    def __init__(self, gpus, topology=None):
         self.gpus = [dict(g, bus=g.get("bus", i)) for i, g in enumerate(gpus)]
         self.topology = topology
-        self.nvlink_p2p = nvlink_p2p
 
     def _everything(self):
         return self.gpus + [m for g in self.gpus for m in g.get("mig") or []]
@@ -116,6 +117,35 @@ class FakeNvml:
             raise NVMLError(3)
         return int(handle["nvlink"]["version"])
 
+    def _per_link(self, handle, field, link):
+        readings = (handle.get("nvlink") or {}).get(field)
+        if readings is None:
+            raise NVMLError(3)
+        if link >= len(readings):
+            raise NVMLError(2)
+        return readings[link]
+
+    def nvmlDeviceGetNvLinkCapability(self, handle, link, capability):
+        assert capability == 0   # NVML_NVLINK_CAP_P2P_SUPPORTED
+        return int(self._per_link(handle, "p2p", link))
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle, link):
+        bus = int(self._per_link(handle, "remote", link))
+        return types.SimpleNamespace(domain=0, bus=bus, device=0)
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle, link):
+        return int(self._per_link(handle, "remote_type", link))
+
+    def nvmlDeviceGetArchitecture(self, handle):
+        if "arch" not in handle:
+            raise NVMLError(3)
+        return int(handle["arch"])
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle):
+        if "cc" not in handle:
+            raise NVMLError(3)
+        return tuple(int(x) for x in handle["cc"])
+
     def _pair(self, matrix, a, b):
         if matrix is None:
             raise NVMLError(3)
@@ -123,10 +153,6 @@ class FakeNvml:
 
     def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
         return self._pair(self.topology, a, b)
-
-    def nvmlDeviceGetP2PStatus(self, a, b, index):
-        assert index == 2   # NVML_P2P_CAPS_INDEX_NVLINK
-        return self._pair(self.nvlink_p2p, a, b)
 
 
 _HOST = FakeNvml(json.loads(os.environ.get("FAKE_NVML_GPUS", "[]")))

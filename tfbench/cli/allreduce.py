@@ -91,9 +91,8 @@ def run(argv: list[str], stdout: Optional[TextIO] = None) -> int:
     out = ["%s" % notice for notice in probe.notices]
     out.append("All-reduce probe: %d ranks (%d worker%s); %s" % (
         probe.ranks, probe.workers, "" if probe.workers == 1 else "s", probe.reduction))
-    if probe.link:
-        out.append("Links: %s%s" % (probe.link, "; expected busbw up to %.3g GB/s"
-                                    % probe.expected_busbw_gbs
+    if probe.link:   # the link's description ends with what decides the expectation
+        out.append("Links: %s%s" % (probe.link, ": up to %.3g GB/s" % probe.expected_busbw_gbs
                                     if probe.expected_busbw_gbs else ""))
     out.append("time: median of %d calls after %d warm-up; algbw = size / time; busbw = algbw "
                "x 2(n-1)/n, n = %d (GB = 10^9 bytes, as NCCL's tests)"

@@ -6,7 +6,9 @@ that say where its scaling efficiency goes (tfbench.measure.scaling splits the s
                (tfbench.distribute.allreduce_probe): time, algbw, busbw
   links        what NVML says of the run's GPUs' PCIe and NVLink links, read right after the
                all-reduce, and the bandwidth to expect of them (tfbench.measure.links); the
-               transport NCCL chose, from its log (tfbench.measure.nccl_log)
+               transport NCCL chose, from its log (tfbench.measure.nccl_log); on several
+               workers the slowest hop's, the NICs between hosts NCCL names
+               (tfbench.measure.nics)
   devices      the one-device step (the model, optimizer and step a one-device run builds) on
                each of this worker's devices, first alone, one device after the other, then on
                all at once (one thread per device), which also shows a limit they share
@@ -41,7 +43,7 @@ from tfbench.engine.runlog import RunLog, SilentLog
 from tfbench import errors
 from tfbench.errors import raise_if_stopped
 from tfbench.measure import links as links_lib
-from tfbench.measure import nccl_log, scaling, stats
+from tfbench.measure import nccl_log, nics, scaling, stats
 from tfbench.results import RunResult
 
 # Device steps: repeats after warm-up; input batches likewise.
@@ -80,17 +82,17 @@ def prepare(p, plan: Resolved) -> list[str]:
     return notices
 
 
-def _nccl_transport() -> str:
-    """What NCCL said it used, from the log prepare() asked for ('' when none was written)."""
+def _nccl_log() -> Optional[nccl_log.Transport]:
+    """What NCCL said it used, from the log prepare() asked for (None when none was written)."""
     path = os.environ.get(NCCL_LOG_ENV)
     if not path or not os.path.exists(path):
-        return ""
+        return None
     try:
         with open(path, errors="replace") as handle:
             text = handle.read()
     finally:
         discard_nccl_log()
-    return nccl_log.describe(nccl_log.parse(text)) or ""
+    return nccl_log.parse(text)
 
 
 def discard_nccl_log() -> None:
@@ -140,7 +142,7 @@ def probe(runner: ModeRunner, sp: StrategyPlan, res: RunResult,
     try:
         if plan.mode == TRAINING:
             _allreduce(runner, found, res)
-        _links(plan, found, res)
+        _links(plan, found, res, sp.num_workers)
         raise_if_stopped()
         if plan.real_data:
             _input(runner, found, res)
@@ -175,8 +177,9 @@ def explain_run(res: RunResult) -> Optional[dict]:
             "reference": "one device alone (probe)", "efficiency_pct": d.efficiency_pct,
             "lost_ms": d.lost_ms, "lost_pts": d.lost_pts, "largest": d.largest,
             "overlap_ms": d.overlap_ms,
-            "verdict": scaling.verdict(d, scaling.evidence(extra, res.device_kind,
-                                                           res.global_batch_size))}
+            "verdict": scaling.verdict(d, scaling.evidence(
+                {**extra, "num_workers": res.num_workers}, res.device_kind,
+                res.global_batch_size))}
 
 
 def _allreduce(runner: ModeRunner, found: dict, res: RunResult) -> None:
@@ -198,25 +201,36 @@ def _allreduce(runner: ModeRunner, found: dict, res: RunResult) -> None:
                      allreduce_busbw_gbs=timing.busbw_gbs)
 
 
-def _links(plan: Resolved, found: dict, res: RunResult) -> None:
+def _links(plan: Resolved, found: dict, res: RunResult, workers: int = 1) -> None:
     if plan.device.kind != "gpu":
         res.extra["link"] = "logical CPU devices (host memory)" \
             if plan.device.num_devices > 1 else "one CPU device per worker"
         return
-    links, why, res.extra["link"] = _gpu_links(plan)
-    found["links"] = dataclasses.asdict(links) if links is not None else {"not_read": why}
+    links, why, res.extra["link"], expected = _gpu_links(plan, workers)
+    found["links"] = links.to_json() if links is not None else {"not_read": why}
+    res.extra["expected_busbw_gbs"] = expected.gbs
     if links is not None:
-        res.extra["expected_busbw_gbs"] = links.expected_busbw_gbs()
         found["degraded"] = links.degraded()
 
 
-def _gpu_links(plan: Resolved) -> tuple[Optional[links_lib.Links], str, str]:
+def _gpu_links(plan: Resolved, workers: int = 1
+               ) -> tuple[Optional[links_lib.Links], str, str, links_lib.Expectation]:
     """(the run's GPUs' links as NVML reads them, or None; why not; the link line: NVML's
-    description, or why it has none, and the transport NCCL logged)."""
+    description, or why it has none, the transport NCCL logged and what decides the busbw to
+    expect; that expectation: over several workers the slowest hop's, tfbench.measure.nics)."""
     links, why = links_lib.gpu_links(plan.device.gpu_indices or range(plan.device.num_devices))
-    transport = _nccl_transport()   # read and removed before anything else can fail
+    transport = _nccl_log()   # read and removed before anything else can fail
     text = links.describe() if links is not None else "NVML: %s" % why
-    return links, why, "; ".join(x for x in (text, transport) if x)
+    if links is not None:
+        local = links.expectation()
+    elif plan.device.num_devices > 1 and workers > 1:
+        local = links_lib.Expectation.none("the links within a host are unknown (NVML: %s)"
+                                           % why)
+    else:
+        local = links_lib.Expectation(None)
+    expected = nics.slowest_hop(local, workers, transport)
+    said = nccl_log.describe(transport) if transport is not None else None
+    return links, why, "; ".join(x for x in (text, said, expected.basis) if x), expected
 
 
 def _input(runner: ModeRunner, found: dict, res: RunResult) -> None:
@@ -369,6 +383,6 @@ def allreduce_probe_run(p, min_bytes: int = 0, max_bytes: int = 0, factor: int =
     probe = AllReduceProbe(allreduce_probe.ranks(strategy), sp.num_workers, sp.reduction,
                            notices, timings)
     if plan.device.kind == "gpu":
-        links, _, probe.link = _gpu_links(plan)
-        probe.expected_busbw_gbs = links.expected_busbw_gbs() if links else None
+        _, _, probe.link, expected = _gpu_links(plan, sp.num_workers)
+        probe.expected_busbw_gbs = expected.gbs
     return probe

@@ -7,24 +7,32 @@ and 13.x):
         this slot can do (NVML: "possible with this device and system": a x16 card in a x8 slot
         reports 8), so a narrow slot shows as a maximum below x16
   nvmlDeviceGetGpuMaxPcieLinkGeneration                                    what the GPU supports
+  nvmlDeviceGetArchitecture, nvmlDeviceGetCudaComputeCapability            which NVLink it has
   nvmlDeviceGetNvLinkState(handle, link) / nvmlDeviceGetNvLinkVersion      NVLink links up and
         their version (an nvmlNvlinkVersion_t: 1 = 1.0, 2 = 2.0, 3 = 2.2, 4 = 3.0, 5 = 3.1,
-        6 = 4.0, 7 = 5.0, not the version number itself)
+        6 = 4.0, 7 = 5.0, 8 = 6.0 in 13.615, not the version number itself)
+  nvmlDeviceGetNvLinkCapability(handle, link, NVML_NVLINK_CAP_P2P_SUPPORTED),
+  nvmlDeviceGetNvLinkRemotePciInfo(handle, link) (nvidia-ml-py calls its _v2),
+  nvmlDeviceGetNvLinkRemoteDeviceType(handle, link)                        where each link goes
   nvmlDeviceGetTopologyCommonAncestor(a, b)                                what joins two GPUs
-  nvmlDeviceGetP2PStatus(a, b, NVML_P2P_CAPS_INDEX_NVLINK)                 0 = NVLink between them
 A link running below its maximum (fewer lanes, a lower generation) is flagged; a lower
 generation is normal on an idle GPU (it saves power), so links are read right after the
 all-reduce probe, when the GPUs have just been busy.
 
-The bandwidth to expect is the link's data rate in one direction (a ring all-reduce sends and
+The bandwidth to expect is a link's data rate in one direction (a ring all-reduce sends and
 receives at once, and its bus bandwidth approaches that rate): per PCIe lane after line coding
 (PCI-SIG's rates as tabled in https://en.wikipedia.org/wiki/PCI_Express#Comparison_table), per
-NVLink link 20 GB/s for 1.0 (P100: 4 links, 160 GB/s both directions), 25 GB/s for 2.0 to 4.0
-(V100: 6 links, 300 GB/s; A100: 12 links, 600 GB/s; H100: 18 links, 900 GB/s, NVIDIA's
-datasheets) and 50 GB/s for 5.0 (B200: 18 links, 1.8 TB/s). Over NVLink when every pair of the
-run's GPUs has an NVLink path, else the slowest GPU's PCIe link. GB = 10^9 bytes, as NCCL's tests
-count. Between hosts NVML knows nothing: the NCCL transport (tfbench.measure.nccl_log) says what
-carried the all-reduce there.
+NVLink link its generation's, by the GPU's architecture (tfbench.measure.nvlink). GB = 10^9
+bytes, as NCCL's tests count.
+
+Over which links: as NCCL's topology search sees them (src/graph/xml.cc, ncclTopoGetXmlFromGpu:
+a link counts when it is up and P2P-capable, and its remote PCI address says where it goes;
+src/graph/topo.cc, ncclTopoAddNvLinks: a far end that is neither a GPU nor a CPU is an
+NVSwitch). Where rings through every GPU of the run go over NVLink (tfbench.measure.rings:
+direct links, multi-link pairs counted; or every GPU on NVSwitch), the rings' most busbw is the
+expectation; else some hop of every ring crosses PCIe and the slowest GPU's PCIe link is. Links
+to GPUs outside the run carry none of its rings. Between hosts NVML knows nothing: the slowest
+hop of a multi-worker ring is decided with the NICs NCCL names (tfbench.measure.nics).
 """
 
 from __future__ import annotations
@@ -33,20 +41,40 @@ import dataclasses
 import itertools
 from typing import Any, Optional, Sequence
 
+from tfbench.measure import nvlink
 from tfbench.measure import nvml as nvml_mod
+from tfbench.measure import rings
 
 # GB/s per lane, one direction, after 8b/10b (1.0, 2.0), 128b/130b (3.0 to 5.0) and FLIT (6.0).
 PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
-# nvmlNvlinkVersion_t -> (version name, GB/s per link in one direction).
-NVLINK_VERSIONS = {1: ("1.0", 20.0), 2: ("2.0", 25.0), 3: ("2.2", 25.0), 4: ("3.0", 25.0),
-                   5: ("3.1", 25.0), 6: ("4.0", 25.0), 7: ("5.0", 50.0)}
 # nvmlGpuTopologyLevel_t -> nvidia-smi topo's name and what it means.
 TOPOLOGY = {0: ("SAME", "on one board"), 10: ("PIX", "one PCIe switch"),
             20: ("PXB", "several PCIe switches"), 30: ("PHB", "a PCIe host bridge"),
             40: ("NODE", "host bridges of one NUMA node"),
             50: ("SYS", "the link between CPU sockets")}
-_P2P_CAPS_INDEX_NVLINK = 2   # NVML_P2P_CAPS_INDEX_NVLINK
-_P2P_STATUS_OK = 0
+_NVLINK_CAP_P2P_SUPPORTED = 0   # NVML_NVLINK_CAP_P2P_SUPPORTED
+_NVLINK_DEVICE_TYPE_GPU = 0     # NVML_NVLINK_DEVICE_TYPE_GPU
+_NVLINK_DEVICE_TYPE_IBMNPU = 1  # an IBM POWER CPU
+# What the expectation's phrase in the link description starts with (tfbench.measure.scaling
+# reads it back from a results row).
+EXPECTED_FROM = "expected busbw from "
+NO_EXPECTATION = "no expected busbw: "
+
+
+@dataclasses.dataclass(frozen=True)
+class Expectation:
+    """The busbw to expect (GB/s, None: none) and the phrase saying what decides it
+    (EXPECTED_FROM + the hop, NO_EXPECTATION + why; '' where nothing needs saying)."""
+    gbs: Optional[float]
+    basis: str = ""
+
+    @staticmethod
+    def of(gbs: float, hop: str) -> "Expectation":
+        return Expectation(gbs, EXPECTED_FROM + hop)
+
+    @staticmethod
+    def none(why: str) -> "Expectation":
+        return Expectation(None, NO_EXPECTATION + why)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,8 +86,12 @@ class GpuLink:
     pcie_gen_max: Optional[int] = None    # this GPU in this slot
     pcie_width_max: Optional[int] = None
     gpu_pcie_gen_max: Optional[int] = None   # the GPU alone
-    nvlink_links: Optional[int] = None    # None: no NVLink on this GPU
+    nvlink_links: Optional[int] = None    # links up; None: no NVLink on this GPU
     nvlink_version: Optional[int] = None  # nvmlNvlinkVersion_t of link 0
+    architecture: Optional[int] = None    # nvmlDeviceArchitecture_t
+    compute_capability: Optional[tuple[int, int]] = None
+    nvlink_gpus: Optional[dict[int, int]] = None   # the run's GPUs it has links to: how many
+    nvswitch_links: Optional[int] = None  # links to NVSwitches (None: not read)
 
     @property
     def pcie(self) -> str:
@@ -69,10 +101,15 @@ class GpuLink:
         return "PCIe %d.0 x%d" % (self.pcie_gen, self.pcie_width)
 
     @property
+    def nvlink_generation(self) -> str:
+        """'3.0': the architecture's NVLink, else NVML's name of the version ('' unknown)."""
+        return nvlink.generation(self.architecture, self.nvlink_version)
+
+    @property
     def nvlink(self) -> str:
         if not self.nvlink_links:
             return ""
-        name = NVLINK_VERSIONS.get(self.nvlink_version or 0, ("", 0.0))[0]
+        name = self.nvlink_generation
         return "NVLink%s x%d" % (" " + name if name else "", self.nvlink_links)
 
     def degraded(self) -> str:
@@ -104,35 +141,90 @@ class GpuLink:
         lane = PCIE_LANE_GBS.get(self.pcie_gen_max)
         return None if lane is None else lane * self.pcie_width_max
 
-    def nvlink_gbs(self) -> Optional[float]:
-        if not self.nvlink_links or self.nvlink_version not in NVLINK_VERSIONS:
-            return None
-        return self.nvlink_links * NVLINK_VERSIONS[self.nvlink_version][1]
+    def nvlink_link_gbs(self) -> Optional[float]:
+        """One NVLink link's rate in one direction, GB/s (None: not known)."""
+        return nvlink.link_gbs(self.architecture, self.compute_capability)
 
 
 @dataclasses.dataclass(frozen=True)
 class Links:
-    """The run's GPUs, how each pair is joined, and what that makes of the all-reduce."""
+    """The run's GPUs and how each pair is joined (PCIe topology, NVLink links between them)."""
     gpus: tuple[GpuLink, ...]
     topology: dict[tuple[int, int], int] = dataclasses.field(default_factory=dict)
-    nvlink_pairs: Optional[bool] = None   # every pair has an NVLink path (None: unknown)
+
+    def nvlink_between(self) -> dict[tuple[int, int], int]:
+        """(GPU a, GPU b), a < b -> the NVLink links joining them directly (as the GPU with
+        fewer says, where both read theirs)."""
+        seen: dict[tuple[int, int], list[int]] = {}
+        for g in self.gpus:
+            for other, count in (g.nvlink_gpus or {}).items():
+                if other != g.gpu:
+                    seen.setdefault((min(g.gpu, other), max(g.gpu, other)), []).append(count)
+        return {pair: min(counts) for pair, counts in seen.items() if min(counts) > 0}
+
+    def _over_nvlink(self) -> tuple[Optional[str], Optional[Expectation]]:
+        """('nvswitch' or 'nvlink', its expectation) where rings through every GPU go over
+        NVLink; (None, why not, or None for PCIe)."""
+        if len(self.gpus) < 2 or not any(g.nvlink_links for g in self.gpus):
+            return None, None
+        direct = self.nvlink_between()
+        switched = all(g.nvswitch_links for g in self.gpus)
+        if switched and direct:
+            return None, Expectation.none("GPUs joined both directly and through NVSwitch, "
+                                          "rings tfbench does not work out")
+        nodes = [g.gpu for g in self.gpus]
+        if switched:
+            kind, hop = "nvswitch", "NVLink through NVSwitch"
+        elif not direct:
+            return None, None
+        elif len(nodes) > rings.MAX_MESH:
+            return None, Expectation.none("%d GPUs joined directly by NVLink, more than tfbench "
+                                          "works out rings for" % len(nodes))
+        elif not rings.rings(nodes, {pair: float(n) for pair, n in direct.items()}):
+            return None, None
+        else:
+            kind, hop = "nvlink", "NVLink rings through every GPU"
+        unknown = [g for g in self.gpus if g.nvlink_link_gbs() is None]
+        if unknown:
+            g = unknown[0]
+            return kind, Expectation.none("the rate of GPU %d's %s links is not known" % (
+                g.gpu, ("NVLink " + g.nvlink_generation).strip()))
+        rate = {g.gpu: g.nvlink_link_gbs() for g in self.gpus}
+        if kind == "nvswitch":
+            # Every ring's hop leaves one GPU into the switches and enters the next from them.
+            return kind, Expectation.of(min(g.nvswitch_links * rate[g.gpu] for g in self.gpus),
+                                        hop)
+        edges = {(a, b): n * min(rate[a], rate[b]) for (a, b), n in direct.items()}
+        return kind, Expectation.of(round(rings.ring_busbw(nodes, edges), 6), hop)
 
     @property
     def over_nvlink(self) -> bool:
-        return bool(self.nvlink_pairs) and all(g.nvlink_links for g in self.gpus)
+        """Whether rings through every GPU of the run go over NVLink."""
+        return self._over_nvlink()[0] is not None
 
     def slowest(self) -> Optional[GpuLink]:
-        """The GPU whose link caps a ring all-reduce (the lowest expected rate)."""
-        rated = [(self._rate(g), g) for g in self.gpus if self._rate(g) is not None]
+        """The GPU whose PCIe link is the slowest (the lowest expected rate)."""
+        rated = [(g.pcie_gbs(), g) for g in self.gpus if g.pcie_gbs() is not None]
         return min(rated, key=lambda pair: pair[0])[1] if rated else None
 
-    def _rate(self, gpu: GpuLink) -> Optional[float]:
-        return gpu.nvlink_gbs() if self.over_nvlink else gpu.pcie_gbs()
+    def expectation(self) -> Expectation:
+        """The bus bandwidth a ring all-reduce over these links approaches, and why (module
+        docstring); nothing for one GPU (no link between GPUs)."""
+        if len(self.gpus) < 2:
+            return Expectation(None)
+        kind, found = self._over_nvlink()
+        if found is not None:
+            return found
+        gpu = self.slowest()
+        hop = "PCIe" + (" (no ring of NVLink through every GPU)"
+                        if any(g.nvlink_links for g in self.gpus) else "")
+        if gpu is None:
+            return Expectation.none("NVML reports no PCIe link rate")
+        return Expectation.of(gpu.pcie_gbs(), hop)
 
     def expected_busbw_gbs(self) -> Optional[float]:
         """The bus bandwidth a ring all-reduce over these links approaches, GB/s."""
-        gpu = self.slowest()
-        return None if gpu is None else self._rate(gpu)
+        return self.expectation().gbs
 
     def widest_topology(self) -> Optional[tuple[int, int, int]]:
         """(GPU a, GPU b, level) of the pair joined furthest away."""
@@ -152,7 +244,8 @@ class Links:
         else:
             parts.append(_common(g.pcie for g in self.gpus) or "PCIe link not reported")
             if any(g.nvlink_links for g in self.gpus):
-                parts[-1] += " (NVLink on some GPUs, not between every pair)"
+                parts[-1] += " (%s, no ring of it through every GPU)" % (
+                    _common(g.nvlink for g in self.gpus if g.nvlink_links))
         problems = [g.degraded() for g in self.gpus if g.degraded()]
         problems += [g.slot_limits() for g in self.gpus if g.slot_limits()]
         widest = self.widest_topology()
@@ -166,6 +259,13 @@ class Links:
         """'' or every link below its maximum, one phrase each."""
         return "; ".join(g.degraded() for g in self.gpus if g.degraded())
 
+    def to_json(self) -> dict[str, Any]:
+        """The readings for the JSON manifest (pairs as 'a-b': JSON keys are strings)."""
+        return {"gpus": [dataclasses.asdict(g) for g in self.gpus],
+                "topology": {"%d-%d" % pair: level for pair, level in self.topology.items()},
+                "nvlink_between": {"%d-%d" % pair: n
+                                   for pair, n in self.nvlink_between().items()}}
+
 
 def _common(labels) -> str:
     """The label all GPUs share, or each distinct one with its count."""
@@ -176,14 +276,55 @@ def _common(labels) -> str:
     return ", ".join("%d x %s" % (labels.count(x), x) for x in distinct)
 
 
+def _address(info: Any) -> tuple[int, int, int]:
+    """(domain, bus, device) of an nvmlPciInfo_t."""
+    return int(info.domain), int(info.bus), int(info.device)
+
+
+def _far_ends(nvml: Any, handle: Any) -> list[tuple[tuple[int, int, int], Optional[int]]]:
+    """(PCI address, NVML's device type or None) at the far end of each link NCCL would use:
+    up, P2P-capable and with a remote PCI address (src/graph/xml.cc skips any other)."""
+    ends = []
+    for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            up = nvml.nvmlDeviceGetNvLinkState(handle, link)
+        except (nvml.NVMLError, AttributeError):
+            break   # past the last link of this GPU (or no NVLink)
+        try:
+            if not up or not nvml.nvmlDeviceGetNvLinkCapability(
+                    handle, link, _NVLINK_CAP_P2P_SUPPORTED):
+                continue
+            far = _address(nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link))
+        except (nvml.NVMLError, AttributeError):
+            continue
+        try:
+            kind: Optional[int] = int(nvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link))
+        except (nvml.NVMLError, AttributeError):
+            kind = None
+        ends.append((far, kind))
+    return ends
+
+
+def _host_gpus(nvml: Any) -> set[tuple[int, int, int]]:
+    """PCI addresses of every GPU NVML can open on this host."""
+    found = set()
+    for handle in nvml_mod._openable(nvml):  # noqa: SLF001
+        try:
+            found.add(_address(nvml.nvmlDeviceGetPciInfo(handle)))
+        except (nvml.NVMLError, AttributeError):
+            continue
+    return found
+
+
 def gpu_link(nvml: Any, handle: Any, gpu: int) -> GpuLink:
-    """One GPU's link facts; a call NVML does not support leaves its field None."""
+    """One GPU's own link facts; a call NVML does not support leaves its field None."""
     get = nvml_mod.GpuReader(nvml, handle).get
     n, h = nvml, handle
     links = nvml_mod.nvlink_active_links(nvml, handle)
     version = None
     if links:
         version = get("nvlink_version", lambda: n.nvmlDeviceGetNvLinkVersion(h, 0))
+    capability = get("compute_capability", lambda: n.nvmlDeviceGetCudaComputeCapability(h))
     return GpuLink(
         gpu=gpu,
         pcie_gen=get("pcie_gen", lambda: n.nvmlDeviceGetCurrPcieLinkGeneration(h)),
@@ -192,28 +333,54 @@ def gpu_link(nvml: Any, handle: Any, gpu: int) -> GpuLink:
         pcie_width_max=get("pcie_width_max", lambda: n.nvmlDeviceGetMaxPcieLinkWidth(h)),
         gpu_pcie_gen_max=get("gpu_pcie_gen_max",
                              lambda: n.nvmlDeviceGetGpuMaxPcieLinkGeneration(h)),
-        nvlink_links=links, nvlink_version=version)
+        nvlink_links=links, nvlink_version=version,
+        architecture=get("architecture", lambda: n.nvmlDeviceGetArchitecture(h)),
+        compute_capability=None if capability is None else tuple(int(x) for x in capability))
+
+
+def _with_far_ends(nvml: Any, gpu: GpuLink, handle: Any,
+                   run: dict[tuple[int, int, int], int],
+                   host: Any) -> GpuLink:
+    """`gpu` with where its NVLink links go: to which of the run's GPUs (`run`: PCI address
+    -> CUDA index), to NVSwitches; links to other GPUs (`host()`) and CPUs carry no ring."""
+    if not gpu.nvlink_links:
+        return gpu
+    to_gpus: dict[int, int] = {}
+    switch = 0
+    for far, kind in _far_ends(nvml, handle):
+        if far in run:
+            to_gpus[run[far]] = to_gpus.get(run[far], 0) + 1
+        elif kind in (_NVLINK_DEVICE_TYPE_GPU, _NVLINK_DEVICE_TYPE_IBMNPU) or far in host():
+            continue
+        else:
+            switch += 1
+    return dataclasses.replace(gpu, nvlink_gpus=to_gpus, nvswitch_links=switch)
 
 
 def read_links(nvml: Any, handles: Sequence[tuple[int, Any]]) -> Links:
     """The links of the GPUs `handles` ([(CUDA index, NVML handle)], measure.nvml's
-    resolve_handles) and the topology of each pair."""
-    gpus = tuple(gpu_link(nvml, h, i) for i, h in handles)
+    resolve_handles), where their NVLink links go and the topology of each pair."""
+    gpus = [gpu_link(nvml, h, i) for i, h in handles]
+    run: dict[tuple[int, int, int], int] = {}
+    for i, h in handles:
+        try:
+            run[_address(nvml.nvmlDeviceGetPciInfo(h))] = i
+        except (nvml.NVMLError, AttributeError):
+            pass
+    cached: list[set] = []
+
+    def host() -> set:
+        if not cached:
+            cached.append(_host_gpus(nvml))
+        return cached[0]
+    gpus = [_with_far_ends(nvml, g, h, run, host) for g, (_, h) in zip(gpus, handles)]
     topology: dict[tuple[int, int], int] = {}
-    nvlink_pairs: Optional[bool] = True
     for (i, a), (j, b) in itertools.combinations(handles, 2):
         try:
             topology[(i, j)] = int(nvml.nvmlDeviceGetTopologyCommonAncestor(a, b))
         except (nvml.NVMLError, AttributeError):
             pass
-        try:
-            status = nvml.nvmlDeviceGetP2PStatus(a, b, _P2P_CAPS_INDEX_NVLINK)
-            nvlink_pairs = nvlink_pairs and int(status) == _P2P_STATUS_OK
-        except (nvml.NVMLError, AttributeError):
-            nvlink_pairs = None if nvlink_pairs else nvlink_pairs
-    if len(handles) < 2:
-        nvlink_pairs = None
-    return Links(gpus, topology, nvlink_pairs)
+    return Links(tuple(gpus), topology)
 
 
 def gpu_links(gpu_indices: Sequence[int], nvml: Any = None) -> tuple[Optional[Links], str]:

@@ -21,14 +21,18 @@ in this order, each part clipped to what is left of it:
 
 Each part in points of efficiency: 100 x part / step, so the parts add up to
 100 - efficiency, efficiency = 100 x reference / step (the scaling efficiency of weak scaling
-against one device). Standard library only, no TensorFlow: the console of a run and the study
-reports both use it.
+against one device). No TensorFlow: the console of a run and the study reports both use it.
+The verdict holds the all-reduce's busbw against the expectation and the hop that decides it,
+as the link's description names them (tfbench.measure.links, tfbench.measure.nics).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Mapping, Optional
+
+from tfbench.measure.links import EXPECTED_FROM, NO_EXPECTATION
+from tfbench.measure.nics import NETWORK_HOP
 
 # The causes, in the order they are attributed; "unexplained" is what is left.
 CAUSES = ("compute", "input", "allreduce", "unexplained")
@@ -105,6 +109,9 @@ class Evidence:
     expected_busbw_gbs: Optional[float] = None
     link: str = ""                      # "PCIe 3.0 x16" / "NVLink 3.0 x12" / "logical CPU ..."
     degraded: str = ""                  # "GPU 5's PCIe link runs at x4 of x16"
+    # What decides expected_busbw_gbs (the link's phrase, tfbench.measure.links): "expected
+    # busbw from the NICs between hosts (...)" or "no expected busbw: <why>"
+    expected_from: str = ""
     slowest_device: str = ""
     slowest_device_ratio: Optional[float] = None
     device_kind: str = "gpu"
@@ -131,6 +138,8 @@ def evidence(figures: Mapping[str, Any], device_kind: str = "gpu",
         allreduce_mib=number("allreduce_mib"), busbw_gbs=number("allreduce_busbw_gbs"),
         expected_busbw_gbs=number("expected_busbw_gbs"), link=parts[0],
         degraded="; ".join(x for x in parts if " runs at " in x),
+        expected_from=next((x for x in parts if x.startswith((EXPECTED_FROM, NO_EXPECTATION))),
+                           ""),
         slowest_device=text("slowest_device"),
         slowest_device_ratio=number("slowest_device_ratio"), device_kind=device_kind,
         global_batch=global_batch, host_ms_between_steps=number("host_ms_between_steps"),
@@ -178,14 +187,28 @@ def _overlap(d: Decomposition) -> str:
     return " (%.1f ms more hidden behind the backward pass)" % hidden
 
 
+_FEWER_BYTES = ("send fewer bytes (fp16 gradients: --precision=fp16 with "
+                "--compact_gradient_transfer), a larger batch per device, or ")
+
+
 def _allreduce_action(e: Evidence) -> str:
+    across = e.device_kind == "gpu" and e.workers > 1
+    hop = e.expected_from[len(EXPECTED_FROM):] if e.expected_from.startswith(EXPECTED_FROM) \
+        else ""
+    network = hop.startswith(NETWORK_HOP)
     bandwidth = ""
     if e.busbw_gbs is not None:
         bandwidth = "bus bandwidth %.3g GB/s" % e.busbw_gbs
-        if e.link:
+        if across:
+            bandwidth += " across %d workers" % e.workers
+        elif e.link:
             bandwidth += " on %s" % e.link
         if e.expected_busbw_gbs:
             bandwidth += ", where up to %.0f is expected" % e.expected_busbw_gbs
+            if across:
+                bandwidth += " from %s" % hop if hop else ""
+        elif e.expected_from.startswith(NO_EXPECTATION):
+            bandwidth += "; " + e.expected_from
     if e.degraded:
         action = "%s: reseat the card or move it to a slot of full width" % e.degraded
     elif e.device_kind == "cpu" and e.workers > 1:
@@ -194,15 +217,17 @@ def _allreduce_action(e: Evidence) -> str:
     elif e.device_kind == "cpu":
         action = ("logical CPU devices all-reduce through host memory; on GPUs this is the "
                   "figure to compare with the link")
-    elif e.busbw_gbs is not None and e.expected_busbw_gbs and \
-            e.busbw_gbs < 0.5 * e.expected_busbw_gbs:
-        action = ("well below what the link carries: check the transport NCCL chose "
+    elif not e.expected_busbw_gbs:
+        action = ("compare busbw with the rate of the network between the hosts" if across else
+                  "compare busbw with the rate of the GPUs' links (nvidia-smi topo -m)")
+    elif e.busbw_gbs is not None and e.busbw_gbs < 0.5 * e.expected_busbw_gbs:
+        action = ("well below what %s carries: check the transport NCCL chose "
                   "(NCCL_DEBUG=INFO, `tfbench launch --nccl_debug`) and the GPUs' topology "
-                  "(nvidia-smi topo -m)")
+                  "(nvidia-smi topo -m)" % ("the slowest hop" if across else "the link"))
+    elif network:
+        action = "the network between the hosts is the limit: " + _FEWER_BYTES + "faster NICs"
     else:
-        action = ("the link is the limit: send fewer bytes (fp16 gradients: --precision=fp16 "
-                  "with --compact_gradient_transfer), a larger batch per device, or a faster "
-                  "interconnect")
+        action = "the link is the limit: " + _FEWER_BYTES + "a faster interconnect"
     return "; ".join(x for x in (bandwidth, action) if x)
 
 
