@@ -61,6 +61,7 @@ class BenchConfig:
     forward_only: bool = False
     init_learning_rate: Optional[float] = None
     target: float = 1.0  # tfbench/legacy ratio this configuration should reach
+    data_name: str = ""  # "cifar10" for the CIFAR-10 models (synthetic data of its shapes)
 
     @property
     def mode(self) -> str:
@@ -72,6 +73,8 @@ class BenchConfig:
                 "--num_batches=%d" % self.num_batches,
                 "--num_warmup_batches=%d" % self.num_warmup_batches,
                 "--device=cpu", "--data_format=NHWC"]
+        if self.data_name:
+            args.append("--data_name=%s" % self.data_name)
         if self.forward_only:
             args.append("--forward_only")
         if self.init_learning_rate is not None:
@@ -87,9 +90,10 @@ OVERHEAD_BOUND_TARGET = 1.10
 
 def _cfg(model: str, mode: str, batch_size: int, num_batches: int, warmup: int,
          suffix: str = "", lr: Optional[float] = None,
-         target: float = COMPUTE_BOUND_TARGET) -> BenchConfig:
+         target: float = COMPUTE_BOUND_TARGET, data_name: str = "") -> BenchConfig:
     return BenchConfig("%s/%s%s" % (model, mode, suffix), model, batch_size, num_batches, warmup,
-                       forward_only=(mode == "forward"), init_learning_rate=lr, target=target)
+                       forward_only=(mode == "forward"), init_learning_rate=lr, target=target,
+                       data_name=data_name)
 
 
 # Models without batch norm diverge on the unnormalised synthetic images at their default LR:
@@ -111,6 +115,7 @@ DEFAULT_CONFIGS: tuple[BenchConfig, ...] = (
     _cfg("vgg16", "forward", 16, 20, 3),
     _cfg("inception3", "train", 16, 10, 3),
     _cfg("inception3", "forward", 16, 20, 3),
+    _cfg("resnet20", "train", 32, 50, 5, data_name="cifar10"),
 )
 
 # --quick: same configurations, tiny batches and steps; checks the machinery, not the speed.

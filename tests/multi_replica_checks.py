@@ -246,11 +246,12 @@ def _dropout(strategy) -> dict:
             "state_advanced_by": sorted({int(a[1] - b[1]) for a, b in zip(after, before)})}
 
 
-def _gradient_sum_devices(compute_devices, local_parameter_device) -> list[str]:
-    """Where a parameter_server step sums the replicas' gradients."""
+def _gradient_sum_devices(compute_devices, local_parameter_device,
+                          variable_update="parameter_server") -> list[str]:
+    """Where a step sums the replicas' gradients."""
     plan = DevicePlan("cpu", len(compute_devices), tuple(compute_devices), "NHWC")
     sp = strategy_lib.make_strategy(make_params({
-        "variable_update": "parameter_server", "device": "cpu",
+        "variable_update": variable_update, "device": "cpu",
         "num_gpus": len(compute_devices), "local_parameter_device": local_parameter_device}),
         plan)
     _, _, st = _scaled_steps(sp.strategy, loss_scaling="none")
@@ -284,6 +285,10 @@ def main() -> None:
         "overflow_independent": _overflow_on_replica_1(independent),
         "gradient_sum_devices": _gradient_sum_devices(("/cpu:1", "/cpu:2"), "gpu"),
         "gradient_sum_devices_cpu": _gradient_sum_devices(("/cpu:1", "/cpu:2"), "cpu"),
+        "replicated_sum_devices": _gradient_sum_devices(("/cpu:1", "/cpu:2"), "gpu",
+                                                        "replicated"),
+        "replicated_sum_devices_cpu": _gradient_sum_devices(("/cpu:1", "/cpu:2"), "cpu",
+                                                            "replicated"),
         "replica_decisions": _replica_decisions(mirrored),
         "clipped_mirrored": _clipped_update(mirrored, "none"),
         "clipped_spread": _clipped_update(spread, "none"),

@@ -68,6 +68,14 @@ def test_parameter_server_sums_gradients_where_the_variables_live(checks):
     assert checks["gradient_sum_devices_cpu"] == ["/device:CPU:0"]
 
 
+def test_replicated_on_cpu_devices_sums_each_gradient_on_a_device_in_turn(checks):
+    # The legacy script's default (batch_allreduce.CopyToDeviceAlgorithm) on CPU devices: the
+    # 2 gradients (kernel, bias) on CPU:1 and CPU:2 in turn, or all on the host with
+    # --local_parameter_device=cpu; no collective (TensorFlow's ring copies on CPUs).
+    assert checks["replicated_sum_devices"] == ["/device:CPU:1", "/device:CPU:2"]
+    assert checks["replicated_sum_devices_cpu"] == ["/device:CPU:0"]
+
+
 @pytest.mark.parametrize("strategy", ["mirrored", "central"])
 def test_dropout_trains_with_one_mask_per_call_on_every_replica(checks, strategy):
     # Keras writes Dropout's seed state ("none") on every call; central storage's one copy took

@@ -25,14 +25,26 @@ MIB = 2 ** 20
     ({}, True, None),
 ])
 def test_transfer_dtype_is_the_compute_dtype_when_compact(flags, compiled, dtype):
-    assert packing.transfer_for(make_params(flags), 0, compiled).dtype == dtype
+    assert packing.transfer_for(make_params(flags), 0, compiled, "gpu").dtype == dtype
 
 
 @pytest.mark.parametrize("repacking,spec_packs,packs", [(0, 0, 0), (3, 0, 3), (0, 2, 2),
                                                         (3, 2, 3)])
 def test_gradient_repacking_wins_over_the_specs_packs(repacking, spec_packs, packs):
     p = make_params({"gradient_repacking": repacking})
-    assert packing.transfer_for(p, spec_packs, False).num_packs == packs
+    assert packing.transfer_for(p, spec_packs, False, "gpu").num_packs == packs
+
+
+@pytest.mark.parametrize("kind,pack_bytes,label", [
+    ("gpu", 25 * 2 ** 20, "as computed, packs of 25 MiB"),
+    # On CPU devices, as the legacy script: no packs unless asked (--gradient_repacking, #N).
+    ("cpu", 0, "as computed, each gradient alone")])
+def test_default_packs_by_device_kind(kind, pack_bytes, label):
+    transfer = packing.transfer_for(make_params({}), 0, False, kind)
+    assert (transfer.pack_bytes, transfer.label()) == (pack_bytes, label)
+    assert plan_packs([4, 4, 4], transfer) == ([[2, 1, 0]] if kind == "gpu" else [[2], [1], [0]])
+    assert packing.transfer_for(make_params({"gradient_repacking": 2}), 0, False,
+                                kind).num_packs == 2
 
 
 def test_n_packs_of_about_equal_bytes_from_the_last_gradient():

@@ -45,24 +45,32 @@ class Transfer:
     dtype: Optional[str] = None     # "float16" / "bfloat16": floating gradients travel so
     num_packs: int = 0              # > 0: this many packs of about equal bytes
     pack_bytes: int = PACK_BYTES    # num_packs == 0: a pack closes once it holds this many
+    #                                 (0: each gradient is a pack of its own)
 
     def label(self) -> str:
-        packs = ("%d packs" % self.num_packs if self.num_packs
-                 else "packs of %d MiB" % (self.pack_bytes // 2 ** 20))
+        if self.num_packs:
+            packs = "%d packs" % self.num_packs
+        elif self.pack_bytes:
+            packs = "packs of %d MiB" % (self.pack_bytes // 2 ** 20)
+        else:
+            packs = "each gradient alone"
         return "%s, %s" % (self.dtype or "as computed", packs)
 
 
-def transfer_for(p, spec_packs: int, compiled: bool) -> Transfer:
+def transfer_for(p, spec_packs: int, compiled: bool, device_kind: str) -> Transfer:
     """The transfer for Params: --compact_gradient_transfer (fp16 runs; bf16 runs only where
     XLA compiles the all-reduce: TensorFlow's own NCCL all-reduce takes half, float, double,
     int32 and int64, not bfloat16 (nccl_manager.cc kValidDataTypes), XLA's takes bf16 too),
-    then --gradient_repacking, else the `#N` of --all_reduce_spec, else packs of PACK_BYTES."""
+    then --gradient_repacking, else the `#N` of --all_reduce_spec, else packs of PACK_BYTES on
+    GPUs and, on CPU devices, each gradient alone, as the legacy script sends them (a pack is
+    a concatenation and a split: on CPU devices only copies, no latency to hide)."""
     precision = params_lib.resolve_precision(p)
     dtype = None
     if p.compact_gradient_transfer and (precision == "fp16"
                                         or (precision == "bf16" and compiled)):
         dtype = {"fp16": "float16", "bf16": "bfloat16"}[precision]
-    return Transfer(dtype=dtype, num_packs=p.gradient_repacking or spec_packs)
+    return Transfer(dtype=dtype, num_packs=p.gradient_repacking or spec_packs,
+                    pack_bytes=PACK_BYTES if device_kind == "gpu" else 0)
 
 
 def plan_packs(sizes: list[int], transfer: Transfer) -> list[list[int]]:

@@ -7,7 +7,9 @@
                              (replicated under --xla with several devices)
   replicated                 MirroredStrategy; --all_reduce_spec / --hierarchical_copy pick
                              NcclAllReduce, HierarchicalCopyAllReduce or ReductionToOneDevice;
-                             gradients travel in the compute dtype and in packs (packing.py)
+                             without them NCCL on GPUs, and on CPU devices the legacy script's
+                             own (strategies.SumsInTurn); gradients travel in the compute dtype
+                             and in packs (packing.py; on CPU devices each alone unless asked)
   independent                MirroredStrategy whose gradient all-reduce is the identity: every
                              replica updates its own copy of the variables with its own gradient
   collective_all_reduce,     MultiWorkerMirroredStrategy over --worker_hosts or TF_CONFIG
@@ -35,9 +37,9 @@ from tfbench.distribute import packing, peers
 from tfbench.config import params as params_lib
 from tfbench.distribute.devices import DevicePlan
 from tfbench.distribute.spread import SpreadStorageStrategy
-from tfbench.distribute.strategies import (HorovodStrategy, IndependentStrategy, coordinator,
-                                           gpu_devices, import_horovod, remember_cluster,
-                                           xla_compiles_replica_steps)
+from tfbench.distribute.strategies import (HorovodStrategy, IndependentStrategy, SumsInTurn,
+                                           coordinator, gpu_devices, import_horovod,
+                                           remember_cluster, xla_compiles_replica_steps)
 from tfbench.errors import UsageError
 
 SINGLE_HOST_VALUES = ("parameter_server", "replicated", "independent")
@@ -244,9 +246,15 @@ def _single_host(p, plan: DevicePlan) -> StrategyPlan:
     if vu == "independent":
         return StrategyPlan(IndependentStrategy(plan.names), vu, None, False,
                             notices=tuple(notices), reduction="none (independent replicas)")
+    reduction = label or "MirroredStrategy default"
+    if ops is None and plan.kind == "cpu":
+        # As the legacy script: NCCL needs GPUs, and TensorFlow's ring on CPU devices copies.
+        devices = ["/cpu:0"] if p.local_parameter_device.lower() == "cpu" else list(plan.names)
+        ops = SumsInTurn(devices)
+        reduction = "each gradient summed on %s (the legacy default on CPU devices)" % (
+            devices[0] if len(devices) == 1 else "one of the %d devices in turn" % len(devices))
     strategy = tf.distribute.MirroredStrategy(list(plan.names), cross_device_ops=ops)
     compiled = _compiles_replica_steps(p, strategy, plan, notices)
-    reduction = label or "MirroredStrategy default"
     if compiled:
         impl = strategy.extended._communication_options.implementation.value  # noqa: SLF001
         reduction = "collective (%s, inside XLA)" % impl.lower()
@@ -259,7 +267,7 @@ def _single_host(p, plan: DevicePlan) -> StrategyPlan:
             # XLA whatever it was given (MirroredExtended._get_cross_device_ops, 2.17 to 2.21).
             strategy.extended._cross_device_ops = strategy.extended._collective_ops  # noqa: SLF001
             label = reduction
-    transfer = packing.transfer_for(p, spec_packs(p.all_reduce_spec), compiled)
+    transfer = packing.transfer_for(p, spec_packs(p.all_reduce_spec), compiled, plan.kind)
     packing.install(strategy, transfer, compiled)
     return StrategyPlan(strategy, vu, p.all_reduce_spec if label is None else label, show,
                         notices=tuple(notices),
