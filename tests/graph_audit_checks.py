@@ -73,6 +73,8 @@ OVERLAP_CONFIGS = {
     "overlap_xla": ["--variable_update=replicated", "--gradient_repacking=3", "--xla"],
     "overlap_fp16_dynamic": ["--variable_update=replicated", "--gradient_repacking=3",
                              "--use_fp16", "--fp16_enable_auto_loss_scale"],
+    "overlap_xla_fp16_dynamic": ["--variable_update=replicated", "--gradient_repacking=3",
+                                 "--use_fp16", "--fp16_enable_auto_loss_scale", "--xla"],
     "overlap_spread": ["--variable_update=parameter_server"],
     "overlap_spread_fp16_dynamic": ["--variable_update=parameter_server", "--use_fp16",
                                     "--fp16_enable_auto_loss_scale"],

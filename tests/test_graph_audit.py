@@ -83,13 +83,13 @@ FORWARD_BACKWARD_ONLY = ("--xla compiles each replica's forward and backward pas
                          "all-reduce and update: ")
 
 
-def test_dynamic_loss_scaling_compiles_forward_and_backward_only(audit):
-    # Keras' LossScaleOptimizer all-reduces inside a cond: not compiled until proven on GPUs.
+def test_dynamic_loss_scaling_compiles_each_replicas_whole_step(audit):
+    # The step all-reduces before the finite check, so the check's cond holds the update only
+    # (no collective in an XLA conditional): the whole replica step compiles, as without it.
     got = audit["fp16_xla_dynamic"]
-    assert got["xla"] == {"forward": "all", "backward": "all", "all-reduce": "none",
-                          "update": "none"}
-    assert got["notices"] == [FORWARD_BACKWARD_ONLY + "dynamic loss scaling "
-                              "(--fp16_enable_auto_loss_scale) all-reduces inside a conditional"]
+    assert got["xla"] == ALL_IN_XLA
+    assert got["collectives"] == [["CollectiveReduceV2", "float16"]]
+    assert got["notices"] == []
 
 
 def test_ring_collectives_keep_the_all_reduce_outside_xla_as_asked(audit):
@@ -114,7 +114,8 @@ def test_xla_compiles_the_whole_step_on_one_device_with_an_iterator(audit):
         "forward": "all", "backward": "all", "all-reduce": "-", "update": "all"}
 
 
-@pytest.mark.parametrize("config", ["overlap_merge_call", "overlap_xla", "overlap_fp16_dynamic"])
+@pytest.mark.parametrize("config", ["overlap_merge_call", "overlap_xla", "overlap_fp16_dynamic",
+                                    "overlap_xla_fp16_dynamic"])
 def test_each_pack_is_all_reduced_while_the_backward_pass_runs(audit, config):
     """Three packs of six convolutions' and the logits' gradients, cut from the last layers
     down: only the last pack, which holds the first convolution's gradient (the backward
@@ -128,7 +129,7 @@ def test_each_pack_is_all_reduced_while_the_backward_pass_runs(audit, config):
     # Floats per gradient, last first: logits bias 11 and kernel 8*8*8*11 = 5632, five 3x3x8x8
     # convolutions of 576, the first 3x3x3x8 = 216; of 8739 in all, a pack closes at a third:
     # [bias, logits] (5643), [conv 5] (6219 >= 5826), the five others.
-    chained = config != "overlap_xla"
+    chained = "xla" not in config
     for device in ("CPU:0", "CPU:1"):
         packs = [w for w in got["waits_for"] if w[1] == device]
         assert [w[2] for w in packs] == [2, 1, 5]

@@ -278,15 +278,11 @@ def _compiles_replica_steps(p, strategy: tf.distribute.MirroredStrategy, plan: D
                             notices: list[str]) -> bool:
     """Whether --xla compiles each replica's whole step, all-reduce included, as steps.py will:
     on GPUs whose collectives XLA takes (NCCL; not the RING that MirroredStrategy takes on
-    virtual GPUs), decided on the strategy built; not with dynamic loss scaling (its all-reduce
-    would sit in a conditional). Where it compiles forward and backward only on GPUs, a notice
-    says why."""
+    virtual GPUs), decided on the strategy built. Where it compiles forward and backward only
+    on GPUs, a notice says why."""
     if not params_lib.xla_requested(p) or not gpu_devices(plan.names):
         return False
-    if params_lib.dynamic_loss_scaling(p):
-        why = ("dynamic loss scaling (--fp16_enable_auto_loss_scale) all-reduces inside a "
-               "conditional")
-    elif not xla_compiles_replica_steps(strategy):
+    if not xla_compiles_replica_steps(strategy):
         options = getattr(strategy.extended, "_communication_options", None)
         why = "XLA does not compile the %s collectives TensorFlow chose for these devices" % (
             options.implementation.value if options is not None else "cross-device")

@@ -74,11 +74,10 @@ class StepConfig:
 def compiles_replica_steps(config: StepConfig, strategy: tf.distribute.Strategy) -> bool:
     """Whether --xla compiles each replica's whole step, all-reduce and update inside, on
     several devices (strategies.xla_compiles_replica_steps: where TensorFlow all-reduces inside
-    the compiled function). Not with dynamic loss scaling: Keras' LossScaleOptimizer
-    all-reduces inside a cond on the gradients' finiteness, a collective in an XLA conditional,
-    unproven on GPUs."""
+    the compiled function). With dynamic loss scaling too: the step all-reduces before the
+    finite check (sync.reduce_gradients), so the check's cond holds the update alone, decided
+    on values every replica shares, and no collective."""
     return bool(config.jit_compile and strategy.num_replicas_in_sync > 1
-                and config.loss_scaling != "dynamic"
                 and strategies.xla_compiles_replica_steps(strategy))
 
 
