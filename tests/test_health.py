@@ -125,6 +125,9 @@ def test_links_down_on_every_gpu_alike_are_the_board_s():
     assert _row(_judge("hgx_h100", none), 0, "nvlink") == (
         "WARN", "nvlink_none_up", "0 of 18 links up",
         "links up (a PCIe card without NVLink bridges has none)")
+    refused = {"7": {"nvlink": {"version": 6, "states": []}}}   # link 0: INVALID_ARGUMENT
+    assert _row(_judge("hgx_h100", refused), 7, "nvlink") == (
+        "SKIP", "not_reported", "nvmlDeviceGetNvLinkState: refused link 0", "links up")
     one = {"7": {"nvlink": {"version": 6, "states": [0] * 18}}}
     assert _row(_judge("hgx_h100", one), 7, "nvlink") == (
         "FAIL", "nvlink_down", "links " + ", ".join(str(i) for i in range(18)),
@@ -186,6 +189,16 @@ def test_the_driver_s_cuda_against_what_tensorflow_needs():
     newer = health_read.HostHealth("580.65.06", (12, 10), newer.gpus)
     assert health.judge(newer, required_cuda=(12, 9)).of(None)[0].status == "PASS"
     assert health.judge(newer, required_cuda=(13, 0)).of(None)[0].reason == "driver_cuda_too_old"
+
+
+def test_nvml_without_cuda_s_library_fails_the_driver():
+    nvml = health_host("hgx_h100")
+    nvml.system = dict(nvml.system, errors={"nvmlSystemGetCudaDriverVersion_v2": 12})
+    host, _ = health_read.gpu_health([0], nvml=nvml, environ=PCI_ORDER)
+    assert _row(health.judge(host, required_cuda=(12, 3)), None, "driver") == (
+        "FAIL", "cuda_library_missing",
+        "nvmlSystemGetCudaDriverVersion_v2: libcuda.so.1 not found",
+        "CUDA's driver library beside NVML's")
 
 
 def test_facts_nvml_does_not_report_are_skipped_not_judged():

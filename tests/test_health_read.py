@@ -44,6 +44,16 @@ def test_a_healthy_h100_reads_as_recorded():
         "retired_pages": "nvmlDeviceGetRetiredPagesPendingStatus: not supported"}
 
 
+def test_the_readings_are_plain_data():
+    import json
+    data = json.loads(json.dumps(_read(health_host("hgx_h100_gpu5_pcie_x4")).to_json()))
+    assert data["driver_version"] == "550.90.07" and data["cuda_driver_version"] == [12, 4]
+    g = data["gpus"][5]
+    assert (g["gpu"], g["link"]["pcie_width"], g["link"]["pcie_width_max"]) == (5, 4, 16)
+    assert g["unread"] == {"retired_pages": "nvmlDeviceGetRetiredPagesPendingStatus: "
+                                            "not supported"}
+
+
 def test_a_v100_has_retired_pages_and_no_row_remapping():
     g = _read(health_host("v100_sxm2_gpu1_page_pending")).gpus[1]
     assert (g.retired_pages_pending, g.retired_double_bit, g.retired_single_bit) == (

@@ -27,7 +27,7 @@ import dataclasses
 from typing import Any, Optional
 
 from tfbench.measure import clock_events
-from tfbench.measure.health_read import NOT_SUPPORTED, GpuHealth, HostHealth
+from tfbench.measure.health_read import LIBCUDA_NOT_FOUND, NOT_SUPPORTED, GpuHealth, HostHealth
 from tfbench.measure.health_verdicts import (FAIL, PASS, REASONS, SKIP, WARN, Judgement,
                                              Verdict)
 
@@ -62,6 +62,9 @@ def _version(v: tuple[int, int]) -> str:
 def _driver(host: HostHealth, required: Optional[tuple[int, int]]) -> list[Verdict]:
     want = ("CUDA %s or newer" % _version(required)) if required else "no CUDA version required"
     if host.cuda_driver_version is None:
+        if host.unread.get("cuda", "").endswith(LIBCUDA_NOT_FOUND):
+            return [Verdict(None, "driver", FAIL, "cuda_library_missing", host.unread["cuda"],
+                            "CUDA's driver library beside NVML's")]
         return _unread(host, "driver", "cuda", want)
     figure = "CUDA %s (driver %s)" % (_version(host.cuda_driver_version),
                                        host.driver_version or "version not reported")
@@ -242,6 +245,9 @@ def _nvlink(g: GpuHealth, peers: list[GpuHealth]) -> list[Verdict]:
     if g.nvlink_states is None:
         return [Verdict(g.gpu, "nvlink", SKIP, "no_nvlink", "no NVLink (NOT_SUPPORTED)",
                         "no NVLink")]
+    if not g.nvlink_states:
+        return [Verdict(g.gpu, "nvlink", SKIP, "not_reported",
+                        "nvmlDeviceGetNvLinkState: refused link 0", "links up")]
     up = sum(g.nvlink_states)
     total = len(g.nvlink_states)
     best = max(peers, key=lambda p: sum(p.nvlink_states or ()), default=g)

@@ -42,6 +42,9 @@ from tfbench.measure import links
 from tfbench.measure import nvml as nvml_mod
 
 NOT_SUPPORTED = "not supported"
+# nvmlSystemGetCudaDriverVersion_v2's LIBRARY_NOT_FOUND: NVML answers, CUDA's library is missing.
+LIBCUDA_NOT_FOUND = "libcuda.so.1 not found"
+_ERROR_LIBRARY_NOT_FOUND = 12
 _ERROR_GPU_IS_LOST = 15
 _CLOCK_SM, _CLOCK_MEM = 1, 2                        # nvmlClockType_t
 _ERROR_TYPE_CORRECTED, _ERROR_TYPE_UNCORRECTED = 0, 1   # nvmlMemoryErrorType_t
@@ -95,6 +98,10 @@ class HostHealth:
     cuda_driver_version: Optional[tuple[int, int]]
     gpus: tuple[GpuHealth, ...]
     unread: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The readings as plain data (PCIe under each GPU's `link`)."""
+        return dataclasses.asdict(self)
 
 
 def _why(exc: BaseException) -> str:
@@ -216,7 +223,10 @@ def _system(nvml: Any, call: str, unread: dict[str, str], reading: str) -> Any:
     try:
         return getattr(nvml, call)()
     except (nvml.NVMLError, AttributeError) as exc:
-        unread.setdefault(reading, "%s: %s" % (call, _why(exc)))
+        why = _why(exc)
+        if getattr(exc, "value", None) == _ERROR_LIBRARY_NOT_FOUND:   # of the call, not NVML
+            why = LIBCUDA_NOT_FOUND
+        unread.setdefault(reading, "%s: %s" % (call, why))
         return None
 
 

@@ -18,6 +18,7 @@ REASONS: dict[str, str] = {
     "nvml_error": "NVML failed to read this fact",
     "gpu_lost": "NVML says the GPU has fallen off the bus",
     "driver_cuda_too_old": "the driver's CUDA version is below what TensorFlow needs",
+    "cuda_library_missing": "NVML answers but CUDA's driver library (libcuda) is not found",
     "persistence_mode_off": "persistence mode is off",
     "ecc_off": "ECC is off on a GPU that has it",
     "ecc_mode_pending": "ECC changes at the next reboot",
