@@ -102,7 +102,7 @@ def _ecc_figure(g: GpuHealth) -> str:
 
 
 def _rise(g: GpuHealth, before: Optional[GpuHealth]) -> Optional[str]:
-    """'aggregate 1 then 3' where an uncorrected count rose since `before`."""
+    """'uncorrected aggregate 1 then 3' where an uncorrected count rose since `before`."""
     if before is None:
         return None
     for kind in ("aggregate", "volatile"):   # a driver reload resets the volatile count
