@@ -105,7 +105,8 @@ class HostHealth:
 
 
 def _why(exc: BaseException) -> str:
-    if isinstance(exc, AttributeError) or getattr(exc, "value", None) in nvml_mod._NEVER_AGAIN:  # noqa: SLF001
+    never = nvml_mod._NEVER_AGAIN  # noqa: SLF001 - NOT_SUPPORTED, FUNCTION_NOT_FOUND
+    if isinstance(exc, AttributeError) or getattr(exc, "value", None) in never:
         return NOT_SUPPORTED
     return nvml_mod._reason(exc)  # noqa: SLF001
 
