@@ -126,6 +126,23 @@ def fake_nvml(gpus, **kwargs):
     return module.FakeNvml(gpus, **kwargs)
 
 
+def health_host(name, changes=None):
+    """tests/data/nvml_health.json's host `name` (a base host with its "changes" applied, then
+    `changes`: {NVML index: {key: reading}}) as a FakeNvml."""
+    import copy
+    import json
+    with open(os.path.join(ROOT, "tests", "data", "nvml_health.json")) as handle:
+        hosts = json.load(handle)["hosts"]
+    host = copy.deepcopy(hosts[name])
+    edits = [host.get("changes") or {}, changes or {}]
+    if "base" in host:
+        host = dict(copy.deepcopy(hosts[host["base"]]), changes=host["changes"])
+    for edit in edits:
+        for index, readings in edit.items():
+            host["gpus"][int(index)].update(copy.deepcopy(readings))
+    return fake_nvml(host["gpus"], system=host["system"])
+
+
 def write_fake_cifar10(directory, per_file: int = 16, seed: int = 0):
     """CIFAR-10's python pickle batches (data_batch_1..5, test_batch) of `per_file` random
     images each in `directory`; returns the test images, NHWC uint8, in file order."""

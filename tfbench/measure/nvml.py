@@ -243,6 +243,7 @@ class GpuReader:
         self.nvml = nvml
         self.handle = handle
         self._unsupported: set[str] = set()
+        self.failures: dict[str, BaseException] = {}   # field -> why it read None, last time
 
     def get(self, field: str, call: Callable[[], Any]) -> Any:
         if field in self._unsupported:
@@ -250,10 +251,12 @@ class GpuReader:
         try:
             return call()
         except self.nvml.NVMLError as exc:
+            self.failures[field] = exc
             if getattr(exc, "value", None) in _NEVER_AGAIN:
                 self._unsupported.add(field)
             return None
-        except AttributeError:  # an older nvidia-ml-py without this call
+        except AttributeError as exc:  # an older nvidia-ml-py without this call
+            self.failures[field] = exc
             self._unsupported.add(field)
             return None
 
@@ -318,18 +321,24 @@ def gpu_static_info(nvml: Any, handle: Any) -> dict[str, Any]:
 
 def nvlink_active_links(nvml: Any, handle: Any) -> Optional[int]:
     """Active NVLink links, or None when the GPU has no NVLink (PCIe-only boards)."""
-    active = 0
+    states = nvlink_states(nvml, handle)
+    return None if states is None else sum(states)
+
+
+def nvlink_states(nvml: Any, handle: Any) -> Optional[list[bool]]:
+    """Whether each NVLink link is up, link 0 first; None when the GPU has no NVLink. The list
+    ends at the first link NVML refuses: nvidia-ml-py 13 counts to 36 links, a GPU has 18."""
+    states: list[bool] = []
     for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
         try:
-            state = nvml.nvmlDeviceGetNvLinkState(handle, link)
+            states.append(bool(nvml.nvmlDeviceGetNvLinkState(handle, link)))
         except nvml.NVMLError as exc:
             if link == 0 and getattr(exc, "value", None) in _NEVER_AGAIN:
                 return None
             break  # past the last link of this GPU
         except AttributeError:
             return None
-        active += 1 if state else 0
-    return active
+    return states
 
 
 def system_info(nvml: Any) -> dict[str, Any]:

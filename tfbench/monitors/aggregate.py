@@ -27,39 +27,17 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable, Optional
 
+from tfbench.measure import clock_events
+
 GB = float(1 << 30)   # GiB: every *_gb figure is in 2**30 bytes
 
-# NVML clocks event (throttle) reason bits, nvml.h nvmlClocksEventReason* / ThrottleReason*.
-THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
-    (0x1, "gpu_idle"),
-    (0x2, "applications_clocks_setting"),
-    (0x4, "sw_power_cap"),
-    (0x8, "hw_slowdown"),
-    (0x10, "sync_boost"),
-    (0x20, "sw_thermal_slowdown"),
-    (0x40, "hw_thermal_slowdown"),
-    (0x80, "hw_power_brake_slowdown"),
-    (0x100, "display_clock_setting"),
-    (0x200, "board_limit"),
-    (0x400, "reliability"),
-)
-# Reasons that lower clocks under load. Idle, user/application clock settings, sync boost and
-# display clocks are configuration or idleness, not throttling.
-THROTTLING_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80 | 0x200 | 0x400
+# NVML clocks event (throttle) reason bits and their names: tfbench.measure.clock_events.
+THROTTLE_REASONS = clock_events.REASONS
+THROTTLING_MASK = clock_events.THROTTLING_MASK
+decode_throttle = clock_events.decode
 
 OPENING_PHASES = ("steady_start", "steady_resume")
 CLOSING_PHASES = ("steady_end", "end")
-
-
-def decode_throttle(mask: Optional[int]) -> list[str]:
-    """Bitmask -> reason names, e.g. 0x44 -> ["sw_power_cap", "hw_thermal_slowdown"]."""
-    if not mask:
-        return []
-    names = [name for bit, name in THROTTLE_REASONS if mask & bit]
-    unknown = mask & ~sum(bit for bit, _ in THROTTLE_REASONS)
-    if unknown:
-        names.append("unknown_0x%x" % unknown)
-    return names
 
 
 def throttling_reasons(mask: Optional[int]) -> list[str]:
