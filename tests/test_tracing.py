@@ -33,6 +33,17 @@ class Steps:
         return traced_step().numpy()
 
 
+def _real_converter():
+    """The installed TensorFlow's own converter, wherever its layout keeps it (2.21: the plugin
+    module; 2.17: `_pywrap_profiler`)."""
+    for name in (PLUGIN, PROFILER):
+        try:
+            return importlib.import_module(name).xspace_to_tools_data
+        except (ImportError, AttributeError):
+            continue
+    raise AssertionError("no xspace_to_tools_data in this TensorFlow")
+
+
 def _hide_plugin(monkeypatch):
     """The 2.17.1 wheel's layout: no `_pywrap_profiler_plugin` module at all."""
     package = importlib.import_module(PACKAGE)
@@ -67,7 +78,7 @@ def test_chrome_trace_on_the_installed_layout(tmp_path):
 
 
 def test_chrome_trace_on_the_2_17_layout(tmp_path, monkeypatch):
-    real = importlib.import_module(PLUGIN).xspace_to_tools_data
+    real = _real_converter()
     calls = []
 
     def xspace_to_tools_data(paths, tool, options={}):  # 2.17.1's .pyi signature
@@ -148,7 +159,7 @@ ARGS = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=2",
 
 
 def test_cli_writes_the_chrome_trace_on_the_2_17_layout(tmp_path, monkeypatch):
-    real = importlib.import_module(PLUGIN).xspace_to_tools_data
+    real = _real_converter()
     _hide_plugin(monkeypatch)
     _fake_profiler(monkeypatch, real)
     code, lines = run_inprocess(ARGS + ["--trace_file=t.json"], tmp_path)
