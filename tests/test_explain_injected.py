@@ -81,7 +81,6 @@ def test_an_all_reduce_hidden_behind_a_long_backward_pass_is_not_lost(tmp_path):
     explained = _check_parts_add_up(run)
     assert explained["lost_ms"]["allreduce"] < 0.4 * 1000.0 * WAIT
     assert explained["overlap_ms"] > 0.6 * 1000.0 * WAIT
-    assert "more hidden behind the backward pass" in out
 
 
 def test_one_slowed_device_is_named(tmp_path):
