@@ -14,9 +14,47 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tensorflow as tf  # noqa: E402
 
-from tfbench.distribute import sync  # noqa: E402
+import keras  # noqa: E402
+
+from tfbench.config.params import make_params  # noqa: E402
+from tfbench.distribute import sync, variables  # noqa: E402
+from tfbench.engine import optimizers, steps  # noqa: E402
 from tfbench.distribute.spread import SpreadStorageStrategy  # noqa: E402
 from tfbench.measure.step_graph import short_device  # noqa: E402
+
+
+def misplaced_checks(strategy) -> dict:
+    """A training step of a two-layer model with dynamic loss scaling and --gradient_clip under
+    the spread parameter server: the finite check's and the clip's ops whose input lives on
+    another device (each reads a gradient sum, which lives on its variable's device)."""
+    with variables.scope(strategy):
+        keras.utils.set_random_seed(1)
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8),
+                                  keras.layers.Dense(3)])
+        inner = optimizers.make_optimizer(make_params({"gradient_clip": 1.0}), 0.1)
+        opt = optimizers.LossScaleOptimizer(inner)
+        opt.build(model.trainable_variables)
+    st = steps.Steps(model, opt, strategy, steps.StepConfig(3, 0.0, loss_scaling="dynamic"))
+    images = strategy.experimental_distribute_values_from_function(lambda _: tf.ones([2, 4]))
+    graph = st.train_step().function.get_concrete_function(images).graph
+    checked, misplaced = 0, []
+    ops = list(graph.get_operations())
+    for branch in graph._functions.values():   # the cond's branches: where the clip runs
+        ops += list(getattr(branch, "graph", None).get_operations()) if hasattr(branch, "graph") \
+            else []
+    for op in ops:
+        if op.type not in ("IsFinite", "Minimum", "Maximum") or not op.device:
+            continue
+        source = op.inputs[0]
+        while source.op.type in ("Identity", "Placeholder") and source.op.inputs:
+            source = source.op.inputs[0]
+        if not source.device:
+            continue
+        checked += 1
+        if short_device(source.device) != short_device(op.device):
+            misplaced.append("%s on %s, its input on %s" % (
+                op.type, short_device(op.device), short_device(source.device)))
+    return {"checked": checked, "misplaced": misplaced}
 
 
 def main() -> None:
@@ -55,6 +93,7 @@ def main() -> None:
         "sums": [first.numpy().tolist(), third_sum.numpy().tolist()],
         "gradient_sums_on": sums,
         "all_reduce": [float(t.numpy()) for t in strategy.experimental_local_results(total)],
+        "checks": misplaced_checks(strategy),
     }
     print("RESULT " + json.dumps(out))
 

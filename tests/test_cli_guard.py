@@ -56,3 +56,17 @@ def test_a_sigterm_reaches_the_subcommand_as_interrupted_and_the_handler_is_put_
     assert guarded(run, []) == errors.EXIT_SIGTERM
     assert seen == ["interrupted by SIGTERM"]
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_error_line_survives_a_python_without_native_flush(capsys, monkeypatch):
+    """No dlopen (a static interpreter), no ctypes or no fflush: nothing native to flush, and
+    the error line must still be the one line, never a traceback."""
+    import ctypes
+
+    from tfbench.cli import guard
+
+    def refused(_name):
+        raise OSError("dlopen: not supported")
+    monkeypatch.setattr(ctypes, "CDLL", refused)
+    guard.print_error("bad flag")
+    assert capsys.readouterr().err == "tfbench: error: bad flag\n"

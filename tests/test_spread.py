@@ -26,3 +26,10 @@ def test_each_gradient_is_summed_once_on_its_variables_device(checks):
 
 def test_an_all_reduce_hands_every_replica_the_sum(checks):
     assert checks["all_reduce"] == [3.0, 3.0]
+
+
+def test_the_finite_check_and_the_clip_read_each_sum_where_it_lives(checks):
+    # Keras checks in replica 0's thread and clips in each replica's: every sum on the other
+    # device was copied there (and back for the update), each step.
+    got = checks["checks"]
+    assert got["checked"] >= 2 and got["misplaced"] == []

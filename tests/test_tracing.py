@@ -122,6 +122,19 @@ def test_converter_without_data_is_said(tmp_path, monkeypatch):
         % (tmp_path / "t.json", written[0], tmp_path / "t_profile")]
 
 
+def test_the_converters_own_reason_is_said(tmp_path, monkeypatch):
+    # What both versions return for a file they cannot read (checked on 2.17.1 and 2.21.0).
+    _hide_plugin(monkeypatch)
+    _fake_profiler(monkeypatch, lambda paths, tool, options={}: (
+        b"/nonexistent.xplane.pb; No such file or directory", False))
+    notices = []
+    written = tracing.trace_steps(Steps(), str(tmp_path / "t.json"), notices.append)
+    assert notices == [
+        "Chrome trace not written to %s: TensorFlow's trace converter failed on %s: "
+        "/nonexistent.xplane.pb; No such file or directory; the TensorBoard profile is in %s"
+        % (tmp_path / "t.json", written[0], tmp_path / "t_profile")]
+
+
 def test_unwritable_chrome_file_is_said(tmp_path):
     (tmp_path / "logs" / "trace.json").mkdir(parents=True)
     notices = []

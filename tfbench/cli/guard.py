@@ -24,9 +24,14 @@ def flush_native_stdout() -> None:
     (src/debug.cc; from 2.22 its version line too under NCCL_DEBUG=WARN, src/init.cc
     showVersion). Called before a command's last lines (the run's summary and footer, an
     error line), so what NCCL said comes above them."""
-    if os.name == "posix":
+    if os.name != "posix":
+        return
+    try:
         import ctypes
         ctypes.CDLL(None).fflush(None)
+    except (ImportError, OSError, AttributeError):
+        # No ctypes, no dlopen (a static interpreter) or no fflush: no native buffer to reach.
+        return
 
 
 def print_error(message: str) -> None:

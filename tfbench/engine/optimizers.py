@@ -81,7 +81,17 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
         self.dynamic_scale.assign(tf.where(grow, scale * 2.0, scale))
 
     def check_finite(self, grads):
-        finite = super().check_finite(grads)
+        # Each gradient checked where it lives (a parameter server's sum on its variable's
+        # device: Keras checks in replica 0's thread, which would copy every gradient there);
+        # only the answers travel.
+        answers = []
+        for grad in grads:
+            if grad is None:
+                continue
+            values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
+            with tf.device(values.device):
+                answers.append(tf.reduce_all(tf.math.is_finite(values)))
+        finite = tf.reduce_all(tf.stack(answers)) if answers else tf.constant(True)
         context = tf.distribute.get_replica_context()
         strategy = tf.distribute.get_strategy()
         if context is None or context.num_replicas_in_sync == 1 \

@@ -72,6 +72,11 @@ def _chrome_json(xplane: str) -> tuple[Optional[bytes], str]:
         data, ok = convert([xplane], "trace_viewer@", {})
     except Exception as exc:  # noqa: BLE001 - a private binding; its failure is said, not hidden
         return None, "TensorFlow's trace converter failed on %s: %s" % (xplane, _reason(exc))
+    if not ok:
+        # Both versions return (their message, False) on a failure.
+        why = data.decode(errors="replace").strip() if isinstance(data, bytes) else ""
+        if why:
+            return None, "TensorFlow's trace converter failed on %s: %s" % (xplane, why)
     if not ok or not data:
         return None, "TensorFlow's trace converter returned no trace for %s" % xplane
     return data, ""

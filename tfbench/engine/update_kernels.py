@@ -50,6 +50,21 @@ class ReducedByTheStep:
     def _all_reduce_sum_gradients(self, grads_and_vars):
         return list(grads_and_vars)
 
+    def _clip_gradients(self, grads):
+        """Keras' clipping, each gradient where it lives: a parameter server's sum is on its
+        variable's device (Keras clips in the replica's thread, on its device, and the update
+        would copy the gradient there and back). A global norm needs them all together."""
+        if self.global_clipnorm:
+            return super()._clip_gradients(grads)
+        out = []
+        for grad in grads:
+            if grad is None:
+                out.append(None)
+                continue
+            with tf.device(grad.device):
+                out.append(super()._clip_gradients([grad])[0])
+        return out
+
 
 def fused(gradient, variable) -> bool:
     """Whether one training kernel updates `variable` with `gradient`."""

@@ -48,8 +48,9 @@ class Transport:
 
 
 def warnings(text: str) -> list[str]:
-    """NCCL's WARN lines in `text` (NCCL logs warnings whatever NCCL_DEBUG_SUBSYS says:
-    src/include/debug.h's WARN passes NCCL_ALL)."""
+    """NCCL's WARN lines in `text` (NCCL logs warnings whatever subsystems NCCL_DEBUG_SUBSYS
+    names, src/include/debug.h's WARN passing NCCL_ALL, unless it names none NCCL knows: empty,
+    unknown names only, or ^ALL, src/debug.cc)."""
     return [line for line in text.splitlines() if " NCCL WARN " in line]
 
 
