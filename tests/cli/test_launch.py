@@ -1,7 +1,7 @@
 """tfbench launch: hosts, the host program, versions, the chief's console, faults and the scaling
 series. End-to-end runs use scripts/local_rsh.sh (the command runs on this machine, as over ssh)
-and a stand-in tfbench (tests/launch_fake_tfbench.py), so no TensorFlow starts here; real
-TensorFlow tasks are in test_launch_multiworker.py."""
+and a stand-in tfbench (tests/support/launch_fake_tfbench.py), so no TensorFlow starts here; real
+TensorFlow tasks are in e2e/test_launch_localhost.py."""
 
 import csv
 import io
@@ -13,13 +13,13 @@ import time
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, SUPPORT
 from tfbench import errors
 from tfbench.cli import launch as launch_cli
 from tfbench.launch import remote as launch_remote, run as launch
 
 LOCAL_RSH = os.path.join(ROOT, "scripts", "local_rsh.sh")
-FAKE = "%s %s" % (sys.executable, os.path.join(ROOT, "tests", "launch_fake_tfbench.py"))
+FAKE = "%s %s" % (sys.executable, os.path.join(SUPPORT, "launch_fake_tfbench.py"))
 
 
 # --- hosts and flags ---------------------------------------------------------------------

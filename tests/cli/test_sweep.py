@@ -14,6 +14,7 @@ from tfbench import errors
 from tfbench.sweep import grid
 from tfbench.cli import sweep as sweep_cli
 from tfbench.report import tables
+import paths
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +23,7 @@ def _in_a_temporary_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = paths.ROOT
 
 # A stand-in for `python -m tfbench`: parses --k=v flags, behaves by --model, writes its row with
 # csv_out like the real runner. Throughput: 100 img/s per device at batch >= 64 (less below),

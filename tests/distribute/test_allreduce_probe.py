@@ -1,7 +1,7 @@
 """The all-reduce probe (tfbench.distribute.allreduce_probe) and `tfbench allreduce`.
 
-Strategies on 3 logical devices run in a fresh process (tests/allreduce_checks.py); the
-command's localhost-workers run is in test_multiworker.py.
+Strategies on 3 logical devices run in a fresh process (tests/support/allreduce_checks.py); the
+command's localhost-workers run is in e2e/test_clusters.py.
 """
 
 import pytest

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import FakeGpu
-from test_monitors_nvml import FakeNvml, a100
+from tests.monitors.test_nvml import FakeNvml, a100
 from tfbench import cli
 from tfbench.distribute import devices
 from tfbench.errors import UsageError
@@ -157,7 +157,7 @@ def test_a_slurm_task_drives_every_gpu_it_sees_unless_num_gpus_is_given(gpus, mo
     """Slurm binds the job's GPUs through CUDA_VISIBLE_DEVICES; the count reaches
     MultiWorkerMirroredStrategy as the resolver's num_accelerators (strategy._multi_host passes
     the plan's GPU count)."""
-    from test_cluster import SLURM_TASK_2
+    from tests.distribute.test_cluster import SLURM_TASK_2
     from tfbench.distribute import cluster
     monkeypatch.delenv("TF_CONFIG", raising=False)
     for name, value in dict(SLURM_TASK_2, CUDA_VISIBLE_DEVICES="4,5,6,7").items():

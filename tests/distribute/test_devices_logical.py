@@ -1,6 +1,6 @@
 """Several replicas on one host: --device=cpu --num_gpus=2 splits the CPU into 2 devices.
 
-Numerical checks run in a fresh process (tests/multi_device_checks.py), since the CPU can be
+Numerical checks run in a fresh process (tests/support/multi_device_checks.py), since the CPU can be
 split only before TensorFlow initialises; the CLI checks run the real program.
 """
 

@@ -1,7 +1,8 @@
 """tfbench.distribute.packing: which dtype and how many packs a gradient all-reduce sends.
 
 What the packs do in a traced step (dtype on the wire, packs per device) is in
-test_graph_audit.py; the numbers they give, in test_multi_device.py. The order TensorFlow's
+test_graph_audit.py; the numbers they give, in
+distribute/test_devices_logical.py. The order TensorFlow's
 collectives launch the packs in, and the sums they give back, come from packing_checks.py (2
 logical CPU devices, a fresh process).
 """

@@ -1,7 +1,7 @@
 """tfbench.distribute.spread (and the step's reduction under it, sync.reduce_gradients):
-SpreadStorageStrategy on 2 logical CPU devices (tests/spread_checks.py, a fresh process).
+SpreadStorageStrategy on 2 logical CPU devices (tests/support/spread_checks.py, a fresh process).
 Placement and sums in a traced training step are in test_graph_audit.py and
-test_multi_replica.py; the numbers it trains to, in test_multi_device.py.
+test_multi_replica.py; the numbers it trains to, in distribute/test_devices_logical.py.
 """
 
 import pytest

@@ -1,6 +1,7 @@
 """--variable_update / --all_reduce_spec mapped onto tf.distribute (single-device, in-process).
 
-Two-device numerics are in test_multi_device.py, multi-host runs in test_multiworker.py.
+Two-device numerics are in distribute/test_devices_logical.py, multi-host runs in
+e2e/test_clusters.py.
 """
 
 import sys
@@ -166,7 +167,7 @@ def test_multi_host_misuse_is_a_usage_error(flags, plan, needle):
 
 
 def test_a_slurm_step_picks_the_strategy_as_worker_hosts_do(monkeypatch):
-    from test_cluster import SLURM_TASK_2
+    from tests.distribute.test_cluster import SLURM_TASK_2
     monkeypatch.delenv("TF_CONFIG", raising=False)
     for name, value in SLURM_TASK_2.items():
         monkeypatch.setenv(name, value)

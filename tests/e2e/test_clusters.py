@@ -8,7 +8,7 @@ import pytest
 
 import zygote
 from figure_checks import check_run, read_run
-from helpers import ROOT
+from helpers import ROOT, SUPPORT
 from helpers import free_ports as _free_ports
 
 TINY = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=4",
@@ -102,8 +102,8 @@ def test_two_workers_train_in_lockstep_and_the_total_counts_both(collective_run)
     for i in range(2):
         run = _manifest(tmp_path / ("json%d" % i))
         assert run["num_workers"] == 2 and run["global_batch_size"] == 8
-        # Every figure each worker prints, recomputed (tests/figure_checks.py): the total counts
-        # both workers' images, the Step lines this worker's (legacy collective_all_reduce).
+        # Every figure each worker prints, recomputed (tests/support/figure_checks.py): the total
+        # counts both workers' images, the Step lines this worker's (legacy collective_all_reduce).
         check_run(read_run(tmp_path, outs[i], csv_name=None, json_dir="json%d" % i),
                   global_batch=8, num_batches=4, display_every=1)
 
@@ -303,7 +303,7 @@ def _run_workers(script_args, tmp_path, num_workers=2, timeout=120):
     hosts = ",".join("127.0.0.1:%d" % p for p in _free_ports(num_workers))
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
-    script = os.path.join(ROOT, "tests", "multiworker_checks.py")
+    script = os.path.join(SUPPORT, "multiworker_checks.py")
     procs = [zygote.start([str(i), hosts] + script_args, tmp_path, env, script=script)
              for i in range(num_workers)]
     codes, outs = _finish(procs, timeout)
@@ -389,7 +389,7 @@ def test_parameter_server_workers_keep_synthetic_images_on_their_replica_devices
 
     def checks(*args):
         return zygote.start(args, tmp_path, env,
-                            script=os.path.join(ROOT, "tests", "multiworker_checks.py"))
+                            script=os.path.join(SUPPORT, "multiworker_checks.py"))
     tasks = [_start(common + ["--job_name=ps", "--task_index=0"], tmp_path)]
     tasks += [checks("serve_worker", str(i), ps, "%s,%s" % (w0, w1), controller) for i in (0, 1)]
     check = checks("ps_images", ps, "%s,%s" % (w0, w1), controller)

@@ -1,6 +1,7 @@
 """`tfbench evaluate --quick` for real, at a tiny size: one of the method's models, two modes,
 each run a real `python -m tfbench` child on the CPU; the report, and its browser check when
-Chromium is installed. (The method's logic is tested with a fake child in test_evaluate_cli.)"""
+Chromium is installed. (The method's logic is tested with a fake child in
+cli/test_evaluate.py.)"""
 
 import csv
 import json

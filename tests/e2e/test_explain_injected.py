@@ -1,6 +1,6 @@
-"""--explain_scaling finds a cost injected into a real run (tests/explain_inject.py): a slowed
-all-reduce, one slowed device, a slow input pipeline. Each must come out as the largest cause,
-and the parts must add up to the measured step, the remainder stated.
+"""--explain_scaling finds a cost injected into a real run (tests/support/explain_inject.py): a
+slowed all-reduce, one slowed device, a slow input pipeline. Each must come out as the largest
+cause, and the parts must add up to the measured step, the remainder stated.
 
 The injected wait (0.25 s) is far above what anything else costs here (trivial's cifar10
 variant: 56k parameters, a few ms per step on 2 logical CPU devices), so the attribution holds
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import zygote
-from helpers import ROOT
+from helpers import SUPPORT
 
 WAIT = 0.25
 FLAGS = ["--device=cpu", "--num_gpus=2", "--model=trivial", "--data_name=cifar10",
@@ -37,7 +37,7 @@ def _run(kind, tmp_path, *flags):
     proc = zygote.run(
         [kind, str(WAIT)] + FLAGS + list(flags) + ["--json_dir=%s" % (tmp_path / "runs"),
                                                    "--csv_file=%s" % (tmp_path / "r.csv")],
-        tmp_path, env, timeout=300, script=os.path.join(ROOT, "tests", "explain_inject.py"))
+        tmp_path, env, timeout=300, script=os.path.join(SUPPORT, "explain_inject.py"))
     assert proc.returncode == 0, proc.stdout[-3000:]
     (name,) = os.listdir(tmp_path / "runs")
     with open(tmp_path / "runs" / name) as handle:

@@ -1,7 +1,7 @@
 """Every figure a CPU run prints, recomputed from what its JSON manifest records
-(tests/figure_checks.py), over the run shapes that change the arithmetic: one device, several
-logical devices, gradient accumulation, forward-only, repeats with odd and even counts (two
-localhost workers: test_multiworker.py); and --num_runs on a fake clock, where every repeat's
+(tests/support/figure_checks.py), over the run shapes that change the arithmetic: one device,
+several logical devices, gradient accumulation, forward-only, repeats with odd and even counts (two
+localhost workers: e2e/test_clusters.py); and --num_runs on a fake clock, where every repeat's
 figure is known exactly."""
 
 import pytest

@@ -251,8 +251,9 @@ def test_each_device_probe_keeps_its_own_cuda_index():
 def _recorded_host(name):
     import json
     import os
-    from helpers import ROOT, fake_nvml
-    with open(os.path.join(ROOT, "tests", "data", "nvml_links.json")) as handle:
+    from helpers import fake_nvml
+    from paths import DATA
+    with open(os.path.join(DATA, "nvml_links.json")) as handle:
         host = json.load(handle)["hosts"][name]
     return fake_nvml(host["gpus"], topology=host["topology"])
 

@@ -8,8 +8,7 @@ import sys
 import pytest
 
 from tfbench.engine import lean_import
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT
 
 
 def test_hidden_modules_raise_import_error_inside_and_import_after():

@@ -90,7 +90,7 @@ def test_each_optimizer_updates_with_one_kernel_per_variable(optimizer, precisio
     assert not [op for op in ops if op.startswith("ResourceApply") and op != kernel]
     assert ops.count("L2Loss") == 2 and (ops.count("AddN") == 1) == decay_in_update
     assert not [op for op in keras_ops if op.startswith("ResourceApply")]
-    # 1 - beta in float32 inside Adam's and RMSProp's kernels (tests/test_update_kernels.py).
+    # 1 - beta in float32 inside Adam's and RMSProp's kernels (tests/engine/test_update_kernels.py).
     tol = 1e-4 if optimizer in ("rmsprop", "adam") else 1e-5
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol * np.max(np.abs(b)))

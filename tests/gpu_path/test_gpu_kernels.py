@@ -2,8 +2,8 @@
 
 A GPU step that holds a CPU-only op cannot be placed next to its variables, and no CPU test
 notices. The full `tensorflow` wheel registers its GPU kernels on any machine, so the steps are
-traced here exactly as `--device=gpu` builds them (tests/gpu_kernel_checks.py) and each op is
-looked up in the kernel registry. `tensorflow-cpu` registers none: there the test skips.
+traced here exactly as `--device=gpu` builds them (tests/support/gpu_kernel_checks.py) and each op
+is looked up in the kernel registry. `tensorflow-cpu` registers none: there the test skips.
 
 TFBENCH_GPU_KERNEL_MODELS=all traces every model variant (each registered model name and
 dataset, channels-first and channels-last) instead of the representative ones, and checks that
@@ -11,14 +11,13 @@ the representative ones hold every (op, dtype) pair that all variants hold.
 """
 
 import os
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow.python.framework import kernels
 
-from helpers import ROOT, run_check_script
+from helpers import run_check_script
 
 GPU_KERNELS_REGISTERED = any(
     k.device_type == "GPU"
@@ -32,7 +31,6 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def checker():
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
     import gpu_kernel_checks
     return gpu_kernel_checks
 
@@ -91,7 +89,6 @@ def test_every_op_of_every_gpu_step_has_a_gpu_kernel(traced):
     assert len(missing) >= 60   # every optimizer x precision x replicas, and the families
     assert {name: ops for name, ops in missing.items() if ops} == {}
     if models == "all":
-        sys.path.insert(0, os.path.join(ROOT, "tests"))
         import gpu_kernel_checks as checker
         traced_in_ci = checker.configurations("")
         kinds = got["op_kinds"]
@@ -130,7 +127,6 @@ def test_every_gpu_step_updates_each_variable_with_one_training_kernel(traced):
     optimizer's (with the per-variable ops of _update_ops where the flags ask for them), as
     tfbench.measure.step_graph counts them (the kernels' GPU registrations:
     test_every_op_of_every_gpu_step_has_a_gpu_kernel)."""
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
     import gpu_kernel_checks as checker
     configs = checker.configurations(os.environ.get("TFBENCH_GPU_KERNEL_MODELS", ""))
     trained = {name for name, flags in configs.items() if not flags.get("forward_only")}

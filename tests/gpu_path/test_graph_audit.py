@@ -1,5 +1,5 @@
 """Issue 28's properties of the GPU path's step, read from its traced graph on 2 logical CPU
-devices answering as GPUs (tests/graph_audit_checks.py, benchmarks/graph_audit.py).
+devices answering as GPUs (tests/support/graph_audit_checks.py, benchmarks/graph_audit.py).
 
 - fp16 runs all-reduce their gradients in fp16 (--compact_gradient_transfer, the legacy
   default), bf16 runs in bf16 where XLA compiles the all-reduce (NCCL outside XLA takes no bf16);

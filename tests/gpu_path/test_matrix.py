@@ -1,6 +1,7 @@
 """The matrix: model variants x every --variable_update x {fp32, fp16, bf16} on 2 logical CPU
 devices, forward-only and --eval once per variant. Each cell trains a step or is refused with
-one line that states a documented limitation; nothing else (tests/matrix_checks.py runs them).
+one line that states a documented limitation; nothing else (tests/support/matrix_checks.py runs
+them).
 
 A layer's state can break one strategy only: Dropout's seed state, written in every replica's
 step, failed the first step of every model with Dropout under the legacy default
@@ -15,14 +16,11 @@ TFBENCH_MATRIX_GRID=full steps all nine pairs on every variant.
 """
 
 import os
-import sys
 
 import pytest
 
-from helpers import ROOT, run_check_script
-
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-import matrix_checks as mc  # noqa: E402
+import matrix_checks as mc
+from helpers import run_check_script
 
 MODELS = os.environ.get("TFBENCH_MATRIX_MODELS", "ci")
 FULL = os.environ.get("TFBENCH_MATRIX_GRID", "") == "full"

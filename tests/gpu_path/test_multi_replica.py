@@ -1,6 +1,6 @@
 """GPU-path behaviour of several replicas, checked on 2 logical CPU devices.
 
-The checks run in a fresh process (tests/multi_replica_checks.py): the CPU can be split into
+The checks run in a fresh process (tests/support/multi_replica_checks.py): the CPU can be split into
 logical devices only before TensorFlow initialises.
 """
 
@@ -92,7 +92,7 @@ def test_dropout_trains_with_one_mask_per_call_on_every_replica(checks, strategy
 def test_each_copy_of_each_variable_is_updated_by_one_kernel_with_keras_values(checks, strategy):
     """tfbench.engine.update_kernels under each --variable_update's strategy: mirrored keeps a
     copy per replica (2 variables x 2 devices), central storage one; Keras' own update gives the
-    same weights (up to 1 - beta computed in float32, see tests/test_update_kernels.py)."""
+    same weights (up to 1 - beta computed in float32, see tests/engine/test_update_kernels.py)."""
     copies = 2 if strategy == "central" else 4
     for name, got in checks["fused_" + strategy].items():
         assert got["copies"] == copies, name

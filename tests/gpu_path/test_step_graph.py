@@ -1,6 +1,7 @@
 """tfbench.measure.step_graph: what a traced step does, on steps whose answers are known.
 
-The steps are built in a fresh process on 2 logical CPU devices (tests/step_graph_checks.py).
+The steps are built in a fresh process on 2 logical CPU devices
+(tests/support/step_graph_checks.py).
 """
 
 import pytest

@@ -18,7 +18,7 @@ Sources:
   prefix (GPU-, MIG-) sets the form and "Anything other but prefix is ignored" (ends the list);
   an ambiguous UUID prefix is invalid.
 The readers: tfbench.measure.nvml's GPU count and NVML mapping, the evaluation's GPU count and
-scripts/scaling_test.sh (test_sweep_script.py runs the script over these rules).
+scripts/scaling_test.sh (repo/test_script_scaling_test.py runs the script over these rules).
 """
 
 import pytest

@@ -10,7 +10,7 @@ import tfbench
 from helpers import ROOT
 from tfbench.measure import environment
 from tfbench.output import environment as environment_text
-from test_monitors_nvml import FakeNvml, a100
+from tests.monitors.test_nvml import FakeNvml, a100
 
 GB = 1 << 30
 

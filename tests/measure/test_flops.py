@@ -90,8 +90,8 @@ REFERENCE_GMACS = [
     ("vit_tiny", 224, 1.26),
 ]
 # Tracing a model at 224 px costs 10-45 s on 2 cores: CI checks the published figures against
-# the shipped table (tests/test_model_table.py recomputes a sample of it with the counter and
-# fails when the table is stale) and traces them all with TFBENCH_FULL_MODEL_TESTS=1.
+# the shipped table (tests/measure/test_model_table.py recomputes a sample of it with the counter
+# and fails when the table is stale) and traces them all with TFBENCH_FULL_MODEL_TESTS=1.
 TRACE = os.environ.get("TFBENCH_FULL_MODEL_TESTS") == "1"
 
 

@@ -1,16 +1,17 @@
 """GPU link facts from NVML (tfbench.measure.links) on recorded readings
-(tests/data/nvml_links.json, served by tests/fake_pynvml), a degraded link and a partly
-NVLink-connected DGX-1 among them, and the busbw to expect of them, worked out by hand."""
+(tests/support/data/nvml_links.json, served by tests/support/fake_pynvml), a degraded link and a
+partly NVLink-connected DGX-1 among them, and the busbw to expect of them, worked out by hand."""
 
 import json
 import os
 
 import pytest
 
-from helpers import ROOT, fake_nvml
+from helpers import fake_nvml
+from paths import DATA
 from tfbench.measure import links
 
-with open(os.path.join(ROOT, "tests", "data", "nvml_links.json")) as _handle:
+with open(os.path.join(DATA, "nvml_links.json")) as _handle:
     HOSTS = json.load(_handle)["hosts"]
 
 
@@ -65,7 +66,7 @@ def test_nvlink_through_nvswitch_sets_the_expectation():
     assert two.expected_busbw_gbs() == 300.0        # any two GPUs meet in the switches
 
 
-# DGX-1's hybrid cube-mesh (tests/data/nvml_links.json, dgx1_v100): links between each pair.
+# DGX-1's hybrid cube-mesh (tests/support/data/nvml_links.json, dgx1_v100): links between each pair.
 DGX1_PAIRS = {(0, 1): 1, (0, 2): 1, (0, 3): 2, (0, 4): 2, (1, 2): 2, (1, 3): 1, (1, 5): 2,
               (2, 3): 2, (2, 6): 1, (3, 7): 1, (4, 5): 1, (4, 6): 1, (4, 7): 2, (5, 6): 2,
               (5, 7): 1, (6, 7): 2}

@@ -5,7 +5,7 @@ import pytest
 
 from tfbench.measure import links, nccl_log, nics
 
-# NCCL's lines as it prints them (tests/test_nccl_log.py has their sources).
+# NCCL's lines as it prints them (tests/measure/test_nccl_log.py has their sources).
 IB_TWO = """\
 NCCL INFO NCCL version 2.21.5+cuda12.4
 NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB ib0:192.168.11.1<0>

@@ -46,8 +46,8 @@ def _synthetic(size: int, batch: int = 2):
 
 # Deeper or wider variants of a builder whose representative (in the comment) trains below:
 # building one costs 10-110 s on 2 cores, so they are built (and trained a step) only with
-# TFBENCH_FULL_MODEL_TESTS=1; tests/test_model_table.py checks that each is registered, and its
-# shipped parameters and FLOPs were computed by building it.
+# TFBENCH_FULL_MODEL_TESTS=1; tests/measure/test_model_table.py checks that each is registered, and
+# its shipped parameters and FLOPs were computed by building it.
 VARIANTS = {
     "resnet101", "resnet101_v2", "resnet152", "resnet152_v2",  # resnet50, resnet50_v2
     "official_resnet34", "official_resnet34_v2",  # official_resnet18(_v2)

@@ -6,8 +6,9 @@ import pytest
 from tfbench.output import csv_out
 from tfbench.monitors import aggregate
 from tfbench.output import console
+import paths
 
-DATA = os.path.join(os.path.dirname(__file__), "data", "nvml_samples.json")
+DATA = os.path.join(paths.DATA, "nvml_samples.json")
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import sys
 import textwrap
 
 import pytest
+import paths
 
-_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
-                     "side_by_side.py")
+_PATH = os.path.join(paths.BENCHMARKS, "side_by_side.py")
 _spec = importlib.util.spec_from_file_location("side_by_side", _PATH)
 sbs = importlib.util.module_from_spec(_spec)
 sys.modules["side_by_side"] = sbs  # dataclasses needs the module registered

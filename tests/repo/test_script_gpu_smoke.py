@@ -9,7 +9,8 @@ import subprocess
 import pytest
 
 from helpers import ROOT
-from test_tftrt import row_and_manifest, run_logged, stand_in  # noqa: F401 - stand_in: fixture
+from tests.engine.test_tftrt import (  # noqa: F401 - stand_in: fixture
+    row_and_manifest, run_logged, stand_in)
 from tftrt_stand_in import StandInConverter
 
 SCRIPT = os.path.join(ROOT, "scripts", "gpu_smoke.sh")

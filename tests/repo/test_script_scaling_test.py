@@ -6,9 +6,8 @@ import subprocess
 
 import pytest
 
-from helpers import FAKE_PYNVML_DIR
+from paths import FAKE_PYNVML_DIR, ROOT as REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "scripts", "scaling_test.sh")
 
 
@@ -39,7 +38,7 @@ def test_no_gpu_is_a_clear_error():
     assert "no GPU found; set TFBENCH_NUM_GPUS=N" in proc.stderr
 
 
-# A 4-GPU host as NVML lists it (tests/fake_pynvml), one GPU in MIG mode with one slice: the
+# A 4-GPU host as NVML lists it (tests/support/fake_pynvml), one GPU in MIG mode with one slice: the
 # script counts GPUs with tfbench's own reader of CUDA_VISIBLE_DEVICES
 # (tfbench.measure.cuda_visible, whose rules test_cuda_visible.py pins).
 HOST = [

@@ -1,4 +1,4 @@
-"""tests/zygote.py: a fork of the server is the process the test asked for (its arguments,
+"""tests/support/zygote.py: a fork of the server is the process the test asked for (its arguments,
 environment, directory, streams, exit code and signals), and it starts with the frameworks
 already imported (else every CLI test pays the imports again)."""
 

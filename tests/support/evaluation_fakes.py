@@ -13,6 +13,7 @@ import os
 import sys
 import textwrap
 
+from paths import ROOT, SUPPORT
 from tfbench.output import csv_out
 from tfbench.results import RunResult
 
@@ -130,8 +131,7 @@ FAKE_CHILD = textwrap.dedent("""\
     r.command = " ".join(sys.argv)
     fakes.write(args["csv_file"], args["json_dir"], r)
     print("total images/sec: %%.2f" %% r.images_per_sec)
-""") % (os.path.dirname(os.path.abspath(__file__)),
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+""") % (SUPPORT, ROOT)
 
 
 def fake_child(tmp_path) -> list[str]:

@@ -1,4 +1,4 @@
-"""A tfbench run with one known cost injected, for tests/test_explain_injected.py.
+"""A tfbench run with one known cost injected, for tests/e2e/test_explain_injected.py.
 
     python explain_inject.py KIND SECONDS [BENCHMARK FLAGS...]
 
@@ -22,11 +22,10 @@ running beside it.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import paths  # noqa: F401 - the checkout's root first on sys.path
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402

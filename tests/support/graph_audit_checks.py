@@ -11,10 +11,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from paths import ROOT  # importing it puts ROOT first on sys.path
+
 _spec = importlib.util.spec_from_file_location(
     "graph_audit", os.path.join(ROOT, "benchmarks", "graph_audit.py"))
 graph_audit = importlib.util.module_from_spec(_spec)

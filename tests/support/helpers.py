@@ -1,4 +1,5 @@
-"""Helpers for end-to-end tests: run the real CLI in a child (tests/zygote.py) or in-process."""
+"""Helpers for end-to-end tests: run the real CLI in a child (tests/support/zygote.py) or
+in-process."""
 
 from __future__ import annotations
 
@@ -7,13 +8,12 @@ import socket
 import sys
 
 import zygote
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import FAKE_PYNVML_DIR, ROOT, SUPPORT  # noqa: F401 - tests import them from here
 
 
 def run_cli(args, cwd, timeout=300, env_extra=None, merged=True):
-    """Runs `python -m tfbench ARGS` (a fork of tests/zygote.py's server); returns (exit code,
-    stdout, stderr) or merged output."""
+    """Runs `python -m tfbench ARGS` (a fork of tests/support/zygote.py's server); returns (exit
+    code, stdout, stderr) or merged output."""
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -25,11 +25,12 @@ def run_cli(args, cwd, timeout=300, env_extra=None, merged=True):
 
 
 def run_check_script(name: str, *args: str, timeout: float = 300) -> dict:
-    """Runs tests/NAME (a script that builds TensorFlow state of its own, in a fresh process)
-    and returns the JSON of its last `RESULT ` line; fails with its output's tail otherwise."""
+    """Runs tests/support/NAME (a script that builds TensorFlow state of its own, in a fresh
+    process) and returns the JSON of its last `RESULT ` line; fails with its output's tail
+    otherwise."""
     import json
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = zygote.run(args, os.getcwd(), env, timeout, script=os.path.join(ROOT, "tests", name))
+    proc = zygote.run(args, os.getcwd(), env, timeout, script=os.path.join(SUPPORT, name))
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stdout[-3000:]
     return json.loads(lines[-1][len("RESULT "):])
@@ -112,11 +113,8 @@ def install_fake_horovod(monkeypatch, **kwargs) -> FakeHorovod:
     return hvd
 
 
-FAKE_PYNVML_DIR = os.path.join(ROOT, "tests", "fake_pynvml")
-
-
 def fake_nvml(gpus, **kwargs):
-    """tests/fake_pynvml's FakeNvml over `gpus` (and its `topology`), loaded
+    """tests/support/fake_pynvml's FakeNvml over `gpus` (and its `topology`), loaded
     without shadowing the real pynvml."""
     import importlib.util
     spec = importlib.util.spec_from_file_location(

@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import paths  # noqa: F401 - the checkout's root first on sys.path
 
 from tfbench.output import csv_out, files  # noqa: E402
 from tfbench.results import RunResult  # noqa: E402

@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import paths  # noqa: F401 - the checkout's root first on sys.path
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

@@ -1,4 +1,5 @@
-"""Numerical checks on logical CPU devices, run in a fresh process by test_multi_device.py.
+"""Numerical checks on logical CPU devices, run in a fresh process by
+distribute/test_devices_logical.py.
 
 `python multi_device_checks.py [N]`: N = 2 (default) runs the general checks, N = 3 those of an
 odd device count. The CPU can be split into logical devices only before TensorFlow initialises,
@@ -8,10 +9,9 @@ which a shared pytest process cannot promise, so these checks run here and print
 from __future__ import annotations
 
 import json
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import paths  # noqa: F401 - the checkout's root first on sys.path
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

@@ -8,10 +8,8 @@ correctness, and the same tf.distribute code runs on logical CPU devices. Prints
 from __future__ import annotations
 
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import paths  # noqa: F401 - the checkout's root first on sys.path
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

@@ -1,5 +1,5 @@
 """One worker of a localhost MultiWorkerMirroredStrategy cluster, reading real data through the
-runner's input path; run as several processes by test_multiworker.py.
+runner's input path; run as several processes by e2e/test_clusters.py.
 
 `python multiworker_checks.py TASK_INDEX HOST:PORT,HOST:PORT DATA_DIR BATCH EVAL_BATCH STEPS
 EVAL_STEPS` prints one JSON object: what each local replica computed on (its batch size and
@@ -20,7 +20,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import paths  # noqa: F401 - the checkout's root first on sys.path
 
 import numpy as np  # noqa: E402
 

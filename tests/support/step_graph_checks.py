@@ -10,10 +10,8 @@ object on a `RESULT ` line.
 from __future__ import annotations
 
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import paths  # noqa: F401 - the checkout's root first on sys.path
 
 import tensorflow as tf  # noqa: E402
 

@@ -33,7 +33,8 @@ import time
 import traceback
 from typing import Optional, Sequence
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import ROOT, SUPPORT
+
 TFBENCH_MAIN = os.path.join(ROOT, "tfbench", "__main__.py")
 _CONTEXT = None
 
@@ -52,7 +53,7 @@ def _context():
         saved = dict(os.environ)
         path = os.environ.get("PYTHONPATH")
         os.environ["PYTHONPATH"] = os.pathsep.join(
-            [os.path.join(ROOT, "tests"), ROOT] + ([path] if path else []))
+            [SUPPORT, ROOT] + ([path] if path else []))
         try:
             multiprocessing.forkserver.ensure_running()
         finally:

@@ -1,5 +1,5 @@
-"""What the tests' fork server (tests/zygote.py) imports once: what `python -m tfbench` imports
-before its first step, the frameworks the way tfbench.engine.lean_import imports them."""
+"""What the tests' fork server (tests/support/zygote.py) imports once: what `python -m tfbench`
+imports before its first step, the frameworks the way tfbench.engine.lean_import imports them."""
 
 import os
 

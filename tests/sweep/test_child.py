@@ -6,8 +6,9 @@ import sys
 import pytest
 
 from tfbench.sweep import child
+import paths
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = paths.ROOT
 
 
 @pytest.mark.parametrize("code, tail, status", [

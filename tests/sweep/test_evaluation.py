@@ -8,7 +8,7 @@ import pytest
 
 from evaluation_fakes import result, write
 from helpers import ROOT
-from test_monitors_nvml import FakeNvml, FakeNvmlError
+from tests.monitors.test_nvml import FakeNvml, FakeNvmlError
 from tfbench import errors
 from tfbench.measure import nvml as nvml_lib, tensorrt
 from tfbench.sweep import evaluate as ev

@@ -2,7 +2,6 @@
 
 import csv
 import io
-import os
 import subprocess
 import sys
 import textwrap
@@ -14,6 +13,7 @@ from tfbench.cli import sweep as sweep_cli
 from tfbench import errors
 from tfbench.sweep import child, max_batch
 from tfbench.report import tables
+import paths
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +22,7 @@ def _in_a_temporary_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = paths.ROOT
 
 
 def fake_probe(max_fit, fail_at=None):
