@@ -16,6 +16,8 @@ from tfbench.cli import evaluate as cli
 from tfbench.measure import tensorrt
 from tfbench.report import compare, tables
 
+pytestmark = pytest.mark.slow
+
 SMALL = ["--models=resnet50,vit_tiny", "--browser_check=no"]
 
 

@@ -158,6 +158,7 @@ def _leftovers(tmp_path):
     return [n for n in os.listdir(tmp_path) if n.startswith("tfbench-launch.")]
 
 
+@pytest.mark.slow
 def test_a_scaling_series_prints_efficiency_with_the_interconnect_each_point_saw(tmp_path):
     proc, _ = _launch(tmp_path, ["--hosts=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
                                  "--sweep_hosts=1,2,3", "--nccl_debug", "--", "--json_dir="])
@@ -186,6 +187,7 @@ def test_a_scaling_series_prints_efficiency_with_the_interconnect_each_point_saw
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_the_chief_names_where_its_row_went_and_rows_record_the_users_command(tmp_path):
     """The task writes its row to a temporary file on its host, removed when it ends: the
     chief's Results line names the launcher's CSV instead, and the rows' command is the
@@ -203,6 +205,7 @@ def test_the_chief_names_where_its_row_went_and_rows_record_the_users_command(tm
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_row_that_did_not_come_back_from_a_container_is_named_with_the_mount(tmp_path):
     """--remote_cmd starting a container that sees neither the host's $TMPDIR nor NCCL_*."""
     proc, _ = _launch(tmp_path, ["--hosts=127.0.0.1:1,127.0.0.1:2", "--nccl_debug", "--",
@@ -219,6 +222,7 @@ def test_a_row_that_did_not_come_back_from_a_container_is_named_with_the_mount(t
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_failing_task_is_named_and_the_others_are_stopped_within_the_timeout(tmp_path):
     """Worker 1 runs out of memory; the stand-in chief and worker 2 would train on (a real
     tfbench notices the lost peer itself): tfbench launch stops them."""
@@ -239,6 +243,7 @@ def test_a_failing_task_is_named_and_the_others_are_stopped_within_the_timeout(t
     assert seconds < 30 and _leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_hung_task_is_named_once_the_others_lost_it(tmp_path):
     """Worker 1 stops (SIGSTOP, as a hung host); the others end with "lost the cluster" (exit 5,
     a consequence): the task that did not end is the one named, then killed."""
@@ -260,6 +265,7 @@ def test_a_hung_task_is_named_once_the_others_lost_it(tmp_path):
     assert seconds < 30 and _leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_host_without_setsid_is_named_and_nothing_starts(tmp_path):
     """setsid puts a task in its own process group, the one a stop signals."""
     bin_dir = tmp_path / "bin"               # a PATH with sh and without setsid
@@ -275,6 +281,7 @@ def test_a_host_without_setsid_is_named_and_nothing_starts(tmp_path):
         "found on this host (util-linux): tfbench launch needs it to stop its tasks" % FAKE)
 
 
+@pytest.mark.slow
 def test_an_unreachable_host_is_named_and_nothing_starts(tmp_path):
     proc, _ = _launch(tmp_path, ["--hosts=127.0.0.1:1,gpu-node7:2", "--", "--json_dir="])
     assert proc.returncode == errors.EXIT_DISTRIBUTED
@@ -289,6 +296,7 @@ def test_an_unreachable_host_is_named_and_nothing_starts(tmp_path):
     assert not (tmp_path / "out" / "worker0_127.0.0.1-1.log").exists()
 
 
+@pytest.mark.slow
 def test_a_host_with_other_versions_is_named_and_nothing_starts(tmp_path):
     rsh = tmp_path / "rsh.sh"
     rsh.write_text('#!/bin/sh\ncase "$1:$2" in 127.0.0.2:*--version*)\n'
@@ -305,6 +313,7 @@ def test_a_host_with_other_versions_is_named_and_nothing_starts(tmp_path):
     assert row["status"] == "error" and row["hostname"] == "127.0.0.2"
 
 
+@pytest.mark.slow
 def test_a_killed_launcher_leaves_no_task_and_no_temporary_directory(tmp_path):
     """SIGKILL gives tfbench launch no chance to stop anything: the hosts' watchers see the
     remote shells' stdin close and stop their tasks."""
@@ -341,6 +350,7 @@ def _processes_with(text):
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("login_shell", ["sh", "tcsh"])
 def test_the_remote_program_runs_under_the_users_login_shell(tmp_path, login_shell):
     """ssh hands the command line to the user's login shell; csh/tcsh (still the default on

@@ -16,6 +16,8 @@ from tfbench.cli import sweep as sweep_cli
 from tfbench.report import tables
 import paths
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(autouse=True)
 def _in_a_temporary_directory(tmp_path, monkeypatch):

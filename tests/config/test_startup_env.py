@@ -5,9 +5,13 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from helpers import ROOT
 from tfbench.config import startup_env
 from tfbench.sweep import child as sweep_child
+
+pytestmark = pytest.mark.slow
 
 
 def test_set_where_the_user_has_not_and_marked():

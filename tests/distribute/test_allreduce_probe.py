@@ -17,6 +17,7 @@ def checks():
     return run_check_script("allreduce_checks.py")
 
 
+@pytest.mark.slow
 def test_fp16_runs_send_half_the_bytes_and_busbw_follows_nccl_tests(checks):
     # 1000 + 24 float32 gradients, sent as fp16 by the run's packing: 2 bytes each.
     assert checks["transfer"] == "float16" and checks["sent_bytes"] == 1024 * 2
@@ -27,12 +28,14 @@ def test_fp16_runs_send_half_the_bytes_and_busbw_follows_nccl_tests(checks):
     assert t["busbw"] == pytest.approx(t["algbw"] * 2 * (3 - 1) / 3)   # 2(n-1)/n
 
 
+@pytest.mark.slow
 def test_the_probe_reduces_for_real(checks):
     # Each of 3 replicas holds ones: each reduced tensor starts with 3; a replica adds the
     # first elements of its 2 tensors (6) and the call adds the 3 replicas' (18).
     assert checks["step_value"] == 18.0
 
 
+@pytest.mark.slow
 def test_a_parameter_server_exchange_sums_at_the_variables(checks):
     assert checks["spread_at_variables"] and checks["not_probed_replicated"] is None
     assert checks["model_set"] == {"shapes": [[4, 3], [3], [3, 2], [2]],
@@ -42,6 +45,7 @@ def test_a_parameter_server_exchange_sums_at_the_variables(checks):
                                               "it sums at")
 
 
+@pytest.mark.slow
 def test_strategies_without_an_exchange_say_why(checks):
     assert checks["not_probed_independent"] == "independent replicas exchange no gradients"
     assert checks["not_probed_one"] == "one device: nothing to all-reduce"

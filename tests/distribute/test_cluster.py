@@ -110,6 +110,7 @@ def test_tf_config_without_a_cluster_is_ignored():
     assert _plan({"TF_CONFIG": json.dumps({"task": {"type": "worker", "index": 0}})}) is None
 
 
+@pytest.mark.slow
 def test_probe_reports_refused_and_accepted():
     server = socket.create_server(("127.0.0.1", 0))
     try:
@@ -120,6 +121,7 @@ def test_probe_reports_refused_and_accepted():
     assert peers.probe("127.0.0.1:%d" % port) == "connection refused"
 
 
+@pytest.mark.slow
 def test_rendezvous_of_two_tasks_returns_for_both():
     ports = _free_ports(2)
     hosts = ",".join("127.0.0.1:%d" % p for p in ports)
@@ -139,6 +141,7 @@ def test_rendezvous_of_two_tasks_returns_for_both():
     assert not errors and not any(t.is_alive() for t in threads)
 
 
+@pytest.mark.slow
 def test_rendezvous_names_the_missing_peer_at_the_deadline():
     ports = _free_ports(3)
     hosts = ",".join("127.0.0.1:%d" % p for p in ports)
@@ -152,6 +155,7 @@ def test_rendezvous_names_the_missing_peer_at_the_deadline():
     assert "\n" not in message
 
 
+@pytest.mark.slow
 def test_run_bounded_gives_up_and_names_unreachable_peers():
     ports = _free_ports(2)
     plan = _plan(job_name="worker", worker_hosts=",".join("127.0.0.1:%d" % p for p in ports))
@@ -164,6 +168,7 @@ def test_run_bounded_gives_up_and_names_unreachable_peers():
     assert peers.run_bounded(lambda: 7, plan, 5, "x") == 7
 
 
+@pytest.mark.slow
 def test_peer_failures_become_distributed_errors():
     import tensorflow as tf
     ports = _free_ports(2)
@@ -210,6 +215,7 @@ _HEARTBEAT_2_17 = (
     "Restart your program to reset.\n\t [[{{node CollectiveReduceV2}}]] [Op:__inference_step_31]")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("message", [_HEARTBEAT_2_21, _HEARTBEAT_2_17])
 def test_a_peer_without_heartbeats_is_named(message):
     import tensorflow as tf
@@ -225,6 +231,7 @@ def test_a_peer_without_heartbeats_is_named(message):
                             "worker 1 (hung, or cut off from this host)")
 
 
+@pytest.mark.slow
 def test_other_peer_failures_keep_tensorflows_cause_without_the_trace():
     import tensorflow as tf
     server = socket.create_server(("127.0.0.1", 0))
@@ -263,6 +270,7 @@ print("RESULT " + json.dumps({
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("job", ["worker", "ps"])
 def test_a_parameter_server_task_serves_with_the_runtime_its_flags_set(job):
     """Issue A4: tf.distribute.Server was created without config=, so a worker ignored

@@ -10,6 +10,8 @@ from tfbench.distribute import devices
 from tfbench.errors import UsageError
 from tfbench.config.params import make_params
 
+pytestmark = pytest.mark.slow
+
 ENV = devices.FROZEN_WEIGHTS_ENV
 
 

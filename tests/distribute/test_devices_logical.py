@@ -12,6 +12,8 @@ from tfbench.distribute import devices
 from tfbench.errors import UsageError
 from tfbench.config.params import make_params
 
+pytestmark = pytest.mark.slow
+
 TINY = ["--device=cpu", "--model=trivial", "--image_size=16", "--num_batches=2",
         "--num_warmup_batches=1", "--csv_file=", "--json_dir=", "--monitor_interval_ms=0"]
 

@@ -133,6 +133,7 @@ def test_variables_set_after_tensorflow_started_are_named_in_one_line(environ, m
         "TF_USE_CUDNN_BATCHNORM_SPATIAL_PERSISTENT removed; GPUs 0,1")
 
 
+@pytest.mark.slow
 def test_a_run_after_tensorflow_started_says_which_settings_did_not_apply(tmp_path):
     """The runtime set-up swallowed TensorFlow's "cannot be modified after initialization"
     silently: the run then used the threads of the runtime that was already there."""
@@ -184,6 +185,7 @@ print("RESULT", config.gpu_options.force_gpu_compatible, config.device_count["CP
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given", [True, False])
 def test_force_gpu_compatible_reaches_the_config_the_runtime_starts_with(given):
     """The legacy flag was accepted and ignored; TensorFlow reads the option when it creates

@@ -74,6 +74,7 @@ def collectives():
     return run_check_script("packing_checks.py")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["mirrored", "multi_worker", "compiled_replica"])
 def test_the_first_collective_carries_the_last_layers_pack(collectives, path):
     # Gradients of 10..60 elements in variable order, 3 packs from the last: {60, 50} (the last
@@ -82,6 +83,7 @@ def test_the_first_collective_carries_the_last_layers_pack(collectives, path):
     assert collectives[path]["chain"] == [110, 40, 60]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["mirrored", "multi_worker"])
 def test_packed_gradients_sum_back_into_their_own_places(collectives, path):
     # Replica r's gradient i holds (i + 1) * (r + 1): the sum over 2 replicas is 3 * (i + 1),

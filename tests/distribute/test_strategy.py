@@ -258,6 +258,7 @@ def test_horovod_averages_gradients_and_broadcasts_initial_state(fake_horovod):
     assert reduced == [("allreduce", "average", "/cpu:0")] * len(model.trainable_variables)
 
 
+@pytest.mark.slow
 def test_horovod_with_xla_compiles_around_the_allreduce(fake_horovod):
     """Horovod's allreduce has no XLA kernel: with --xla the step compiles the replica's forward
     and backward pass and keeps the allreduce outside (a py_function has no XLA kernel either)."""

@@ -9,6 +9,8 @@ import pytest
 import zygote
 from helpers import ROOT, run_cli
 
+pytestmark = pytest.mark.slow
+
 FAST = ["--device=cpu", "--model=trivial", "--num_warmup_batches=2"]
 
 

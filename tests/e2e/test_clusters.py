@@ -11,6 +11,8 @@ from figure_checks import check_run, read_run
 from helpers import ROOT, SUPPORT
 from helpers import free_ports as _free_ports
 
+pytestmark = pytest.mark.slow
+
 TINY = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=4",
         "--num_batches=4", "--num_warmup_batches=1", "--display_every=1", "--csv_file=",
         "--monitor_interval_ms=0"]

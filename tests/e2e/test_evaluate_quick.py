@@ -7,8 +7,12 @@ import csv
 import json
 import os
 
+import pytest
+
 from helpers import run_cli
 from tfbench.report import browser_check, tables
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_tiny_quick_evaluation_on_the_cpu(tmp_path):

@@ -17,6 +17,8 @@ import pytest
 import zygote
 from helpers import SUPPORT
 
+pytestmark = pytest.mark.slow
+
 WAIT = 0.25
 FLAGS = ["--device=cpu", "--num_gpus=2", "--model=trivial", "--data_name=cifar10",
          "--batch_size=4", "--num_batches=6", "--num_warmup_batches=2",

@@ -9,6 +9,8 @@ import pytest
 from figure_checks import check_run, read_run
 from helpers import run_cli
 
+pytestmark = pytest.mark.slow
+
 TINY = ["--device=cpu", "--model=trivial", "--image_size=16", "--num_warmup_batches=2",
         "--monitor_interval_ms=20"]
 

@@ -6,8 +6,12 @@ import csv
 import json
 import os
 
+import pytest
+
 from helpers import run_inprocess
 from tfbench.engine import steps
+
+pytestmark = pytest.mark.slow
 
 # The text of the failure that once escaped here (Dropout under central storage).
 TEXT = "Exception encountered when calling Dropout.call().\n\nYou must specify an aggregation"

@@ -13,6 +13,7 @@ import zygote
 from helpers import ROOT
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_writes_partial_results(tmp_path, signum, code):
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
@@ -77,6 +78,7 @@ finally:
 """
 
 
+@pytest.mark.slow
 def test_a_sigterm_held_while_a_cluster_forms_is_delivered_once_released():
     """MultiWorkerMirroredStrategy's preemption notifier takes SIGTERM while the cluster forms,
     inside a call that holds the GIL: the CLI holds the signal until the strategy exists.

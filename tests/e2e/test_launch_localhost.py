@@ -9,8 +9,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from helpers import ROOT, free_ports
 from tfbench.output import files
+
+pytestmark = pytest.mark.slow
 
 LOCAL_RSH = os.path.join(ROOT, "scripts", "local_rsh.sh")
 TINY = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=4",

@@ -10,6 +10,7 @@ from tfbench import errors
 from tfbench.engine import steps
 
 
+@pytest.mark.slow
 def test_oom_is_reported_with_remedies(tmp_path, monkeypatch):
     def failing_step(self, from_iterator=False):
         def step(inputs):
@@ -143,6 +144,7 @@ def test_log_lines(line, oom):
     assert errors.is_out_of_memory("Step 1\n" + line + "\nRuntimeError: boom") is oom
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("error_class, message, code", [
     NEAR_THE_LIMIT[1] + (3,), NEAR_THE_LIMIT[3] + (3,), NOT_MEMORY[0] + (1,)])
 def test_the_runner_reports_them_as_oom(tmp_path, monkeypatch, error_class, message, code):

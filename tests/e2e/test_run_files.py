@@ -11,6 +11,8 @@ import pytest
 
 from helpers import ROOT, run_cli
 
+pytestmark = pytest.mark.slow
+
 TINY = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=2",
         "--num_batches=2", "--num_warmup_batches=1"]
 

@@ -8,6 +8,8 @@ import pytest
 from helpers import install_fake_horovod, run_cli, run_inprocess
 from tfbench.data.fake_imagenet import write_fake_imagenet
 
+pytestmark = pytest.mark.slow
+
 BASE = ["--device=cpu", "--model=trivial", "--image_size=32", "--batch_size=4",
         "--num_batches=3", "--num_warmup_batches=1", "--json_dir="]
 

@@ -113,6 +113,7 @@ def test_a_failed_runs_nccl_log_is_kept_when_it_helps(monkeypatch, tmp_path, tex
     assert path.exists() is bool(kept)
 
 
+@pytest.mark.slow
 def test_the_error_line_names_the_kept_nccl_log(monkeypatch, tmp_path):
     from tfbench.engine import steps
 
@@ -160,6 +161,7 @@ def _run_probe_failing(tmp_path, args):
     return proc, path
 
 
+@pytest.mark.slow
 def test_probes_stopped_by_nccl_keep_its_log_and_the_runs_figures(tmp_path):
     proc, path = _run_probe_failing(tmp_path, TWO_DEVICES + [
         "--num_batches=2", "--num_warmup_batches=1", "--explain_scaling", "--csv_file=r.csv",
@@ -174,6 +176,7 @@ def test_probes_stopped_by_nccl_keep_its_log_and_the_runs_figures(tmp_path):
     assert path.read_text() == NCCL_WARNINGS
 
 
+@pytest.mark.slow
 def test_tfbench_allreduce_failed_by_nccl_is_one_line_naming_its_log(tmp_path):
     proc, path = _run_probe_failing(tmp_path, ["allreduce"] + TWO_DEVICES)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr

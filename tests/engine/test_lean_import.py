@@ -39,6 +39,7 @@ def test_a_module_that_needs_a_hidden_library_is_imported_anyway(tmp_path, monke
     sys.modules.pop("needs_tool")
 
 
+@pytest.mark.slow
 def test_frameworks_import_without_the_optional_libraries_in_a_fresh_process():
     code = ("import sys\n"
             "from tfbench.engine import lean_import\n"
@@ -74,6 +75,7 @@ def test_collector_paused_inside_then_frozen_and_restored(enabled_before):
         gc.enable()
 
 
+@pytest.mark.slow
 def test_a_numpy_1_tensorflow_beside_numpy_2_ends_in_one_line_before_importing_it(tmp_path):
     """As after `pip install .` into TensorFlow 2.17: pip upgraded numpy for pandas."""
     import csv

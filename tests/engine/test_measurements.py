@@ -17,6 +17,8 @@ from tfbench.monitors.base import Monitor
 from tfbench.config.params import make_params
 from tfbench.results import FIELD_NAMES, RunResult
 
+pytestmark = pytest.mark.slow
+
 COLD_SEC = 100.0   # the first call of a step: tracing, compilation, autotuning
 STEP_SEC = 1.0
 STEP_W = 300.0

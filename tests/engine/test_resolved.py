@@ -75,6 +75,7 @@ def test_folder_epochs_set_the_learning_rate_steps(tmp_path):
     assert _learning_rates(flags, [2, 4]) == pytest.approx([0.5, 1.0])
 
 
+@pytest.mark.slow
 def test_folder_epochs_set_when_evaluation_runs_and_how_long(tmp_path):
     # 8 training images in batches of 2 (4 steps an epoch), 4 validation images: an
     # evaluation after epochs 1 and 2 of 3, then the final one; --num_eval_epochs=1 is 2
@@ -93,6 +94,7 @@ def test_folder_epochs_set_when_evaluation_runs_and_how_long(tmp_path):
     assert len(accuracy) == 3 and all(l.endswith("[4 examples]") for l in accuracy)
 
 
+@pytest.mark.slow
 def test_evaluation_without_eval_length_flags_covers_trainings_epochs(tmp_path):
     # Legacy: no --num_eval_* flag evaluates --num_epochs of the validation set:
     # int(0.0001 * 50000 + 4 - 1) // 4 = 2 batches of 4.

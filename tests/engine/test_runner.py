@@ -8,6 +8,8 @@ import pytest
 
 from helpers import install_fake_horovod, run_inprocess
 
+pytestmark = pytest.mark.slow
+
 BASE = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=4", "--csv_file=",
         "--json_dir="]
 

@@ -20,6 +20,8 @@ from tfbench.engine import base, plan as plan_lib, serving
 from tfbench.errors import UsageError
 from tfbench.models import catalog
 
+pytestmark = pytest.mark.slow
+
 TINY = ["--model=trivial", "--data_name=cifar10", "--device=cpu", "--batch_size=4",
         "--num_batches=3", "--num_warmup_batches=1"]
 

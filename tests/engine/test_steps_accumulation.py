@@ -79,6 +79,7 @@ ARGS = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=2",
         "--num_batches=2", "--num_warmup_batches=1", "--json_dir=", "--monitor_interval_ms=0"]
 
 
+@pytest.mark.slow
 def test_cli_counts_every_image(tmp_path):
     code, lines = run_inprocess(ARGS + ["--accum_steps=3", "--csv_file=r.csv"], tmp_path)
     assert code == 0, lines
@@ -89,6 +90,7 @@ def test_cli_counts_every_image(tmp_path):
     assert row["accum_steps"] == "3" and row["global_batch_size"] == "6"
 
 
+@pytest.mark.slow
 def test_real_data_iterator_splits_the_batch(tmp_path):
     from tfbench.data.fake_imagenet import write_fake_imagenet
     data_dir = tmp_path / "data"

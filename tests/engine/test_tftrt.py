@@ -35,6 +35,7 @@ def _linked_tensorrt():
 
 
 # --- where TF-TRT cannot run ------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [
     # The legacy script's own TF-TRT benchmark (leading_indicators_test.py,
     # FrozenResnet50BenchmarksInference.benchmark_trt_synth_forward_batch128).
@@ -197,6 +198,7 @@ def row_and_manifest(tmp_path):
         return row, json.load(handle)
 
 
+@pytest.mark.slow
 def test_fp16_engines_are_built_before_warm_up(stand_in, tmp_path):
     events = stand_in
     assert run_logged(["--trt_mode=FP16", "--trt_max_workspace_size_bytes=123456",
@@ -239,6 +241,7 @@ def test_fp16_engines_are_built_before_warm_up(stand_in, tmp_path):
     assert ours(tmp_path / "tmp") == []   # the converted SavedModel went with the run
 
 
+@pytest.mark.slow
 def test_int8_calibrates_on_the_runs_own_batches(stand_in, tmp_path):
     events = stand_in
     assert run_logged(["--trt_mode=INT8", "--trt_calibration_batches=3"], events) == 0
@@ -261,6 +264,7 @@ def test_int8_calibrates_on_the_runs_own_batches(stand_in, tmp_path):
                      r"batches, save \d+\.\d{3} s; TensorRT 10\.8\.0$", trt_line), trt_line
 
 
+@pytest.mark.slow
 def test_int8_on_real_data_calibrates_on_its_batches(stand_in, tmp_path):
     events = stand_in
     (tmp_path / "cifar").mkdir()
@@ -283,6 +287,7 @@ def test_int8_on_real_data_calibrates_on_its_batches(stand_in, tmp_path):
     assert (row["mode"], row["steps_run"], row["trt_calibration_batches"]) == ("eval", "2", "3")
 
 
+@pytest.mark.slow
 def test_zero_segments_are_said(stand_in, tmp_path, monkeypatch):
     monkeypatch.setattr(StandInConverter, "GRAPH_DEF", None)   # the signature's own graph
     events = stand_in
@@ -300,6 +305,7 @@ def test_zero_segments_are_said(stand_in, tmp_path, monkeypatch):
     assert any(l.startswith("TF-TRT: FP32 (no TensorRT engine), 0 TensorRT segments") for l in lines)
 
 
+@pytest.mark.slow
 def test_segments_without_an_engine_are_said(stand_in, tmp_path, monkeypatch):
     monkeypatch.setattr(StandInConverter, "FAILED_ENGINES", frozenset({"TRTEngineOp_000_001"}))
     events = stand_in
@@ -351,6 +357,7 @@ def test_tensorflows_own_converter_takes_tfbenchs_arguments(tmp_path):
     assert failed.value.detail.startswith("RuntimeError: ")
 
 
+@pytest.mark.slow
 def test_a_failed_conversion_is_one_line_and_a_row(stand_in, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(StandInConverter, "FAIL_IN", "convert")
     events = stand_in

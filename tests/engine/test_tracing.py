@@ -14,6 +14,8 @@ import tensorflow as tf
 from helpers import run_inprocess
 from tfbench.engine import tracing
 
+pytestmark = pytest.mark.slow
+
 PACKAGE = "tensorflow.python.profiler.internal"
 PLUGIN = PACKAGE + "._pywrap_profiler_plugin"
 PROFILER = PACKAGE + "._pywrap_profiler"

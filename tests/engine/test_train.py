@@ -1,6 +1,10 @@
 """Evaluation during training: legacy line order, schedule and early stop."""
 
+import pytest
+
 from helpers import run_inprocess
+
+pytestmark = pytest.mark.slow
 
 BASE = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=4",
         "--display_every=1", "--csv_file=", "--json_dir="]

@@ -23,10 +23,10 @@ GPU_KERNELS_REGISTERED = any(
     k.device_type == "GPU"
     for k in kernels.get_registered_kernels_for_op("ResourceApplyGradientDescent").kernel)
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not GPU_KERNELS_REGISTERED,
     reason="this TensorFlow registers no GPU kernels (tensorflow-cpu); the README's test command "
-           "installs the full tensorflow wheel")
+           "installs the full tensorflow wheel")]
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,8 @@ import pytest
 
 from helpers import run_check_script
 
+pytestmark = pytest.mark.slow
+
 ALL_IN_XLA = {"forward": "all", "backward": "all", "all-reduce": "all", "update": "all"}
 
 

@@ -22,6 +22,8 @@ import pytest
 import matrix_checks as mc
 from helpers import run_check_script
 
+pytestmark = pytest.mark.slow
+
 MODELS = os.environ.get("TFBENCH_MATRIX_MODELS", "ci")
 FULL = os.environ.get("TFBENCH_MATRIX_GRID", "") == "full"
 STRATEGIES = {"parameter_server": "SpreadStorageStrategy", "replicated": "MirroredStrategy",

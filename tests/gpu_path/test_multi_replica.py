@@ -9,6 +9,8 @@ import pytest
 
 from helpers import run_check_script
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def checks():

@@ -76,6 +76,7 @@ def test_tf_details_when_imported():
         assert env["tensorflow"]["build"]["is_cuda_build"] is False
 
 
+@pytest.mark.slow
 def test_git_hash_of_checkout(env):
     root = os.path.dirname(os.path.dirname(os.path.abspath(tfbench.__file__)))
     if shutil.which("git") is None or not os.path.isdir(os.path.join(root, ".git")):
@@ -242,6 +243,7 @@ def test_text_report_lists_fields(env):
     assert "cpu.logical_cores:" in text and "tfbench.version:" in text
 
 
+@pytest.mark.slow
 def test_tfbench_version_prints_the_versions_without_importing_tensorflow(tmp_path):
     code = ("import sys; from tfbench import cli; cli.main(['tfbench', '--version']); "
             "print('tensorflow' in sys.modules)")

@@ -17,6 +17,7 @@ def test_the_table_lists_every_registered_model_at_its_default_size():
 
 # Cheap models of different families and builders: tfbench's own, Keras Applications, a
 # transformer (its parameters depend on the image size too).
+@pytest.mark.slow
 @pytest.mark.parametrize("name, dataset", [("resnet20", "cifar10"), ("trivial", "imagenet"),
                                            ("mobilenet_v3_small", "imagenet"),
                                            ("vit_tiny", "imagenet")])

@@ -83,6 +83,7 @@ def test_mfu():
     assert peak.mfu_pct(None, 156.0, 1) is None and peak.mfu_pct(1.0, None, 1) is None
 
 
+@pytest.mark.slow
 def test_probe_caches_and_runs_use_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TFBENCH_CACHE_DIR", str(tmp_path / "cache"))
     assert peak_cli.main(["--device=cpu", "--precision=fp32", "--matmul_size=256",
@@ -103,6 +104,7 @@ def test_probe_caches_and_runs_use_it(tmp_path, monkeypatch, capsys):
         100 * float(row["tflops_per_sec"]) / measured, rel=1e-3)
 
 
+@pytest.mark.slow
 def test_peak_flag_overrides(tmp_path):
     code, lines = run_inprocess(["--device=cpu", "--model=lenet", "--image_size=28",
                                  "--batch_size=4", "--num_batches=2", "--num_warmup_batches=1",

@@ -15,6 +15,8 @@ from tfbench.config import datasets
 from tfbench.models import catalog
 from tfbench.models.layers import LocalResponseNorm
 
+pytestmark = pytest.mark.slow
+
 ALL_SPECS = catalog.all_specs()
 
 

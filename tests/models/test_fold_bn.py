@@ -125,6 +125,7 @@ def test_a_model_without_batch_norm_is_left_alone():
     assert fold_bn.fold_batch_norm(model) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,image_size,expected", [("resnet50", 64, 53),
                                                       ("resnet20", 32, 19)])
 def test_registered_models_fold_and_agree(name, image_size, expected):
@@ -150,6 +151,7 @@ def params_reported(lines):
     return stats.split(" trainable params")[0]
 
 
+@pytest.mark.slow
 def test_forward_only_folds_by_default_and_says_so(tmp_path):
     code, folded = run_inprocess(BASE + ["--forward_only"], tmp_path)
     assert code == 0
@@ -163,11 +165,13 @@ def test_forward_only_folds_by_default_and_says_so(tmp_path):
     assert params_reported(folded) == params_reported(plain) == "Model stats: 269,787"
 
 
+@pytest.mark.slow
 def test_training_is_never_folded(tmp_path):
     code, lines = run_inprocess(BASE, tmp_path)
     assert code == 0 and not any("folded" in l for l in lines)
 
 
+@pytest.mark.slow
 def test_eval_folds_the_restored_checkpoint_with_the_same_accuracy(tmp_path):
     train_dir = str(tmp_path / "ckpt")
     # A few training steps move the moving statistics away from 0 / 1.

@@ -7,7 +7,11 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from helpers import ROOT
+
+pytestmark = pytest.mark.slow
 
 _MODULE = '''
 import os

@@ -18,6 +18,8 @@ import pytest
 
 from helpers import ROOT, free_ports
 
+pytestmark = pytest.mark.slow
+
 TINY = ["--device=cpu", "--model=trivial", "--image_size=16", "--num_batches=2",
         "--num_warmup_batches=1", "--json_dir=", "--monitor_interval_ms=0"]
 

@@ -13,6 +13,8 @@ from tests.engine.test_tftrt import (  # noqa: F401 - stand_in: fixture
     row_and_manifest, run_logged, stand_in)
 from tftrt_stand_in import StandInConverter
 
+pytestmark = pytest.mark.slow
+
 SCRIPT = os.path.join(ROOT, "scripts", "gpu_smoke.sh")
 
 

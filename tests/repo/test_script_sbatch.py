@@ -8,6 +8,8 @@ import pytest
 
 from helpers import ROOT
 
+pytestmark = pytest.mark.slow
+
 SCRIPT = os.path.join(ROOT, "scripts", "sbatch_scaling.sh")
 
 # srun: records its options, then runs the task command as task 0 (SLURM_PROCID=0), its output

@@ -8,6 +8,8 @@ import pytest
 
 from paths import FAKE_PYNVML_DIR, ROOT as REPO
 
+pytestmark = pytest.mark.slow
+
 SCRIPT = os.path.join(REPO, "scripts", "scaling_test.sh")
 
 

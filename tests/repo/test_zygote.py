@@ -18,7 +18,8 @@ print("to stderr", file=sys.stderr)
 sys.exit(int(sys.argv[1]))
 """
 
-pytestmark = pytest.mark.skipif(not zygote.enabled(), reason="TFBENCH_TEST_FORKSERVER=0")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not zygote.enabled(), reason="TFBENCH_TEST_FORKSERVER=0")]
 
 
 def test_a_child_gets_its_own_arguments_environment_directory_and_exit_code(tmp_path):

@@ -9,6 +9,8 @@ import pytest
 from evaluation_fakes import write_evaluation
 from tfbench.report import browser_check, evaluation_report
 
+pytestmark = pytest.mark.slow
+
 BROWSER = browser_check.find_browser()
 needs_chromium = pytest.mark.skipif(
     BROWSER is None, reason="no Chromium on this machine (apt-get install chromium)")

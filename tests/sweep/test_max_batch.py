@@ -115,6 +115,7 @@ def fits_directly(script, batch, precision, csv_path):
     return proc.returncode == 0
 
 
+@pytest.mark.slow
 def test_finder_with_memory_capped_children(tmp_path):
     script = tmp_path / "memory_child.py"
     script.write_text(MEMORY_CHILD)
