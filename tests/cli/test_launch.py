@@ -1,10 +1,10 @@
-"""tfbench launch: hosts, the host program, versions, the chief's console, faults and the scaling
-series. End-to-end runs use scripts/local_rsh.sh (the command runs on this machine, as over ssh)
-and a stand-in tfbench (tests/support/launch_fake_tfbench.py), so no TensorFlow starts here; real
-TensorFlow tasks are in e2e/test_launch_localhost.py."""
+"""tfbench launch: the host program, faults and the scaling series (--hosts and versions:
+launch/test_remote.py; the chief's console: launch/test_console.py). End-to-end runs use
+scripts/local_rsh.sh (the command runs on this machine, as over ssh) and a stand-in tfbench
+(tests/support/launch_fake_tfbench.py), so no TensorFlow starts here; real TensorFlow tasks are
+in e2e/test_launch_localhost.py."""
 
 import csv
-import io
 import os
 import re
 import subprocess
@@ -23,23 +23,6 @@ FAKE = "%s %s" % (sys.executable, os.path.join(SUPPORT, "launch_fake_tfbench.py"
 
 
 # --- hosts and flags ---------------------------------------------------------------------
-
-def test_hosts_take_the_default_port_and_a_repeated_host_the_next_one():
-    hosts = launch_remote.parse_hosts("gpu1, me@gpu2:2300,gpu1,[fe80::1]:9", 2222)
-    assert [(h.target, h.address) for h in hosts] == [
-        ("gpu1", "gpu1:2222"), ("me@gpu2", "gpu2:2300"), ("gpu1", "gpu1:2223"),
-        ("fe80::1", "[fe80::1]:9")]
-
-
-@pytest.mark.parametrize("text,needle", [
-    ("", "--hosts needs at least one host"),
-    ("h:1,h:1", "--hosts names h:1 more than once"),
-    ("h:x", "'h:x' is not [user@]host[:port]"),
-    ("h:70000", "port 70000 of 'h:70000' is out of range"),
-])
-def test_bad_hosts_are_usage_errors(text, needle):
-    with pytest.raises(errors.UsageError, match=re.escape(needle)):
-        launch_remote.parse_hosts(text)
 
 
 def test_sweep_hosts_counts_are_checked_against_the_hosts():
@@ -105,35 +88,6 @@ def test_tasks_on_the_cpu_share_it_and_given_gpu_indices_are_refused_on_a_shared
     # Hosts named once keep what the flags say, and only that.
     assert [[f for f in launch_remote.task_flags(cfg.flags, cfg.hosts, i, cfg.gpus_per_task)
              if f.startswith("--gpu_indices")] for i in (0, 1)] == [["--gpu_indices=0,1"]] * 2
-
-
-# --- the chief's console -----------------------------------------------------------------
-
-def test_the_chiefs_log_passes_unchanged_with_the_launchers_lines_before_the_footer():
-    out, err = io.StringIO(), io.StringIO()
-    console = launch.ChiefConsole(out, err)
-    dashes = "-" * 64
-    log = ["Step\tImg/sec\ttotal_loss", dashes, "not a footer", "1\timages/sec: 3.0", dashes,
-           "total images/sec: 12.34", dashes]
-    for line in log:
-        console.out(line)
-    console.err("a TensorFlow warning")
-    assert out.getvalue().splitlines() == log[:4]      # the footer is held back
-    console.finish(["Launch: 2 row(s)"])
-    assert out.getvalue().splitlines() == log[:4] + ["Launch: 2 row(s)"] + log[4:]
-    assert err.getvalue() == "a TensorFlow warning\n"
-
-
-# --- versions ----------------------------------------------------------------------------
-
-def test_hosts_whose_versions_differ_from_the_chiefs_are_named():
-    hosts = launch_remote.parse_hosts("a,b,c")
-    same = "tfbench 0.1.0 | TensorFlow 2.21.0 | Keras 3.15.1 | Python 3.11.7"
-    other = "tfbench 0.1.0 | TensorFlow 2.17.1 | Keras 3.15.1 | Python 3.10.12"
-    answers = [launch_remote.Answer(hosts[0], same), launch_remote.Answer(hosts[1], same),
-               launch_remote.Answer(hosts[2], other)]
-    assert launch_remote.version_problems(answers) == [
-        (hosts[2], "runs TensorFlow 2.17.1 where the chief (a:2222) runs TensorFlow 2.21.0")]
 
 
 # --- end to end with the stand-ins -------------------------------------------------------

@@ -94,3 +94,23 @@ def test_autotune_threshold_is_a_working_flag(monkeypatch):
     devices.set_environment(p, "gpu")
     # TensorFlow's cuDNN autotuner (kernels/gpu_utils.h AutotuneMap) reads it, as in legacy.
     assert os.environ["TF_AUTOTUNE_THRESHOLD"] == "3"
+
+
+def test_flags_defaults_and_bounds():
+    p = make_params({})
+    assert (p.estimate_dataset_size, p.estimate_epochs, p.estimate_utilization) == (0, 1.0, 0.7)
+    assert flagdefs.BY_NAME["estimate_utilization"].role == "T"
+    with pytest.raises(UsageError, match="estimate_utilization"):
+        make_params({"estimate_utilization": 1.2})
+    with pytest.raises(UsageError, match="estimate_dataset_size"):
+        make_params({"estimate_dataset_size": -5})
+
+
+def test_repeat_and_monitor_flags():
+    p = make_params({})
+    assert (p.num_runs, p.cooldown_secs, p.unstable_threshold_pct) == (1, 0.0, 10.0)
+    assert p.monitor_interval_ms == 250
+    with pytest.raises(UsageError, match="num_runs"):
+        make_params({"num_runs": 0})
+    with pytest.raises(UsageError, match="cooldown_secs"):
+        make_params({"cooldown_secs": -1.0})

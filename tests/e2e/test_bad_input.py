@@ -85,3 +85,20 @@ def test_matrix_is_large_enough():
 def test_unknown_subcommand(capsys):
     assert cli.main(["tfbench", "benchmark"]) == 2
     assert "unknown subcommand 'benchmark'" in capsys.readouterr().err
+
+
+def test_the_cli_refuses_with_one_line_and_no_traceback(tmp_path, capsys):
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code = cli.main(["tfbench", "--model=trivial", "--num_gpus=8", "--csv_file=r.csv",
+                         "--json_dir="])
+    finally:
+        os.chdir(old)
+    out = capsys.readouterr()
+    assert code == 2
+    errors = [l for l in out.err.splitlines() if l.startswith("tfbench: error: ")]
+    assert len(errors) == 1 and "--num_gpus=8 asks for GPUs but none is visible" in errors[0]
+    assert "Traceback" not in out.err + out.out
+    # Refused before any step: a usage error writes no row (docs/output.md).
+    assert not (tmp_path / "r.csv").exists()

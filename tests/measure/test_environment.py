@@ -2,12 +2,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 import tfbench
-from helpers import ROOT
 from tfbench.measure import environment
 from tfbench.output import environment as environment_text
 from tests.monitors.test_nvml import FakeNvml, a100
@@ -241,18 +239,6 @@ def test_diff_flags_changes_and_ignores_volatile():
 def test_text_report_lists_fields(env):
     text = environment_text.text_report(env)
     assert "cpu.logical_cores:" in text and "tfbench.version:" in text
-
-
-@pytest.mark.slow
-def test_tfbench_version_prints_the_versions_without_importing_tensorflow(tmp_path):
-    code = ("import sys; from tfbench import cli; cli.main(['tfbench', '--version']); "
-            "print('tensorflow' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                         text=True, env=dict(os.environ, PYTHONPATH=ROOT)).stdout.splitlines()
-    fields = dict(part.strip().split(" ", 1) for part in out[0].split("|"))
-    assert list(fields) == ["tfbench", "TensorFlow", "Keras", "Python"]
-    assert fields["tfbench"].startswith("0.1.0") and fields["TensorFlow"][:2] == "2."
-    assert out[1] == "False"
 
 
 def test_summary_lines_with_gpus_limits_and_long_variables():

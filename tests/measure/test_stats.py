@@ -44,13 +44,6 @@ def test_summary_keys_are_csv_columns_where_they_exist():
     assert not set(cold) & FIELD_NAMES
 
 
-def test_console_line_latency_format():
-    s = stats.latency_summary([0.01234, 0.01234, 0.02])
-    (line,) = console.latency_lines(s)
-    assert line.startswith("Latency (ms/batch): p50 12.34  p90 18.47  p99 19.85  mean 14.89")
-    assert line.endswith("min 12.34  max 20.00")
-
-
 def test_cold_start_with_warmup():
     s = stats.cold_start_summary([2.0, 0.5, 0.5], [0.1, 0.3])
     assert s["num_warmup_steps"] == 3

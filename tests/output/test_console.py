@@ -1,8 +1,12 @@
 """tfbench's own console lines (tfbench/output/console.py), each variant pinned as the literal
 line a user reads: units, rounding, singular and plural, the cases without a reading."""
 
+import pytest
+
+from tfbench.measure import estimate
 from tfbench.output import console
 from tfbench.results import RunResult
+from tfbench.measure import stats
 
 
 def _estimate(hours):
@@ -143,3 +147,25 @@ def test_a_whole_summary_in_order():
     assert console.summary_lines(None, res)[0].endswith(
         "achieved 12.500 TFLOP/s (training = 3x forward), MFU 4.2% of 312.0 TFLOP/s per device")
     assert not [l for l in console.summary_lines(None, res) if l.startswith("Latency")]
+
+
+def test_summary_and_console_line():
+    s = estimate.estimate_summary(2345.6, 1281167, 90, 0.7)
+    assert s["estimated_train_hours"] == pytest.approx(1281167 * 90 / (2345.6 * 0.7) / 3600)
+    assert console.estimate_lines(s) == [
+        "Training-time estimate: 1281167 samples x 90 epochs at 2345.60 images/sec x 0.70 "
+        "utilization = 19.51 hours"]
+
+
+def test_console_units():
+    short = estimate.estimate_summary(1000.0, 50000, 1, 1.0)
+    assert console.estimate_lines(short)[0].endswith("= 0.8 minutes")
+    long = estimate.estimate_summary(100.0, 1281167, 90, 0.7)
+    assert console.estimate_lines(long)[0].endswith("= 457.6 hours (19.1 days)")
+
+
+def test_console_line_latency_format():
+    s = stats.latency_summary([0.01234, 0.01234, 0.02])
+    (line,) = console.latency_lines(s)
+    assert line.startswith("Latency (ms/batch): p50 12.34  p90 18.47  p99 19.85  mean 14.89")
+    assert line.endswith("min 12.34  max 20.00")

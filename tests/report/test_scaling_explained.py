@@ -133,14 +133,3 @@ def test_an_evaluation_on_several_gpus_explains_each_training_run_against_its_pr
     assert t["efficiency_pct"][0] == pytest.approx(64.0)   # 320 of 500 ms
     assert t["lost_pts_compute"][0] == pytest.approx(20.0)
     assert "4 devices: Largest cause: the slowest device's extra compute" in section.note
-
-
-def test_evaluate_gives_explain_scaling_to_training_runs_only():
-    from tfbench.sweep import evaluate
-    from tfbench.sweep.grid import child_params, point_flags
-    base = ["--num_gpus=4", "--explain_scaling"]
-    runs = {p.name: child_params(point_flags(base, p.flags))
-            for p in evaluate.points(evaluate.Method(models=("resnet50",)), "fp16", base)}
-    assert {n: r.explain_scaling for n, r in runs.items()} == {
-        "resnet50_%s_%s" % (mode, kind): kind == "training"
-        for mode in ("native", "mixed", "mixed_xla") for kind in ("training", "inference")}

@@ -224,3 +224,14 @@ def test_the_preset_spells_out_the_method():
     with open(path) as handle:
         assert "tfbench evaluate --flagfile=flags/evaluate/gpu_evaluation.flags" in handle.read()
     assert json.dumps(ev.settings_record(evaluation.method, False, []))   # JSON-ready
+
+
+def test_evaluate_gives_explain_scaling_to_training_runs_only():
+    from tfbench.sweep import evaluate
+    from tfbench.sweep.grid import child_params, point_flags
+    base = ["--num_gpus=4", "--explain_scaling"]
+    runs = {p.name: child_params(point_flags(base, p.flags))
+            for p in evaluate.points(evaluate.Method(models=("resnet50",)), "fp16", base)}
+    assert {n: r.explain_scaling for n, r in runs.items()} == {
+        "resnet50_%s_%s" % (mode, kind): kind == "training"
+        for mode in ("native", "mixed", "mixed_xla") for kind in ("training", "inference")}
