@@ -1,11 +1,11 @@
 """A stand-in for NVIDIA's pynvml (nvidia-ml-py) over scripted GPUs: the calls tfbench makes to
-number and identify GPUs, and to read their links (tests/support/data/nvml_links.json's readings).
+number and identify GPUs, and to read their links (tests/data/nvml_links.json's readings).
 
 In another process (scripts/scaling_test.sh) put this directory first on PYTHONPATH and describe
 the host in FAKE_NVML_GPUS, a JSON list of GPUs in NVML's index order:
   {"uuid": "GPU-...", "bus": 1, "mig": [{"uuid": "MIG-...", "gi": 1, "ci": 0}, ...]}
 ("mig" only for a GPU in MIG mode). In this process, FakeNvml(gpus) is the same module as an
-object (tests/support/helpers.py: fake_nvml).
+object (tests/helpers.py: fake_nvml).
 
 Links: a GPU's "pcie" is [current gen, current width, max gen, max width, the GPU's own max gen]
 and "nvlink" {"version": nvmlNvlinkVersion_t, "states": [state of link 0, 1, ...], "p2p":
