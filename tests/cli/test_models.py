@@ -29,6 +29,7 @@ def test_table_lists_every_model_without_flops(capsys):
     assert ["resnet50", "imagenet", "224", "64", "-", "-", "resnet", "resnet"] in rows
 
 
+@pytest.mark.slow
 def test_csv_has_the_documented_columns_and_graph_flops(capsys):
     out = _run(capsys, "--format=csv", "--image_size=64", "--model=resnet20,resnet20_v2")
     rows = list(csv.DictReader(io.StringIO(out)))

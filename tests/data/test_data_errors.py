@@ -22,6 +22,7 @@ def _first_error(params, train=True, dataset_name="imagenet"):
     return err.value
 
 
+@pytest.mark.slow
 def test_corrupt_record_names_the_file(tmp_path):
     paths = write_fake_imagenet(str(tmp_path), 12, 0, 3, seed=0, image_size=24)
     bad = paths[1]
@@ -66,6 +67,7 @@ def test_label_out_of_range_names_the_file(tmp_path):
     assert "image/class/label is not in 1..1000" in line and "1001" in line and path in line
 
 
+@pytest.mark.slow
 def test_truncated_jpeg_in_folder_found_by_scanning(tmp_path):
     jpeg = tf.io.encode_jpeg(np.random.default_rng(0).integers(0, 255, (32, 32, 3))
                              .astype(np.uint8)).numpy()

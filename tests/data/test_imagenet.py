@@ -71,6 +71,7 @@ def test_dtype(fake_dir, dtype):
     assert ds.element_spec[1].dtype == tf.int32
 
 
+@pytest.mark.slow
 def test_same_seed_same_batches_other_seed_differs(fake_dir):
     params = make_params({"data_dir": fake_dir, "distortions": True,
                           "resize_method": "round_robin"})

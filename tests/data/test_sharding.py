@@ -101,6 +101,7 @@ def test_pipelines_batch_their_own_share(imagenet_dir):
     assert sorted(seen[0] + seen[1]) == labels[True]
 
 
+@pytest.mark.slow
 def test_a_worker_index_known_only_as_a_tensor(imagenet_dir):
     """A parameter-server worker: the index is a tensor inside the traced dataset function."""
     data_dir, labels = imagenet_dir

@@ -115,6 +115,7 @@ def test_rmsprop_without_momentum_gets_the_slot_the_kernel_needs():
     assert sorted(slots) == [("momentum", 0), ("momentum", 1), ("velocity", 0), ("velocity", 1)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["momentum", "adam"])
 def test_under_dynamic_loss_scaling_and_xla(name):
     """Wrapped in tfbench's LossScaleOptimizer (fp16 runs), and compiled by XLA (--xla), whose

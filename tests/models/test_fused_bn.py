@@ -96,6 +96,7 @@ def test_a_model_without_keras_batch_norm_is_returned_as_is():
     assert with_fused_batch_norm(model) is model
 
 
+@pytest.mark.slow
 def test_application_models_run_the_fused_kernel():
     from tfbench.models import catalog
     model = catalog.get("mobilenet_v2").build(32, "NHWC")

@@ -300,6 +300,7 @@ def test_run_side_by_side_alternates_real_subprocesses(tmp_path):
     assert messages[0].startswith("[1/6] a/train tfbench #0: 200.00 images/sec")
 
 
+@pytest.mark.slow
 def test_main_prints_interval_verdict_and_writes_tables(tmp_path, capsys):
     fake = tmp_path / "fake.py"
     fake.write_text(FAKE)
@@ -332,6 +333,7 @@ def test_run_command_reports_failures_and_unstartable_programs(tmp_path):
     assert code == 127 and output.startswith("cannot start")
 
 
+@pytest.mark.slow
 def test_run_command_timeout(tmp_path):
     code, _, _, _ = sbs.run_command([sys.executable, "-c", "import time; time.sleep(30)"],
                                     dict(os.environ), str(tmp_path), 0.5)

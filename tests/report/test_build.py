@@ -49,6 +49,7 @@ def study_csv(tmp_path):
     return path, rs
 
 
+@pytest.mark.slow
 def test_report_tables_and_plots(tmp_path, study_csv):
     path, rs = study_csv
     out = tmp_path / "rep"
@@ -87,6 +88,7 @@ def test_report_tables_and_plots(tmp_path, study_csv):
     assert (out / "results.csv").exists() and (out / "scaling.csv").exists()
 
 
+@pytest.mark.slow
 def test_failed_rows_stay_out_of_tables_and_figures(tmp_path, study_csv):
     path, _ = study_csv
     report = build.build_report([path], str(tmp_path / "r"))
@@ -95,6 +97,7 @@ def test_failed_rows_stay_out_of_tables_and_figures(tmp_path, study_csv):
     assert not any("vgg16" in p for p in report.plots)
 
 
+@pytest.mark.slow
 def test_plot_axes_are_labelled_with_units(tmp_path, study_csv):
     path, rs = study_csv
     df = load.read_results([path])

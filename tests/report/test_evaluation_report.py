@@ -65,6 +65,7 @@ def test_first_table_without_native_shows_the_first_mode_measured(tmp_path):
     assert ev.first_table(df)["train_images_per_sec"].tolist() == [2250.0]
 
 
+@pytest.mark.slow
 def test_an_unstable_run_marks_its_model_and_says_what_to_check(tmp_path):
     path = str(tmp_path / "ev")
     write_evaluation(path, ("resnet50",), ("native",))
@@ -152,6 +153,7 @@ def test_environment_table_and_changes():
     assert evaluation_env.changes(runs[:1]) == []
 
 
+@pytest.mark.slow
 def test_report_puts_the_first_table_first_then_the_matrix_then_figures(eval_dir):
     report = evaluation_report.build(eval_dir, models=MODELS, title="GPU evaluation")
     md = open(report.markdown_path).read()

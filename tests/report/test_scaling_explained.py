@@ -98,6 +98,7 @@ def test_the_stacked_bars_are_the_parts_and_the_step_is_marked(tmp_path):
     assert os.path.getsize(tmp_path / "p.png") > 0
 
 
+@pytest.mark.slow
 def test_the_report_holds_the_section_and_its_plot_and_passes_the_browser_check(tmp_path):
     import csv
     from tfbench.output.csv_out import COLUMN_NAMES

@@ -175,6 +175,7 @@ CUDNN_CHILD = textwrap.dedent("""\
 """) % REPO
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model, found", [("cudnn", "12"), ("other", ">= 8 (search stopped)")])
 def test_finder_keeps_searching_past_cudnn_allocation_failures(tmp_path, model, found):
     script = tmp_path / "cudnn_child.py"
