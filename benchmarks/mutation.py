@@ -33,42 +33,45 @@ ROOT = os.path.dirname(HERE)
 
 # name -> (module file, mutant name patterns (empty: every function), test files).
 # Test files that do not exist in the checkout under test are left out (older checkouts).
-FIGURE_TESTS = ["tests/test_console.py", "tests/test_figures.py", "tests/test_stats.py"]
+FIGURE_TESTS = ["tests/output/test_console.py", "tests/test_figures.py",
+                "tests/measure/test_stats.py"]
 TARGETS: dict[str, tuple[str, list[str], list[str]]] = {
     "stats": ("tfbench/measure/stats.py", [],
-              ["tests/test_stats.py", "tests/test_classic_log.py"]),
+              ["tests/measure/test_stats.py", "tests/output/test_classic_log.py"]),
     "cuda_visible": ("tfbench/measure/cuda_visible.py", [],
-                     ["tests/test_cuda_visible.py", "tests/test_monitors_nvml.py",
-                      "tests/test_sweep_evaluate.py"]),
+                     ["tests/measure/test_cuda_visible.py", "tests/monitors/test_nvml.py",
+                      "tests/sweep/test_evaluation.py"]),
     # The NVML side of the CUDA_VISIBLE_DEVICES reader (before cuda_visible.py it was all here).
     "nvml_visible": ("tfbench/measure/nvml.py",
                      ["*parse_visible*", "*_resolve_entry*", "*_lookup*", "*cuda_device_count*",
                       "*resolve_handles*", "*_by_uuid*", "*_cuda_order*", "*_as_cuda_sees*"],
-                     ["tests/test_cuda_visible.py", "tests/test_monitors_nvml.py",
-                      "tests/test_sweep_evaluate.py"]),
-    "memory": ("tfbench/measure/memory.py", [], ["tests/test_memory.py"]),
-    "estimate": ("tfbench/measure/estimate.py", [], ["tests/test_estimate.py"]),
+                     ["tests/measure/test_cuda_visible.py", "tests/monitors/test_nvml.py",
+                      "tests/sweep/test_evaluation.py"]),
+    "memory": ("tfbench/measure/memory.py", [], ["tests/measure/test_memory.py"]),
+    "estimate": ("tfbench/measure/estimate.py", [], ["tests/measure/test_estimate.py"]),
     "console": ("tfbench/output/console.py", [],
-                FIGURE_TESTS + ["tests/test_monitors_nvml.py", "tests/test_monitors_host.py",
-                                "tests/test_estimate.py", "tests/test_memory.py",
-                                "tests/test_data_diagnose.py"]),
+                FIGURE_TESTS + ["tests/monitors/test_nvml.py", "tests/monitors/test_host.py",
+                                "tests/measure/test_estimate.py", "tests/measure/test_memory.py",
+                                "tests/data/test_diagnose.py"]),
     "classic_log": ("tfbench/output/classic_log.py", [],
-                    ["tests/test_classic_log.py", "tests/test_figures.py"]),
+                    ["tests/output/test_classic_log.py", "tests/test_figures.py"]),
     "csv_out": ("tfbench/output/csv_out.py", [],
-                ["tests/test_csv_out.py", "tests/test_promises.py", "tests/test_figures.py"]),
+                ["tests/output/test_csv_out.py", "tests/test_promises.py",
+                 "tests/test_figures.py"]),
     "benchmark_logger": ("tfbench/output/benchmark_logger.py", [],
-                         ["tests/test_benchmark_logger.py"]),
-    "output_environment": ("tfbench/output/environment.py", [], ["tests/test_environment.py"]),
-    "studies": ("tfbench/report/studies.py", [], ["tests/test_report_studies.py"]),
+                         ["tests/output/test_benchmark_logger.py"]),
+    "output_environment": ("tfbench/output/environment.py", [],
+                           ["tests/measure/test_environment.py"]),
+    "studies": ("tfbench/report/studies.py", [], ["tests/report/test_studies.py"]),
     # The runner's timed loop (TrainRunner._timed_loop), whole benchmarks in this process on a
     # fake clock: the tests that run the command in a child process are not seen by mutmut's
     # trampolines. Each mutant costs ~30 s of TensorFlow: the few tests that time the loop.
     "timed_loop": ("tfbench/engine/train.py", ["*TrainRunner*ǁ_timed_loop__mutmut*"],
-                   ["tests/test_figure_checks.py::"
+                   ["tests/e2e/test_figures_recomputed.py::"
                     "test_repeats_report_the_median_for_odd_and_even_counts",
-                    "tests/test_figure_checks.py::"
+                    "tests/e2e/test_figures_recomputed.py::"
                     "test_ewma_step_lines_and_evaluations_outside_the_timed_wall"] + [
-                       "tests/test_runner_windows.py::" + t for t in (
+                       "tests/engine/test_measurements.py::" + t for t in (
                            "test_step_images_per_sec_covers_every_timed_step_of_the_last_repeat",
                            "test_power_and_energy_cover_the_timed_repeats_not_the_cooldown",
                            "test_a_nan_in_the_second_repeat_keeps_the_first_repeats_figure")]),

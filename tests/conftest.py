@@ -5,9 +5,15 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # TensorFlow reads this once per process, and in-process tests train after forward-only runs:
-# keep oneDNN's frozen-weight caching off here (test_frozen_weights runs it in its own process).
+# keep oneDNN's frozen-weight caching off here (distribute/test_devices_frozen_weights runs it in
+# its own process).
 os.environ.setdefault("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS", "0")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# tests/support (helpers, fakes, check scripts: not collected) is imported by module name
+# (`import helpers`); the checkout's root goes first, so its tfbench is the one imported.
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+if os.path.isdir(os.path.join(_TESTS, "support")):
+    sys.path.insert(0, os.path.join(_TESTS, "support"))
+sys.path.insert(0, os.path.dirname(_TESTS))
 
 
 import pytest  # noqa: E402

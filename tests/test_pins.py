@@ -88,6 +88,7 @@ def test_numpy_mismatch(site, tf_version, requires, numpy, broken):
         "install beside TensorFlow without this" % (tf_version, numpy))
 
 
+@pytest.mark.slow
 def test_python_m_tfbench_pins_prints_a_constraints_file(site):
     fake_dist(site, "tensorflow-cpu", "2.17.1", TF_217)
     fake_dist(site, "numpy", "1.26.4")
@@ -107,6 +108,7 @@ def test_without_tensorflow_pins_says_so(monkeypatch, capsys):
     assert err.count("\n") == 1 and "no installed TensorFlow found" in err
 
 
+@pytest.mark.slow
 def test_the_checkout_runs_it_without_tfbench_installed():
     """`python -m tfbench.pins` from the checkout, before tfbench's requirements exist."""
     env = dict(os.environ, PYTHONPATH="")

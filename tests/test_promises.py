@@ -292,6 +292,7 @@ def run_benchmark():
     return run.run_benchmark
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("raised, code, status", EXIT_CODES + [
     (KeyboardInterrupt(), 130, "interrupted"), (RuntimeError("x"), 1, "error")],
     ids=[type(e).__name__ + str(c) for e, c, _ in EXIT_CODES] + ["ctrl_c", "unexpected"])
@@ -314,6 +315,7 @@ def test_the_command_ends_with_the_code_and_writes_the_status(run_benchmark, mon
     assert row["status"] == status
 
 
+@pytest.mark.slow
 def test_a_bad_flag_ends_with_2(run_benchmark):
     assert run_benchmark(["tfbench", "--num_batches=many"]) == 2
 

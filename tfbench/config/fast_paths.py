@@ -1,8 +1,8 @@
 """CPU-only speed-ups, chosen in one place by the kind of device a run computes on.
 
 The GPU path is TensorFlow's and Keras' standard one, so every op it builds has a GPU kernel
-(tests/test_gpu_kernels.py traces the GPU steps and checks each op against the kernel registry).
-Its optimizer update is one TensorFlow training kernel per variable on every device kind
+(tests/gpu_path/test_gpu_kernels.py traces the GPU steps and checks each op against the kernel
+registry). Its optimizer update is one TensorFlow training kernel per variable on every device kind
 (ResourceApplyGradientDescent, -KerasMomentum, -RMSProp, -Adam: tfbench.engine.update_kernels),
 as the legacy script's. On the CPU three rewrites are faster, and only the CPU takes them:
 

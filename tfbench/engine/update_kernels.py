@@ -17,8 +17,9 @@ only `update_step` by the kernel that computes Keras' own update:
                                                    var -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m
                                                           / (sqrt(v) + eps), t = iterations + 1
 
-(TensorFlow's training_ops.cc and training_ops_gpu.cu.cc functors; tests/test_update_kernels.py
-checks each against Keras' update over several steps.) Constants enter each kernel as Keras'
+(TensorFlow's training_ops.cc and training_ops_gpu.cu.cc functors;
+tests/engine/test_update_kernels.py checks each against Keras' update over several steps.)
+Constants enter each kernel as Keras'
 update has them (a Python float in the variable's dtype, or cast as Keras casts it), so a float32
 or float64 variable gets Keras' values up to the last bits of rounding. Every kernel has CPU and
 GPU kernels for half, float and double in the registry of the full wheel (TF 2.17.1 and 2.21.0),

@@ -1,0 +1,62 @@
+"""The all-reduce probe (tfbench.distribute.allreduce_probe) and `tfbench allreduce`.
+
+Strategies on 3 logical devices run in a fresh process (tests/support/allreduce_checks.py); the
+command's localhost-workers run is in e2e/test_clusters.py.
+"""
+
+import pytest
+
+from helpers import run_check_script
+from tfbench.distribute import allreduce_probe
+
+
+@pytest.fixture(scope="module")
+def checks():
+    return run_check_script("allreduce_checks.py")
+
+
+@pytest.mark.slow
+def test_fp16_runs_send_half_the_bytes_and_busbw_follows_nccl_tests(checks):
+    # 1000 + 24 float32 gradients, sent as fp16 by the run's packing: 2 bytes each.
+    assert checks["transfer"] == "float16" and checks["sent_bytes"] == 1024 * 2
+    t = checks["timing"]
+    assert (t["count"], t["nbytes"], t["dtype"], t["ranks"], t["times"]) == (
+        2, 2048, "float16", 3, 3)
+    assert t["algbw"] == pytest.approx(2048 / (t["median_ms"] / 1000.0) / 1e9)
+    assert t["busbw"] == pytest.approx(t["algbw"] * 2 * (3 - 1) / 3)   # 2(n-1)/n
+
+
+@pytest.mark.slow
+def test_the_probe_reduces_for_real(checks):
+    # Each of 3 replicas holds ones: each reduced tensor starts with 3; a replica adds the
+    # first elements of its 2 tensors (6) and the call adds the 3 replicas' (18).
+    assert checks["step_value"] == 18.0
+
+
+@pytest.mark.slow
+def test_a_parameter_server_exchange_sums_at_the_variables(checks):
+    assert checks["spread_at_variables"] and checks["not_probed_replicated"] is None
+    assert checks["model_set"] == {"shapes": [[4, 3], [3], [3, 2], [2]],
+                                   "dtypes": ["float32"] * 4, "nbytes": (12 + 3 + 6 + 2) * 4}
+    assert checks["ps"] == {"at_variables": True, "busbw": None, "nbytes": 92, "times": 2}
+    assert checks["ps_without_variables"] == ("a parameter-server exchange needs the variables "
+                                              "it sums at")
+
+
+@pytest.mark.slow
+def test_strategies_without_an_exchange_say_why(checks):
+    assert checks["not_probed_independent"] == "independent replicas exchange no gradients"
+    assert checks["not_probed_one"] == "one device: nothing to all-reduce"
+
+
+def test_sizes_double_like_all_reduce_perf():
+    sets = allreduce_probe.size_sets(1024, 16 * 1024, 4)
+    assert [s.label for s in sets] == ["1 KiB", "4 KiB", "16 KiB"]
+    assert [s.shapes for s in sets] == [((256,),), ((1024,),), ((4096,),)]
+    assert [s.nbytes for s in sets] == [1024, 4096, 16384]
+    assert allreduce_probe.size_sets(6, 6, 2, "float16")[0].shapes == ((3,),)
+    with pytest.raises(ValueError):
+        allreduce_probe.size_sets(8, 4)
+    assert allreduce_probe.bus_factor(8) == 1.75 and allreduce_probe.bus_factor(2) == 1.0
+    assert allreduce_probe.human_bytes(97.5 * 2 ** 20) == "97.5 MiB"
+    assert allreduce_probe.human_bytes(100) == "100 B"

@@ -1,0 +1,270 @@
+"""--variable_update / --all_reduce_spec mapped onto tf.distribute (single-device, in-process).
+
+Two-device numerics are in distribute/test_devices_logical.py, multi-host runs in
+e2e/test_clusters.py.
+"""
+
+import pytest
+import tensorflow as tf
+
+from tfbench.distribute import strategy as strategy_lib
+from tfbench.distribute.devices import DevicePlan
+from tfbench.errors import UsageError
+from tfbench.config.params import make_params
+
+CPU1 = DevicePlan("cpu", 1, ("/cpu:0",), "NHWC")
+CPU2 = DevicePlan("cpu", 2, ("/cpu:0", "/cpu:1"), "NHWC")
+GPU2 = DevicePlan("gpu", 2, ("/gpu:0", "/gpu:1"), "NCHW", gpu_indices=(0, 1))
+
+
+@pytest.mark.parametrize("spec,plan,kind,label", [
+    ("pscpu", CPU2, tf.distribute.ReductionToOneDevice, "reduction_to_one_device(/cpu:0)"),
+    ("psgpu", GPU2, tf.distribute.ReductionToOneDevice, "reduction_to_one_device(/gpu:0)"),
+    ("nccl", GPU2, tf.distribute.NcclAllReduce, "nccl"),
+    ("nccl#2", GPU2, tf.distribute.NcclAllReduce, "nccl"),
+    ("hierarchical_copy", CPU2, tf.distribute.HierarchicalCopyAllReduce, "hierarchical_copy"),
+])
+def test_all_reduce_specs_map_to_cross_device_ops(spec, plan, kind, label):
+    ops, got_label, notices = strategy_lib.cross_device_ops(spec, plan, False)
+    assert isinstance(ops, kind) and got_label == label and notices == []
+
+
+def test_xring_runs_as_hierarchical_copy_and_says_so():
+    ops, label, notices = strategy_lib.cross_device_ops("xring", GPU2, False)
+    assert isinstance(ops, tf.distribute.HierarchicalCopyAllReduce)
+    assert label == "hierarchical_copy"
+    assert notices == ["--all_reduce_spec=xring: TF2 has no ring all-reduce within one host; "
+                       "using hierarchical copy (HierarchicalCopyAllReduce)"]
+
+
+def _plan(kind, n):
+    return DevicePlan(kind, n, tuple("/%s:%d" % (kind, i) for i in range(n)), "NHWC")
+
+
+@pytest.mark.parametrize("n", [2, 4, 6, 8])
+@pytest.mark.parametrize("spec,hierarchical", [("xring", False), (None, True),
+                                               ("hierarchical_copy", True)])
+def test_hierarchical_copy_runs_on_even_device_counts(n, spec, hierarchical):
+    ops, label, _ = strategy_lib.cross_device_ops(spec, _plan("gpu", n), hierarchical)
+    assert isinstance(ops, tf.distribute.HierarchicalCopyAllReduce)
+    assert label == "hierarchical_copy"
+
+
+@pytest.mark.parametrize("n", [3, 5, 7])
+@pytest.mark.parametrize("spec,hierarchical", [("xring", False), (None, True)])
+def test_hierarchical_copy_on_odd_device_counts_reduces_to_one_device(n, spec, hierarchical):
+    ops, label, notices = strategy_lib.cross_device_ops(spec, _plan("gpu", n), hierarchical)
+    assert isinstance(ops, tf.distribute.ReductionToOneDevice)
+    assert ops.reduce_to_device == "/gpu:0" and label == "reduction_to_one_device(/gpu:0)"
+    assert notices[-1] == ("HierarchicalCopyAllReduce sums two halves of the devices and would "
+                           "leave /gpu:%d (of %d) out: reducing to one device (/gpu:0) instead"
+                           % (n - 1, n))
+
+
+def test_hierarchical_copy_ignored_outside_replicated_gives_no_odd_count_notice():
+    sp = strategy_lib.make_strategy(make_params(
+        {"variable_update": "parameter_server", "device": "cpu", "num_gpus": 3,
+         "hierarchical_copy": True}), _plan("cpu", 3))
+    assert isinstance(sp.strategy, tf.distribute.experimental.CentralStorageStrategy)
+    assert [n for n in sp.notices if "HierarchicalCopyAllReduce" in n] == []
+
+
+def test_no_spec_is_tf_default_and_hierarchical_copy_flag():
+    assert strategy_lib.cross_device_ops(None, GPU2, False) == (None, None, [])
+    ops, label, _ = strategy_lib.cross_device_ops(None, GPU2, True)
+    assert isinstance(ops, tf.distribute.HierarchicalCopyAllReduce) and label == "hierarchical_copy"
+
+
+@pytest.mark.parametrize("spec,plan,needle", [
+    ("nccl", CPU2, "--all_reduce_spec=nccl needs GPUs"),
+    ("psgpu", CPU2, "--all_reduce_spec=psgpu needs GPUs"),
+    ("pscpu:32k:xring", GPU2, "--all_reduce_spec=pscpu:32k:xring cannot be honoured under TF2"),
+    ("nccl/xring", GPU2, "cannot be honoured under TF2"),
+    ("magic", GPU2, "--all_reduce_spec=magic cannot be honoured under TF2: use nccl"),
+    ("nccl#x", GPU2, "the part after # must be a number"),
+])
+def test_specs_that_cannot_be_honoured_are_usage_errors(spec, plan, needle):
+    with pytest.raises(UsageError) as err:
+        strategy_lib.cross_device_ops(spec, plan, False)
+    assert needle in str(err.value)
+
+
+@pytest.mark.parametrize("spec,plan,name", [
+    (None, CPU1, "AUTO"), ("collective", CPU1, "AUTO"), ("ring", CPU1, "RING"),
+    ("xring", CPU1, "RING"), ("nccl", GPU2, "NCCL"),
+    # Unset on GPUs: NCCL. TensorFlow's AUTO would run its own ring all-reduce there.
+    (None, GPU2, "NCCL")])
+def test_collective_implementation(spec, plan, name):
+    impl, _ = strategy_lib.collective_implementation(spec, plan)
+    assert impl == getattr(tf.distribute.experimental.CommunicationImplementation, name)
+
+
+def test_collective_nccl_on_cpu_is_an_error():
+    with pytest.raises(UsageError, match="nccl needs GPUs"):
+        strategy_lib.collective_implementation("nccl", CPU1)
+
+
+@pytest.mark.parametrize("vu,show", [("parameter_server", False), ("replicated", True),
+                                     ("independent", False)])
+def test_one_device_is_one_device_strategy_with_the_legacy_labels(vu, show):
+    sp = strategy_lib.make_strategy(make_params({"variable_update": vu, "device": "cpu"}), CPU1)
+    assert isinstance(sp.strategy, tf.distribute.OneDeviceStrategy)
+    assert (sp.variables_label, sp.show_all_reduce, sp.all_reduce_label) == (vu, show, None)
+    assert sp.num_workers == 1 and sp.job_name == "" and sp.serve is None
+
+
+@pytest.mark.parametrize("flags,unused", [
+    ({"all_reduce_spec": "nccl"}, "--all_reduce_spec"),
+    ({"all_reduce_spec": "psgpu#4"}, "--all_reduce_spec"),
+    ({"hierarchical_copy": True}, "--hierarchical_copy")])
+def test_a_legacy_one_gpu_line_on_the_cpu_has_nothing_to_reduce(flags, unused):
+    """`--num_gpus=1 --variable_update=replicated --all_reduce_spec=nccl` where no GPU is visible
+    falls back to the CPU (devices.plan_devices) and runs: one device reduces nothing."""
+    sp = strategy_lib.make_strategy(make_params(dict(variable_update="replicated", **flags)),
+                                    CPU1)
+    assert isinstance(sp.strategy, tf.distribute.OneDeviceStrategy)
+    assert sp.notices == ("One device: nothing to all-reduce (%s unused)" % unused,)
+
+
+def test_multi_worker_value_without_a_cluster_runs_replicated_and_says_so():
+    sp = strategy_lib.make_strategy(
+        make_params({"variable_update": "collective_all_reduce", "device": "cpu"}), CPU1)
+    assert sp.variables_label == "replicated"
+    assert sp.notices[0].startswith("--variable_update=collective_all_reduce without a cluster")
+
+
+@pytest.mark.parametrize("flags,plan,needle", [
+    (dict(variable_update="replicated", job_name="worker", worker_hosts="127.0.0.1:1"), CPU1,
+     "use --variable_update=collective_all_reduce"),
+    (dict(variable_update="parameter_server", job_name="worker", worker_hosts="127.0.0.1:1"),
+     CPU1, "not parameter_server"),
+    (dict(variable_update="collective_all_reduce", job_name="worker", ps_hosts="127.0.0.1:3",
+          worker_hosts="127.0.0.1:1", controller_host="127.0.0.1:2"), CPU1,
+     "use --variable_update=parameter_server or distributed_replicated"),
+    (dict(job_name="worker", worker_hosts="127.0.0.1:1", num_gpus=2), CPU2,
+     "a multi-host run uses one CPU device per task"),
+    (dict(job_name="worker", worker_hosts="127.0.0.1:1", ps_hosts="127.0.0.1:3",
+          controller_host="127.0.0.1:2", num_gpus=2), CPU2,
+     "a multi-host run uses one CPU device per task"),
+    (dict(variable_update="collective_all_reduce", job_name="worker",
+          worker_hosts="127.0.0.1:1", all_reduce_spec="pscpu"), CPU1,
+     "cannot be honoured by MultiWorkerMirroredStrategy"),
+    (dict(job_name="ps", ps_hosts="127.0.0.1:3", worker_hosts="127.0.0.1:1", xla=True,
+          controller_host="127.0.0.1:2"), CPU1,
+     "--xla cannot compile a step whose variables live on parameter servers (XLA reads only "
+     "variables on its own device): leave out --ps_hosts (MultiWorkerMirroredStrategy) or --xla"),
+])
+def test_multi_host_misuse_is_a_usage_error(flags, plan, needle):
+    with pytest.raises(UsageError) as err:
+        strategy_lib.make_strategy(make_params(dict(device="cpu", **flags)), plan)
+    assert needle in str(err.value)
+
+
+def test_a_slurm_step_picks_the_strategy_as_worker_hosts_do(monkeypatch):
+    from tests.distribute.test_slurm import SLURM_TASK_2
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    for name, value in SLURM_TASK_2.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(UsageError) as err:
+        strategy_lib.make_strategy(make_params(dict(device="cpu",
+                                                    variable_update="replicated")), CPU1)
+    assert str(err.value).startswith("a Slurm step of several tasks without ps runs "
+                                     "MultiWorkerMirroredStrategy: use --variable_update="
+                                     "collective_all_reduce")
+    assert strategy_lib.num_workers(make_params({})) == 3
+
+
+def test_ps_and_worker_tasks_serve_with_the_legacy_lines():
+    flags = dict(device="cpu", ps_hosts="127.0.0.1:3", worker_hosts="127.0.0.1:1,127.0.0.1:4",
+                 controller_host="127.0.0.1:2")
+    ps = strategy_lib.make_strategy(make_params(dict(job_name="ps", **flags)), CPU1)
+    assert ps.strategy is None and callable(ps.serve)
+    assert ps.start_lines == ("Running parameter server 0",)
+    assert (ps.variables_label, ps.num_workers, ps.job_name) == ("parameter_server", 2, "ps")
+    worker = strategy_lib.make_strategy(
+        make_params(dict(job_name="worker", task_index=1, **flags)), CPU1)
+    assert worker.start_lines == ("Starting worker 1",)
+
+
+def test_a_ps_task_with_gpus_says_it_leaves_them_unused():
+    ps = strategy_lib.make_strategy(make_params(dict(
+        job_name="ps", ps_hosts="127.0.0.1:3", worker_hosts="127.0.0.1:1",
+        controller_host="127.0.0.1:2", num_gpus=2)), GPU2)
+    assert ps.notices == ("Parameter server: variables live on this task's CPU "
+                          "(ParameterServerStrategy); its GPUs are left unused and free",)
+
+
+def test_parameter_server_workers_with_different_gpu_counts_are_a_usage_error(monkeypatch):
+    """Workers now run the GPUs their flags choose; TensorFlow needs the same count on each."""
+    from tfbench.distribute import peers
+
+    def mismatched(resolver):
+        raise ValueError("Mismatched number of GPUs per worker")
+    monkeypatch.setattr(peers, "rendezvous", lambda *args, **kwargs: None)
+    monkeypatch.setattr(tf.distribute.experimental, "ParameterServerStrategy", mismatched)
+    with pytest.raises(UsageError, match="parameter-server workers run different numbers of "
+                                         "GPUs: give every worker the same --num_gpus"):
+        strategy_lib.make_strategy(make_params(dict(
+            device="cpu", job_name="controller", ps_hosts="127.0.0.1:3",
+            worker_hosts="127.0.0.1:1", controller_host="127.0.0.1:2")), CPU1)
+
+
+def test_num_workers_counts_cluster_workers():
+    assert strategy_lib.num_workers(make_params({})) == 1
+    assert strategy_lib.num_workers(make_params(
+        {"job_name": "worker", "worker_hosts": "a:1,b:2,c:3"})) == 3
+
+
+class _CapturedStrategy:
+    """Stands in for MultiWorkerMirroredStrategy: keeps what tfbench passes to it."""
+
+    def __init__(self, cluster_resolver=None, communication_options=None):
+        self.cluster_resolver = cluster_resolver
+        self.communication_options = communication_options
+
+
+@pytest.fixture
+def captured_multi_worker(monkeypatch):
+    from tfbench.distribute import peers
+    monkeypatch.setattr(peers, "rendezvous", lambda *args, **kwargs: None)
+    monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", _CapturedStrategy)
+
+    def make(plan, **flags):
+        p = make_params(dict(device=plan.kind, job_name="worker", task_index=0,
+                             worker_hosts="127.0.0.1:1,127.0.0.1:2", **flags))
+        return strategy_lib.make_strategy(p, plan).strategy
+    return make
+
+
+def _local_devices(resolver):
+    """The devices MultiWorkerMirroredStrategy computes on, as TensorFlow derives them."""
+    from tensorflow.python.distribute import collective_all_reduce_strategy as mwms
+    devices, _ = mwms.CollectiveAllReduceExtended._initialize_local_devices(
+        None, resolver, "/job:worker/task:0")
+    return devices
+
+
+def test_multi_worker_strategy_computes_on_the_planned_gpus(captured_multi_worker):
+    resolver = captured_multi_worker(GPU2).cluster_resolver
+    assert resolver.num_accelerators() == {"GPU": 2}
+    assert _local_devices(resolver) == ("/job:worker/task:0/device:GPU:0",
+                                        "/job:worker/task:0/device:GPU:1")
+
+
+def test_multi_worker_strategy_on_cpu_keeps_one_cpu_device(captured_multi_worker):
+    resolver = captured_multi_worker(CPU1).cluster_resolver
+    assert resolver.num_accelerators() == {}
+    assert _local_devices(resolver) == ("/job:worker/task:0/device:CPU:0",)
+
+
+@pytest.mark.parametrize("plan,spec,name", [(CPU1, None, "AUTO"), (CPU1, "ring", "RING"),
+                                            (GPU2, "nccl", "NCCL")])
+def test_multi_worker_collectives_carry_no_per_collective_timeout(captured_multi_worker, plan,
+                                                                  spec, name):
+    # A timeout starts a thread per collective (TensorFlow: a debugging aid); lost peers are
+    # found by the coordination service's heartbeats instead.
+    options = captured_multi_worker(plan, all_reduce_spec=spec,
+                                    cluster_timeout_secs=7).communication_options
+    assert options.timeout_seconds is None
+    assert options.implementation == getattr(
+        tf.distribute.experimental.CommunicationImplementation, name)

@@ -1,0 +1,148 @@
+"""The runner's arithmetic, from flags alone (no cluster is started): learning-rate steps,
+dataset sizes, evaluation batches and the images a Step line counts, as benchmark_cnn.py has
+them."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import run_inprocess
+from tfbench.engine import base, train
+from tfbench.engine.plan import resolve
+from tfbench.engine.runlog import SilentLog
+from tfbench.config.params import make_params
+from tfbench.results import RunResult
+
+PS_CLUSTER = {"ps_hosts": "127.0.0.1:7001", "worker_hosts": "127.0.0.1:7002,127.0.0.1:7003",
+              "controller_host": "127.0.0.1:7004", "job_name": "controller"}
+TWO_WORKERS = {"worker_hosts": "127.0.0.1:7002,127.0.0.1:7003", "job_name": "worker",
+               "task_index": 0}
+
+
+def _learning_rates(values, steps):
+    p = make_params(values)
+    opt = train.make_optimizer(p, resolve(p), tf.distribute.get_strategy(), SilentLog().notice)
+    rates = []
+    for step in steps:
+        opt.iterations.assign(step)
+        rates.append(float(opt.learning_rate))
+    return rates
+
+
+def test_parameter_server_schedule_counts_one_workers_batch_per_step():
+    # Every worker's update advances the shared step: legacy examples_per_step is the
+    # per-worker batch (benchmark_cnn.py _build_fetches), so resnet50 at 64 per worker warms up
+    # over int(1281167 / 64 * 5) = 100091 steps to 0.128 * 64 / 256, whatever the worker count.
+    flags = dict(PS_CLUSTER, device="cpu", model="resnet50", batch_size=64)
+    got = _learning_rates(flags, [50045, 100090, 100091, int(1281167 / 64 * 30) + 1])
+    assert got == pytest.approx([0.032 * 50045 / 100091, 0.032 * 100090 / 100091, 0.032,
+                                 0.0032], rel=1e-5)
+
+
+def test_a_parameter_server_controller_counts_the_workers_replicas_in_its_evaluation_batch():
+    """The controller's own 2 devices are not the workers' replicas (1 each)."""
+    p = make_params(dict(PS_CLUSTER, device="cpu", num_gpus=2, model="trivial", batch_size=8,
+                         eval_batch_size=8, num_eval_batches=3,
+                         eval_during_training_every_n_steps=5))
+    own, workers = resolve(p), resolve(p, replicas_per_worker=1)
+    assert own.eval_global_batch == 8 * 2 * own.num_workers
+    assert (workers.worker_batch, workers.eval_global_batch) == (8, 8 * workers.num_workers)
+
+
+def test_all_reduce_cluster_schedule_counts_every_workers_batch():
+    # One step is one update of every worker's images (legacy collective_all_reduce).
+    flags = dict(TWO_WORKERS, device="cpu", model="resnet50", batch_size=64,
+                 variable_update="collective_all_reduce")
+    assert _learning_rates(flags, [int(1281167 / 128 * 5)]) == pytest.approx([0.064])
+
+
+def _folder(root, counts):
+    """A folder dataset with two classes: `counts` maps a split directory to images per class."""
+    for split, per_class in counts.items():
+        for cls, value in (("a", 20), ("b", 230)):
+            for i in range(per_class):
+                path = root / split / cls / ("%d.png" % i)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(tf.io.encode_png(np.full((8, 8, 3), value, np.uint8)).numpy())
+    return root
+
+
+def test_folder_epochs_set_the_learning_rate_steps(tmp_path):
+    # 8 training images in batches of 2: an epoch is 4 steps, so one warm-up epoch is 4 steps.
+    data_dir = _folder(tmp_path / "data", {"train": 4, "validation": 2})
+    flags = {"device": "cpu", "model": "trivial", "batch_size": 2, "data_dir": str(data_dir),
+             "init_learning_rate": 1.0, "num_learning_rate_warmup_epochs": 1}
+    assert _learning_rates(flags, [2, 4]) == pytest.approx([0.5, 1.0])
+
+
+@pytest.mark.slow
+def test_folder_epochs_set_when_evaluation_runs_and_how_long(tmp_path):
+    # 8 training images in batches of 2 (4 steps an epoch), 4 validation images: an
+    # evaluation after epochs 1 and 2 of 3, then the final one; --num_eval_epochs=1 is 2
+    # batches of 2.
+    data_dir = _folder(tmp_path / "data", {"train": 4, "validation": 2})
+    code, lines = run_inprocess(
+        ["--device=cpu", "--model=trivial", "--image_size=8", "--batch_size=2",
+         "--data_dir=%s" % data_dir, "--num_epochs=3", "--num_warmup_batches=0",
+         "--eval_during_training_every_n_epochs=1", "--num_eval_epochs=1", "--display_every=100",
+         "--csv_file=", "--json_dir="], tmp_path)
+    assert code == 0, lines
+    assert [l for l in lines if " evaluation at global_step " in l] == [
+        "Running evaluation at global_step 4",
+        "Running evaluation at global_step 8", "Running final evaluation at global_step 12"]
+    accuracy = [l for l in lines if l.startswith("Accuracy @ 1")]
+    assert len(accuracy) == 3 and all(l.endswith("[4 examples]") for l in accuracy)
+
+
+@pytest.mark.slow
+def test_evaluation_without_eval_length_flags_covers_trainings_epochs(tmp_path):
+    # Legacy: no --num_eval_* flag evaluates --num_epochs of the validation set:
+    # int(0.0001 * 50000 + 4 - 1) // 4 = 2 batches of 4.
+    code, lines = run_inprocess(
+        ["--device=cpu", "--model=trivial", "--image_size=8", "--batch_size=4",
+         "--num_epochs=0.0001", "--num_warmup_batches=0",
+         "--eval_during_training_every_n_steps=16", "--display_every=1000",
+         "--csv_file=", "--json_dir="], tmp_path)
+    assert code == 0, lines
+    accuracy = [l for l in lines if l.startswith("Accuracy @ 1")]
+    assert len(accuracy) == 2 and all(l.endswith("[8 examples]") for l in accuracy), accuracy
+
+
+@pytest.mark.parametrize("variable_update, batch", [("collective_all_reduce", 4),
+                                                     ("distributed_all_reduce", 8)])
+def test_step_lines_count_the_workers_images_legacy_counts(variable_update, batch):
+    # Legacy Step lines count this worker's batch, except distributed_all_reduce's single
+    # session, whose one step is every worker's (batch_size * num_workers).
+    plan = resolve(make_params(dict(TWO_WORKERS, device="cpu", model="trivial", batch_size=4,
+                                    variable_update=variable_update)))
+    mean, _, _ = base.step_stats(RunResult(), plan.step_line_batch, [0.5, 0.5], None)
+    assert mean == pytest.approx(batch / 0.5)
+
+
+def test_a_parameter_server_controller_reads_a_folder_dataset_once(tmp_path, monkeypatch):
+    """Issue 26 (2.8): the controller resolved the whole plan again once its strategy counted the
+    workers' replicas, walking a folder dataset's tree (and listing the GPUs) a second time.
+    Only the batch arithmetic runs again."""
+    from tfbench.data import folder
+    from tfbench.distribute import devices
+    from tfbench.engine import runner
+    data_dir = _folder(tmp_path / "data", {"train": 4, "validation": 2})
+    walks, device_plans = [], []
+    list_images, plan_devices = folder.list_images, devices.plan_devices
+    monkeypatch.setattr(folder, "list_images",
+                        lambda *a, **k: walks.append(a) or list_images(*a, **k))
+    monkeypatch.setattr(devices, "plan_devices",
+                        lambda *a, **k: device_plans.append(a) or plan_devices(*a, **k))
+
+    class Workers:   # what the controller's ParameterServerStrategy counts: 1 CPU replica each
+        num_replicas_in_sync = 1
+        extended = type("Extended", (), {"_num_gpus_per_worker": 0})()
+
+    p = make_params(dict(PS_CLUSTER, device="cpu", num_gpus=2, model="trivial", batch_size=2,
+                         data_dir=str(data_dir)))
+    own = resolve(p)
+    workers = runner._count_worker_replicas(p, own, Workers(), RunResult(), SilentLog())
+    assert len(walks) == 1 and len(device_plans) == 1
+    # The arithmetic did run again: 2 workers x 1 replica x 2 images, 8 training images.
+    assert (own.global_batch, workers.global_batch) == (8, 4)
+    assert workers.train_examples == own.train_examples == 8

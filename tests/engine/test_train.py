@@ -1,0 +1,110 @@
+"""Evaluation during training: legacy line order, schedule and early stop."""
+
+import pytest
+
+from helpers import run_inprocess
+
+pytestmark = pytest.mark.slow
+
+BASE = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=4",
+        "--display_every=1", "--csv_file=", "--json_dir="]
+
+
+def test_legacy_order_of_lines(tmp_path):
+    code, lines = run_inprocess(BASE + ["--num_batches=4", "--num_warmup_batches=1",
+                                        "--eval_during_training_every_n_steps=2",
+                                        "--num_eval_batches=2"], tmp_path)
+    assert code == 0, lines
+    assert "Mode:        training + evaluation" in lines
+    body = lines[lines.index("=========="):]
+    assert body[1:4] == ["Generating training model", "Generating evaluation model",
+                         "Initializing graph"]
+    start = body.index("Running evaluation at global_step 3")
+    assert body[start - 1].startswith("2\timages/sec:")
+    assert body[start + 1].startswith("1\t") and body[start + 1].endswith("examples/sec")
+    assert body[start + 2].startswith("2\t") and body[start + 2].endswith("examples/sec")
+    assert body[start + 3].startswith("Accuracy @ 1 = ") and body[start + 3].endswith(
+        "[8 examples]")
+    assert body[start + 4] == "Resuming training"
+    done = body.index("Done with training")
+    assert body[done + 1] == "Running final evaluation at global_step 5"
+    # Legacy prints no total block in this mode.
+    assert not any(l.startswith("total images/sec") for l in lines)
+
+
+def test_every_two_steps_over_seven_gives_four_evaluations(tmp_path):
+    code, lines = run_inprocess(BASE + ["--num_batches=7", "--num_warmup_batches=0",
+                                        "--eval_during_training_every_n_steps=2",
+                                        "--num_eval_batches=1"], tmp_path)
+    assert code == 0
+    assert sum(l.startswith("Accuracy @ 1 = ") for l in lines) == 4
+
+
+def test_specified_steps_past_the_end_are_skipped(tmp_path):
+    code, lines = run_inprocess(BASE + ["--num_batches=4", "--num_warmup_batches=0",
+                                        "--eval_during_training_at_specified_steps=2,9",
+                                        "--num_eval_batches=1"], tmp_path)
+    assert code == 0
+    assert [l for l in lines if l.startswith("Running evaluation")] == \
+        ["Running evaluation at global_step 2"]
+
+
+def test_stop_at_top_1_accuracy(tmp_path, monkeypatch):
+    # As the legacy test: evaluations return 0.1 then 0.5; the threshold 0.4 stops after the
+    # second, so 4 Step lines and 2 evaluations, and no final evaluation.
+    from tfbench.engine import base
+    scripted = iter([0.1, 0.5, 0.9])
+
+    def fake_evaluate(self, step_fn, inputs, num_batches, res):
+        top_1 = next(scripted)
+        self.log.accuracy(top_1, 1.0, 4)
+        return top_1
+    monkeypatch.setattr(base.ModeRunner, "_evaluate", fake_evaluate)
+    code, lines = run_inprocess(BASE + ["--num_batches=8", "--num_warmup_batches=0",
+                                        "--eval_during_training_every_n_steps=2",
+                                        "--num_eval_batches=1",
+                                        "--stop_at_top_1_accuracy=0.4"], tmp_path)
+    assert code == 0
+    assert "Stopping, as eval accuracy at least 0.4 was reached" in lines
+    assert sum("images/sec:" in l for l in lines) == 4
+    assert sum(l.startswith("Accuracy @ 1") for l in lines) == 2
+    assert not any(l.startswith("Running final evaluation") for l in lines)
+
+
+def test_peak_memory_covers_the_timed_steps_and_an_evaluation_has_its_own(tmp_path,
+                                                                          monkeypatch):
+    """Issue 26 (2.4): peak_mem_gb was read after the final evaluation and checkpoint. A stand-in
+    allocator (TensorFlow keeps no statistics for CPU devices) holds 4 GiB while training and
+    9 GiB while evaluating; the timed steps' peak is 4 GiB, the evaluations' 9 GiB."""
+    import json
+
+    from tfbench.engine.base import ModeRunner
+    from tfbench.measure import memory
+    gib = 1 << 30
+    allocator = {"in_use": 4 * gib, "peak": 4 * gib}
+
+    def reset_peak(names):
+        allocator["peak"] = allocator["in_use"]
+
+    def peak_device_bytes(names):
+        return {name: allocator["peak"] for name in names}, None
+
+    evaluate = ModeRunner._evaluate
+
+    def evaluating(self, *args, **kwargs):
+        allocator["peak"] = max(allocator["peak"], 9 * gib)   # the evaluation's batch
+        return evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(memory, "reset_peak", reset_peak)
+    monkeypatch.setattr(memory, "peak_device_bytes", peak_device_bytes)
+    monkeypatch.setattr(ModeRunner, "_evaluate", evaluating)
+    code, lines = run_inprocess(
+        [a for a in BASE if a != "--json_dir="] + [
+            "--num_batches=4", "--num_warmup_batches=1", "--eval_during_training_every_n_steps=2",
+            "--num_eval_batches=1", "--json_dir=%s" % (tmp_path / "json"),
+            "--train_dir=%s" % (tmp_path / "ckpt")], tmp_path)
+    assert code == 0, lines
+    (name,) = list((tmp_path / "json").iterdir())
+    run = json.loads(name.read_text())
+    assert run["csv_row"]["peak_mem_gb"] == "4"
+    assert run["extra"]["eval_peak_mem_gb"] == 9.0

@@ -1,0 +1,71 @@
+"""scripts/gpu_smoke.sh: where no GPU is visible it says so in one line and fails fast; inside
+NVIDIA's container it installs as the README says; its TF-TRT checks read the manifest tfbench
+writes."""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from helpers import ROOT
+from tests.engine.test_tftrt import (  # noqa: F401 - stand_in: fixture
+    row_and_manifest, run_logged, stand_in)
+from tftrt_stand_in import StandInConverter
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = os.path.join(ROOT, "scripts", "gpu_smoke.sh")
+
+
+def test_the_script_parses():
+    assert subprocess.run(["bash", "-n", SCRIPT]).returncode == 0
+
+
+def test_without_a_gpu_it_fails_with_one_line(tmp_path):
+    import tensorflow as tf
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("a GPU is visible: run the script itself")
+    env = dict(os.environ, OUT=str(tmp_path), TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(["bash", SCRIPT], env=env, text=True, capture_output=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == [
+        "results in %s; GPUs visible to TensorFlow: 0" % tmp_path,
+        "FAIL no GPU visible to TensorFlow (driver, --gpus all, CUDA_VISIBLE_DEVICES?)"]
+
+
+def test_the_container_install_line_is_the_readmes():
+    """Inside NVIDIA's container a plain `pip install .` may replace its TensorFlow: the script
+    gives the README's line that pins it (tfbench.pins)."""
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    (line,) = set(re.findall(r"`(python -m tfbench\.pins [^`]*pip install \. [^`]*)`", readme))
+    script = open(SCRIPT).read()
+    assert line in script
+    assert "`pip install .`" not in script
+
+
+def _smoke_checks(prefix):
+    """The script's `manifest NAME 'EXPRESSION' ...` checks of runs named prefix*."""
+    script = open(SCRIPT).read()
+    return re.findall(r"manifest (%s\w*) '([^']+)'" % prefix, script)
+
+
+def _evaluate(expression, manifest):
+    m, x = manifest, manifest["extra"]
+    return eval(expression)
+
+
+@pytest.mark.parametrize("failed, passes", [(frozenset(), True),
+                                            (frozenset({"TRTEngineOp_000_001"}), False)])
+def test_the_tftrt_engine_checks_read_the_manifest_tfbench_writes(stand_in, tmp_path, monkeypatch,
+                                                                 failed, passes):
+    """On a TF-TRT run (the stand-in converter), the script's engine-count checks pass when
+    every segment has its engine and fail when one fell back to TensorFlow."""
+    monkeypatch.setattr(StandInConverter, "FAILED_ENGINES", failed)
+    assert run_logged(["--trt_mode=FP16"], stand_in) == 0
+    _, manifest = row_and_manifest(tmp_path)
+    checks = [(name, e) for name, e in _smoke_checks("tftrt_") if "trt_engines" in e]
+    assert {name for name, _ in checks} == {"tftrt_fp16", "tftrt_int8", "tftrt_legacy"}
+    for _, expression in checks:
+        assert _evaluate(expression, manifest) is passes
