@@ -194,8 +194,11 @@ def test_default_targets_are_the_issues():
     for name in ("trivial/train", "trivial/forward", "lenet/train", "lenet/forward",
                  "resnet50/forward_bs1"):
         assert targets.pop(name) == 1.10
-    assert set(targets.values()) == {1.05}  # resnet50, vgg16, inception3 at batch > 1
-    assert len(targets) == 6
+    # resnet50, vgg16, inception3 at batch > 1, and resnet20 on CIFAR-10's shapes
+    assert set(targets.values()) == {1.05}
+    assert len(targets) == 7
+    (resnet20,) = [c for c in sbs.DEFAULT_CONFIGS if c.name == "resnet20/train"]
+    assert "--data_name=cifar10" in resnet20.args()
 
 
 def test_median_interval_order_statistics():

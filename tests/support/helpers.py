@@ -8,7 +8,7 @@ import socket
 import sys
 
 import zygote
-from paths import FAKE_PYNVML_DIR, ROOT, SUPPORT  # noqa: F401 - tests import them from here
+from paths import DATA, FAKE_PYNVML_DIR, ROOT, SUPPORT  # noqa: F401 - tests import them from here
 
 
 def run_cli(args, cwd, timeout=300, env_extra=None, merged=True):
@@ -125,11 +125,11 @@ def fake_nvml(gpus, **kwargs):
 
 
 def health_host(name, changes=None):
-    """tests/data/nvml_health.json's host `name` (a base host with its "changes" applied, then
+    """tests/support/data/nvml_health.json's host `name` (a base host with its "changes" applied, then
     `changes`: {NVML index: {key: reading}}) as a FakeNvml."""
     import copy
     import json
-    with open(os.path.join(ROOT, "tests", "data", "nvml_health.json")) as handle:
+    with open(os.path.join(DATA, "nvml_health.json")) as handle:
         hosts = json.load(handle)["hosts"]
     host = copy.deepcopy(hosts[name])
     edits = [host.get("changes") or {}, changes or {}]

@@ -1,13 +1,13 @@
 """A stand-in for NVIDIA's pynvml (nvidia-ml-py) over scripted GPUs: the calls tfbench makes to
-number and identify GPUs, to read their links (tests/data/nvml_links.json's readings) and their
-health (tests/data/nvml_health.json's).
+number and identify GPUs, to read their links (tests/support/data/nvml_links.json's readings) and their
+health (tests/support/data/nvml_health.json's).
 
 In another process (scripts/scaling_test.sh) put this directory first on PYTHONPATH and describe
 the host in FAKE_NVML_GPUS, a JSON list of GPUs in NVML's index order (and the driver in
 FAKE_NVML_SYSTEM, as FakeNvml's `system` below):
   {"uuid": "GPU-...", "bus": 1, "mig": [{"uuid": "MIG-...", "gi": 1, "ci": 0}, ...]}
 ("mig" only for a GPU in MIG mode). In this process, FakeNvml(gpus) is the same module as an
-object (tests/helpers.py: fake_nvml).
+object (tests/support/helpers.py: fake_nvml).
 
 Links: a GPU's "pcie" is [current gen, current width, max gen, max width, the GPU's own max gen]
 and "nvlink" {"version": nvmlNvlinkVersion_t, "states": [state of link 0, 1, ...], "p2p":
@@ -18,7 +18,7 @@ value and "cc" [major, minor] the compute capability; FakeNvml's `topology` is t
 nvmlDeviceGetTopologyCommonAncestor levels by NVML index. Every reading is an int, as
 nvidia-ml-py returns them (c_uint.value).
 
-Health (tests/data/nvml_health.json's readings; a key missing: that call NOT_SUPPORTED):
+Health (tests/support/data/nvml_health.json's readings; a key missing: that call NOT_SUPPORTED):
 "name" (nvmlDeviceGetName), "persistence" (nvmlEnableState_t), "ecc" [current, pending],
 "ecc_errors" {"volatile": [corrected, uncorrected], "aggregate": [...]}, "retired_pages"
 {"single_bit": count, "double_bit": count, "pending": 0 or 1}, "remapped_rows" [correctable,

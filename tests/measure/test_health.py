@@ -1,5 +1,5 @@
-"""The health rules (tfbench.measure.health) on recorded NVML readings (tests/data/
-nvml_health.json, served by tests/fake_pynvml): each fault on its GPU gives its status, reason
+"""The health rules (tfbench.measure.health) on recorded NVML readings (tests/support/data/
+nvml_health.json, served by tests/support/fake_pynvml): each fault on its GPU gives its status, reason
 code, figure and expectation, worked out by hand from the readings; every other fact passes,
 and a fact NVML does not report is SKIP, never a pass or a fail."""
 

@@ -1,5 +1,5 @@
 """The health readings (tfbench.measure.health_read) from recorded NVML readings
-(tests/data/nvml_health.json, served by tests/fake_pynvml): what each call gave, and a call NVML
+(tests/support/data/nvml_health.json, served by tests/support/fake_pynvml): what each call gave, and a call NVML
 does not support, fails or lacks read as "not reported" with why, never as a value."""
 
 import pytest
