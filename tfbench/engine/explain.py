@@ -131,7 +131,7 @@ def probe(runner: ModeRunner, sp: StrategyPlan, res: RunResult,
           log: RunLog = SilentLog()) -> None:
     """Runs every probe after the run's timed steps; their figures go into res.extra."""
     p, plan, strategy = runner.p, runner.plan, runner.strategy
-    if plan.device.num_devices * sp.num_workers < 2:
+    if plan.total_devices < 2:
         res.notices.append("--explain_scaling: one device, no scaling to explain")
         return
     log.notice("Probing where the scaling goes: the exchange of %s's gradients, each device's "
@@ -238,8 +238,7 @@ def _input(runner: ModeRunner, found: dict, res: RunResult) -> None:
     distributed iterator, onto the devices), without the model."""
     from tfbench.data import diagnose
     r = runner.plan
-    accum = runner.p.accum_steps if r.mode == TRAINING else 1
-    iterator, _ = runner.inputs(r.batch_size * accum, train=True)
+    iterator, _ = runner.inputs(r.batch_size * r.micro_batches, train=True)
     times = diagnose.input_only_benchmark(iterator, INPUT_BATCHES, INPUT_WARMUP)
     # The pipeline's rate is its mean time per batch (a slow batch now and then counts).
     found["input"] = {"batch": r.worker_batch, "times": times}

@@ -122,7 +122,7 @@ def describe(p, plan: Resolved, res: RunResult) -> None:
     res.image_size = plan.image_size
     res.num_batches = plan.num_batches
     res.num_warmup_batches = plan.num_warmup
-    res.accum_steps = p.accum_steps if plan.mode == TRAINING else 1
+    res.accum_steps = plan.micro_batches
     res.data_source = data.data_source_label(p)
     res.tf_version = tf.__version__
     res.keras_version = keras.__version__
@@ -130,7 +130,7 @@ def describe(p, plan: Resolved, res: RunResult) -> None:
     res.extra["devices"] = list(plan.device.names)
     res.extra["num_epochs"] = plan.num_epochs
     res.extra["tf_git_hash"] = tf.version.GIT_VERSION
-    res.extra["num_runs"] = p.num_runs if plan.mode != EVAL else 1
+    res.extra["num_runs"] = plan.num_runs
     res.extra["train_and_eval"] = plan.train_and_eval
 
 
