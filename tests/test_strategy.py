@@ -417,7 +417,6 @@ def test_xla_compiles_replica_steps_only_with_nccl_or_auto_collectives(monkeypat
     # MultiWorkerMirroredStrategy, or MirroredStrategy on virtual GPUs, keeps merge calls.
     import types
     from tensorflow.python.distribute import collective_util
-    from tfbench.distribute import strategies
     monkeypatch.setattr(strategies, "gpu_devices", lambda devices: True)
     impl = tf.distribute.experimental.CommunicationImplementation
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
@@ -426,9 +425,108 @@ def test_xla_compiles_replica_steps_only_with_nccl_or_auto_collectives(monkeypat
     for name in ("NCCL", "AUTO", "RING"):
         strategy.extended._communication_options = collective_util.Options(
             implementation=getattr(impl, name))
-        answers[name] = strategies.xla_compiles_replica_steps(strategy)
-    assert answers == {"NCCL": True, "AUTO": True, "RING": False}
+        answers[name] = strategies.replica_step_compilation(strategy, xla=True)
+    assert answers == {"NCCL": (True, None), "AUTO": (True, None), "RING": (
+        False, "XLA does not compile the RING collectives TensorFlow chose for these devices")}
+    assert strategies.replica_step_compilation(strategy, xla=False) == (False, None)
     del strategy.extended._communication_options
-    assert not strategies.xla_compiles_replica_steps(strategy)
+    assert strategies.replica_step_compilation(strategy, xla=True) == (
+        False, "XLA does not compile the cross-device collectives TensorFlow chose for these "
+               "devices")
     assert not strategies.xla_takes_its_collectives(types.SimpleNamespace(
         extended=types.SimpleNamespace()))
+
+
+def _step_compiles(p, plan, strategy) -> bool:
+    """What the run's step decides (engine.steps, from the runner's step settings)."""
+    from tfbench.engine import base
+    from tfbench.engine.plan import TRAINING, resolve
+    runner = base.ModeRunner(p=p, plan=resolve(p.replace(device="cpu")), strategy=strategy)
+    config = runner.step_config(TRAINING)
+    return strategies.replica_step_compilation(strategy, xla=config.jit_compile)[0]
+
+
+FORWARD_BACKWARD_ONLY = ("--xla compiles each replica's forward and backward passes, not its "
+                         "all-reduce and update: ")
+
+
+@pytest.mark.parametrize("flags", [
+    {"xla": True},
+    {"xla_compile": True, "use_fp16": True, "fp16_enable_auto_loss_scale": True},
+    {"xla": True, "precision": "bf16"},
+])
+@pytest.mark.parametrize("collectives_compiled", [True, False])
+def test_the_strategy_and_the_step_decide_alike_what_xla_compiles(monkeypatch, flags,
+                                                                  collectives_compiled):
+    """On GPUs with --xla (dynamic loss scaling too), the strategy's words and the step agree:
+    each replica's whole step where XLA takes the collectives, else forward and backward."""
+    if not collectives_compiled:   # RING, as MirroredStrategy takes on virtual GPUs
+        monkeypatch.setattr(strategies, "xla_takes_its_collectives", lambda strategy: False)
+    p = make_params(dict(num_gpus=2, variable_update="replicated", **flags))
+    sp = strategy_lib.make_strategy(p, GPU2)
+    assert _step_compiles(p, GPU2, sp.strategy) is collectives_compiled
+    assert ("inside XLA" in sp.reduction) is collectives_compiled
+    said = [n for n in sp.notices if n.startswith(FORWARD_BACKWARD_ONLY)]
+    assert said == ([] if collectives_compiled else [
+        FORWARD_BACKWARD_ONLY + "XLA does not compile the NCCL collectives TensorFlow chose for "
+                                "these devices"])
+
+
+def test_without_xla_nothing_is_said_of_replica_steps():
+    p = make_params(dict(num_gpus=2, variable_update="replicated"))
+    sp = strategy_lib.make_strategy(p, GPU2)
+    assert not _step_compiles(p, GPU2, sp.strategy)
+    assert "XLA" not in sp.reduction and not any("--xla" in n for n in sp.notices)
+
+
+class _MultiWorkerOnTwoGpus(tf.distribute.MultiWorkerMirroredStrategy):
+    """Stands in for MultiWorkerMirroredStrategy on this worker's two GPUs (no cluster starts):
+    what TensorFlow's strategy holds that decides how it runs a compiled replica function."""
+
+    def __init__(self, cluster_resolver=None, communication_options=None):  # noqa: D107
+        import types
+        self._extended = types.SimpleNamespace(
+            _communication_options=communication_options, _num_replicas_in_sync=4,
+            worker_devices=("/job:worker/replica:0/task:0/device:GPU:0",
+                            "/job:worker/replica:0/task:0/device:GPU:1"))
+
+
+@pytest.mark.parametrize("flags, compiled, reduction, notice", [
+    ({"xla": True}, True,
+     "collective all-reduce (nccl (the GPU default)) over 2 workers, inside XLA", None),
+    ({"xla": True, "all_reduce_spec": "collective"}, True,
+     "collective all-reduce (auto) over 2 workers, inside XLA", None),
+    ({"xla": True, "all_reduce_spec": "ring"}, False,
+     "collective all-reduce (ring) over 2 workers",
+     FORWARD_BACKWARD_ONLY + "XLA does not compile the RING collectives --all_reduce_spec asks "
+                             "for (nccl and collective it does)"),
+    ({}, False, "collective all-reduce (nccl (the GPU default)) over 2 workers", None),
+])
+def test_a_multi_worker_strategy_says_what_xla_compiles_as_its_step_does(
+        monkeypatch, flags, compiled, reduction, notice):
+    from tfbench.distribute import peers
+    monkeypatch.setattr(peers, "rendezvous", lambda *args, **kwargs: None)
+    monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", _MultiWorkerOnTwoGpus)
+    p = make_params(dict(device="gpu", num_gpus=2, job_name="worker", task_index=0,
+                         worker_hosts="127.0.0.1:1,127.0.0.1:2", **flags))
+    sp = strategy_lib.make_strategy(p, GPU2)
+    assert _step_compiles(p, GPU2, sp.strategy) is compiled
+    assert sp.reduction == reduction
+    said = [n for n in sp.notices if n.startswith(FORWARD_BACKWARD_ONLY)]
+    assert said == ([notice] if notice else [])
+
+
+def test_the_step_asks_the_strategys_function_with_its_xla_setting(monkeypatch):
+    asked = []
+
+    def answer(strategy, *, xla):
+        asked.append((strategy, xla))
+        return False, None
+    monkeypatch.setattr(strategies, "replica_step_compilation", answer)
+    one = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with one.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    for jit in (True, False):
+        steps.Steps(model, None, one, steps.StepConfig(
+            num_label_classes=3, weight_decay=0.0, jit_compile=jit)).forward_step()
+    assert asked == [(one, True), (one, False)]

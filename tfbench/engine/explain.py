@@ -36,7 +36,6 @@ import tensorflow as tf
 
 from tfbench.distribute import allreduce_probe, strategies
 from tfbench.distribute.strategy import StrategyPlan
-from tfbench.engine import steps
 from tfbench.engine.base import ModeRunner
 from tfbench.engine.plan import FORWARD_ONLY, TRAINING, Resolved
 from tfbench.engine.runlog import RunLog, SilentLog
@@ -191,7 +190,7 @@ def _allreduce(runner: ModeRunner, found: dict, res: RunResult) -> None:
     tensors = allreduce_probe.gradient_set("%s gradients" % plan.spec.name,
                                            runner.model.trainable_variables)
     # XLA compiles each replica's all-reduce where it compiles the run's replica steps.
-    compiled = steps.compiles_replica_steps(runner.step_config(plan.mode), strategy)
+    compiled, _ = strategies.replica_step_compilation(strategy, xla=plan.xla)
     timing = allreduce_probe.time_all_reduce(strategy, tensors, compiled=compiled,
                                              variables=runner.model.trainable_variables)
     found["allreduce"] = {**dataclasses.asdict(timing), "algbw_gbs": timing.algbw_gbs,
@@ -362,7 +361,7 @@ def allreduce_probe_run(p, min_bytes: int = 0, max_bytes: int = 0, factor: int =
     elif max_bytes:
         dtype = sets[0].dtypes[0] if sets[0].count else "float32"
         sets += allreduce_probe.size_sets(min_bytes, max_bytes, factor, dtype)
-    compiled = steps.compiles_replica_steps(runner.step_config(TRAINING), strategy)
+    compiled, _ = strategies.replica_step_compilation(strategy, xla=plan.xla)
     timings = []
     try:
         for tensors in sets:
