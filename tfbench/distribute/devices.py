@@ -59,11 +59,11 @@ def _nvml_view(nvml: Any = None) -> str:
         return "NVML: %s" % reason
     try:
         count = module.nvmlDeviceGetCount()
-        names = [nvml_mod._text(module.nvmlDeviceGetName(module.nvmlDeviceGetHandleByIndex(i)))
+        names = [nvml_mod.text(module.nvmlDeviceGetName(module.nvmlDeviceGetHandleByIndex(i)))
                  for i in range(count)]
         system = nvml_mod.system_info(module)
     except Exception as exc:  # noqa: BLE001 - NVMLError from a half-working driver
-        return nvml_mod._reason(exc)
+        return nvml_mod.reason(exc)
     finally:
         nvml_mod.close_nvml(module)
     groups: dict[str, int] = {}
