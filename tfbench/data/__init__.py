@@ -44,8 +44,9 @@ OutOfRangeError when no example is readable. The runner should do:
   explain_data_error(exc, params, train=True) -> str gives the one line naming the file (it may
   re-read the files for up to SCAN_BUDGET_SECONDS to find it).
 
---data_only / --diagnose_input (tfbench.data.diagnose):
-  input_only_benchmark(dataset, num_batches, num_warmup) -> list[float]   per-batch seconds
+--data_only / --diagnose_input / --explain_scaling's input probe (tfbench.data.diagnose):
+  arrival_intervals(iterator, num_batches, now=time.perf_counter) -> Iterator[float]
+      seconds from one batch's arrival to the next's (the caller's time between them included)
   input_bound_verdict(synthetic_ips, real_ips, input_only_ips, threshold=0.9) -> (bool, str)
   input_settings_line(threads, origin, pinned) -> str   the tf.data threads and host buffers
 
@@ -62,7 +63,7 @@ _EXPORTS = {
     "SCAN_BUDGET_SECONDS": "data_errors", "data_error": "data_errors",
     "explain_data_error": "data_errors", "find_bad_file": "data_errors",
     "is_data_error": "data_errors",
-    "input_bound_verdict": "diagnose", "input_only_benchmark": "diagnose",
+    "arrival_intervals": "diagnose", "input_bound_verdict": "diagnose",
     "input_settings_line": "diagnose",
     "make_dataset": "factory", "Shard": "sharding",
     "data_source_label": "sources", "describe": "sources", "is_real_data": "sources",

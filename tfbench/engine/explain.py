@@ -238,7 +238,9 @@ def _input(runner: ModeRunner, found: dict, res: RunResult) -> None:
     from tfbench.data import diagnose
     r = runner.plan
     iterator, _ = runner.inputs(r.batch_size * r.micro_batches, train=True)
-    times = diagnose.input_only_benchmark(iterator, INPUT_BATCHES, INPUT_WARMUP)
+    for _ in range(INPUT_WARMUP):
+        next(iterator)
+    times = list(diagnose.arrival_intervals(iterator, INPUT_BATCHES, runner.clock.perf_counter))
     # The pipeline's rate is its mean time per batch (a slow batch now and then counts).
     found["input"] = {"batch": r.worker_batch, "times": times}
     res.extra["input_step_ms"] = 1000.0 * statistics.fmean(times)
