@@ -168,8 +168,8 @@ def explain_run(res: RunResult) -> Optional[dict]:
     extra = res.extra
     if not res.images_per_sec or extra.get("one_device_step_ms") is None:
         return None
-    step_ms = 1000.0 * res.global_batch_size / res.images_per_sec
-    d = scaling.decompose(step_ms, extra["one_device_step_ms"],
+    d = scaling.decompose(scaling.step_ms(res.global_batch_size, res.images_per_sec),
+                          extra["one_device_step_ms"],
                           extra.get("slowest_device_step_ms"), extra.get("allreduce_ms"),
                           extra.get("input_step_ms"))
     return {"step_ms": d.step_ms, "reference_ms": d.reference_ms,
