@@ -385,11 +385,10 @@ def cuda_gpus(environ: Optional[Mapping[str, str]] = None, nvml: Any = None
               ) -> tuple[int, str]:
     """(NVIDIA GPUs CUDA will number, why none: '' when there are some), read without starting
     TensorFlow or CUDA: NVML's GPUs this process may open, narrowed by CUDA_VISIBLE_DEVICES."""
-    environ = os.environ if environ is None else environ
-    visible = cuda_visible.entries(environ.get(cuda_visible.VARIABLE))
+    spec = (os.environ if environ is None else environ).get(cuda_visible.VARIABLE)
+    visible = cuda_visible.entries(spec)
     if visible == []:
-        return 0, "%s=%r hides every GPU" % (cuda_visible.VARIABLE,
-                                             environ[cuda_visible.VARIABLE])
+        return 0, "CUDA_VISIBLE_DEVICES=%r hides every GPU" % spec
     module, why = open_nvml(nvml)
     if module is None:
         return 0, why or "NVML not available"
@@ -402,9 +401,8 @@ def cuda_gpus(environ: Optional[Mapping[str, str]] = None, nvml: Any = None
     if count:
         return count, ""
     if visible:
-        return 0, ("%s=%r leaves CUDA none of the GPUs NVML lists (its first entry matches "
-                   "none, or one repeats)" % (cuda_visible.VARIABLE,
-                                              environ[cuda_visible.VARIABLE]))
+        return 0, ("CUDA_VISIBLE_DEVICES=%r leaves CUDA none of the GPUs NVML lists (its first "
+                   "entry matches none, or one repeats)" % spec)
     return 0, "NVML lists no GPU this process may open"
 
 
