@@ -16,7 +16,7 @@ from typing import Optional
 
 import numpy as np
 
-from tfbench.config import datasets, flagdefs
+from tfbench.config import data_source, datasets, flagdefs
 from tfbench.config import params as params_lib
 from tfbench.distribute import devices, gpu_env
 from tfbench.distribute import strategy as strategy_lib
@@ -107,13 +107,13 @@ class Resolved:
 def read_facts(p) -> Facts:
     """The model, devices, precision, mode and data sizes of Params (see Facts)."""
     from tfbench import data
-    real = data.is_real_data(p)
+    real = data_source.is_real_data(p)
     if (p.data_only or p.diagnose_input) and not real:
         raise UsageError("--%s needs real data: give --data_dir (and not --use_synthetic_data)"
                          % ("data_only" if p.data_only else "diagnose_input"))
     dataset = p.data_name if p.data_name in (datasets.IMAGENET, datasets.CIFAR10) else None
     if real and dataset is None:
-        guessed = data.resolve_data_name(p)
+        guessed = data_source.resolve_data_name(p)
         dataset = guessed if guessed in (datasets.IMAGENET, datasets.CIFAR10) else None
     spec = catalog.get(p.model, dataset)
     notices: list[str] = []
