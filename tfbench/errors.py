@@ -65,6 +65,15 @@ class DistributedError(TfbenchError):
     exit_code = EXIT_DISTRIBUTED
 
 
+def signal_name(signum: int) -> str:
+    """SIGTERM, SIGKILL, ...: the signal's name, or 'signal 77' for a number that names none."""
+    import signal
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return "signal %d" % signum
+
+
 class Interrupted(TfbenchError):
     status = "interrupted"
 
@@ -72,7 +81,7 @@ class Interrupted(TfbenchError):
         import signal
         self.signum = signum
         self.exit_code = EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT
-        super().__init__("interrupted by %s" % signal.Signals(signum).name)
+        super().__init__("interrupted by %s" % signal_name(signum))
 
 
 # The signal the CLI's handler received. The handler also raises Interrupted, but Python can

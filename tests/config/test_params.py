@@ -114,3 +114,85 @@ def test_repeat_and_monitor_flags():
         make_params({"num_runs": 0})
     with pytest.raises(UsageError, match="cooldown_secs"):
         make_params({"cooldown_secs": -1.0})
+
+
+# --- what a run asks for: the rules engine.plan.resolve and a study's failure row share -------
+
+@pytest.mark.parametrize("values, mode", [
+    ({}, "training"),
+    ({"forward_only": True}, "forward_only"),
+    ({"eval": True, "train_dir": "/ckpt"}, "eval"),
+    ({"data_only": True, "data_dir": "/data"}, "data_only"),
+    ({"data_only": True, "forward_only": True, "data_dir": "/data"}, "data_only"),
+])
+def test_run_mode(values, mode):
+    assert params_lib.run_mode(make_params(values)) == mode
+
+
+@pytest.mark.parametrize("values, micro", [
+    ({"accum_steps": 3}, 3),
+    ({"accum_steps": 3, "forward_only": True}, 1),
+    ({"accum_steps": 3, "eval": True, "train_dir": "/ckpt"}, 1),
+    ({"accum_steps": 3, "data_only": True, "data_dir": "/data"}, 1),
+    ({}, 1),
+])
+def test_micro_batches_are_accumulated_in_training_only(values, micro):
+    assert params_lib.micro_batches(make_params(values)) == micro
+
+
+@pytest.mark.parametrize("values, batch", [
+    ({"batch_size": 32}, 32),
+    ({}, 64),                                                  # the model's batch
+    ({"batch_size": 32, "eval_batch_size": 8}, 32),            # training times batch_size
+    ({"batch_size": 32, "eval_batch_size": 8, "eval": True, "train_dir": "/c"}, 8),
+    ({"batch_size": 32, "eval": True, "train_dir": "/c"}, 32),
+    ({"eval": True, "train_dir": "/c"}, 64),
+])
+def test_timed_batch_is_the_eval_batch_in_eval_mode(values, batch):
+    assert params_lib.timed_batch(make_params(values), 64) == batch
+
+
+@pytest.mark.parametrize("values, devices", [
+    ({}, 1),
+    ({"num_gpus": 4}, 4),
+    ({"gpu_indices": "0,1,2"}, 3),                      # --num_gpus left at its default
+    ({"gpu_indices": "5, 7", "num_gpus": 2}, 2),
+    ({"device": "cpu", "num_gpus": 2, "gpu_indices": "1"}, 2),   # ignored on the CPU
+    ({"device": "CPU", "gpu_indices": "x"}, 1),
+])
+def test_requested_devices(values, devices):
+    assert params_lib.requested_devices(make_params(values)) == devices
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"gpu_indices": "0,1", "num_gpus": 3}, "--gpu_indices names 2 GPUs but --num_gpus=3"),
+    ({"gpu_indices": "0,a"}, "--gpu_indices='0,a' must be comma-separated integers"),
+    ({"gpu_indices": "1,1"}, "--gpu_indices='1,1' must name distinct GPUs by index (0, 1, ...)"),
+    ({"gpu_indices": ","}, "--gpu_indices=',' must name distinct GPUs by index (0, 1, ...)"),
+    ({"gpu_indices": "-1"}, "--gpu_indices='-1' must name distinct GPUs by index (0, 1, ...)"),
+])
+def test_requested_devices_refuses_indices_it_cannot_count(values, message):
+    with pytest.raises(UsageError) as exc:
+        params_lib.requested_devices(make_params(values))
+    assert str(exc.value) == message
+
+
+def test_gpu_indices():
+    assert params_lib.gpu_indices(make_params({})) == []
+    assert params_lib.gpu_indices(make_params({"gpu_indices": "3, 1,"})) == [3, 1]
+
+
+def test_cpu_requested():
+    assert params_lib.cpu_requested(make_params({"device": "CPU"}))
+    assert not params_lib.cpu_requested(make_params({}))
+
+
+def test_global_batch_and_its_inverse():
+    # --batch_size=4 --accum_steps=3 --num_gpus=2 on 2 workers: 4 x 3 x 2 x 2.
+    assert params_lib.global_batch(4, 3, 2, 2) == 48
+    assert params_lib.per_device_for_global(48, 3, 2, 2) == 4
+    assert params_lib.per_device_for_global(256, 1, 2, 1) == 128
+    with pytest.raises(UsageError) as exc:
+        params_lib.per_device_for_global(50, 3, 2, 2)
+    assert str(exc.value) == ("global batch 50 is not divisible by 12 (3 micro-batch(es) x 2 "
+                              "device(s) x 2 worker(s))")

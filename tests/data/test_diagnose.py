@@ -1,14 +1,91 @@
 """Input-only timing and the input-bound verdict."""
 
+import dataclasses
+
+import pytest
 import tensorflow as tf
 
-from tfbench.data.diagnose import input_bound_verdict, input_only_benchmark
+from tfbench.data.diagnose import arrival_intervals, input_bound_verdict
 
 
-def test_input_only_benchmark_times_each_batch():
-    ds = tf.data.Dataset.range(100).batch(2)
-    times = input_only_benchmark(ds, num_batches=5, num_warmup=3)
-    assert len(times) == 5 and all(t >= 0 for t in times)
+class FakeClock:
+    def __init__(self):
+        self.t = 100.0
+
+    def now(self) -> float:
+        return self.t
+
+
+class SlowBatches:
+    """A pipeline whose every batch takes `seconds` of the fake clock to arrive."""
+
+    def __init__(self, clock, seconds=1.0):
+        self.clock, self.seconds, self.taken = clock, seconds, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.clock.t += self.seconds
+        self.taken += 1
+        return self.taken
+
+
+def test_an_interval_runs_from_one_arrival_to_the_next():
+    """next() takes 1 s, the caller then works 0.5 s: the batches after the first arrive 1.5 s
+    apart (the first 1 s after it is asked for), and the intervals add up to the loop's time."""
+    clock = FakeClock()
+    batches = SlowBatches(clock)
+    times = []
+    for interval in arrival_intervals(batches, 3, clock.now):
+        times.append(interval)
+        clock.t += 0.5
+    assert times == [1.0, 1.5, 1.5] and batches.taken == 3
+    assert clock.t - 100.0 == sum(times) + 0.5    # the caller's time after the last batch
+
+
+def test_data_only_step_times_are_the_arrival_intervals():
+    """--data_only's steps: the caller's work between batches (here the Step lines) counts."""
+    from tfbench.config.params import make_params
+    from tfbench.engine import base, data_only
+    from tfbench.engine.plan import DATA_ONLY, resolve
+    from tfbench.engine.runlog import SilentLog
+    from tfbench.results import RunResult
+    clock = FakeClock()
+
+    class SlowLog(SilentLog):
+        def step(self, report):
+            clock.t += 0.5
+    p = make_params({"device": "cpu", "model": "trivial", "batch_size": 4, "num_batches": 3,
+                     "num_warmup_batches": 1, "display_every": 1})
+    plan = dataclasses.replace(resolve(p), mode=DATA_ONLY)
+    runner = data_only.DataOnlyRunner(p=p, plan=plan, strategy=tf.distribute.get_strategy(),
+                                      log=SlowLog(), clock=base.Clock(perf_counter=clock.now))
+    runner.dataset = lambda batch, train: SlowBatches(clock)
+    res = RunResult()
+    runner.run(res)
+    assert res.warmup_times == [1.0]
+    assert res.step_times == [1.0, 1.5, 1.5] and res.wall_time == 4.0
+    assert res.images_per_sec == pytest.approx(3 * 4 / 4.0)
+
+
+def test_the_explain_input_probe_times_arrivals_on_the_runners_clock():
+    from tfbench.config.params import make_params
+    from tfbench.engine import base, explain
+    from tfbench.engine.plan import resolve
+    from tfbench.results import RunResult
+    clock = FakeClock()
+    p = make_params({"device": "cpu", "model": "trivial", "batch_size": 4, "accum_steps": 2})
+    runner = base.ModeRunner(p=p, plan=resolve(p), strategy=tf.distribute.get_strategy(),
+                             clock=base.Clock(perf_counter=clock.now))
+    asked, batches = [], SlowBatches(clock, seconds=0.25)
+    runner.inputs = lambda batch, train: (asked.append(batch), (batches, True))[1]
+    found, res = {}, RunResult()
+    explain._input(runner, found, res)
+    assert asked == [4 * 2]                      # a step's batch: both micro-batches
+    assert batches.taken == explain.INPUT_WARMUP + explain.INPUT_BATCHES
+    assert found["input"]["times"] == [0.25] * explain.INPUT_BATCHES
+    assert res.extra["input_step_ms"] == 250.0
 
 
 def test_input_bound():

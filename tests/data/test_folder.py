@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tfbench import data
+from tfbench.config import data_source
 from tfbench.data import folder
 from tfbench.errors import UsageError
 from tfbench.config.params import make_params
@@ -56,7 +57,7 @@ def test_cifar_recipe_and_split_layout(tmp_path):
     assert folder.num_examples(str(tmp_path), True) == 3
     assert folder.num_examples(str(tmp_path), False) == 2
     params = make_params({"data_dir": str(tmp_path), "distortions": True})
-    assert data.describe(params) == "folder"
+    assert data_source.describe(params) == "folder"
     ds = data.make_dataset(params, dataset_name="cifar10", image_size=32, batch_size=2,
                            train=False, seed=0)
     images, labels = next(iter(ds))

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from tfbench import data
+from tfbench.config import data_source
 from tfbench.data import factory, tfds_reader
 from tfbench.errors import UsageError
 from tfbench.config.params import make_params
@@ -134,7 +135,7 @@ def test_real_tiny_prepared_dataset(tmp_path):
     TfbenchTinyImages(data_dir=str(tmp_path)).download_and_prepare()
     params = make_params({"data_dir": str(tmp_path), "data_name": "tfds:tfbench_tiny_images"})
     assert data.num_examples(params, "imagenet", True) == 6
-    assert data.describe(params) == "tfds:tfbench_tiny_images"
+    assert data_source.describe(params) == "tfds:tfbench_tiny_images"
     ds = data.make_dataset(params, dataset_name="imagenet", image_size=8, batch_size=4,
                            train=True, seed=1)
     images, labels = next(iter(ds))

@@ -108,6 +108,36 @@ def test_the_plan_records_the_chosen_models(gpus):
     assert plan.notices == () and devices.device_name(plan) == "NVIDIA L4"
 
 
+@pytest.mark.parametrize("flags, count, indices", [
+    ({"gpu_indices": "0,1,2"}, 3, (0, 1, 2)),         # --num_gpus left at its default of 1
+    ({"gpu_indices": "3,1", "num_gpus": 2}, 2, (3, 1)),
+    ({"num_gpus": 2}, 2, (0, 1)),
+    ({"device": "cpu", "gpu_indices": "1", "num_gpus": 2}, 2, ()),
+])
+def test_the_plan_has_the_devices_the_flags_ask_for(gpus, flags, count, indices):
+    """The count a study reads from the flags alone (config.params.requested_devices)."""
+    from tfbench.config import params as params_lib
+    gpus(["NVIDIA L4"] * 4)
+    p = make_params(flags)
+    plan = devices.plan_devices(p)
+    assert (plan.num_devices, plan.gpu_indices) == (count, indices)
+    assert params_lib.requested_devices(p) == count
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"gpu_indices": "0,1", "num_gpus": 3}, "--gpu_indices names 2 GPUs but --num_gpus=3"),
+    ({"gpu_indices": "0,0"}, "--gpu_indices='0,0' must name distinct GPUs by index (0, 1, ...)"),
+])
+def test_indices_the_flags_cannot_count_are_refused_alike(gpus, flags, message):
+    from tfbench.config import params as params_lib
+    gpus(["NVIDIA L4"] * 4)
+    p = make_params(flags)
+    for count in (devices.plan_devices, params_lib.requested_devices):
+        with pytest.raises(UsageError) as exc:
+            count(p)
+        assert str(exc.value) == message
+
+
 def test_a_mig_slice_is_said(gpus):
     gpus(["NVIDIA A100-SXM4-40GB MIG 1g.5gb"])
     plan = devices.plan_devices(make_params({}))

@@ -4,10 +4,12 @@ Two-device numerics are in distribute/test_devices_logical.py, multi-host runs i
 e2e/test_clusters.py.
 """
 
+import keras
 import pytest
 import tensorflow as tf
 
-from tfbench.distribute import strategy as strategy_lib
+from tfbench.distribute import strategies, strategy as strategy_lib
+from tfbench.engine import steps
 from tfbench.distribute.devices import DevicePlan
 from tfbench.errors import UsageError
 from tfbench.config.params import make_params
@@ -268,3 +270,98 @@ def test_multi_worker_collectives_carry_no_per_collective_timeout(captured_multi
     assert options.timeout_seconds is None
     assert options.implementation == getattr(
         tf.distribute.experimental.CommunicationImplementation, name)
+
+
+def _step_compiles(p, plan, strategy) -> bool:
+    """What the run's step decides (engine.steps, from the runner's step settings)."""
+    from tfbench.engine import base
+    from tfbench.engine.plan import TRAINING, resolve
+    runner = base.ModeRunner(p=p, plan=resolve(p.replace(device="cpu")), strategy=strategy)
+    config = runner.step_config(TRAINING)
+    return strategies.replica_step_compilation(strategy, xla=config.jit_compile)[0]
+
+
+FORWARD_BACKWARD_ONLY = ("--xla compiles each replica's forward and backward passes, not its "
+                         "all-reduce and update: ")
+
+
+@pytest.mark.parametrize("flags", [
+    {"xla": True},
+    {"xla_compile": True, "use_fp16": True, "fp16_enable_auto_loss_scale": True},
+    {"xla": True, "precision": "bf16"},
+])
+@pytest.mark.parametrize("collectives_compiled", [True, False])
+def test_the_strategy_and_the_step_decide_alike_what_xla_compiles(monkeypatch, flags,
+                                                                  collectives_compiled):
+    """On GPUs with --xla (dynamic loss scaling too), the strategy's words and the step agree:
+    each replica's whole step where XLA takes the collectives, else forward and backward."""
+    if not collectives_compiled:   # RING, as MirroredStrategy takes on virtual GPUs
+        monkeypatch.setattr(strategies, "xla_takes_its_collectives", lambda strategy: False)
+    p = make_params(dict(num_gpus=2, variable_update="replicated", **flags))
+    sp = strategy_lib.make_strategy(p, GPU2)
+    assert _step_compiles(p, GPU2, sp.strategy) is collectives_compiled
+    assert ("inside XLA" in sp.reduction) is collectives_compiled
+    said = [n for n in sp.notices if n.startswith(FORWARD_BACKWARD_ONLY)]
+    assert said == ([] if collectives_compiled else [
+        FORWARD_BACKWARD_ONLY + "XLA does not compile the NCCL collectives TensorFlow chose for "
+                                "these devices"])
+
+
+def test_without_xla_nothing_is_said_of_replica_steps():
+    p = make_params(dict(num_gpus=2, variable_update="replicated"))
+    sp = strategy_lib.make_strategy(p, GPU2)
+    assert not _step_compiles(p, GPU2, sp.strategy)
+    assert "XLA" not in sp.reduction and not any("--xla" in n for n in sp.notices)
+
+
+class _MultiWorkerOnTwoGpus(tf.distribute.MultiWorkerMirroredStrategy):
+    """Stands in for MultiWorkerMirroredStrategy on this worker's two GPUs (no cluster starts):
+    what TensorFlow's strategy holds that decides how it runs a compiled replica function."""
+
+    def __init__(self, cluster_resolver=None, communication_options=None):  # noqa: D107
+        import types
+        self._extended = types.SimpleNamespace(
+            _communication_options=communication_options, _num_replicas_in_sync=4,
+            worker_devices=("/job:worker/replica:0/task:0/device:GPU:0",
+                            "/job:worker/replica:0/task:0/device:GPU:1"))
+
+
+@pytest.mark.parametrize("flags, compiled, reduction, notice", [
+    ({"xla": True}, True,
+     "collective all-reduce (nccl (the GPU default)) over 2 workers, inside XLA", None),
+    ({"xla": True, "all_reduce_spec": "collective"}, True,
+     "collective all-reduce (auto) over 2 workers, inside XLA", None),
+    ({"xla": True, "all_reduce_spec": "ring"}, False,
+     "collective all-reduce (ring) over 2 workers",
+     FORWARD_BACKWARD_ONLY + "XLA does not compile the RING collectives --all_reduce_spec asks "
+                             "for (nccl and collective it does)"),
+    ({}, False, "collective all-reduce (nccl (the GPU default)) over 2 workers", None),
+])
+def test_a_multi_worker_strategy_says_what_xla_compiles_as_its_step_does(
+        monkeypatch, flags, compiled, reduction, notice):
+    from tfbench.distribute import peers
+    monkeypatch.setattr(peers, "rendezvous", lambda *args, **kwargs: None)
+    monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", _MultiWorkerOnTwoGpus)
+    p = make_params(dict(device="gpu", num_gpus=2, job_name="worker", task_index=0,
+                         worker_hosts="127.0.0.1:1,127.0.0.1:2", **flags))
+    sp = strategy_lib.make_strategy(p, GPU2)
+    assert _step_compiles(p, GPU2, sp.strategy) is compiled
+    assert sp.reduction == reduction
+    said = [n for n in sp.notices if n.startswith(FORWARD_BACKWARD_ONLY)]
+    assert said == ([notice] if notice else [])
+
+
+def test_the_step_asks_the_strategys_function_with_its_xla_setting(monkeypatch):
+    asked = []
+
+    def answer(strategy, *, xla):
+        asked.append((strategy, xla))
+        return False, None
+    monkeypatch.setattr(strategies, "replica_step_compilation", answer)
+    one = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with one.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    for jit in (True, False):
+        steps.Steps(model, None, one, steps.StepConfig(
+            num_label_classes=3, weight_decay=0.0, jit_compile=jit)).forward_step()
+    assert asked == [(one, True), (one, False)]

@@ -359,3 +359,10 @@ def test_the_run_s_own_verdict_knows_its_workers():
     res = _probed_result(link="one CPU device per worker", expected_busbw_gbs=None)
     res.device_kind, res.num_workers = "cpu", 2
     assert "TensorFlow's ring over gRPC" in explain.explain_run(res)["verdict"]
+
+
+def test_the_run_explains_its_own_step_from_its_rate():
+    res = RunResult(global_batch_size=256, images_per_sec=1024.0)
+    res.extra.update(one_device_step_ms=200.0)
+    got = explain.explain_run(res)
+    assert got["step_ms"] == 250.0 and got["efficiency_pct"] == 80.0

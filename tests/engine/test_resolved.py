@@ -56,6 +56,25 @@ def test_all_reduce_cluster_schedule_counts_every_workers_batch():
     assert _learning_rates(flags, [int(1281167 / 128 * 5)]) == pytest.approx([0.064])
 
 
+def test_global_batch_counts_micro_batches_devices_and_workers():
+    # 4 images x 3 micro-batches x 2 devices x 2 workers (config.params.global_batch).
+    p = make_params(dict(TWO_WORKERS, device="cpu", num_gpus=2, model="trivial", batch_size=4,
+                         accum_steps=3, num_runs=2))
+    r = resolve(p)
+    assert (r.global_batch, r.worker_batch, r.micro_batches, r.run_batch_size) == (48, 24, 3, 4)
+    assert (r.total_devices, r.num_runs) == (4, 2)
+
+
+def test_eval_mode_times_the_eval_batch_once_without_micro_batches(tmp_path):
+    p = make_params(dict(TWO_WORKERS, device="cpu", num_gpus=2, model="trivial", batch_size=32,
+                         eval_batch_size=8, accum_steps=3, num_runs=3, eval=True,
+                         train_dir=str(tmp_path)))
+    r = resolve(p)
+    assert (r.mode, r.run_batch_size, r.micro_batches, r.num_runs) == ("eval", 8, 1, 1)
+    assert r.global_batch == 8 * 2 * 2
+    assert "--num_runs applies to training and forward-only runs; evaluating once" in r.notices
+
+
 def _folder(root, counts):
     """A folder dataset with two classes: `counts` maps a split directory to images per class."""
     for split, per_class in counts.items():

@@ -17,15 +17,15 @@ Sources:
   UUID naming an already-listed GPU too; "Negative value aborts the sequence"; the first entry's
   prefix (GPU-, MIG-) sets the form and "Anything other but prefix is ignored" (ends the list);
   an ambiguous UUID prefix is invalid.
-The readers: tfbench.measure.nvml's GPU count and NVML mapping, the evaluation's GPU count and
-scripts/scaling_test.sh (repo/test_script_scaling_test.py runs the script over these rules).
+The readers: tfbench.measure.nvml's GPU count (cuda_gpus: the evaluation's, and
+`python -m tfbench.measure.nvml`'s) and NVML mapping, and scripts/scaling_test.sh
+(repo/test_script_scaling_test.py runs the script over these rules).
 """
 
 import pytest
 
 from helpers import fake_nvml
 from tfbench.measure import cuda_visible, nvml
-from tfbench.sweep import evaluate
 
 A = "GPU-aaaa0000-1111-2222-3333-444444444444"
 B = "GPU-bbbb1111-1111-2222-3333-444444444444"
@@ -74,7 +74,7 @@ def test_every_reader_follows_the_drivers_rules(value, shown, source):
     assert nvml.cuda_device_count(fake, env) == len(shown), source
     mapped = nvml.resolve_handles(fake, None, env)
     assert [(i, h["uuid"]) for i, h in mapped] == list(enumerate(shown)), source
-    count, why = evaluate.visible_gpus(env, fake)
+    count, why = nvml.cuda_gpus(env, fake)
     assert count == len(shown) and (why == "") == bool(shown), (source, why)
 
 

@@ -7,6 +7,11 @@ import pytest
 from tfbench.measure import scaling
 
 
+def test_step_ms_is_the_global_batch_over_images_per_sec():
+    # 2 workers x 4 devices x 32 images = 256 per step at 1,024 images/sec: a step of 250 ms.
+    assert scaling.step_ms(256, 1024.0) == 250.0
+
+
 def test_each_cause_is_attributed_in_order_and_the_parts_add_up():
     # One device 40 ms. All devices at once, the slowest 100 ms (+60 compute); the pipeline
     # needs 130 ms per batch where devices + all-reduce need 100 + 20 = 120 (+10 input wait);

@@ -347,6 +347,42 @@ def test_cuda_stops_at_the_first_entry_it_cannot_use():
         nvml_mod.resolve_handles(fake, [5], PCI)
 
 
+class _CountFails(FakeNvml):
+    def nvmlDeviceGetCount(self):
+        raise FakeNvmlError(999)
+
+
+@pytest.mark.parametrize("visible, nvml, count, why", [
+    (None, FakeNvml(THREE), 3, ""),
+    ("1,0", FakeNvml(THREE), 2, ""),
+    ("", FakeNvml(THREE), 0, "CUDA_VISIBLE_DEVICES='' hides every GPU"),
+    ("-1", FakeNvml(THREE), 0, "CUDA_VISIBLE_DEVICES='-1' hides every GPU"),
+    ("GPU-typo", FakeNvml(THREE), 0, "CUDA_VISIBLE_DEVICES='GPU-typo' leaves CUDA none of the "
+                                     "GPUs NVML lists (its first entry matches none, or one "
+                                     "repeats)"),
+    ("1,1", FakeNvml(THREE), 0, "CUDA_VISIBLE_DEVICES='1,1' leaves CUDA none of the GPUs NVML "
+                                "lists (its first entry matches none, or one repeats)"),
+    (None, FakeNvml([]), 0, "NVML lists no GPU this process may open"),
+    (None, FakeNvml(THREE, init_error=12), 0, "no NVIDIA driver: NVML library not found"),
+    (None, FakeNvml(THREE, init_error=9), 0, "NVIDIA driver not loaded"),
+    (None, _CountFails(THREE), 0, "NVML: Unknown Error"),
+])
+def test_the_gpu_count_and_why_none_are_one_for_scripts_and_the_evaluation(
+        monkeypatch, capsys, visible, nvml, count, why):
+    """cuda_gpus (the evaluation's mixed precision and TF-TRT checks) and `python -m
+    tfbench.measure.nvml` (scripts/scaling_test.sh): the count on stdout, why none on stderr."""
+    environ = dict(PCI) if visible is None else dict(PCI, CUDA_VISIBLE_DEVICES=visible)
+    assert nvml_mod.cuda_gpus(environ, nvml) == (count, why)
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert nvml_mod.main(nvml) == 0
+    out, err = capsys.readouterr()
+    assert (out, err) == ("%d\n" % count, why + "\n" if why else "")
+
+
 def test_a_gpu_that_cannot_be_matched_makes_the_monitor_unavailable_with_the_reason():
     mon = NvmlMonitor([0, 1], interval_sec=0, nvml=FakeNvml(THREE), environ={})
     assert not mon.available

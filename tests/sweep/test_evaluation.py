@@ -125,21 +125,21 @@ def _gpus(n):
 
 def test_mixed_precision_is_fp16_on_a_gpu_and_bf16_on_a_cpu():
     order = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    assert ev.visible_gpus(order, _gpus(2)) == (2, "")
-    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "1", **order}, _gpus(2)) == (1, "")
-    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, _gpus(2))[0] == 0
-    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}, _gpus(2))[0] == 0
+    assert nvml_lib.cuda_gpus(order, _gpus(2)) == (2, "")
+    assert nvml_lib.cuda_gpus({"CUDA_VISIBLE_DEVICES": "1", **order}, _gpus(2)) == (1, "")
+    assert nvml_lib.cuda_gpus({"CUDA_VISIBLE_DEVICES": ""}, _gpus(2))[0] == 0
+    assert nvml_lib.cuda_gpus({"CUDA_VISIBLE_DEVICES": "-1"}, _gpus(2))[0] == 0
     # CUDA stops at the first entry it cannot match; UUIDs (and their prefixes) are GPUs.
-    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,-1,1", **order}, _gpus(2)) == (1, "")
-    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-18f6c,GPU-2", **order}, _gpus(4)) == (
+    assert nvml_lib.cuda_gpus({"CUDA_VISIBLE_DEVICES": "0,-1,1", **order}, _gpus(2)) == (1, "")
+    assert nvml_lib.cuda_gpus({"CUDA_VISIBLE_DEVICES": "GPU-18f6c,GPU-2", **order}, _gpus(4)) == (
         2, "")
     # Entries written are not GPUs: a typo, an index past the last GPU.
-    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-typo", **order}, _gpus(2)) == (
+    assert nvml_lib.cuda_gpus({"CUDA_VISIBLE_DEVICES": "GPU-typo", **order}, _gpus(2)) == (
         0, "CUDA_VISIBLE_DEVICES='GPU-typo' leaves CUDA none of the GPUs NVML lists (its first "
            "entry matches none, or one repeats)")
-    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "1", **order}, _gpus(1))[0] == 0
+    assert nvml_lib.cuda_gpus({"CUDA_VISIBLE_DEVICES": "1", **order}, _gpus(1))[0] == 0
     # Counting needs no order (CUDA_DEVICE_ORDER unset, several GPUs).
-    assert ev.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1"}, _gpus(4)) == (2, "")
+    assert nvml_lib.cuda_gpus({"CUDA_VISIBLE_DEVICES": "0,1"}, _gpus(4)) == (2, "")
 
 
 @pytest.mark.parametrize("spec, count", [

@@ -15,6 +15,9 @@ from tfbench.errors import UsageError
 _DEFAULT_NUM_BATCHES = 100
 _DEFAULT_NUM_WARMUP_BATCHES = 10
 
+# What a run times (run_mode): the values of the CSV's `mode` and of Resolved.mode.
+TRAINING, FORWARD_ONLY, EVAL, DATA_ONLY = "training", "forward_only", "eval", "data_only"
+
 
 def _field_default(spec: flagdefs.FlagSpec) -> Any:
     return tuple(spec.default) if isinstance(spec.default, list) else spec.default
@@ -241,3 +244,78 @@ def resolve_precision(p: "Params") -> str:
     if p.precision:
         return p.precision
     return "fp16" if p.use_fp16 else "fp32"
+
+
+# --- what a run asks for, read from the flags alone (no TensorFlow, no devices) -------------
+
+def run_mode(p: "Params") -> str:
+    """training | forward_only | eval | data_only: --data_only wins over --eval and
+    --forward_only (validate refuses --eval with --forward_only)."""
+    if p.data_only:
+        return DATA_ONLY
+    if p.eval:
+        return EVAL
+    return FORWARD_ONLY if p.forward_only else TRAINING
+
+
+def micro_batches(p: "Params") -> int:
+    """Micro-batches per device per step: --accum_steps in training, else 1 (an inference or
+    input-only step has no update to accumulate for)."""
+    return p.accum_steps if run_mode(p) == TRAINING else 1
+
+
+def timed_batch(p: "Params", model_batch: int) -> int:
+    """The per-device batch of the timed steps (one micro-batch): --eval_batch_size (else the
+    batch) in eval mode, else --batch_size; `model_batch` is the model's default batch."""
+    batch = p.batch_size or model_batch
+    return (p.eval_batch_size or batch) if run_mode(p) == EVAL else batch
+
+
+def cpu_requested(p: "Params") -> bool:
+    """--device=cpu (the default, gpu, falls back to the CPU only where no GPU is visible)."""
+    return p.device.lower() == "cpu"
+
+
+def gpu_indices(p: "Params") -> list[int]:
+    """--gpu_indices as distinct CUDA indices ([] when not given); UsageError otherwise."""
+    text = p.gpu_indices
+    if not text:
+        return []
+    try:
+        indices = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError("--gpu_indices=%r must be comma-separated integers" % text) from None
+    if not indices or min(indices) < 0 or len(set(indices)) != len(indices):
+        raise UsageError("--gpu_indices=%r must name distinct GPUs by index (0, 1, ...)" % text)
+    return indices
+
+
+def requested_devices(p: "Params") -> int:
+    """Devices per worker the flags ask for: as many as --gpu_indices names, else --num_gpus;
+    with --device=cpu, --num_gpus logical CPU devices (--gpu_indices has no effect there).
+    UsageError when --gpu_indices and an explicit --num_gpus disagree. What a host decides at
+    run time (horovod's one GPU per process, the GPUs a Slurm step binds, the CPU where no GPU
+    is visible) is tfbench.distribute.devices'."""
+    if cpu_requested(p) or not p.gpu_indices:
+        return p.num_gpus
+    count = len(gpu_indices(p))
+    if p.is_explicit("num_gpus") and count != p.num_gpus:
+        raise UsageError("--gpu_indices names %d GPUs but --num_gpus=%d" % (count, p.num_gpus))
+    return count
+
+
+def global_batch(per_device: int, micro_batches: int, replicas: int, workers: int) -> int:
+    """Images per step, every micro-batch of every replica of every worker."""
+    return per_device * micro_batches * replicas * workers
+
+
+def per_device_for_global(global_batch_size: int, micro_batches: int, replicas: int,
+                          workers: int) -> int:
+    """The per-device batch whose global batch (see global_batch) is `global_batch_size`;
+    UsageError when it does not divide."""
+    parts = micro_batches * replicas * workers
+    if global_batch_size % parts:
+        raise UsageError("global batch %d is not divisible by %d (%d micro-batch(es) x %d "
+                         "device(s) x %d worker(s))" % (global_batch_size, parts, micro_batches,
+                                                        replicas, workers))
+    return global_batch_size // parts

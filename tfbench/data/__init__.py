@@ -1,6 +1,7 @@
 """Real data: readers, preprocessing and the tf.data input pipeline.
 
-Which data (tfbench.data.sources, no TensorFlow import):
+Which data (tfbench.config.data_source, no TensorFlow import, so that a study names a point's
+data as its run does):
   --data_dir unset or --use_synthetic_data: synthetic (the runner's own inputs).
   --data_name=imagenet   TFRecords <data_dir>/train-*-of-*, validation-*-of-* (legacy layout)
   --data_name=cifar10    python pickles data_batch_1..5, test_batch
@@ -28,24 +29,24 @@ The runner's interface:
       (each shard offsets it by its index, so shards shuffle and augment differently).
       Missing or empty data raises UsageError naming what was expected, before anything runs.
   num_examples(params, dataset_name, train) -> int      examples per epoch of the split
-  describe(params, dataset_name=None) -> str            header `Dataset:` value
-  data_source_label(params) -> str                      CSV `data_source` value
-  is_real_data(params) -> bool
+  (the header's `Dataset:` value, the CSV's `data_source` and is_real_data are
+  tfbench.config.data_source's describe, data_source_label and is_real_data)
 
 Errors while iterating: a corrupt record or image surfaces from the iterator (or from the step
 function that consumes it) as tf.errors.DataLossError / InvalidArgumentError, or StopIteration /
 OutOfRangeError when no example is readable. The runner should do:
 
       except (tf.errors.OpError, StopIteration) as exc:
-          if data.is_real_data(params) and data.is_data_error(exc):
+          if data_source.is_real_data(params) and data.is_data_error(exc):
               raise data.data_error(exc, params, train) from None   # UsageError, exit 2
           raise
 
   explain_data_error(exc, params, train=True) -> str gives the one line naming the file (it may
   re-read the files for up to SCAN_BUDGET_SECONDS to find it).
 
---data_only / --diagnose_input (tfbench.data.diagnose):
-  input_only_benchmark(dataset, num_batches, num_warmup) -> list[float]   per-batch seconds
+--data_only / --diagnose_input / --explain_scaling's input probe (tfbench.data.diagnose):
+  arrival_intervals(iterator, num_batches, now=time.perf_counter) -> Iterator[float]
+      seconds from one batch's arrival to the next's (the caller's time between them included)
   input_bound_verdict(synthetic_ips, real_ips, input_only_ips, threshold=0.9) -> (bool, str)
   input_settings_line(threads, origin, pinned) -> str   the tf.data threads and host buffers
 
@@ -56,17 +57,15 @@ the engine resolved it, tfbench.distribute.gpu_env.private_threads).
 
 import importlib
 
-# Lazy exports (PEP 562): `import tfbench.data` and the cheap helpers in sources do not import
-# TensorFlow; the pipeline functions do when first used.
+# Lazy exports (PEP 562): `import tfbench.data` does not import TensorFlow; the pipeline
+# functions do when first used.
 _EXPORTS = {
     "SCAN_BUDGET_SECONDS": "data_errors", "data_error": "data_errors",
     "explain_data_error": "data_errors", "find_bad_file": "data_errors",
     "is_data_error": "data_errors",
-    "input_bound_verdict": "diagnose", "input_only_benchmark": "diagnose",
+    "arrival_intervals": "diagnose", "input_bound_verdict": "diagnose",
     "input_settings_line": "diagnose",
-    "make_dataset": "factory", "Shard": "sharding",
-    "data_source_label": "sources", "describe": "sources", "is_real_data": "sources",
-    "num_examples": "factory", "resolve_data_name": "sources",
+    "make_dataset": "factory", "Shard": "sharding", "num_examples": "factory",
 }
 
 __all__ = sorted(_EXPORTS)

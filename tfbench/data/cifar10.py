@@ -14,7 +14,8 @@ import pickle
 import numpy as np
 import tensorflow as tf
 
-from tfbench.data import image_ops, pipeline, sharding, sources
+from tfbench.config import data_source as sources
+from tfbench.data import image_ops, pipeline, sharding
 from tfbench.errors import UsageError
 
 SIZE = 32

@@ -17,7 +17,8 @@ from typing import Callable, Optional, Sequence
 
 import tensorflow as tf
 
-from tfbench.data import encoded_images, image_ops, imagenet, sources
+from tfbench.config import data_source as sources
+from tfbench.data import encoded_images, image_ops, imagenet
 from tfbench.errors import TfbenchError, UsageError
 from tfbench.config.datasets import CIFAR10, IMAGENET
 

@@ -1,29 +1,28 @@
-"""--data_only and --diagnose_input: the input pipeline timed alone, and the verdict on whether a
-real-data run is input-bound. Pure pieces; the runner wires them."""
+"""--data_only, --diagnose_input and --explain_scaling's input probe: the input pipeline timed
+alone, and the verdict on whether a real-data run is input-bound. Pure pieces; the runners wire
+them."""
 
 from __future__ import annotations
 
 import time
-from typing import Iterable, Optional
+from typing import Callable, Iterator, Optional
 
 INPUT_BOUND_THRESHOLD = 0.9
 
 
-def input_only_benchmark(dataset: Iterable, num_batches: int, num_warmup: int) -> list[float]:
-    """Seconds to deliver each of `num_batches` batches after `num_warmup` untimed ones.
-
-    Iterates the dataset alone (no model); each batch is complete when `next` returns, so the
-    times measure the pipeline's delivery rate to the host.
-    """
-    iterator = iter(dataset)
-    for _ in range(num_warmup):
-        next(iterator)
-    times = []
+def arrival_intervals(iterator: Iterator, num_batches: int,
+                      now: Callable[[], float] = time.perf_counter) -> Iterator[float]:
+    """Seconds from one batch's arrival to the next's, for `num_batches` batches of
+    `iterator` (the first from when the first is asked for). Whatever the caller does between
+    batches counts: the intervals add up to the loop's wall time, so images / their sum is the
+    pipeline's rate as a loop that reads and uses each batch sees it (a mean of next() calls
+    alone would leave the time between them out). A batch is complete when `next` returns."""
+    last = now()
     for _ in range(num_batches):
-        start = time.perf_counter()
         next(iterator)
-        times.append(time.perf_counter() - start)
-    return times
+        arrived = now()
+        yield arrived - last
+        last = arrived
 
 
 def input_bound_verdict(synthetic_ips: float, real_ips: float, input_only_ips: float,

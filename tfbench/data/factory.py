@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfbench.data import cifar10, folder, imagenet, pipeline, sharding, sources, tfds_reader
+from tfbench.config import data_source as sources
+from tfbench.data import cifar10, folder, imagenet, pipeline, sharding, tfds_reader
 from tfbench.errors import UsageError
 from tfbench.config.datasets import (CIFAR10, IMAGENET, NUM_CLASSES, NUM_EVAL_EXAMPLES,
                                      NUM_TRAIN_EXAMPLES)

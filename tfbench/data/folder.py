@@ -16,7 +16,8 @@ import os
 
 import tensorflow as tf
 
-from tfbench.data import encoded_images, pipeline, sharding, sources
+from tfbench.config import data_source as sources
+from tfbench.data import encoded_images, pipeline, sharding
 from tfbench.errors import UsageError
 
 LAYOUT = ("expected one sub-directory of JPEG/PNG images per class: DIR/<class>/<image>.jpg, "

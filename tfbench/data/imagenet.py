@@ -27,7 +27,8 @@ import os
 
 import tensorflow as tf
 
-from tfbench.data import image_ops, pipeline, sharding, sources
+from tfbench.config import data_source as sources
+from tfbench.data import image_ops, pipeline, sharding
 from tfbench.errors import UsageError
 
 NUM_LABELS = 1001  # labels 1..1000; 0 is the unused background class

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Optional
 import tensorflow as tf
 
 from tfbench.config import fast_paths, gpu_names, startup_env
+from tfbench.config import params as params_lib
 from tfbench.distribute import gpu_env
 from tfbench.errors import UsageError
 
@@ -58,11 +59,11 @@ def _nvml_view(nvml: Any = None) -> str:
         return "NVML: %s" % reason
     try:
         count = module.nvmlDeviceGetCount()
-        names = [nvml_mod._text(module.nvmlDeviceGetName(module.nvmlDeviceGetHandleByIndex(i)))
+        names = [nvml_mod.text(module.nvmlDeviceGetName(module.nvmlDeviceGetHandleByIndex(i)))
                  for i in range(count)]
         system = nvml_mod.system_info(module)
     except Exception as exc:  # noqa: BLE001 - NVMLError from a half-working driver
-        return nvml_mod._reason(exc)
+        return nvml_mod.reason(exc)
     finally:
         nvml_mod.close_nvml(module)
     groups: dict[str, int] = {}
@@ -119,16 +120,6 @@ def _gpu_request(p) -> Optional[str]:
     return None
 
 
-def _parse_indices(text: str) -> list[int]:
-    try:
-        indices = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError("--gpu_indices=%r must be comma-separated integers" % text) from None
-    if not indices or min(indices) < 0 or len(set(indices)) != len(indices):
-        raise UsageError("--gpu_indices=%r must name distinct GPUs by index (0, 1, ...)" % text)
-    return indices
-
-
 def _horovod_local_rank() -> Optional[int]:
     """This process's rank on its host under horovod (its GPU), None without horovod."""
     try:
@@ -171,7 +162,8 @@ def plan_devices(p) -> DevicePlan:
             raise UsageError(no_gpu_message(request))
         kind = "cpu"
         notices.append("No GPU visible: running on CPU (--device=cpu)")
-    n = p.num_gpus
+    # (Fallen back to the CPU, the flags named no GPU: _gpu_request refused --gpu_indices.)
+    n = params_lib.requested_devices(p)
     if kind == "gpu" and not p.is_explicit("num_gpus") and not p.gpu_indices:
         slurm, notice = _slurm_gpus(p, len(gpus))
         n = slurm or n
@@ -180,18 +172,13 @@ def plan_devices(p) -> DevicePlan:
     indices: list[int] = []
     models: list[Optional[str]] = []
     if kind == "gpu":
-        indices = _parse_indices(p.gpu_indices) if p.gpu_indices else list(range(n))
+        indices = params_lib.gpu_indices(p) or list(range(n))
         local_rank = _horovod_local_rank() if p.variable_update == "horovod" else None
         if local_rank is not None and not p.gpu_indices:
             # One process per GPU: horovodrun starts them; each takes its local rank's GPU, or
             # the only one it sees where the launcher binds one GPU per rank (Slurm
             # --gpus-per-task=1, a per-rank CUDA_VISIBLE_DEVICES).
             indices, n = [local_rank if len(gpus) > 1 else 0], 1
-        if p.gpu_indices and len(indices) != n:
-            if p.is_explicit("num_gpus"):
-                raise UsageError("--gpu_indices names %d GPUs but --num_gpus=%d"
-                                 % (len(indices), n))
-            n = len(indices)
         names_visible = [g.name for g in gpus]
         if max(indices) >= len(gpus) or n > len(gpus):
             raise UsageError("asked for %d GPU(s) (indices %s) but only %d visible: %s"

@@ -114,24 +114,50 @@ def gpu_devices(devices) -> bool:
     return bool(devices) and all(test(d) for d in devices)
 
 
-def xla_compiles_replica_steps(strategy: Optional[tf.distribute.Strategy]) -> bool:
-    """Whether XLA compiles each replica's whole step (forward, backward, all-reduce, update).
+def replica_step_compilation(strategy: Optional[tf.distribute.Strategy], *, xla: bool
+                             ) -> tuple[bool, Optional[str]]:
+    """(whether --xla compiles each replica's whole step: forward, backward, all-reduce and
+    update; why not). The one answer that the strategy's words (its reduction, a notice), the
+    step (tfbench.engine.steps) and the all-reduce probes act on.
 
     Given a jit-compiled function, MirroredStrategy and MultiWorkerMirroredStrategy call it once
     per replica in pure replica context, all-reducing with collectives inside the compiled
-    function, only when every device is a GPU (mirrored_run.call_for_each_replica and
-    MirroredExtended._use_merge_call, TF 2.17 to 2.21). On other devices TensorFlow compiles
-    one function over all replicas, which XLA refuses (it reads variables on its own device
-    only). Independent replicas are excluded: inside XLA TensorFlow all-reduces with its own
-    collectives and would mix their gradients.
+    function, only when every device is a GPU (mirrored_run.call_for_each_replica,
+    MirroredExtended._use_merge_call and CollectiveAllReduceExtended._use_merge_call, TF 2.17
+    to 2.21), and XLA compiles only some collectives (xla_takes_its_collectives). On other
+    devices TensorFlow compiles one function over all replicas, which XLA refuses (it reads
+    variables on its own device only). Independent replicas are excluded: inside XLA
+    TensorFlow all-reduces with its own collectives and would mix their gradients. Dynamic loss
+    scaling does not matter: the step all-reduces before the finite check
+    (tfbench.distribute.sync.reduce_gradients), so the check's cond holds the update alone.
+
+    Why not is None when it compiles, when XLA was not asked for, and where no replica step is
+    compiled whatever the collectives (one replica, a device that is not a GPU, independent
+    replicas, horovod, a parameter server); else it names the collectives XLA does not take
+    (XLA then compiles each replica's forward and backward passes only).
     """
+    if not xla or not _replicated_on_gpus(strategy):
+        return False, None
+    if xla_takes_its_collectives(strategy):
+        return True, None
+    options = getattr(strategy.extended, "_communication_options", None)
+    impl = options.implementation.value if options is not None else "cross-device"
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        # Its collectives are those --all_reduce_spec names (strategy.collective_implementation).
+        return False, ("XLA does not compile the %s collectives --all_reduce_spec asks for "
+                       "(nccl and collective it does)" % impl)
+    return False, ("XLA does not compile the %s collectives TensorFlow chose for these devices"
+                   % impl)
+
+
+def _replicated_on_gpus(strategy: Optional[tf.distribute.Strategy]) -> bool:
+    """A (multi-worker) mirrored strategy of several replicas, every device a GPU."""
     if strategy is None or isinstance(strategy, (IndependentStrategy, HorovodStrategy)):
         return False
     if not isinstance(strategy, (tf.distribute.MirroredStrategy,
                                  tf.distribute.MultiWorkerMirroredStrategy)):
         return False
-    return (strategy.num_replicas_in_sync > 1 and gpu_devices(strategy.extended.worker_devices)
-            and xla_takes_its_collectives(strategy))
+    return strategy.num_replicas_in_sync > 1 and gpu_devices(strategy.extended.worker_devices)
 
 
 def xla_takes_its_collectives(strategy: tf.distribute.Strategy) -> bool:

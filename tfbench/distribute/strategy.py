@@ -38,8 +38,8 @@ from tfbench.config import params as params_lib
 from tfbench.distribute.devices import DevicePlan
 from tfbench.distribute.spread import SpreadStorageStrategy
 from tfbench.distribute.strategies import (HorovodStrategy, IndependentStrategy, SumsInTurn,
-                                           coordinator, gpu_devices, import_horovod,
-                                           remember_cluster, xla_compiles_replica_steps)
+                                           coordinator, import_horovod, remember_cluster,
+                                           replica_step_compilation)
 from tfbench.errors import UsageError
 
 SINGLE_HOST_VALUES = ("parameter_server", "replicated", "independent")
@@ -254,7 +254,7 @@ def _single_host(p, plan: DevicePlan) -> StrategyPlan:
         reduction = "each gradient summed on %s (the legacy default on CPU devices)" % (
             devices[0] if len(devices) == 1 else "one of the %d devices in turn" % len(devices))
     strategy = tf.distribute.MirroredStrategy(list(plan.names), cross_device_ops=ops)
-    compiled = _compiles_replica_steps(p, strategy, plan, notices)
+    compiled = _replica_steps_compiled(p, strategy, notices)
     if compiled:
         impl = strategy.extended._communication_options.implementation.value  # noqa: SLF001
         reduction = "collective (%s, inside XLA)" % impl.lower()
@@ -274,23 +274,15 @@ def _single_host(p, plan: DevicePlan) -> StrategyPlan:
                         reduction="%s; gradients %s" % (reduction, transfer.label()))
 
 
-def _compiles_replica_steps(p, strategy: tf.distribute.MirroredStrategy, plan: DevicePlan,
-                            notices: list[str]) -> bool:
-    """Whether --xla compiles each replica's whole step, all-reduce included, as steps.py will:
-    on GPUs whose collectives XLA takes (NCCL; not the RING that MirroredStrategy takes on
-    virtual GPUs), decided on the strategy built. Where it compiles forward and backward only
-    on GPUs, a notice says why."""
-    if not params_lib.xla_requested(p) or not gpu_devices(plan.names):
-        return False
-    if not xla_compiles_replica_steps(strategy):
-        options = getattr(strategy.extended, "_communication_options", None)
-        why = "XLA does not compile the %s collectives TensorFlow chose for these devices" % (
-            options.implementation.value if options is not None else "cross-device")
-    else:
-        return True
-    notices.append("--xla compiles each replica's forward and backward passes, not its "
-                   "all-reduce and update: %s" % why)
-    return False
+def _replica_steps_compiled(p, strategy: tf.distribute.Strategy, notices: list[str]) -> bool:
+    """Whether --xla compiles each replica's whole step, all-reduce included, as the step will
+    (strategies.replica_step_compilation); where it compiles forward and backward only on
+    GPUs, a notice says why."""
+    compiled, why = replica_step_compilation(strategy, xla=params_lib.xla_requested(p))
+    if why is not None:
+        notices.append("--xla compiles each replica's forward and backward passes, not its "
+                       "all-reduce and update: %s" % why)
+    return compiled
 
 
 def _horovod(p, plan: DevicePlan) -> StrategyPlan:
@@ -383,10 +375,12 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
             cluster_resolver=resolver, communication_options=options),
         cl, timeout, "waiting for all workers to join")
     peers.restore_sigterm_handler()
+    # Words only: the step decides the same way what XLA compiles (no packing here).
+    inside = ", inside XLA" if _replica_steps_compiled(p, strategy, notices) else ""
     return StrategyPlan(strategy, vu, p.all_reduce_spec, vu in ALL_REDUCE_VALUES,
                         num_workers=cl.num_workers, notices=tuple(notices), job_name=job_name,
                         start_lines=("Starting worker %d" % cl.worker_rank,), cluster=cl,
-                        reduction="collective all-reduce (%s) over %d workers"
-                        % (impl_label, cl.num_workers))
+                        reduction="collective all-reduce (%s) over %d workers%s"
+                        % (impl_label, cl.num_workers, inside))
 
 

@@ -138,7 +138,8 @@ class ModeRunner:
         return steps.StepConfig(
             num_label_classes=r.spec.num_classes - 1, weight_decay=p.weight_decay,
             loss_scaling=scaling, loss_scale=scale,
-            accum_steps=p.accum_steps if mode == TRAINING else 1,
+            # The run's micro-batches; an evaluation step during training has none.
+            accum_steps=r.micro_batches if mode == TRAINING else 1,
             compute_accuracy=p.print_training_accuracy or mode != TRAINING,
             jit_compile=r.xla, fast_paths=step_fast_paths(self.strategy, r.device.kind))
 

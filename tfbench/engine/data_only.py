@@ -1,13 +1,14 @@
 """--data_only: the input pipeline alone, timed batch by batch, in the classic log format (the
 Step lines' loss is 0).
 
-A batch's time runs from the previous batch's arrival to its own: the timed batches cover the
-loop's whole wall time, so the Step lines' images/sec, the footer's total and the input
-diagnosis's "input pipeline alone" figure are one figure (images / seconds of the loop), not a
-mean of next() calls that leaves out the time between them."""
+A batch's time runs from the previous batch's arrival to its own (data.diagnose.arrival_intervals):
+the timed batches cover the loop's whole wall time, so the Step lines' images/sec, the footer's
+total and the input diagnosis's "input pipeline alone" figure are one figure (images / seconds
+of the loop), not a mean of next() calls that leaves out the time between them."""
 
 from __future__ import annotations
 
+from tfbench.data import diagnose
 from tfbench.engine.base import ModeRunner, should_display
 from tfbench.engine.runlog import StepReport
 from tfbench.errors import raise_if_stopped
@@ -33,13 +34,10 @@ class DataOnlyRunner(ModeRunner):
         self.meter.steady_state()
         log.steps_started(p.loss_type_to_report, False)
         self.meter.open_window(new_measurement=True)
-        loop_start = last = now()
-        for i in range(r.num_batches):
-            next(iterator)
-            arrived = now()
-            res.step_times.append(arrived - last)
-            last = arrived
-            res.wall_time = arrived - loop_start
+        res.wall_time = 0.0
+        for i, interval in enumerate(diagnose.arrival_intervals(iterator, r.num_batches, now)):
+            res.step_times.append(interval)
+            res.wall_time += interval
             self.meter.covered_steps = len(res.step_times)
             raise_if_stopped()
             if should_display(i, p.display_every):

@@ -36,7 +36,6 @@ import tensorflow as tf
 
 from tfbench.distribute import allreduce_probe, strategies
 from tfbench.distribute.strategy import StrategyPlan
-from tfbench.engine import steps
 from tfbench.engine.base import ModeRunner
 from tfbench.engine.plan import FORWARD_ONLY, TRAINING, Resolved
 from tfbench.engine.runlog import RunLog, SilentLog
@@ -131,7 +130,7 @@ def probe(runner: ModeRunner, sp: StrategyPlan, res: RunResult,
           log: RunLog = SilentLog()) -> None:
     """Runs every probe after the run's timed steps; their figures go into res.extra."""
     p, plan, strategy = runner.p, runner.plan, runner.strategy
-    if plan.device.num_devices * sp.num_workers < 2:
+    if plan.total_devices < 2:
         res.notices.append("--explain_scaling: one device, no scaling to explain")
         return
     log.notice("Probing where the scaling goes: the exchange of %s's gradients, each device's "
@@ -169,8 +168,8 @@ def explain_run(res: RunResult) -> Optional[dict]:
     extra = res.extra
     if not res.images_per_sec or extra.get("one_device_step_ms") is None:
         return None
-    step_ms = 1000.0 * res.global_batch_size / res.images_per_sec
-    d = scaling.decompose(step_ms, extra["one_device_step_ms"],
+    d = scaling.decompose(scaling.step_ms(res.global_batch_size, res.images_per_sec),
+                          extra["one_device_step_ms"],
                           extra.get("slowest_device_step_ms"), extra.get("allreduce_ms"),
                           extra.get("input_step_ms"))
     return {"step_ms": d.step_ms, "reference_ms": d.reference_ms,
@@ -191,7 +190,7 @@ def _allreduce(runner: ModeRunner, found: dict, res: RunResult) -> None:
     tensors = allreduce_probe.gradient_set("%s gradients" % plan.spec.name,
                                            runner.model.trainable_variables)
     # XLA compiles each replica's all-reduce where it compiles the run's replica steps.
-    compiled = steps.compiles_replica_steps(runner.step_config(plan.mode), strategy)
+    compiled, _ = strategies.replica_step_compilation(strategy, xla=plan.xla)
     timing = allreduce_probe.time_all_reduce(strategy, tensors, compiled=compiled,
                                              variables=runner.model.trainable_variables)
     found["allreduce"] = {**dataclasses.asdict(timing), "algbw_gbs": timing.algbw_gbs,
@@ -238,9 +237,10 @@ def _input(runner: ModeRunner, found: dict, res: RunResult) -> None:
     distributed iterator, onto the devices), without the model."""
     from tfbench.data import diagnose
     r = runner.plan
-    accum = runner.p.accum_steps if r.mode == TRAINING else 1
-    iterator, _ = runner.inputs(r.batch_size * accum, train=True)
-    times = diagnose.input_only_benchmark(iterator, INPUT_BATCHES, INPUT_WARMUP)
+    iterator, _ = runner.inputs(r.batch_size * r.micro_batches, train=True)
+    for _ in range(INPUT_WARMUP):
+        next(iterator)
+    times = list(diagnose.arrival_intervals(iterator, INPUT_BATCHES, runner.clock.perf_counter))
     # The pipeline's rate is its mean time per batch (a slow batch now and then counts).
     found["input"] = {"batch": r.worker_batch, "times": times}
     res.extra["input_step_ms"] = 1000.0 * statistics.fmean(times)
@@ -363,7 +363,7 @@ def allreduce_probe_run(p, min_bytes: int = 0, max_bytes: int = 0, factor: int =
     elif max_bytes:
         dtype = sets[0].dtypes[0] if sets[0].count else "float32"
         sets += allreduce_probe.size_sets(min_bytes, max_bytes, factor, dtype)
-    compiled = steps.compiles_replica_steps(runner.step_config(TRAINING), strategy)
+    compiled, _ = strategies.replica_step_compilation(strategy, xla=plan.xla)
     timings = []
     try:
         for tensors in sets:

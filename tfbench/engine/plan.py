@@ -16,7 +16,7 @@ from typing import Optional
 
 import numpy as np
 
-from tfbench.config import datasets, flagdefs
+from tfbench.config import data_source, datasets, flagdefs
 from tfbench.config import params as params_lib
 from tfbench.distribute import devices, gpu_env
 from tfbench.distribute import strategy as strategy_lib
@@ -24,8 +24,9 @@ from tfbench.errors import UsageError
 from tfbench.measure import cpu_units
 from tfbench.models import catalog, registry
 
-# The values of Resolved.mode.
-TRAINING, FORWARD_ONLY, EVAL, DATA_ONLY = "training", "forward_only", "eval", "data_only"
+# The values of Resolved.mode (config.params.run_mode decides it).
+TRAINING, FORWARD_ONLY, EVAL, DATA_ONLY = (params_lib.TRAINING, params_lib.FORWARD_ONLY,
+                                           params_lib.EVAL, params_lib.DATA_ONLY)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -56,7 +57,9 @@ class Resolved:
     image_size: int
     batch_size: int              # per device (per micro-batch with accumulation)
     eval_batch_size: int
+    micro_batches: int           # per device per step (config.params.micro_batches)
     global_batch: int            # images per step, all devices, all micro-batches
+    num_runs: int                # timed runs (eval mode: one)
     num_batches: int
     num_epochs: float
     num_warmup: int
@@ -90,20 +93,27 @@ class Resolved:
 
     @property
     def run_batch_size(self) -> int:
-        """The per-device batch of the steps this run times (the header's, the CSV's)."""
+        """The per-device batch of the steps this run times (the header's, the CSV's;
+        config.params.timed_batch)."""
         return self.eval_batch_size if self.mode == EVAL else self.batch_size
+
+    @property
+    def total_devices(self) -> int:
+        """This worker's devices times the workers (every replica of the run, as each worker
+        has as many devices)."""
+        return self.device.num_devices * self.num_workers
 
 
 def read_facts(p) -> Facts:
     """The model, devices, precision, mode and data sizes of Params (see Facts)."""
     from tfbench import data
-    real = data.is_real_data(p)
+    real = data_source.is_real_data(p)
     if (p.data_only or p.diagnose_input) and not real:
         raise UsageError("--%s needs real data: give --data_dir (and not --use_synthetic_data)"
                          % ("data_only" if p.data_only else "diagnose_input"))
     dataset = p.data_name if p.data_name in (datasets.IMAGENET, datasets.CIFAR10) else None
     if real and dataset is None:
-        guessed = data.resolve_data_name(p)
+        guessed = data_source.resolve_data_name(p)
         dataset = guessed if guessed in (datasets.IMAGENET, datasets.CIFAR10) else None
     spec = catalog.get(p.model, dataset)
     notices: list[str] = []
@@ -130,9 +140,7 @@ def read_facts(p) -> Facts:
         notice = cpu_units.cpu_fp16_notice(cpu_units.cpu_flags())
         if notice:
             notices.append(notice)
-    mode = EVAL if p.eval else (FORWARD_ONLY if p.forward_only else TRAINING)
-    if p.data_only:
-        mode = DATA_ONLY
+    mode = params_lib.run_mode(p)
     train_and_eval = mode == TRAINING and bool(
         p.eval_during_training_every_n_steps or p.eval_during_training_every_n_epochs
         or p.eval_during_training_at_specified_steps
@@ -161,17 +169,17 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
     notices = list(f.notices)
     batch = p.batch_size or spec.batch_size
     eval_batch = p.eval_batch_size or batch
-    accum = p.accum_steps if mode == TRAINING else 1
+    accum = params_lib.micro_batches(p)
     if p.accum_steps > 1 and mode != TRAINING:
         notices.append("--accum_steps applies to training only; ignored in %s mode" % mode)
     if accum > 1:
         notices.append("Gradient accumulation: %d micro-batches of %d per device per update "
                        "(%d images per device per step)" % (accum, batch, accum * batch))
-    per_step_batch = (eval_batch if mode == EVAL else batch) * accum
+    timed = params_lib.timed_batch(p, spec.batch_size)
     replicas = replicas_per_worker or plan.num_devices
-    worker_batch = per_step_batch * replicas
+    worker_batch = params_lib.global_batch(timed, accum, replicas, 1)
     num_workers = strategy_lib.num_workers(p)
-    global_batch = worker_batch * num_workers
+    global_batch = params_lib.global_batch(timed, accum, replicas, num_workers)
     train_examples, eval_examples = f.train_examples, f.eval_examples
     num_eval_batches = None
     eval_global_batch = eval_batch * replicas * num_workers
@@ -191,7 +199,8 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
                              " with parameter servers" if _parameter_server(p) else ""))
     if f.train_and_eval and p.num_runs > 1:
         raise UsageError("--num_runs cannot be combined with --eval_during_training_*")
-    if mode == EVAL and p.num_runs > 1:
+    num_runs = 1 if mode == EVAL else p.num_runs
+    if num_runs != p.num_runs:
         notices.append("--num_runs applies to training and forward-only runs; evaluating once")
     if p.estimate_dataset_size and mode != TRAINING:
         notices.append("--estimate_dataset_size estimates training time: no estimate for a%s "
@@ -203,7 +212,8 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
         if f.real_data else (None, "")
     return Resolved(
         facts=f, spec=spec, device=plan, precision=f.precision, image_size=f.image_size,
-        batch_size=batch, eval_batch_size=eval_batch, global_batch=global_batch,
+        batch_size=batch, eval_batch_size=eval_batch, micro_batches=accum,
+        global_batch=global_batch, num_runs=num_runs,
         num_batches=num_batches, num_epochs=num_epochs,
         num_warmup=0 if mode == EVAL else params_lib.num_warmup_batches(p), mode=mode,
         xla=params_lib.xla_requested(p), train_and_eval=f.train_and_eval,

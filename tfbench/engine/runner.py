@@ -21,6 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfbench.config import data_source
 from tfbench.distribute import devices
 from tfbench.distribute import strategy as strategy_lib, strategies
 from tfbench.engine import explain, measurements
@@ -108,7 +109,6 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
 
 def describe(p, plan: Resolved, res: RunResult) -> None:
     """What will run, in RunResult's fields (and a few of `extra`'s)."""
-    from tfbench import data
     res.model = plan.spec.name
     res.dataset = plan.spec.dataset
     res.mode = plan.mode
@@ -122,24 +122,23 @@ def describe(p, plan: Resolved, res: RunResult) -> None:
     res.image_size = plan.image_size
     res.num_batches = plan.num_batches
     res.num_warmup_batches = plan.num_warmup
-    res.accum_steps = p.accum_steps if plan.mode == TRAINING else 1
-    res.data_source = data.data_source_label(p)
+    res.accum_steps = plan.micro_batches
+    res.data_source = data_source.data_source_label(p)
     res.tf_version = tf.__version__
     res.keras_version = keras.__version__
     res.extra["device_name"] = devices.device_name(plan.device)
     res.extra["devices"] = list(plan.device.names)
     res.extra["num_epochs"] = plan.num_epochs
     res.extra["tf_git_hash"] = tf.version.GIT_VERSION
-    res.extra["num_runs"] = p.num_runs if plan.mode != EVAL else 1
+    res.extra["num_runs"] = plan.num_runs
     res.extra["train_and_eval"] = plan.train_and_eval
 
 
 def header(p, plan: Resolved, sp: strategy_lib.StrategyPlan) -> Header:
     """The header's figures: the plan as the strategy runs it."""
-    from tfbench import data
     return Header(
         tf_version=tf.__version__, model=plan.spec.header_name,
-        dataset=data.describe(p, plan.spec.dataset), mode=plan.mode,
+        dataset=data_source.describe(p, plan.spec.dataset), mode=plan.mode,
         train_and_eval=plan.train_and_eval, batch_size=plan.run_batch_size,
         global_batch_size=plan.global_batch, num_batches=plan.num_batches,
         num_epochs=plan.num_epochs, devices=tuple(plan.device.names),

@@ -71,16 +71,6 @@ class StepConfig:
     fast_paths: fast_paths_lib.FastPaths = fast_paths_lib.STANDARD
 
 
-def compiles_replica_steps(config: StepConfig, strategy: tf.distribute.Strategy) -> bool:
-    """Whether --xla compiles each replica's whole step, all-reduce and update inside, on
-    several devices (strategies.xla_compiles_replica_steps: where TensorFlow all-reduces inside
-    the compiled function). With dynamic loss scaling too: the step all-reduces before the
-    finite check (sync.reduce_gradients), so the check's cond holds the update alone, decided
-    on values every replica shares, and no collective."""
-    return bool(config.jit_compile and strategy.num_replicas_in_sync > 1
-                and strategies.xla_compiles_replica_steps(strategy))
-
-
 class Steps:
     """Builds the per-step tf.functions for a model, optimizer and strategy."""
 
@@ -249,12 +239,13 @@ class Steps:
         horovod = isinstance(strategy, strategies.HorovodStrategy)
         # XLA compiles the whole step: on one device (an input iterator's next() stays outside,
         # in the step that feeds the compiled body), and each replica's step on several GPUs
-        # (TensorFlow then all-reduces inside the compiled function: compiles_replica_steps).
+        # (TensorFlow then all-reduces inside the compiled function:
+        # strategies.replica_step_compilation).
         # Elsewhere it compiles each replica's forward (and backward) pass only: horovod (its
         # allreduce has no XLA kernel), several CPU devices, independent replicas, a
         # parameter-server cluster.
         whole_body = bool(jit and single and not horovod and not parameter_server)
-        replica_steps = compiles_replica_steps(self.config, strategy)
+        replica_steps, _ = strategies.replica_step_compilation(strategy, xla=jit)
         per_replica_jit = bool(jit and not whole_body and not replica_steps)
         # autograph=False: the step's control flow is plain Python (over flags and layers), and
         # converting the step and every Keras call it makes cost 0.5-0.7 s of the first step.

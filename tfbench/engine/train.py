@@ -93,8 +93,7 @@ class TrainRunner(ModeRunner):
             step_fn = self.serve(model, res, r.batch_size, from_iterator, True)
             return Setup(model=None, optimizer=None, step_fn=step_fn, inputs=inputs)
         builder = steps.Steps(model, optimizer, self.strategy, self.step_config(r.mode))
-        accum = p.accum_steps if training else 1
-        inputs, from_iterator = self.inputs(r.batch_size * accum, train=True)
+        inputs, from_iterator = self.inputs(r.batch_size * r.micro_batches, train=True)
         setup = Setup(model=model, optimizer=optimizer,
                       step_fn=builder.train_step(from_iterator) if training
                       else builder.forward_step(from_iterator), inputs=inputs)
@@ -136,11 +135,11 @@ class TrainRunner(ModeRunner):
         num_timed = max(r.num_batches - s.train_dir.init_global_step // r.iterations_per_step,
                         0)
         totals = []
-        for run in range(p.num_runs):
+        for run in range(r.num_runs):
             if run:
                 if p.cooldown_secs:
                     self.clock.sleep(p.cooldown_secs)
-                log.repeat_started(run + 1, p.num_runs)
+                log.repeat_started(run + 1, r.num_runs)
             totals.append(self._timed_loop(s, res, num_timed, checkpoints,
                                            new_measurement=run == 0))
             # Each repeat's own wall time: its total images/sec is recomputable from the JSON.

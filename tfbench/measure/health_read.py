@@ -108,7 +108,7 @@ def _why(exc: BaseException) -> str:
     never = nvml_mod._NEVER_AGAIN  # noqa: SLF001 - NOT_SUPPORTED, FUNCTION_NOT_FOUND
     if isinstance(exc, AttributeError) or getattr(exc, "value", None) in never:
         return NOT_SUPPORTED
-    return nvml_mod._reason(exc)  # noqa: SLF001
+    return nvml_mod.reason(exc)
 
 
 def _whole_gpu(nvml: Any, handle: Any) -> Any:
@@ -184,8 +184,8 @@ def read_gpu(nvml: Any, handle: Any, gpu: int) -> GpuHealth:
         return _int(r.call("ecc_errors", "nvmlDeviceGetTotalEccErrors", kind, counter))
     states = nvml_mod.nvlink_states(nvml, handle)
     return GpuHealth(
-        gpu=gpu, name=None if name is None else nvml_mod._text(name),  # noqa: SLF001
-        uuid=None if uuid is None else nvml_mod._text(uuid),  # noqa: SLF001
+        gpu=gpu, name=None if name is None else nvml_mod.text(name),
+        uuid=None if uuid is None else nvml_mod.text(uuid),
         persistence=_flag(r.call("persistence", "nvmlDeviceGetPersistenceMode")),
         ecc=_flag(ecc[0]), ecc_pending=_flag(ecc[1]),
         ecc_uncorrected_volatile=errors(_ERROR_TYPE_UNCORRECTED, _VOLATILE),
@@ -238,7 +238,7 @@ def read_host(nvml: Any, handles: Sequence[tuple[int, Any]]) -> HostHealth:
     driver = _system(nvml, "nvmlSystemGetDriverVersion", unread, "driver")
     cuda = _system(nvml, "nvmlSystemGetCudaDriverVersion_v2", unread, "cuda")
     return HostHealth(
-        driver_version=None if driver is None else nvml_mod._text(driver),  # noqa: SLF001
+        driver_version=None if driver is None else nvml_mod.text(driver),
         cuda_driver_version=None if not cuda else (int(cuda) // 1000, int(cuda) % 1000 // 10),
         gpus=tuple(read_gpu(nvml, h, i) for i, h in handles), unread=unread)
 
@@ -255,7 +255,7 @@ def gpu_health(gpu_indices: Optional[Sequence[int]] = None, nvml: Any = None,
         indices: Optional[list[int]] = None if gpu_indices is None else list(gpu_indices)
         return read_host(module, nvml_mod.resolve_handles(module, indices, environ)), ""
     except Exception as exc:  # noqa: BLE001 - NVMLError, UnmappedGpu: no readings, and why
-        return None, nvml_mod._reason(exc)  # noqa: SLF001
+        return None, nvml_mod.reason(exc)
     finally:
         nvml_mod.close_nvml(module)
 

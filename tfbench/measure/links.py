@@ -392,6 +392,6 @@ def gpu_links(gpu_indices: Sequence[int], nvml: Any = None) -> tuple[Optional[Li
         handles = nvml_mod.resolve_handles(module, list(gpu_indices))
         return read_links(module, handles), ""
     except Exception as exc:  # noqa: BLE001 - NVMLError, UnmappedGpu: no facts, and why
-        return None, nvml_mod._reason(exc)  # noqa: SLF001
+        return None, nvml_mod.reason(exc)
     finally:
         nvml_mod.close_nvml(module)

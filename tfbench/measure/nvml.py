@@ -36,11 +36,13 @@ _ERROR_DRIVER_NOT_LOADED = 9
 _NEVER_AGAIN = (_ERROR_NOT_SUPPORTED, _ERROR_FUNCTION_NOT_FOUND)
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
+    """A string NVML returned (bytes in older nvidia-ml-py) as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _reason(exc: BaseException) -> str:
+def reason(exc: BaseException) -> str:
+    """Why NVML cannot be used, in a few words, from the error it raised."""
     if isinstance(exc, UnmappedGpu):
         return str(exc)
     code = getattr(exc, "value", None)
@@ -48,7 +50,7 @@ def _reason(exc: BaseException) -> str:
         return "no NVIDIA driver: NVML library not found"
     if code == _ERROR_DRIVER_NOT_LOADED:
         return "NVIDIA driver not loaded"
-    return "NVML: %s" % (_text(exc) or type(exc).__name__)
+    return "NVML: %s" % (text(exc) or type(exc).__name__)
 
 
 def open_nvml(nvml: Any = None) -> tuple[Any, Optional[str]]:
@@ -61,7 +63,7 @@ def open_nvml(nvml: Any = None) -> tuple[Any, Optional[str]]:
     try:
         nvml.nvmlInit()
     except Exception as exc:  # noqa: BLE001 - NVMLError, OSError from a broken driver install
-        return None, _reason(exc)
+        return None, reason(exc)
     return nvml, None
 
 
@@ -80,7 +82,7 @@ _MIG_R450 = re.compile(r"^MIG-(GPU-[0-9A-Fa-f-]+)/(\d+)/(\d+)$")
 
 
 def _uuid(nvml: Any, handle: Any) -> str:
-    return _text(nvml.nvmlDeviceGetUUID(handle))
+    return text(nvml.nvmlDeviceGetUUID(handle))
 
 
 def _gpus(nvml: Any) -> list[Any]:
@@ -300,8 +302,8 @@ def gpu_static_info(nvml: Any, handle: Any) -> dict[str, Any]:
     name = get("name", lambda: n.nvmlDeviceGetName(h))
     uuid = get("uuid", lambda: n.nvmlDeviceGetUUID(h))
     return {
-        "name": None if name is None else _text(name),
-        "uuid": None if uuid is None else _text(uuid),
+        "name": None if name is None else text(name),
+        "uuid": None if uuid is None else text(uuid),
         "memory_total_bytes": None if mem is None else int(mem.total),
         "compute_capability": None if cc is None else "%d.%d" % tuple(cc),
         "power_limit_w": None if limit_mw is None else limit_mw / 1000.0,
@@ -352,18 +354,18 @@ def system_info(nvml: Any) -> dict[str, Any]:
     driver = get(nvml.nvmlSystemGetDriverVersion)
     version = get(nvml.nvmlSystemGetNVMLVersion)
     return {
-        "driver_version": None if driver is None else _text(driver),
+        "driver_version": None if driver is None else text(driver),
         "cuda_driver_version": None if not cuda else "%d.%d" % (cuda // 1000, cuda % 1000 // 10),
-        "nvml_version": None if version is None else _text(version),
+        "nvml_version": None if version is None else text(version),
     }
 
 
 def static_info(nvml: Any = None) -> dict[str, Any]:
     """The environment manifest's `nvidia`: driver, CUDA driver version and every GPU NVML
     lists (`available` False with the `reason` when NVML cannot be used)."""
-    module, reason = open_nvml(nvml)
+    module, why = open_nvml(nvml)
     if module is None:
-        return {"available": False, "reason": reason, "gpus": []}
+        return {"available": False, "reason": why, "gpus": []}
     try:
         info: dict[str, Any] = {"available": True, "reason": None}
         info.update(system_info(module))
@@ -374,27 +376,43 @@ def static_info(nvml: Any = None) -> dict[str, Any]:
         info["gpus"] = gpus
         return info
     except Exception as exc:  # noqa: BLE001
-        return {"available": False, "reason": _reason(exc), "gpus": []}
+        return {"available": False, "reason": reason(exc), "gpus": []}
     finally:
         close_nvml(module)
 
 
-def main() -> int:
-    """`python -m tfbench.measure.nvml`: prints how many GPUs CUDA will number (NVML's GPUs,
-    narrowed by CUDA_VISIBLE_DEVICES) and nothing else on stdout, for scripts; why none, when
-    none, goes to stderr."""
-    module, reason = open_nvml()
-    number = 0
-    if module is not None:
-        try:
-            number, reason = cuda_device_count(module), None
-        except Exception as exc:  # noqa: BLE001 - a broken driver means no usable GPU
-            reason = _reason(exc)
-        finally:
-            close_nvml(module)
+def cuda_gpus(environ: Optional[Mapping[str, str]] = None, nvml: Any = None
+              ) -> tuple[int, str]:
+    """(NVIDIA GPUs CUDA will number, why none: '' when there are some), read without starting
+    TensorFlow or CUDA: NVML's GPUs this process may open, narrowed by CUDA_VISIBLE_DEVICES."""
+    spec = (os.environ if environ is None else environ).get(cuda_visible.VARIABLE)
+    visible = cuda_visible.entries(spec)
+    if visible == []:
+        return 0, "CUDA_VISIBLE_DEVICES=%r hides every GPU" % spec
+    module, why = open_nvml(nvml)
+    if module is None:
+        return 0, why or "NVML not available"
+    try:
+        count = cuda_device_count(module, environ)   # not the entries written
+    except Exception as exc:  # noqa: BLE001 - a broken driver means no usable GPU
+        return 0, reason(exc)
+    finally:
+        close_nvml(module)
+    if count:
+        return count, ""
+    if visible:
+        return 0, ("CUDA_VISIBLE_DEVICES=%r leaves CUDA none of the GPUs NVML lists (its first "
+                   "entry matches none, or one repeats)" % spec)
+    return 0, "NVML lists no GPU this process may open"
+
+
+def main(nvml: Any = None) -> int:
+    """`python -m tfbench.measure.nvml`: prints how many GPUs CUDA will number (cuda_gpus) and
+    nothing else on stdout, for scripts; why none, when none, goes to stderr."""
+    number, why = cuda_gpus(nvml=nvml)
     print(number)
-    if reason:
-        print(reason, file=sys.stderr)
+    if why:
+        print(why, file=sys.stderr)
     return 0
 
 

@@ -74,6 +74,12 @@ class Decomposition:
         return max(CAUSES, key=lambda cause: self.lost_ms[cause])
 
 
+def step_ms(global_batch: float, images_per_sec: float) -> float:
+    """A step's time from the run's rate: its global batch (every device's, every worker's
+    images) over images/sec, in ms."""
+    return 1000.0 * global_batch / images_per_sec
+
+
 def _clip(value: float, high: float) -> float:
     return min(max(value, 0.0), max(high, 0.0))
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from tfbench.measure import nvml as nvml_lib
 from tfbench.measure.nvml import (GpuReader, close_nvml, gpu_static_info, open_nvml,
-                                  resolve_handles, _reason)
+                                  resolve_handles)
 from tfbench.monitors import aggregate
 from tfbench.monitors.base import Monitor
 
@@ -40,7 +41,7 @@ class NvmlMonitor(Monitor):
                 self._readers.append((index, GpuReader(self._nvml, handle)))
         except Exception as exc:  # noqa: BLE001 - e.g. NVMLError from nvmlDeviceGetCount
             self._readers = []
-            reason = _reason(exc)
+            reason = nvml_lib.reason(exc)
         if not self._readers:
             self.available = False
             self.unavailable_reason = reason or "no NVIDIA GPU visible"

@@ -37,6 +37,7 @@ from typing import Optional, Sequence, TextIO
 
 from tfbench import errors
 from tfbench.config import flagdefs
+from tfbench.measure import nvml as nvml_lib
 from tfbench.report import evaluation as ev
 from tfbench.report import load
 from tfbench.sweep.child import DEFAULT_CHILD
@@ -167,7 +168,7 @@ def tftrt_unavailable(base_flags: Sequence[str], gpus: Optional[tuple[int, str]]
     p = child_params(base_flags)
     if p.is_explicit("device") and p.device.lower() == "cpu":
         return "--device=cpu, and TensorRT runs on NVIDIA GPUs"
-    count, why = gpus if gpus is not None else visible_gpus()
+    count, why = gpus if gpus is not None else nvml_lib.cuda_gpus()
     if not count:
         return "no NVIDIA GPU visible (%s), and TensorRT runs on NVIDIA GPUs" % why
     return "; ".join(tensorrt.unavailable_reasons((tensorrt_reader or tensorrt.read)(), "gpu"))
@@ -189,30 +190,6 @@ def check_flags(base_flags: Sequence[str]) -> None:
                                     "evaluation's options; other flags go to every run)" % name)
 
 
-def visible_gpus(environ: Optional[dict] = None, nvml=None) -> tuple[int, str]:
-    """(NVIDIA GPUs CUDA would see, why none) without starting TensorFlow or CUDA."""
-    from tfbench.measure import cuda_visible, nvml as nvml_lib
-    environ = os.environ if environ is None else environ
-    visible = cuda_visible.entries(environ.get(cuda_visible.VARIABLE))
-    if visible == []:
-        return 0, "CUDA_VISIBLE_DEVICES=%r hides every GPU" % environ["CUDA_VISIBLE_DEVICES"]
-    module, reason = nvml_lib.open_nvml(nvml)
-    if module is None:
-        return 0, reason or "NVML not available"
-    try:
-        count = nvml_lib.cuda_device_count(module, environ)   # not the entries written
-    except Exception as exc:  # noqa: BLE001 - a broken driver means no usable GPU
-        return 0, "NVML: %s" % exc
-    finally:
-        nvml_lib.close_nvml(module)
-    if count:
-        return count, ""
-    if visible:
-        return 0, ("CUDA_VISIBLE_DEVICES=%r leaves CUDA none of the GPUs NVML lists (its first "
-                   "entry matches none, or one repeats)" % environ["CUDA_VISIBLE_DEVICES"])
-    return 0, "NVML lists no GPU this process may open"
-
-
 def resolve_mixed_precision(choice: str, base_flags: Sequence[str],
                             gpus: Optional[tuple[int, str]] = None) -> tuple[str, str]:
     """(fp16 or bf16, why): fp16 with dynamic loss scaling on GPUs, bf16 on CPUs."""
@@ -221,7 +198,7 @@ def resolve_mixed_precision(choice: str, base_flags: Sequence[str],
     p = child_params(base_flags)
     if p.is_explicit("device") and p.device.lower() == "cpu":
         return "bf16", "--device=cpu"
-    count, why = gpus if gpus is not None else visible_gpus()
+    count, why = gpus if gpus is not None else nvml_lib.cuda_gpus()
     if count:
         return "fp16", "%d NVIDIA GPU%s visible" % (count, "s" if count > 1 else "")
     return "bf16", "no NVIDIA GPU visible: %s" % why

@@ -1,5 +1,6 @@
-"""Which data a run reads: the --data_name / --data_dir rules, names for the header and the CSV,
-and dataset sizes. No tf.data here (cheap to import)."""
+"""Which data a run reads: the --data_name / --data_dir rules and its names for the header and
+the CSV (data_source). No TensorFlow here: a study names a point's data, even one whose run
+wrote no row, as the run itself does."""
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from tfbench.data import factory, sources
+from tfbench.config import data_source as sources
+from tfbench.data import factory
 from tfbench.errors import UsageError
 from tfbench.config.params import make_params
 
