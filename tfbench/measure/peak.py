@@ -22,7 +22,7 @@ import json
 import os
 import time
 from importlib import resources
-from typing import Optional
+from typing import Callable, Optional
 
 from tfbench.config import gpu_names
 
@@ -117,20 +117,26 @@ CONV_BATCH, CONV_CHANNELS = 32, 256
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
-def matmul_probe(device: str, precision: str, n: int):
-    """(a compiled call, its FLOPs): an NxN matmul in `precision` on `device`, whose result
-    is one element fetched to the host (the call waits for the whole product)."""
+def matmul_probe(device: str, precision: str, n: int) -> tuple[Callable[[], object], float]:
+    """(a call, its FLOPs): an NxN matmul in `precision` on `device` (placed inside the
+    compiled function, whoever calls it), one element of its product fetched to the host, so
+    the call waits for the whole product."""
     import tensorflow as tf
     dtype = DTYPES[precision]
     with tf.device(device):
         a = tf.cast(tf.random.normal([n, n], dtype=tf.float32), dtype)
-        matmul = tf.function(lambda: tf.reduce_sum(tf.matmul(a, a)[:1, :1]))
-    return (lambda: _placed(device, matmul)), 2.0 * n ** 3
+
+    @tf.function
+    def matmul():
+        with tf.device(device):
+            return tf.reduce_sum(tf.matmul(a, a)[:1, :1])
+    return (lambda: matmul().numpy()), 2.0 * n ** 3
 
 
-def conv_probe(device: str, precision: str, size: int):
-    """(a compiled call, its FLOPs): a ResNet-like 3x3 convolution training step (forward and
-    both backward convolutions: 3x the forward FLOPs) in `precision` on `device`."""
+def conv_probe(device: str, precision: str,
+               size: int) -> tuple[Callable[[], object], float]:
+    """(a call, its FLOPs): a ResNet-like 3x3 convolution training step (forward and both
+    backward convolutions: 3x the forward FLOPs) in `precision` on `device`."""
     import tensorflow as tf
     dtype = DTYPES[precision]
     batch, channels = CONV_BATCH, CONV_CHANNELS
@@ -138,8 +144,9 @@ def conv_probe(device: str, precision: str, size: int):
         x = tf.cast(tf.random.normal([batch, size, size, channels]), dtype)
         w = tf.Variable(tf.cast(tf.random.normal([3, 3, channels, channels], stddev=0.02), dtype))
 
-        @tf.function
-        def conv_step():
+    @tf.function
+    def conv_step():
+        with tf.device(device):
             with tf.GradientTape() as tape:
                 tape.watch(x)
                 y = tf.nn.conv2d(x, w, 1, "SAME")
@@ -147,15 +154,7 @@ def conv_probe(device: str, precision: str, size: int):
             dx, dw = tape.gradient(loss, [x, w])
             return tf.reduce_sum(tf.cast(dx[:1, :1, :1, :1], tf.float32)) + \
                 tf.reduce_sum(tf.cast(dw[:1, :1, :1, :1], tf.float32))
-    return (lambda: _placed(device, conv_step)), 3 * 2.0 * batch * size * size * channels * \
-        channels * 9
-
-
-def _placed(device: str, fn):
-    """fn()'s value, fetched to the host; traced (on the first call) on `device`."""
-    import tensorflow as tf
-    with tf.device(device):
-        return fn().numpy()
+    return (lambda: conv_step().numpy()), 3 * 2.0 * batch * size * size * channels * channels * 9
 
 
 def probe(device: str, precision: str, matmul_size: int, conv_size: int,
