@@ -175,21 +175,27 @@ def _state(setup: Any) -> list[tf.Variable]:
     return list(setup.model.variables) + list(setup.optimizer.variables)
 
 
+def pass_function(one: ModeRunner, setup: Any) -> Callable:
+    """The numeric check's compiled pass (images, labels) -> (total loss, gradients) of the
+    one-device runner `one` and its train.Setup: its step's forward and backward pass, without
+    the update, compiled with XLA where the run's step is. Traced under op determinism, it holds
+    the ops that TensorFlow picks then (the sparse cross-entropy as log-softmax and gather:
+    nn_ops.py's branch on is_op_determinism_enabled)."""
+    builder = steps.Steps(setup.model, setup.optimizer, one.strategy, one.step_config(TRAINING))
+    return tf.function(
+        lambda x, y: one.strategy.run(builder.loss_and_gradients, args=(x, y)),
+        jit_compile=one.plan.xla, autograph=False)
+
+
 def _pass(shared: explain.DeviceSteps, index: int, images: np.ndarray,
           labels: np.ndarray) -> list[np.ndarray]:
-    """[loss] + every gradient of one forward and backward pass on device `index`, as the
-    run's step computes them (compiled with XLA where the run was), fetched to the host."""
+    """[loss] + every gradient of one pass (pass_function) on device `index`, fetched to the
+    host."""
     one, setup = shared.setup(index)
-    builder = steps.Steps(setup.model, setup.optimizer, one.strategy, one.step_config(TRAINING))
-
-    def replica(x, y):
-        return builder.loss_and_gradients(x, y)
-    compiled = tf.function(lambda x, y: one.strategy.run(replica, args=(x, y)),
-                           jit_compile=one.plan.xla, autograph=False)
     with tf.device(shared.devices[index]):
         x = tf.cast(tf.constant(images), optimizers.compute_dtype(one.plan.precision))
         y = tf.constant(labels)
-    loss, grads = compiled(x, y)
+    loss, grads = pass_function(one, setup)(x, y)
     return [loss.numpy()] + [g.numpy() if g is not None else None for g in grads]
 
 
