@@ -130,8 +130,8 @@ def applies(p, plan: Resolved, sp: StrategyPlan) -> bool:
 
 def probe(runner: ModeRunner, sp: StrategyPlan, res: RunResult,
           log: RunLog = SilentLog(), shared: Optional["DeviceSteps"] = None) -> None:
-    """Runs every probe after the run's timed steps; their figures go into res.extra. The
-    devices' one-device steps are `shared`'s when given (--validate_devices times them too)."""
+    """Runs every probe after the run's timed steps; their figures go into res.extra (each
+    device's one-device step is `shared`'s when given, which --validate_devices shares)."""
     p, plan, strategy = runner.p, runner.plan, runner.strategy
     if plan.device.num_devices * sp.num_workers < 2:
         res.notices.append("--explain_scaling: one device, no scaling to explain")
@@ -293,8 +293,8 @@ class DeviceSteps:
 
     def call(self, index: int) -> Callable[[], object]:
         """One step on device `index`, its result fetched to the host."""
-        setup = self.setup(index)[1]
-        return lambda: setup.step_fn(setup.inputs).numpy()
+        s = self.setup(index)[1]
+        return lambda: s.step_fn(s.inputs).numpy()
 
 
 def time_alone(call: Callable[[], object], now: Callable[[], float]) -> list[float]:
