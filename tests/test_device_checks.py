@@ -225,3 +225,20 @@ def test_a_failed_check_and_an_op_without_a_deterministic_kernel(tmp_path, monke
             "out of memory)" % why) in line
     assert run["status"] == "ok"
     assert not tf_config.is_op_determinism_enabled()
+
+
+def test_a_failure_outside_any_one_device_ends_the_checks_and_keeps_the_run(tmp_path,
+                                                                            monkeypatch):
+    def failing(*args):
+        raise tf.errors.InternalError(None, None, "copy failed\nstack")
+    monkeypatch.setattr(device_checks, "_same_state", failing)
+    code, lines = run_inprocess(ONE_DEVICE, tmp_path)
+    assert code == 0, lines
+    run = _manifest(tmp_path)
+    assert ("--validate_devices: the checks stopped, InternalError: copy failed; the run's own "
+            "figures stand") in run["notices"]
+    (entry,) = run["extra"]["device_checks"]
+    assert entry["alone_ms"] > 0 and entry["matmul_tflops"] > 0 and entry["digest"] is None
+    assert "devices_differing" not in run["extra"] and run["images_per_sec"] > 0
+    assert _console(lines).endswith("conv 1.00x (/cpu:0)")
+    assert not tf_config.is_op_determinism_enabled()

@@ -58,22 +58,29 @@ def check(runner: ModeRunner, res: RunResult, shared: explain.DeviceSteps,
     log.notice("Checking each device alone: the training step of %s, a matmul and a 3x3 "
                "convolution in %s, and one forward and backward pass on the same batch from "
                "the same weights (op determinism on)" % (plan.spec.name, plan.precision))
-    _steps(runner, shared, entries, res)
-    raise_if_stopped()
-    _kernels(runner, shared, entries)
-    raise_if_stopped()
-    _numeric(runner, shared, entries, res)
+    try:
+        _steps(runner, shared, entries, res)
+        raise_if_stopped()
+        _kernels(runner, shared, entries)
+        raise_if_stopped()
+        _numeric(runner, shared, entries, res)
+    except (tf.errors.OpError, MemoryError) as exc:   # outside any one device's check
+        res.notices.append("--validate_devices: the checks stopped, %s; the run's own figures "
+                           "stand" % _reason(exc))
     summarise(entries, res)
 
 
-def _failed(entry: dict, check_name: str, exc: BaseException) -> None:
-    """Records a check that failed on the entry's device: its reason, in one line."""
+def _reason(exc: BaseException) -> str:
+    """A failure in one line: 'out of memory', or its type and first line."""
     message = (exc.message if isinstance(exc, tf.errors.OpError) else str(exc)) or ""
     if errors.out_of_memory_evidence(message, type(exc).__name__) is not None:
-        entry["errors"][check_name] = "out of memory"
-    else:
-        entry["errors"][check_name] = "%s: %s" % (type(exc).__name__, (
-            message.strip().splitlines() or ["(no message)"])[0])
+        return "out of memory"
+    return "%s: %s" % (type(exc).__name__, (message.strip().splitlines() or ["(no message)"])[0])
+
+
+def _failed(entry: dict, check_name: str, exc: BaseException) -> None:
+    """Records a check that failed on the entry's device."""
+    entry["errors"][check_name] = _reason(exc)
 
 
 def _each(entries: list[dict], check_name: str, work: Callable[[int], None]) -> None:
