@@ -58,7 +58,11 @@ slowest_device_step_ms slowest_device slowest_device_ratio input_step_ms link ex
 _V5 = _V4 + ["serving_path", "export_sec", "load_sec", "trt_mode", "trt_precisions",
              "trt_segments", "trt_ops_in_tensorrt", "trt_ops_in_tensorflow", "trt_convert_sec",
              "trt_build_sec", "trt_calibration_batches", "tensorrt_version"]   # issue 30
-HEADERS = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5}
+_V6 = _V5 + """
+devices_checked slowest_alone_device slowest_alone_ratio slowest_matmul_device slowest_matmul_ratio
+slowest_conv_device slowest_conv_ratio devices_differing max_grad_rel_diff
+""".split()   # --validate_devices
+HEADERS = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6}
 
 
 def test_the_header_is_the_pinned_one():

@@ -122,7 +122,6 @@ def test_xla_compiles_replica_steps_only_with_nccl_or_auto_collectives(monkeypat
     # MultiWorkerMirroredStrategy, or MirroredStrategy on virtual GPUs, keeps merge calls.
     import types
     from tensorflow.python.distribute import collective_util
-    from tfbench.distribute import strategies
     monkeypatch.setattr(strategies, "gpu_devices", lambda devices: True)
     impl = tf.distribute.experimental.CommunicationImplementation
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
@@ -131,9 +130,15 @@ def test_xla_compiles_replica_steps_only_with_nccl_or_auto_collectives(monkeypat
     for name in ("NCCL", "AUTO", "RING"):
         strategy.extended._communication_options = collective_util.Options(
             implementation=getattr(impl, name))
-        answers[name] = strategies.xla_compiles_replica_steps(strategy)
-    assert answers == {"NCCL": True, "AUTO": True, "RING": False}
+        answers[name] = strategies.replica_step_compilation(strategy, xla=True)
+    assert answers == {"NCCL": (True, None), "AUTO": (True, None), "RING": (
+        False, "XLA does not compile the RING collectives TensorFlow chose for these devices")}
+    assert strategies.replica_step_compilation(strategy, xla=False) == (False, None)
     del strategy.extended._communication_options
-    assert not strategies.xla_compiles_replica_steps(strategy)
+    assert strategies.replica_step_compilation(strategy, xla=True) == (
+        False, "XLA does not compile the cross-device collectives TensorFlow chose for these "
+               "devices")
     assert not strategies.xla_takes_its_collectives(types.SimpleNamespace(
         extended=types.SimpleNamespace()))
+
+

@@ -51,6 +51,14 @@ CASES = [
     (["--diagnose_input"], "--diagnose_input needs real data"),
     (["--variable_update=horovod"], "horovod"),
     (["--all_reduce_spec=nccl", "--num_gpus=2", "--variable_update=replicated"], "nccl"),
+    (["--validate_devices", "--forward_only"],
+     "--validate_devices checks each device's training step and gradients: not in forward-only "
+     "mode (drop --forward_only)"),
+    (["--validate_devices", "--job_name=controller", "--ps_hosts=127.0.0.1:1",
+      "--worker_hosts=127.0.0.1:2", "--controller_host=127.0.0.1:3"],
+     "--validate_devices checks the devices of the process that runs the steps: with "
+     "--ps_hosts the workers run them, not the controller (nor a ps task); validate each "
+     "worker's host in a run of its own"),
     # files and paths
     (["--flagfile=/nonexistent/x.flags"], "x.flags"),
     (["--data_dir=/nonexistent/imagenet", "--data_name=imagenet"], "/nonexistent/imagenet"),

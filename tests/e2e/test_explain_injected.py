@@ -1,12 +1,14 @@
 """--explain_scaling finds a cost injected into a real run (tests/support/explain_inject.py): a
 slowed all-reduce, one slowed device, a slow input pipeline. Each must come out as the largest
-cause, and the parts must add up to the measured step, the remainder stated.
+cause, and the parts must add up to the measured step, the remainder stated. --validate_devices
+finds a slowed device and one that computes wrong gradients.
 
 The injected wait (0.25 s) is far above what anything else costs here (trivial's cifar10
 variant: 56k parameters, a few ms per step on 2 logical CPU devices), so the attribution holds
 on a loaded 2-core machine; the timing assertions are only these, about the injected cost.
 """
 
+import csv
 import json
 import os
 import pickle
@@ -109,3 +111,53 @@ def test_a_slow_input_pipeline_is_the_largest_cause(tmp_path):
     assert explained["largest"] == "input"
     assert explained["lost_ms"]["input"] > 0.5 * 1000.0 * WAIT
     assert "Largest cause: input wait" in out
+
+
+def test_validate_devices_finds_the_slow_device_and_the_wrong_one(tmp_path):
+    """Three devices: /cpu:1 slowed by WAIT per step and per matmul and convolution of the
+    kernel probes, /cpu:2 computing every gradient 2^-10 too large (relatively) in the numeric
+    check; with --explain_scaling, whose step times the device checks take as they are."""
+    run, out = _run("device+kernels+wrong", tmp_path, "--use_synthetic_data", "--num_gpus=3",
+                    "--validate_devices")
+    extra = run["extra"]
+    entries = {e["device"]: e for e in extra["device_checks"]}
+    assert [e["device"] for e in extra["device_checks"]] == ["/cpu:0", "/cpu:1", "/cpu:2"]
+    for e, row in zip(extra["device_checks"], extra["scaling_probes"]["devices"]):
+        assert (e["alone_ms"], e["together_ms"]) == (row["alone"]["median_ms"],
+                                                    row["together"]["median_ms"])
+        assert e["errors"] == {} and e["matmul_tflops"] > 0 and e["conv_tflops"] > 0
+    assert entries["/cpu:1"]["alone_ms"] - entries["/cpu:0"]["alone_ms"] > 0.8 * 1000.0 * WAIT
+    assert extra["slowest_alone_device"] == "/cpu:1" and extra["slowest_alone_ratio"] > 1.5
+    # 256^3 x 2 FLOPs in more than WAIT: fewer than 0.14 TFLOP/s
+    assert entries["/cpu:1"]["matmul_tflops"] < 2 * 256 ** 3 / WAIT / 1e12
+    for kernel in ("matmul", "conv"):
+        assert extra["slowest_%s_device" % kernel] == "/cpu:1"
+        assert extra["slowest_%s_ratio" % kernel] > 1.5
+    # The slow device computes right, the wrong one is found by how much it is off.
+    numeric = extra["device_checks_numeric"]
+    assert (numeric["reference"], numeric["deterministic"], numeric["bound"]) == (
+        "/cpu:0", True, 1e-5)
+    for name in ("/cpu:0", "/cpu:1"):
+        assert (entries[name]["bit_exact"], entries[name]["max_rel_diff"],
+                entries[name]["agrees"]) == (True, 0.0, True), name
+    assert entries["/cpu:1"]["digest"] == entries["/cpu:0"]["digest"]
+    wrong = entries["/cpu:2"]
+    assert (wrong["bit_exact"], wrong["within_bound"], wrong["agrees"]) == (False, False, False)
+    assert wrong["max_rel_diff"] == pytest.approx(2.0 ** -10, rel=1e-3)
+    assert wrong["digest"] != entries["/cpu:0"]["digest"]
+    assert wrong["loss"] == entries["/cpu:0"]["loss"]   # only its gradients are wrong
+    assert extra["devices_differing"] == 1
+    assert extra["max_grad_rel_diff"] == pytest.approx(2.0 ** -10, rel=1e-3)
+    with open(tmp_path / "r.csv") as handle:
+        row = next(csv.DictReader(handle))
+    assert (row["devices_checked"], row["slowest_alone_device"], row["devices_differing"]) == (
+        "3", "/cpu:1", "1")
+    lines = out.rstrip("\n").split("\n")
+    (line,) = [l for l in lines if l.startswith("Device checks: ")]
+    assert line.startswith("Device checks: 3 devices alone; slowest against the median: step "
+                           "alone ")
+    assert line.endswith("; gradients against /cpu:0 (op determinism on, bit-exact expected): "
+                         "differing devices 1 (/cpu:2), largest difference 0.00098 (bound "
+                         "1e-05)")
+    assert lines.index(line) < lines.index("total images/sec: %.2f" % run["images_per_sec"])
+    assert lines[-1] == "-" * 64

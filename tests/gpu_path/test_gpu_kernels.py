@@ -97,6 +97,22 @@ def test_every_op_of_every_gpu_step_has_a_gpu_kernel(traced):
         assert sorted(every - representative) == []
 
 
+def test_the_numeric_checks_pass_under_op_determinism_has_gpu_kernels(traced):
+    """--validate_devices' pass, traced under op determinism as the check runs it, in each
+    training precision: TensorFlow builds another loss then (nn_ops.py: log-softmax and a
+    gather instead of the fused sparse cross-entropy, whose GPU kernel is not deterministic),
+    and every op of it has a GPU kernel."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import gpu_kernel_checks as checker
+    assert {name: traced["missing"][name] for name in checker.NUMERIC} == {
+        name: [] for name in checker.NUMERIC}
+    for name in checker.NUMERIC:
+        ops = {kind.split("(")[0] for kind in traced["numeric_op_kinds"][name]}
+        assert "GatherV2" in ops and "LogSoftmax" in ops, name
+        assert "SparseSoftmaxCrossEntropyWithLogits" not in ops, name
+        assert not any(op.startswith("ResourceApply") for op in ops), name   # no update
+
+
 # The one training kernel each --optimizer updates a variable with (tfbench.engine.update_kernels).
 UPDATE_KERNEL = {"sgd": "ResourceApplyGradientDescent", "momentum": "ResourceApplyKerasMomentum",
                  "rmsprop": "ResourceApplyRMSProp", "adam": "ResourceApplyAdam"}

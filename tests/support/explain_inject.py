@@ -3,7 +3,7 @@
     python explain_inject.py KIND SECONDS [BENCHMARK FLAGS...]
 
 KIND is what gets SECONDS slower, in the run and in its --explain_scaling probes alike (the
-probes must find it as the run suffers it):
+probes must find it as the run suffers it), or kinds joined by "+":
   allreduce  every gradient all-reduce (packing.PackedAllReduce, the reduction a replicated run
              and its all-reduce probe go through) waits SECONDS once the first pack's result
              (the last layers') exists
@@ -15,6 +15,12 @@ probes must find it as the run suffers it):
              the probe times there) waits SECONDS after its update
   input      every batch of a real-data input pipeline (the run's and the probe's) waits
              SECONDS
+  kernels    the matmul and convolution of --validate_devices' kernel probes on /cpu:1 (a
+             tf.matmul of a tensor with itself, a tf.nn.conv2d: Keras' layers call neither)
+             wait SECONDS: the matmul after it computes, the convolution for its images
+  wrong      every gradient of a pass traced on /cpu:2 under op determinism (--validate_devices'
+             numeric check, the only pass that runs with it on) comes out WRONG (2^-10) too
+             large, relatively: that device computes wrong results, and only there
 The wait is a stateless tf.numpy_function that sleeps, after the work it delays (its input) and
 before what the delayed value feeds (which adds its zero), so it adds to the step instead of
 running beside it.
@@ -110,6 +116,39 @@ def _slow_device():
     steps.Steps._train_replica = slowed
 
 
+def _slow_kernels():
+    matmul, conv2d = tf.matmul, tf.nn.conv2d
+
+    def slowed_matmul(a, b, *args, **kwargs):
+        out = matmul(a, b, *args, **kwargs)
+        return _wait_after(out) if a is b and out.device.endswith("CPU:1") else out
+
+    def slowed_conv2d(images, *args, **kwargs):
+        out = conv2d(images, *args, **kwargs)
+        # The probe's step returns the backward convolutions only, which read the images.
+        return conv2d(_wait_after(images), *args, **kwargs) if out.device.endswith("CPU:1") \
+            else out
+    tf.matmul, tf.nn.conv2d = slowed_matmul, slowed_conv2d
+
+
+WRONG = 2.0 ** -10
+
+
+def _wrong_device():
+    from tensorflow.python.framework import config as tf_config
+
+    from tfbench.engine import steps
+    gradients = steps.Steps._gradients
+
+    def wrong(self, images, labels):
+        logits, base, total, grads = gradients(self, images, labels)
+        if not (tf_config.is_op_determinism_enabled()
+                and grads[0].device.endswith("CPU:2")):
+            return logits, base, total, grads
+        return logits, base, total, [g * (1.0 + WRONG) for g in grads]
+    steps.Steps._gradients = wrong
+
+
 def _slow_input():
     from tfbench.data import pipeline
     build = pipeline.build
@@ -119,9 +158,10 @@ def _slow_input():
     pipeline.build = slowed
 
 
-{"allreduce": _slow_allreduce, "allreduce_backward": _slow_allreduce_and_backward,
- "backward": _slow_backward,
- "device": _slow_device, "input": _slow_input}[KIND]()
+for _kind in KIND.split("+"):
+    {"allreduce": _slow_allreduce, "allreduce_backward": _slow_allreduce_and_backward,
+     "backward": _slow_backward, "device": _slow_device, "input": _slow_input,
+     "kernels": _slow_kernels, "wrong": _wrong_device}[_kind]()
 
 from tfbench.cli import entry_point  # noqa: E402
 

@@ -167,8 +167,8 @@ def gpu_step_graph(flags: dict):
     return gpu_step(flags)[0].graph.as_graph_def()
 
 
-def gpu_step(flags: dict):
-    """(concrete step function, train.Setup) of `tfbench --device=gpu FLAGS`."""
+def gpu_runner(flags: dict) -> train.TrainRunner:
+    """The runner of `tfbench --device=gpu FLAGS`, on logical CPU devices."""
     p = make_params(dict(device="gpu", **flags))
     resolved = resolve(p)
     plan = resolved.device
@@ -178,7 +178,12 @@ def gpu_step(flags: dict):
                                   tuple("/cpu:%d" % i for i in range(plan.num_devices)),
                                   plan.data_format)
     strategy = strategy_lib.make_strategy(p, cpu_plan).strategy
-    setup = train.TrainRunner(p=p, plan=resolved, strategy=strategy).setup(RunResult())
+    return train.TrainRunner(p=p, plan=resolved, strategy=strategy)
+
+
+def gpu_step(flags: dict):
+    """(concrete step function, train.Setup) of `tfbench --device=gpu FLAGS`."""
+    setup = gpu_runner(flags).setup(RunResult())
     return setup.step_fn.function.get_concrete_function(setup.inputs), setup
 
 
@@ -245,6 +250,28 @@ def configurations(models: str = "") -> dict[str, dict]:
     return configs
 
 
+# --validate_devices' numeric check: its pass traced under op determinism (other ops than the
+# step's: the sparse cross-entropy as log-softmax and gather), in each training precision.
+NUMERIC = {"trivial/numeric/%s/1gpu" % name: dict(model="trivial", image_size=16, batch_size=4,
+                                                  **flags)
+           for name, flags in (("fp32", {}), ("bf16", {"precision": "bf16"}),
+                               ("fp16_dynamic", {"use_fp16": True,
+                                                 "fp16_enable_auto_loss_scale": True}))}
+
+
+def gpu_numeric_pass(flags: dict):
+    """The concrete pass of --validate_devices' numeric check of `tfbench --device=gpu FLAGS`
+    on one GPU, traced as the check traces it: under op determinism."""
+    from tfbench.engine import device_checks, optimizers
+    runner = gpu_runner(flags)
+    setup, plan = runner.setup(RunResult()), runner.plan
+    size, batch = plan.image_size, plan.batch_size
+    with device_checks.op_determinism():
+        return device_checks.pass_function(runner, setup).get_concrete_function(
+            tf.TensorSpec([batch, size, size, 3], optimizers.compute_dtype(plan.precision)),
+            tf.TensorSpec([batch], tf.int32))
+
+
 def update_kernels(concrete, setup) -> dict:
     """The update of each copy of each trainable variable, as step_graph counts it: how many
     copies the step updates with each list of ops (e.g. {"ResourceApplyKerasMomentum": 8}),
@@ -274,7 +301,7 @@ def main() -> None:
     devices.visible_gpus = lambda: [FakeGpu(i) for i in range(NUM_DEVICES)]
     write_fake_imagenet(DATA_DIR, num_train=8, num_validation=4, num_shards=2, seed=1,
                         image_size=16)
-    out, times, kinds, updates = {}, {}, {}, {}
+    out, times, kinds, updates, numeric_kinds = {}, {}, {}, {}, {}
     try:
         for name, flags in configurations(models).items():
             start = time.perf_counter()
@@ -288,10 +315,16 @@ def main() -> None:
             keras.backend.clear_session()
             print("# %s: %s (%.0f s)" % (name, ", ".join(out[name]) or "every op has a GPU kernel",
                                         times[name]), file=sys.stderr, flush=True)
+        for name, flags in NUMERIC.items():
+            found = set()
+            out[name] = ops_without_gpu_kernel(gpu_numeric_pass(flags).graph.as_graph_def(),
+                                               found)
+            numeric_kinds[name] = sorted(found)
+            keras.backend.clear_session()
     finally:
         shutil.rmtree(DATA_DIR, ignore_errors=True)
     print("RESULT " + json.dumps({"missing": out, "seconds": times, "op_kinds": kinds,
-                                  "update_kernels": updates}))
+                                  "update_kernels": updates, "numeric_op_kinds": numeric_kinds}))
 
 
 if __name__ == "__main__":

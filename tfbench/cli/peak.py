@@ -35,10 +35,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--precision", default="fp32,bf16",
                     help="comma-separated: fp32, fp16, bf16 (default %(default)s)")
     ap.add_argument("--matmul_size", type=int, default=0,
-                    help="N of the NxN matmul (default 0: 8192 on a GPU, 2048 on a CPU)")
+                    help="N of the NxN matmul (default 0: %d on a GPU, %d on a CPU)"
+                         % (peak.PROBE_SIZES["gpu"][0], peak.PROBE_SIZES["cpu"][0]))
     ap.add_argument("--conv_size", type=int, default=0,
-                    help="image size of the convolution probe (default 0: 56 on a GPU, 28 on "
-                         "a CPU)")
+                    help="image size of the convolution probe (default 0: %d on a GPU, %d on "
+                         "a CPU)" % (peak.PROBE_SIZES["gpu"][1], peak.PROBE_SIZES["cpu"][1]))
     ap.add_argument("--seconds", type=float, default=2.0,
                     help="timing budget per probe, seconds (default %(default)g)")
     args = ap.parse_args(argv)
@@ -55,8 +56,8 @@ def main(argv: list[str]) -> int:
         raise UsageError("--device=gpu was given but no GPU is visible")
     plan = devices.DevicePlan(kind, 1, ("/%s:0" % kind,), "NHWC")
     name = devices.device_name(plan)
-    matmul_size = args.matmul_size or (8192 if kind == "gpu" else 2048)
-    conv_size = args.conv_size or (56 if kind == "gpu" else 28)
+    matmul_size = args.matmul_size or peak.PROBE_SIZES[kind][0]
+    conv_size = args.conv_size or peak.PROBE_SIZES[kind][1]
     print("Peak probe on %s (%s), TensorFlow %s" % (name, kind, tf.__version__))
     for precision in precisions:
         result = peak.probe("/%s:0" % kind, precision, matmul_size, conv_size, args.seconds)

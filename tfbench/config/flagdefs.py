@@ -303,6 +303,13 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
        "After the timed steps on several devices or workers, probe where the scaling "
        "efficiency goes: the gradient all-reduce alone, each device's step alone and all "
        "together, the input pipeline alone, the GPUs' links (docs/measurements.md)."),
+    # --- each device alone, for `tfbench validate` ------------------------------------------
+    _t("bool", "validate_devices", False,
+       "Training runs: after the timed steps, check each of this worker's devices alone: the "
+       "run's training step, a matmul and a 3x3 convolution in the run's precision, and one "
+       "forward and backward pass from the same weights on the same batch under TensorFlow's "
+       "op determinism, whose gradients every device must reproduce bit for bit "
+       "(docs/validate.md)."),
 )
 
 ALL_FLAGS: tuple[FlagSpec, ...] = LEGACY_FLAGS + TFBENCH_FLAGS

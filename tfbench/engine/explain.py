@@ -26,6 +26,7 @@ the run's own figures stand.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import statistics
 import tempfile
@@ -127,8 +128,9 @@ def applies(p, plan: Resolved, sp: StrategyPlan) -> bool:
 
 
 def probe(runner: ModeRunner, sp: StrategyPlan, res: RunResult,
-          log: RunLog = SilentLog()) -> None:
-    """Runs every probe after the run's timed steps; their figures go into res.extra."""
+          log: RunLog = SilentLog(), shared: Optional["DeviceSteps"] = None) -> None:
+    """Runs every probe after the run's timed steps; their figures go into res.extra (each
+    device's one-device step is `shared`'s when given, which --validate_devices shares)."""
     p, plan, strategy = runner.p, runner.plan, runner.strategy
     if plan.total_devices < 2:
         res.notices.append("--explain_scaling: one device, no scaling to explain")
@@ -145,7 +147,7 @@ def probe(runner: ModeRunner, sp: StrategyPlan, res: RunResult,
         raise_if_stopped()
         if plan.real_data:
             _input(runner, found, res)
-        _devices(runner, found, res)
+        _devices(runner, found, res, shared or DeviceSteps(runner))
     except (tf.errors.OpError, MemoryError) as exc:
         message = exc.message if isinstance(exc, tf.errors.OpError) else str(exc)
         if errors.out_of_memory_evidence(message or "", type(exc).__name__) is not None:
@@ -265,20 +267,50 @@ def one_device_runner(runner: ModeRunner, device: str, index: int = 0) -> ModeRu
                         clock=runner.clock)
 
 
-def _devices(runner: ModeRunner, found: dict, res: RunResult) -> None:
-    plan = runner.plan
-    local = list(runner.strategy.extended.worker_devices)
-    calls = []
-    for i, device in enumerate(local):
-        setup = one_device_runner(runner, device, i).setup(RunResult())
-        calls.append(lambda s=setup: s.step_fn(s.inputs).numpy())
+class DeviceSteps:
+    """The one-device step (one_device_runner's model, optimizer and step) on each of this
+    worker's devices, each built when a probe first asks for it and then kept, so that the
+    probes that time it (these, and --validate_devices') share one copy per device."""
+
+    def __init__(self, runner: ModeRunner):
+        self.runner = runner
+        self._built: dict[int, tuple[ModeRunner, object]] = {}
+
+    @functools.cached_property
+    def devices(self) -> list[str]:
+        return list(self.runner.strategy.extended.worker_devices)
+
+    @functools.cached_property
+    def labels(self) -> list[str]:
+        return [device_label(self.runner.plan, i) for i in range(len(self.devices))]
+
+    def setup(self, index: int) -> tuple[ModeRunner, object]:
+        """(the one-device runner of device `index`, its train.Setup)."""
+        if index not in self._built:
+            one = one_device_runner(self.runner, self.devices[index], index)
+            self._built[index] = one, one.setup(RunResult())
+        return self._built[index]
+
+    def call(self, index: int) -> Callable[[], object]:
+        """One step on device `index`, its result fetched to the host."""
+        s = self.setup(index)[1]
+        return lambda: s.step_fn(s.inputs).numpy()
+
+
+def time_alone(call: Callable[[], object], now: Callable[[], float]) -> list[float]:
+    """A device's step timed alone: DEVICE_REPEATS calls after DEVICE_WARMUP."""
+    return stats.timed_calls(call, DEVICE_REPEATS, DEVICE_WARMUP, now)
+
+
+def _devices(runner: ModeRunner, found: dict, res: RunResult, shared: DeviceSteps) -> None:
+    calls = [shared.call(i) for i in range(len(shared.devices))]
     now = runner.clock.perf_counter
-    alone = [stats.timed_calls(call, DEVICE_REPEATS, DEVICE_WARMUP, now) for call in calls]
+    alone = [time_alone(call, now) for call in calls]
     raise_if_stopped()
     together = _together(calls, DEVICE_REPEATS, now)
     rows = []
     for i, (a, t) in enumerate(zip(alone, together)):
-        rows.append({"device": device_label(plan, i), "alone": stats.probe_summary(a),
+        rows.append({"device": shared.labels[i], "alone": stats.probe_summary(a),
                      "together": stats.probe_summary(t)})
     found["devices"] = rows
     alone_ms = [row["alone"]["median_ms"] for row in rows]

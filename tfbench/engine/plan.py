@@ -197,6 +197,8 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
                          "deployment runs it: this run has %d device(s) on %d worker(s)%s" % (
                              "trt_mode" if p.trt_mode else "saved_model", replicas, num_workers,
                              " with parameter servers" if _parameter_server(p) else ""))
+    if p.validate_devices:
+        _validate_devices_applies(p, mode)
     if f.train_and_eval and p.num_runs > 1:
         raise UsageError("--num_runs cannot be combined with --eval_during_training_*")
     num_runs = 1 if mode == EVAL else p.num_runs
@@ -257,6 +259,23 @@ def eval_batches(p, eval_global_batch: int, eval_examples: int) -> int:
     if p.num_eval_batches is not None or p.num_eval_epochs is not None:
         p = p.replace(num_batches=p.num_eval_batches, num_epochs=p.num_eval_epochs)
     return params_lib.num_batches_and_epochs(p, eval_global_batch, eval_examples)[0]
+
+
+def _validate_devices_applies(p, mode: str) -> None:
+    """--validate_devices checks the training step on the devices of this process; refuses
+    (UsageError) the runs that have none to check."""
+    if mode != TRAINING:
+        raise UsageError("--validate_devices checks each device's training step and gradients: "
+                         "not in %s mode (drop --%s)" % (mode.replace("_", "-"), {
+                             FORWARD_ONLY: "forward_only", EVAL: "eval",
+                             DATA_ONLY: "data_only"}[mode]))
+    if p.diagnose_input:
+        raise UsageError("--validate_devices and --diagnose_input each run their own probes "
+                         "after a run: give one of them")
+    if _parameter_server(p):
+        raise UsageError("--validate_devices checks the devices of the process that runs the "
+                         "steps: with --ps_hosts the workers run them, not the controller (nor "
+                         "a ps task); validate each worker's host in a run of its own")
 
 
 def _parameter_server(p) -> bool:

@@ -24,7 +24,7 @@ import tensorflow as tf
 from tfbench.config import data_source
 from tfbench.distribute import devices
 from tfbench.distribute import strategy as strategy_lib, strategies
-from tfbench.engine import explain, measurements
+from tfbench.engine import device_checks, explain, measurements
 from tfbench.engine.base import Clock, ModeRunner, say
 from tfbench.engine.data_only import DataOnlyRunner
 from tfbench.engine.evaluation import EvalRunner
@@ -100,8 +100,12 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
         finally:
             runner.close()
     try:
-        if explain.applies(p, plan, sp):   # after the run's figures: the probes change none
-            explain.probe(runner, sp, res, log)
+        # After the run's figures: the probes change none. They share each device's step.
+        shared = explain.DeviceSteps(runner)
+        if explain.applies(p, plan, sp):
+            explain.probe(runner, sp, res, log, shared)
+        if p.validate_devices:
+            device_checks.check(runner, res, shared, log)
     finally:
         explain.discard_nccl_log()
     return res

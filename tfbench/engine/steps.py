@@ -132,6 +132,13 @@ class Steps:
             grads = [g / cfg.loss_scale if g is not None else None for g in grads]
         return logits, base, total, grads
 
+    def loss_and_gradients(self, images, labels):
+        """One forward and backward pass on this replica, no update: (the total loss, each
+        trainable variable's gradient, dense), as the training step computes them (scaled by
+        the dynamic loss scale where there is one)."""
+        _, _, total, grads = self._gradients(images, labels)
+        return total, [tf.convert_to_tensor(g) if g is not None else None for g in grads]
+
     def _decay_in_update(self) -> bool:
         """Plain SGD on one CPU replica with weight decay and nothing Keras adds to the update
         (clipping, EMA, decoupled decay, accumulation): the decay can be applied inside the

@@ -22,7 +22,7 @@ import json
 import os
 import time
 from importlib import resources
-from typing import Optional
+from typing import Callable, Optional
 
 from tfbench.config import gpu_names
 
@@ -101,34 +101,52 @@ def cached_peak(device_name: str, precision: str) -> Optional[float]:
 
 
 def _time_op(fn, flops: float, seconds: float) -> float:
-    """Best-of TFLOP/s of a compiled op, after one untimed call."""
-    fn().numpy()
+    """Best-of TFLOP/s of a call (one of the probes below), after one untimed call."""
+    fn()
     best, deadline = 0.0, time.perf_counter() + seconds
     while time.perf_counter() < deadline:
         start = time.perf_counter()
-        fn().numpy()
+        fn()
         best = max(best, flops / (time.perf_counter() - start) / 1e12)
     return best
 
 
-def probe(device: str, precision: str, matmul_size: int, conv_size: int,
-          seconds: float = 2.0) -> dict:
-    """Measures a large matmul and a 3x3 convolution training step in `precision`."""
+# The probes' sizes per device kind: (N of the NxN matmul, image size of the convolution).
+PROBE_SIZES = {"gpu": (8192, 56), "cpu": (2048, 28)}
+CONV_BATCH, CONV_CHANNELS = 32, 256
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def matmul_probe(device: str, precision: str, n: int) -> tuple[Callable[[], object], float]:
+    """(a call, its FLOPs): an NxN matmul in `precision` on `device` (placed inside the
+    compiled function, whoever calls it), one element of its product fetched to the host, so
+    the call waits for the whole product."""
     import tensorflow as tf
-    dtype = {"fp32": tf.float32, "fp16": tf.float16, "bf16": tf.bfloat16}[precision]
+    dtype = DTYPES[precision]
     with tf.device(device):
-        n = matmul_size
-        a = tf.random.normal([n, n], dtype=tf.float32)
-        a = tf.cast(a, dtype)
-        matmul = tf.function(lambda: tf.reduce_sum(tf.matmul(a, a)[:1, :1]))
-        matmul_tflops = _time_op(matmul, 2.0 * n ** 3, seconds)
-        # A ResNet-like 3x3 convolution, forward + both backward convolutions (3x forward).
-        batch, size, channels = 32, conv_size, 256
+        a = tf.cast(tf.random.normal([n, n], dtype=tf.float32), dtype)
+
+    @tf.function
+    def matmul():
+        with tf.device(device):
+            return tf.reduce_sum(tf.matmul(a, a)[:1, :1])
+    return (lambda: matmul().numpy()), 2.0 * n ** 3
+
+
+def conv_probe(device: str, precision: str,
+               size: int) -> tuple[Callable[[], object], float]:
+    """(a call, its FLOPs): a ResNet-like 3x3 convolution training step (forward and both
+    backward convolutions: 3x the forward FLOPs) in `precision` on `device`."""
+    import tensorflow as tf
+    dtype = DTYPES[precision]
+    batch, channels = CONV_BATCH, CONV_CHANNELS
+    with tf.device(device):
         x = tf.cast(tf.random.normal([batch, size, size, channels]), dtype)
         w = tf.Variable(tf.cast(tf.random.normal([3, 3, channels, channels], stddev=0.02), dtype))
 
-        @tf.function
-        def conv_step():
+    @tf.function
+    def conv_step():
+        with tf.device(device):
             with tf.GradientTape() as tape:
                 tape.watch(x)
                 y = tf.nn.conv2d(x, w, 1, "SAME")
@@ -136,7 +154,14 @@ def probe(device: str, precision: str, matmul_size: int, conv_size: int,
             dx, dw = tape.gradient(loss, [x, w])
             return tf.reduce_sum(tf.cast(dx[:1, :1, :1, :1], tf.float32)) + \
                 tf.reduce_sum(tf.cast(dw[:1, :1, :1, :1], tf.float32))
-        conv_flops = 3 * 2.0 * batch * size * size * channels * channels * 9
-        conv_tflops = _time_op(conv_step, conv_flops, seconds)
+    return (lambda: conv_step().numpy()), 3 * 2.0 * batch * size * size * channels * channels * 9
+
+
+def probe(device: str, precision: str, matmul_size: int, conv_size: int,
+          seconds: float = 2.0) -> dict:
+    """Measures a large matmul and a 3x3 convolution training step in `precision`: the best
+    TFLOP/s of each over `seconds`."""
+    matmul_tflops = _time_op(*matmul_probe(device, precision, matmul_size), seconds)
+    conv_tflops = _time_op(*conv_probe(device, precision, conv_size), seconds)
     return {"matmul_tflops": matmul_tflops, "conv_tflops": conv_tflops,
             "tflops": max(matmul_tflops, conv_tflops)}

@@ -16,6 +16,7 @@ from tfbench.figures import label
 from tfbench.measure import expected_range, scaling
 from tfbench.output import classic_log
 from tfbench.output import environment as environment_text
+from tfbench.output.device_checks_line import device_check_lines
 from tfbench.results import RunResult
 
 
@@ -49,6 +50,7 @@ def summary_lines(p, result: RunResult) -> list[str]:
         if extra.get("input_settings"):
             lines.append(extra["input_settings"])
     lines += scaling_lines(extra)
+    lines += device_check_lines(extra)
     return lines
 
 
