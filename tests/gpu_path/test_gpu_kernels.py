@@ -102,7 +102,6 @@ def test_the_numeric_checks_pass_under_op_determinism_has_gpu_kernels(traced):
     training precision: TensorFlow builds another loss then (nn_ops.py: log-softmax and a
     gather instead of the fused sparse cross-entropy, whose GPU kernel is not deterministic),
     and every op of it has a GPU kernel."""
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
     import gpu_kernel_checks as checker
     assert {name: traced["missing"][name] for name in checker.NUMERIC} == {
         name: [] for name in checker.NUMERIC}
