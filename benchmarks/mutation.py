@@ -33,7 +33,7 @@ ROOT = os.path.dirname(HERE)
 
 # name -> (module file, mutant name patterns (empty: every function), test files).
 # Test files that do not exist in the checkout under test are left out (older checkouts).
-FIGURE_TESTS = ["tests/output/test_console.py", "tests/test_figures.py",
+FIGURE_TESTS = ["tests/output/test_console.py", "tests/figures/test_table.py",
                 "tests/measure/test_stats.py"]
 TARGETS: dict[str, tuple[str, list[str], list[str]]] = {
     "stats": ("tfbench/measure/stats.py", [],
@@ -54,10 +54,10 @@ TARGETS: dict[str, tuple[str, list[str], list[str]]] = {
                                 "tests/measure/test_estimate.py", "tests/measure/test_memory.py",
                                 "tests/data/test_diagnose.py"]),
     "classic_log": ("tfbench/output/classic_log.py", [],
-                    ["tests/output/test_classic_log.py", "tests/test_figures.py"]),
+                    ["tests/output/test_classic_log.py", "tests/figures/test_table.py"]),
     "csv_out": ("tfbench/output/csv_out.py", [],
                 ["tests/output/test_csv_out.py", "tests/test_promises.py",
-                 "tests/test_figures.py"]),
+                 "tests/figures/test_table.py"]),
     "benchmark_logger": ("tfbench/output/benchmark_logger.py", [],
                          ["tests/output/test_benchmark_logger.py"]),
     "output_environment": ("tfbench/output/environment.py", [],

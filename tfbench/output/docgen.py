@@ -5,8 +5,8 @@
     python -m tfbench.output.docgen --check    only say which file has drifted (exit 1)
 
 Each file holds a marked section (<!-- flags:start --> ... <!-- flags:end -->, `csv` and `figures`)
-that is rewritten from flagdefs.ALL_FLAGS or the figures' declaration (tfbench/figures.py: the
-CSV columns, and what the console calls each figure); the text around it is left alone. Paths may
+that is rewritten from flagdefs.ALL_FLAGS or the figures' declaration (tfbench/figures/table.py:
+the CSV columns, how a multi-worker run's rows combine, and what the console calls each figure); the text around it is left alone. Paths may
 be given instead of the defaults (docs/ of the checkout this module is in).
 tests/output/test_docgen.py fails when the docs have drifted.
 """
@@ -55,10 +55,17 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+# How the rows of one multi-worker run make the run's figure (Figure.workers), as a reader of
+# the CSV is told it.
+WORKERS = {"same": "the same in every row", "sum": "sum of the rows", "max": "largest row",
+           "min": "smallest row", "mean": "mean of the rows",
+           "per_worker": "harmonic mean of the rows", "none": "each worker's own"}
+
+
 def csv_markdown() -> str:
     """The CSV's columns in order, from the figures' declaration (csv_out.COLUMNS)."""
-    rows = ["| column | unit | meaning |", "|---|---|---|"]
-    rows += ["| `%s` | %s | %s |" % (f.name, f.unit, _cell(f.definition))
+    rows = ["| column | unit | meaning | several workers |", "|---|---|---|---|"]
+    rows += ["| `%s` | %s | %s | %s |" % (f.name, f.unit, _cell(f.definition), WORKERS[f.workers])
              for f in figures.CSV_FIGURES]
     return "\n".join(rows)
 
