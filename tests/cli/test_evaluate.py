@@ -244,7 +244,7 @@ def test_compare_two_evaluation_directories_by_model_and_mode(tmp_path, child, m
     monkeypatch.setenv("FAKE_SPEED", "0.5")
     assert evaluate(SMALL + ["--out_dir=" + b], child, gpus=(0, "no driver"))[0] == 0
     comp = compare.compare_files(a, b)
-    assert comp.compared == {"device_name": (A100, "AMD EPYC")}
+    assert comp.compared == {"device_kind": ("gpu", "cpu"), "device_name": (A100, "AMD EPYC")}
     table = comp.table
     assert len(table) == 12 and set(table["execution_mode"]) == {"native", "mixed", "mixed_xla"}
     assert set(table["ratio"].round(3)) == {0.5} and set(table["verdict"]) == {"slower"}

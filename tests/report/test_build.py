@@ -29,9 +29,11 @@ def write_csv(path, results):
 
 @pytest.fixture()
 def study_csv(tmp_path):
+    # The ratios as a run writes them: images/sec over the summed peaks, over the power.
     rs = [result(num_devices=n, images_per_sec=v,
                  extra={"peak_mem_gb": 10.0, "power_w_mean": 250.0 * n, "latency_ms_p50": 60.0,
-                        "latency_ms_p99": 70.0})
+                        "latency_ms_p99": 70.0, "images_per_sec_per_gb": v / (10.0 * n),
+                        "images_per_sec_per_watt": v / (250.0 * n)})
           for n, v in ((1, 900.0), (2, 1710.0), (4, 3240.0))]
     rs += [result(batch_size=b, images_per_sec=v, extra={"peak_mem_gb": b / 16})
            for b, v in ((32, 700.0), (128, 950.0))]
@@ -152,6 +154,26 @@ def test_the_plots_line_names_the_directory_once(tmp_path, capsys, monkeypatch):
     assert dispatcher.main(["tfbench", "report", path, "--out", "report/"]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "report: report/report.md" and printed[-1].endswith(" in report/plots")
+
+
+def test_the_results_table_shows_the_ratios_the_runs_wrote_and_recomputes_none():
+    """Two GPUs, 400 images/sec, each device's peak 2 GiB: the run divides by both devices'
+    memory (100 images/sec per GiB), 160 W for both GPUs (2.5 images/sec per W). A second
+    configuration's run wrote neither ratio (its device statistics were unavailable): its
+    cells stay empty, not images/sec over one device's peak (200) or anything else."""
+    rows = [csv_out.row_for(result(num_devices=2, images_per_sec=400.0, extra={
+        "peak_mem_gb": 2.0, "images_per_sec_per_gb": 100.0, "power_w_mean": 160.0,
+        "images_per_sec_per_watt": 2.5})),
+            csv_out.row_for(result(num_devices=2, batch_size=32, images_per_sec=300.0,
+                                   extra={"peak_mem_gb": 2.0, "power_w_mean": 150.0}))]
+    summary, _ = build.summary_frame(load.rows_frame(rows))
+    wrote, did_not = summary.iloc[0], summary.iloc[1]
+    assert (wrote["images_per_sec_per_gb"], wrote["images_per_sec_per_watt"]) == (100.0, 2.5)
+    assert did_not["images_per_sec_per_gb"] != did_not["images_per_sec_per_gb"]   # NaN
+    assert did_not["images_per_sec_per_watt"] != did_not["images_per_sec_per_watt"]
+    shown = tables.parse_markdown(tables.markdown(summary, build.SUMMARY_COLUMNS))
+    assert [(r["Images/sec per GiB"], r["Images/sec per W"]) for r in shown] == [
+        ("100.0", "2.50"), ("", "")]
 
 
 def test_pivot_by_model_and_device(tmp_path):

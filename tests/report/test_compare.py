@@ -196,7 +196,8 @@ def test_two_evaluation_directories_match_by_model_and_mode(tmp_path):
     # On a CPU the mixed modes ran bf16, where the GPU ran fp16: the modes still meet.
     b = write_evaluation(str(tmp_path / "b"), ("resnet50",), device="AMD EPYC", speed=0.5)
     comp = compare.compare_files(a, b)
-    assert comp.compared == {"device_name": (A100, "AMD EPYC")}
+    # Both identify a configuration: what is compared, each named in the header.
+    assert comp.compared == {"device_kind": ("gpu", "cpu"), "device_name": (A100, "AMD EPYC")}
     assert [(r["execution_mode"], r["kind"], round(r["ratio"], 3), r["verdict"])
             for _, r in comp.table.iterrows()] == [
         (mode, kind, 0.5, "slower") for mode in ("native", "mixed", "mixed_xla")

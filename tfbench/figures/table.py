@@ -158,7 +158,7 @@ FIGURES: tuple[Figure, ...] = (
     _f("power_w_mean", "mean GPU power (all monitored GPUs together) over the timed steps", "W",
        "mean",
        line="GPU power",
-       title="Power (W)", repeats="median", workers="sum",
+       title="Power (W)", format="{:.0f}", repeats="median", workers="sum",
        shows={"summary", "compare"}),
     _f("power_w_max", "max GPU power (all monitored GPUs together) over the timed steps", "W",
        "max",

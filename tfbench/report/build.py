@@ -2,7 +2,8 @@
 
 Only rows with status ok enter tables of measurements and the figures; the others are listed in a
 'Failed runs' table. Study tables appear when the rows support them (two or more device counts,
-batch sizes, precisions or image sizes in one configuration).
+batch sizes, precisions or image sizes in one configuration). A figure is the run's: the report
+recomputes none, so a cell no run wrote stays empty.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from tfbench import figures
 from tfbench.measure import expected_range as er, stats
 from tfbench.report import load, plots, repeats, studies, tables
 
+# The Results table: what tells its rows apart, the figures that show there (Figure.shows
+# "summary", from images_per_sec on), and the scaling efficiency of the configuration's series.
 SUMMARY_COLUMNS = ["model", "device_name", "devices", "mode", "precision", "xla", "batch_size",
-                   "image_size", "data_source", "images_per_sec", "latency_ms_p50",
-                   "latency_ms_p99", "peak_mem_gb", "power_w_mean", "images_per_sec_per_gb",
-                   "images_per_sec_per_watt", "efficiency_pct", "expected_range"]
+                   "image_size", "data_source", *figures.shown("summary"), "efficiency_pct"]
 _ALWAYS = ("model", "device_name", "devices", "mode", "precision", "batch_size")
 
 
@@ -58,10 +60,6 @@ def summary_frame(df: pd.DataFrame,
     summary = studies.summary_table(df, unstable_threshold_pct)
     if summary.empty:
         return summary, []
-    mem_ratio = summary["images_per_sec"] / summary["peak_mem_gb"]
-    watt_ratio = summary["images_per_sec"] / summary["power_w_mean"]
-    summary["images_per_sec_per_gb"] = summary["images_per_sec_per_gb"].fillna(mem_ratio)
-    summary["images_per_sec_per_watt"] = summary["images_per_sec_per_watt"].fillna(watt_ratio)
     summary["expected_range"], lines = _expected(summary, df)
     return summary, sorted(set(lines))
 

@@ -29,16 +29,18 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
+from tfbench import figures
 from tfbench.errors import UsageError
 from tfbench.report import evaluation, load, studies, tables
 
-MATCH_COLUMNS = ("model", "dataset", "mode", "precision", "xla", "batch_size", "num_devices",
-                 "num_workers", "image_size", "data_source", "data_format", "accum_steps",
-                 "variable_update", "device_name")
+# The columns that identify a configuration (tfbench.figures.CONFIGURATION).
+MATCH_COLUMNS = figures.CONFIGURATION
 # Evaluations: the run kind (training, inference) in place of the mode, the execution mode in
-# place of precision and XLA, named as the evaluation report names them.
-EVALUATION_MATCH_COLUMNS = tuple(c for c in MATCH_COLUMNS if c not in ("mode", "precision", "xla")
-                                 ) + ("kind", "execution_mode")
+# place of precision, XLA and the serving path, named as the evaluation report names them.
+EVALUATION_MATCH_COLUMNS = tuple(
+    c for c in MATCH_COLUMNS
+    if c not in ("mode", "precision", "xla", "serving_path", "trt_mode")) + ("kind",
+                                                                             "execution_mode")
 # Shown for every row, whether or not they vary ("devices" = num_devices x num_workers; the split
 # is shown too when a row runs on several workers).
 IDENTITY_COLUMNS = ("model", "mode", "kind", "execution_mode", "precision", "xla", "batch_size",
@@ -46,8 +48,8 @@ IDENTITY_COLUMNS = ("model", "mode", "kind", "execution_mode", "precision", "xla
 # What a directory stands for: the first of these files in it.
 DIRECTORY_FILES = (evaluation.ROWS_FILE, "sweep.csv", "tfbench_results.csv")
 NO_ROW = "no row"
-RATIO_METRICS = ("latency_ms_p50", "latency_ms_p99", "peak_mem_gb", "power_w_mean",
-                 "images_per_sec_per_watt")  # each has a ratio_<metric> column title in tables
+# The figures compared beside images/sec, each in a ratio_<metric> column (titled in tables).
+RATIO_METRICS = figures.shown("compare")
 
 
 @dataclasses.dataclass
@@ -71,15 +73,23 @@ def _interval(group: pd.DataFrame) -> tuple[Optional[float], Optional[float], st
         return lo, hi, "min/max over %s runs" % ("%d" % runs if pd.notna(runs) else "its")
     pm = row.get("step_images_per_sec_plusminus")
     if pd.notna(pm) and pm > 0:
-        # The Step line's speeds are per worker (worker batch / step time); images_per_sec counts
-        # every worker. A synchronous step is one step time for all workers, so the all-worker
-        # speed is num_workers x the per-worker one, and so is its +/-: scaling it keeps one
-        # unit on both sides of the comparison (unscaled, it was num_workers x too narrow).
-        workers = max(int(row.get("num_workers") or 1), 1)
+        # The Step line's +/- is one worker's part of the run's (Figure.workers "sum": worker
+        # batch / step time), images_per_sec counts every worker: a synchronous step is one step
+        # time for all workers, so the run's +/- is num_workers x the row's, in the unit of
+        # images_per_sec.
+        workers = _workers_part(row, "step_images_per_sec_plusminus")
         v, half = row["images_per_sec"], 2 * pm * workers
         basis = "Step +/- x2" + (" x %d workers" % workers if workers > 1 else "")
         return v - half, v + half, basis
     return None, None, "no spread"
+
+
+def _workers_part(row: pd.Series, name: str) -> int:
+    """How many of the row's parts figure `name` of one worker is: its workers when each holds
+    its own part of the run's figure (Figure.workers "sum"), else 1."""
+    if figures.BY_NAME[name].workers != "sum":
+        return 1
+    return max(int(row.get("num_workers") or 1), 1)
 
 
 def _side(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -90,8 +100,8 @@ def _side(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         lo, hi, basis = _interval(group)
         rec = dict(zip(keys, key))
         rec.update(images_per_sec=group["images_per_sec"].median(), lo=lo, hi=hi, basis=basis)
-        for metric in RATIO_METRICS:
-            rec[metric] = group[metric].median()
+        for metric in RATIO_METRICS:   # as every report table aggregates repeated rows
+            rec[metric] = group[metric].agg(figures.AGGREGATED.get(metric, "median"))
         records.append(rec)
     return pd.DataFrame(records, columns=keys + ["images_per_sec", "lo", "hi", "basis"]
                         + list(RATIO_METRICS))
@@ -163,7 +173,7 @@ def _with_devices(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """`frame` with devices = num_devices x num_workers, when both are match keys (when one is
     what is compared, the header says so and a per-row total would mix A and B)."""
     if {"num_devices", "num_workers"} <= set(keys):
-        frame = frame.assign(devices=studies.total_devices(frame) if len(frame) else [])
+        frame = frame.assign(devices=load.devices(frame) if len(frame) else [])
     return frame
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from tfbench.measure import expected_range as er
-from tfbench.report import plots, repeats, studies
+from tfbench.report import load, plots, repeats, studies
 
 MODES = ("native", "mixed", "mixed_xla", "tftrt")
 ROWS_FILE = "evaluation.csv"   # an evaluation directory's rows (tfbench.sweep.evaluate)
@@ -74,7 +74,7 @@ def with_method_columns(df: pd.DataFrame) -> pd.DataFrame:
         execution_mode=[execution_mode(p, x, t) for p, x, t in zip(
             df["precision"], df["xla"], df["trt_mode"])],
         kind=[run_kind(m) for m in df["mode"]],
-        devices=studies.total_devices(df))
+        devices=load.devices(df))
     out = out[(out["execution_mode"] != "") & (out["kind"] != "")].copy()
     out["device_label"] = [plots.device_label(r) for _, r in out.iterrows()]
     return out.reset_index(drop=True)

@@ -8,24 +8,25 @@ from typing import Iterable, Optional
 
 import pandas as pd
 
+from tfbench import figures
 from tfbench.output.csv_out import COLUMN_NAMES
 from tfbench.errors import UsageError
 
-# Columns that name a configuration or carry text; every other schema column is numeric.
-TEXT_COLUMNS = ("run_id", "timestamp", "status", "error", "model", "dataset", "mode", "precision",
-                "device_kind", "device_name", "variable_update", "data_source", "data_format",
-                "expected_range", "expected_range_source", "tf_version", "keras_version",
-                "tfbench_version", "hostname",
-                "notices", "command", "slowest_device", "link", "serving_path", "trt_mode",
-                "trt_precisions", "tensorrt_version")
-# Integer-valued configuration columns (0 when a failed row does not know them).
-INT_CONFIG_COLUMNS = ("xla", "batch_size", "global_batch_size", "num_devices", "num_workers",
-                      "image_size", "accum_steps", "num_batches")
+# How each column is read, as its figure declares it (tfbench.figures): text, integers that say
+# what ran (0 when a failed row does not know them), numbers (NaN when empty).
+TEXT_COLUMNS = figures.TEXT_COLUMNS
+INT_CONFIG_COLUMNS = figures.INT_CONFIG_COLUMNS
 NUMERIC_COLUMNS = tuple(c for c in COLUMN_NAMES if c not in TEXT_COLUMNS + INT_CONFIG_COLUMNS)
 
 
+def devices(df: pd.DataFrame) -> pd.Series:
+    """Devices of every worker together: num_devices x num_workers (each at least 1)."""
+    return df["num_devices"].clip(lower=1) * df["num_workers"].clip(lower=1)
+
+
 def normalize(df: pd.DataFrame) -> pd.DataFrame:
-    """Typed copy of raw string rows: metrics float (NaN when empty), config ints, text str."""
+    """Typed copy of raw string rows: metrics float (NaN when empty), config ints, text str;
+    with `devices`, every worker's devices together."""
     df = df.copy()
     for name in COLUMN_NAMES:
         if name not in df.columns:
@@ -38,10 +39,39 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
         df[name] = pd.to_numeric(df[name], errors="coerce").fillna(0).astype(int)
     df["num_workers"] = df["num_workers"].clip(lower=1)
     df["num_devices"] = df["num_devices"].clip(lower=1)
+    df["devices"] = devices(df)
     df["precision"] = df["precision"].replace("", "fp32")
     df["mode"] = df["mode"].replace("", "training")
     df["status"] = df["status"].replace("", "ok")
     return df
+
+
+def combine_workers(rows: pd.DataFrame) -> pd.Series:
+    """The row of one multi-worker run from its workers' rows (typed, the chief's first), each
+    figure as it declares (tfbench.figures.figure.WORKERS): the chief's where every row holds
+    the run's figure or its own record, the sum, largest, smallest or mean of the rows, and the
+    harmonic mean of a worker's images/sec over its own resources. An empty cell is left out;
+    a figure no row holds stays empty."""
+    out = rows.iloc[0].copy()
+    for figure in figures.CSV_FIGURES:
+        how = figure.workers
+        if how in ("same", "none") or figure.name not in rows or figure.type == "text":
+            continue
+        values = pd.to_numeric(rows[figure.name], errors="coerce").dropna()
+        if values.empty:
+            continue
+        if how == "sum":
+            out[figure.name] = values.sum()
+        elif how == "max":
+            out[figure.name] = values.max()
+        elif how == "min":
+            out[figure.name] = values.min()
+        elif how == "mean":
+            out[figure.name] = values.mean()
+        elif how == "per_worker":
+            out[figure.name] = len(values) / (1.0 / values).sum() if (values > 0).all() \
+                else float("nan")
+    return out
 
 
 def rows_frame(rows: Iterable[dict]) -> pd.DataFrame:

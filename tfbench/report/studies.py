@@ -17,31 +17,15 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from tfbench import figures
 from tfbench.measure import stats
-from tfbench.report import repeats, scaling_explained
+from tfbench.report import load, repeats, scaling_explained
 
-# Columns that identify a configuration (what ran, where).
-CONFIG_COLUMNS = ("model", "dataset", "mode", "precision", "xla", "batch_size",
-                  "global_batch_size", "num_devices", "num_workers", "device_kind", "device_name",
-                  "variable_update", "data_source", "data_format", "image_size", "accum_steps")
-
-_METRICS = {
-    "images_per_sec": "median",
-    "latency_ms_p50": "median",
-    "latency_ms_p99": "median",
-    "peak_mem_gb": "median",
-    "power_w_mean": "median",
-    "images_per_sec_per_gb": "median",
-    "images_per_sec_per_watt": "median",
-    "temp_c_max": "max",
-    "step_images_per_sec_plusminus": "median",
-}
-# --explain_scaling's probe figures (medians over repeated rows; text: the first row's).
-PROBE_COLUMNS = ("allreduce_ms", "allreduce_mib", "allreduce_busbw_gbs", "expected_busbw_gbs",
-                 "one_device_step_ms", "slowest_device_step_ms", "slowest_device_ratio",
-                 "input_step_ms")
-_PROBE_METRICS = {**{c: "median" for c in PROBE_COLUMNS}, "slowest_device": "first",
-                  "link": "first"}
+# Columns that identify a configuration (what ran, where), as the figures declare them.
+CONFIG_COLUMNS = figures.CONFIGURATION
+# Figure -> how a configuration's repeated rows make it (median; temp_c_max their max; text:
+# the first row's).
+_METRICS = figures.AGGREGATED
 
 
 def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -58,8 +42,8 @@ def aggregate(df: pd.DataFrame, keys: list[str],
                             + ["order"])
     ok = ok.assign(order=np.arange(len(ok)))
     grouped = ok.groupby(keys, dropna=False, sort=False)
-    probes = {c: how for c, how in _PROBE_METRICS.items() if c in ok.columns}
-    out = grouped.agg({**_METRICS, **probes, "order": "min"})
+    out = grouped.agg({**{c: how for c, how in _METRICS.items() if c not in keys},
+                       "order": "min"})
     spread = [repeats.summarize(group, unstable_threshold_pct) for _, group in grouped]
     for column in repeats.REPEAT_COLUMNS:
         out[column] = [s[column] for s in spread]
@@ -70,10 +54,6 @@ def _group_keys(vary: tuple[str, ...], extra: Sequence[str] = ()) -> list[str]:
     """Configuration columns minus the varied ones, plus `extra` (swept flags that have no CSV
     column, e.g. optimizer, so their points are not merged)."""
     return [c for c in CONFIG_COLUMNS if c not in vary] + [c for c in extra if c not in vary]
-
-
-def total_devices(df: pd.DataFrame) -> pd.Series:
-    return df["num_devices"].clip(lower=1) * df["num_workers"].clip(lower=1)
 
 
 def _one_device_baselines(ok: pd.DataFrame) -> pd.DataFrame:
@@ -128,7 +108,7 @@ def scaling_table(df: pd.DataFrame, scaling: str = "weak", extra: Sequence[str] 
     """
     if scaling not in ("weak", "strong"):
         raise ValueError("scaling must be weak or strong, got %r" % scaling)
-    df = df.assign(devices=total_devices(df))
+    df = df.assign(devices=load.devices(df))
     fixed = "batch_size" if scaling == "weak" else "global_batch_size"
     keys = _group_keys(("num_devices", "num_workers", "batch_size", "global_batch_size"),
                        extra) + [fixed]
@@ -146,10 +126,10 @@ def scaling_table(df: pd.DataFrame, scaling: str = "weak", extra: Sequence[str] 
             group["efficiency_pct"] = group["speedup"] / (group["devices"] / base["devices"]) \
                 * 100.0
             frames.append(group.assign(group="%s%d" % (scaling, len(frames))))
-    return _concat(frames, keys + point + ["scaling", "images_per_sec"]
-                   + list(repeats.REPEAT_COLUMNS) + ["images_per_sec_per_device", "speedup",
-                                                     "efficiency_pct", "peak_mem_gb", "group"]
-                   + [c for c in _PROBE_METRICS if c in agg.columns])
+    shown = keys + point + ["scaling", "images_per_sec"] + list(repeats.REPEAT_COLUMNS) + [
+        "images_per_sec_per_device", "speedup", "efficiency_pct", "peak_mem_gb", "group"]
+    # Every other aggregated figure too: the probes that explain_table splits the step with.
+    return _concat(frames, shown + [c for c in _METRICS if c in agg.columns and c not in shown])
 
 
 def _identity(frame: pd.DataFrame, extra: Sequence[str] = ()) -> list[tuple]:
@@ -157,7 +137,7 @@ def _identity(frame: pd.DataFrame, extra: Sequence[str] = ()) -> list[tuple]:
     left out (it is the baseline of every series, see _one_device_baselines)."""
     cols = list(CONFIG_COLUMNS) + [c for c in extra if c not in CONFIG_COLUMNS]
     ident = frame[cols].astype(str)
-    ident.loc[(total_devices(frame) == 1).to_numpy(), "variable_update"] = ""
+    ident.loc[(load.devices(frame) == 1).to_numpy(), "variable_update"] = ""
     return list(map(tuple, ident.values))
 
 
@@ -268,7 +248,7 @@ def summary_table(df: pd.DataFrame,
     agg = aggregate(df, keys, unstable_threshold_pct)
     if agg.empty:
         return agg
-    agg["devices"] = total_devices(agg)
+    agg["devices"] = load.devices(agg)
     eff = scaling_tables(df, (), unstable_threshold_pct)
     found: dict[tuple, float] = {}
     if not eff.empty:

@@ -18,8 +18,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-# Column -> (title, formatter). Columns not listed keep their name and str().
-_INT = "{:.0f}".format
+from tfbench import figures
+
+Style = tuple[str, Callable[[object], str]]
 
 
 def _num(fmt: str) -> Callable[[object], str]:
@@ -30,38 +31,33 @@ def _bool(v: object) -> str:
     return "yes" if bool(v) else ""
 
 
-COLUMN_STYLE: dict[str, tuple[str, Callable[[object], str]]] = {
-    "model": ("Model", str),
-    "dataset": ("Dataset", str),
-    "mode": ("Mode", str),
-    "precision": ("Precision", str),
-    "xla": ("XLA", lambda v: "on" if int(v) else "off"),
+_INT = _num("{:.0f}")
+
+
+def figure_style(figure: figures.Figure) -> Style:
+    """A figure's column in a report table: its declared title (its name without one) and how
+    a cell shows it (Figure.format; integers whole, text as it is)."""
+    title, fmt = figure.title or figure.name, figure.format
+    if figure.type == "bool" and "|" in fmt:
+        yes, no = fmt.split("|")
+        return title, lambda v: yes if int(v) else no
+    if figure.type == "text":
+        return title, (lambda v: str(v).split(";")[0]) if fmt == "first clause" else str
+    if fmt:
+        return title, _num(fmt)
+    return title, _INT if figure.type == "int" else str
+
+
+# Columns a report computes (no run writes them): title and formatter.
+REPORT_COLUMNS: dict[str, Style] = {
     "execution": ("Execution", str),
     "execution_mode": ("Execution mode", str),
-    "batch_size": ("Batch/device", _INT),
-    "global_batch_size": ("Global batch", _INT),
-    "num_devices": ("Devices/worker", _INT),
-    "num_workers": ("Workers", _INT),
     "devices": ("Devices", _INT),
-    "device_kind": ("Device kind", str),
-    "device_name": ("Device", str),
-    "variable_update": ("Variables", str),
-    "data_source": ("Data", str),
-    "data_format": ("Layout", str),
-    "image_size": ("Image size (px)", _INT),
-    "accum_steps": ("Accum. steps", _INT),
     "scaling": ("Scaling", str),
     "runs": ("Runs", _INT),
-    "images_per_sec": ("Images/sec", _num("{:,.1f}")),
     "images_per_sec_per_device": ("Images/sec per device", _num("{:,.1f}")),
     "speedup": ("Speed-up (x)", _num("{:.2f}")),
     "efficiency_pct": ("Scaling efficiency (%)", _num("{:.1f}")),
-    "latency_ms_p50": ("p50 latency (ms)", _num("{:.2f}")),
-    "latency_ms_p99": ("p99 latency (ms)", _num("{:.2f}")),
-    "peak_mem_gb": ("Peak memory (GiB)", _num("{:.3f}")),
-    "power_w_mean": ("Power (W)", _num("{:.0f}")),
-    "images_per_sec_per_gb": ("Images/sec per GiB", _num("{:,.1f}")),
-    "images_per_sec_per_watt": ("Images/sec per W", _num("{:.2f}")),
     "pct_of_best": ("% of best", _num("{:.1f}")),
     "knee": ("Knee", _bool),
     "knee_pct": ("Knee at (% of best)", _num("{:g}")),
@@ -69,11 +65,7 @@ COLUMN_STYLE: dict[str, tuple[str, Callable[[object], str]]] = {
     "pixels_rel": ("Pixels (rel.)", _num("{:.2f}")),
     "images_per_sec_rel": ("Images/sec (rel.)", _num("{:.3f}")),
     "peak_mem_rel": ("Peak memory (rel.)", _num("{:.3f}")),
-    "expected_range": ("Expected range", str),
     "max_batch_size": ("Max batch/device", str),
-    "status": ("Status", str),
-    "error": ("Error", str),
-    "run_id": ("Run", str),
     "name": ("Point", str),
     "seconds": ("Time (s)", _num("{:.1f}")),
     "probes": ("Probes (batch:status)", str),
@@ -88,9 +80,6 @@ COLUMN_STYLE: dict[str, tuple[str, Callable[[object], str]]] = {
     "lost_pts_input": ("Lost: input wait (pts)", _num("{:.1f}")),
     "lost_pts_allreduce": ("Lost: all-reduce (pts)", _num("{:.1f}")),
     "lost_pts_unexplained": ("Unexplained (pts)", _num("{:.1f}")),
-    "allreduce_busbw_gbs": ("All-reduce busbw (GB/s)", _num("{:.3g}")),
-    "expected_busbw_gbs": ("Expected busbw (GB/s)", _num("{:.3g}")),
-    "link": ("Link", lambda v: str(v).split(";")[0]),
     # compare
     "a_images_per_sec": ("A images/sec", _num("{:,.1f}")),
     "b_images_per_sec": ("B images/sec", _num("{:,.1f}")),
@@ -110,21 +99,18 @@ COLUMN_STYLE: dict[str, tuple[str, Callable[[object], str]]] = {
     "device_label": ("Device", str),
     "kind": ("Run", str),
     "train_images_per_sec": ("Training images/sec", _num("{:,.1f}")),
-    "gflops_per_image": ("GFLOPs per image (forward)", _num("{:,.3f}")),
-    "tflops_per_sec": ("Achieved TFLOP/s", _num("{:,.3f}")),
-    "mfu_pct": ("MFU (%)", _num("{:.1f}")),
     "infer_latency_ms_p50": ("Inference p50 (ms, batch 1)", _num("{:.2f}")),
     "infer_latency_ms_p99": ("Inference p99 (ms, batch 1)", _num("{:.2f}")),
     "train_peak_mem_gb": ("Peak training memory (GiB, largest device)", _num("{:.2f}")),
     "train_power_w_mean": ("Mean training power (W, all GPUs)", _num("{:.0f}")),
     "train_images_per_sec_per_watt": ("Training images/sec per W", _num("{:.2f}")),
     "train_temp_c_max": ("Max training temperature (°C, hottest GPU)", _num("{:.0f}")),
-    "images_per_sec_min": ("Min images/sec", _num("{:,.1f}")),
-    "images_per_sec_max": ("Max images/sec", _num("{:,.1f}")),
-    "num_runs": ("Repeats", _INT),
-    "spread_pct": ("Spread (%)", _num("{:.1f}")),
     "stable": ("Stable?", str),
 }
+# Column -> (title, formatter): the figures that declare a title, then the report's own columns.
+# A column not listed keeps its name and str().
+COLUMN_STYLE: dict[str, Style] = {
+    **{f.name: figure_style(f) for f in figures.CSV_FIGURES if f.title}, **REPORT_COLUMNS}
 
 
 def _cell(column: str, value: object) -> str:
