@@ -29,7 +29,7 @@ class RunResult:
     # What ran (resolved, not as typed).
     model: str = ""
     dataset: str = ""
-    mode: str = ""                # training | forward_only | eval
+    mode: str = ""                # training | forward_only | eval | data_only
     precision: str = "fp32"
     xla: bool = False
     batch_size: int = 0           # per device
@@ -62,7 +62,15 @@ class RunResult:
     params_count: Optional[int] = None
     gflops_per_image: Optional[float] = None
     tflops_per_sec: Optional[float] = None
-    # Filled by monitors and the environment capture (later issues add to these).
+    step_line_batch: int = 0      # images one Step line's images/sec counts (this worker's)
+    # How the run went, for the outputs (not figures).
+    train_and_eval: bool = False  # evaluations beside training: no legacy total block
+    server_task: str = ""         # a parameter-server cluster's ps or worker task it served as
+    stopped_early: bool = False   # --stop_at_top_1_accuracy reached
+    between_steps_sec: Optional[float] = None   # host time between timed steps, all repeats
+    json_file: str = ""           # where its JSON manifest was written
+    # Every other figure (monitors, memory, studies, probes, the environment's changes), each
+    # under its declared name (tfbench.figures).
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     notices: list[str] = dataclasses.field(default_factory=list)
     tf_version: str = ""

@@ -99,8 +99,8 @@ def test_lines_a_run_shows_or_leaves_out():
     assert console.stopped_lines(res) == [
         "Measured before the stop: 2 timed steps, 12.35 images/sec"]
     assert console.stopped_lines(RunResult()) == []
-    assert console.footer(RunResult(extra={"train_and_eval": True})) == []
-    server = RunResult(params_count=5, extra={"server_task": "ps 0"})
+    assert console.footer(RunResult(train_and_eval=True)) == []
+    server = RunResult(params_count=5, server_task="ps 0")
     assert console.footer(server) == [] and console.summary_lines(None, server) == []
     assert console.fold_line(3) == ("Batch norm folded into 3 convolutions for inference "
                                     "(--nofold_batch_norm times the unfolded model)")

@@ -204,6 +204,16 @@ def test_timeseries_with_samples_per_monitor_and_gpu(tmp_path):
     assert list(temp_ax.lines[1].get_ydata()) == [51.0, 51.5, 52.0]
 
 
+def test_timeseries_counts_each_step_as_the_step_lines_do(tmp_path):
+    """Two workers, global batch 16, 8 images per worker: a 0.1 s step is 80 images/sec on the
+    plot, as on the Step lines (step_line_batch), not the 160 of every worker's images."""
+    row = {"model": "m", "device_name": "GPU", "num_devices": 2, "num_workers": 2,
+           "batch_size": 4, "global_batch_size": 16, "run_id": "x", "precision": "fp32"}
+    fig = plots.timeseries_plot({"step_times": [0.1, 0.2], "step_line_batch": 8}, row,
+                                str(tmp_path / "a.png"))
+    assert list(fig.axes[0].lines[0].get_ydata()) == pytest.approx([80.0, 40.0])
+
+
 def test_timeseries_falls_back_to_host_cpu_utilisation(tmp_path):
     row = {"model": "m", "device_name": "", "device_kind": "cpu", "num_devices": 1,
            "batch_size": 2, "global_batch_size": 2, "run_id": "x", "precision": "fp32"}

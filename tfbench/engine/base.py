@@ -22,6 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfbench import figures
 from tfbench.config import fast_paths
 from tfbench.distribute import pipelines, strategies, variables
 from tfbench.engine import measurements, optimizers, serving, steps
@@ -127,9 +128,8 @@ class ModeRunner:
         if folding is not None:
             # Shown with tfbench's own lines before the footer: the legacy block stays intact.
             res.extra["batch_norm_folded_convolutions"] = folding.num_folded
-            res.notices.append("Batch norm folded into %d convolutions for inference "
-                               "(--nofold_batch_norm times the unfolded model)"
-                               % folding.num_folded)
+            res.notices.append(figures.sentence("batch_norm_folded_convolutions",
+                                                folding.num_folded))
         return folding
 
     def step_config(self, mode: str) -> steps.StepConfig:

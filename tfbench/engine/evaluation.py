@@ -56,7 +56,7 @@ class EvalRunner(ModeRunner):
                 self.meter.close_window()
                 if res.step_times:
                     res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
-                    res.extra["between_steps_sec"] = res.wall_time - sum(res.step_times)
+                    res.between_steps_sec = res.wall_time - sum(res.step_times)
                     self.step_stats(res, res.step_times, None)
                 evaluated = path
             if not p.eval_interval_secs:

@@ -133,8 +133,7 @@ def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
     flops_figures(res, p, plan, ips, judge_peak=not meter.elsewhere)
     res.extra.update(stats.latency_summary(res.step_times))
     res.extra.update(stats.cold_start_summary(res.warmup_times, res.step_times))
-    res.extra.update(stats.between_steps_summary(res.extra.pop("between_steps_sec", None),
-                                                 len(res.step_times)))
+    res.extra.update(stats.between_steps_summary(res.between_steps_sec, len(res.step_times)))
     # The peaks as the last timed window closed; read now when none closed (a failure).
     peaks, unavailable = (meter.timed_peaks, meter.timed_unavailable)
     if peaks is None:

@@ -72,7 +72,7 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     log.cluster_lines(sp.start_lines)
     if sp.serve is not None:   # a ps or worker task of a parameter-server cluster
         sp.serve()
-        res.extra["server_task"], res.images_per_sec = sp.cluster.label, 0.0
+        res.server_task, res.images_per_sec = sp.cluster.label, 0.0
         return res
     meter = Meter.start(plan, p.monitor_interval_ms / 1000.0, elsewhere=(
         "the parameter-server workers run the steps, not this controller"
@@ -116,6 +116,7 @@ def describe(p, plan: Resolved, res: RunResult) -> None:
     res.model = plan.spec.name
     res.dataset = plan.spec.dataset
     res.mode = plan.mode
+    res.train_and_eval = plan.train_and_eval
     res.precision = plan.precision
     res.xla = plan.xla
     res.batch_size = plan.run_batch_size
@@ -126,6 +127,7 @@ def describe(p, plan: Resolved, res: RunResult) -> None:
     res.image_size = plan.image_size
     res.num_batches = plan.num_batches
     res.num_warmup_batches = plan.num_warmup
+    res.step_line_batch = plan.step_line_batch
     res.accum_steps = plan.micro_batches
     res.data_source = data_source.data_source_label(p)
     res.tf_version = tf.__version__
@@ -135,7 +137,6 @@ def describe(p, plan: Resolved, res: RunResult) -> None:
     res.extra["num_epochs"] = plan.num_epochs
     res.extra["tf_git_hash"] = tf.version.GIT_VERSION
     res.extra["num_runs"] = plan.num_runs
-    res.extra["train_and_eval"] = plan.train_and_eval
 
 
 def header(p, plan: Resolved, sp: strategy_lib.StrategyPlan) -> Header:

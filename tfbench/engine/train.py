@@ -152,7 +152,7 @@ class TrainRunner(ModeRunner):
             checkpoints.save(checkpoints.global_step())
         if r.train_and_eval:
             log.training_done()
-            if not res.extra.get("stopped_early"):
+            if not res.stopped_early:
                 log.evaluation_started(checkpoints.global_step(), final=True)
                 with self.meter.evaluation():
                     self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
@@ -220,15 +220,14 @@ class TrainRunner(ModeRunner):
                 paused += now() - pause
                 if p.stop_at_top_1_accuracy and top_1 >= p.stop_at_top_1_accuracy:
                     log.early_stop(p.stop_at_top_1_accuracy)
-                    res.extra["stopped_early"] = True
+                    res.stopped_early = True
                     break
                 log.training_resumed()
         res.wall_time = now() - loop_start - paused
         self.meter.close_window()
         if not times:
             return 0.0
-        res.extra["between_steps_sec"] = (res.extra.get("between_steps_sec", 0.0)
-                                          + res.wall_time - sum(times))
+        res.between_steps_sec = (res.between_steps_sec or 0.0) + res.wall_time - sum(times)
         self._check_finite(out, "step %d" % len(times), res)
         self.step_stats(res, times, p.display_perf_ewma)
         res.images_per_sec = len(times) * r.global_batch / res.wall_time

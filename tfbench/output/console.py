@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from tfbench.data import diagnose
+from tfbench import figures
 from tfbench.figures import label
 from tfbench.measure import expected_range, scaling
 from tfbench.output import classic_log
@@ -23,7 +24,7 @@ from tfbench.results import RunResult
 def summary_lines(p, result: RunResult) -> list[str]:
     """tfbench's own lines, printed before the legacy footer."""
     extra = result.extra
-    if extra.get("server_task"):
+    if result.server_task:
         return []
     lines = model_stats_lines(result)
     if extra.get("batch_norm_folded_convolutions"):
@@ -56,7 +57,7 @@ def summary_lines(p, result: RunResult) -> list[str]:
 
 def footer(result: RunResult) -> list[str]:
     """The legacy total block; training + evaluation mode has none, as in the legacy script."""
-    if result.extra.get("train_and_eval") or result.extra.get("server_task"):
+    if result.train_and_eval or result.server_task:
         return []
     return classic_log.footer_lines(result.images_per_sec)
 
@@ -90,9 +91,8 @@ def model_stats_lines(result: RunResult) -> list[str]:
 
 
 def fold_line(num_folded: int) -> str:
-    """Inference steps ran the folded model (the run's notice says the same)."""
-    return ("Batch norm folded into %d convolutions for inference (--nofold_batch_norm times "
-            "the unfolded model)" % num_folded)
+    """Inference steps ran the folded model (the run's notice is the same sentence)."""
+    return figures.sentence("batch_norm_folded_convolutions", num_folded)
 
 
 def _ms(value: Optional[float]) -> str:

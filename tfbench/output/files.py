@@ -47,13 +47,13 @@ def manifest_path(p, result: RunResult) -> Optional[str]:
 def write_all(p, result: RunResult) -> list[str]:
     """Writes every enabled output; returns the lines to print about them."""
     lines: list[str] = []
-    if result.extra.get("server_task") and result.status == "ok":
+    if result.server_task and result.status == "ok":
         # ps / worker tasks of a parameter-server cluster measure nothing themselves.
         return ["%s: done serving the cluster; the controller reports the results"
-                % result.extra["server_task"]]
+                % result.server_task]
     path = manifest_path(p, result)
     if path:
-        result.extra["json_file"] = path
+        result.json_file = path
         csv_out.write_json_atomic(path, manifest(p, result))
     if p.benchmark_log_dir:
         from tfbench.output import benchmark_logger

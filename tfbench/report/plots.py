@@ -217,7 +217,7 @@ def _series(samples, key: str) -> dict[object, tuple[np.ndarray, np.ndarray]]:
 def timeseries_plot(manifest: dict, row, path: str) -> Optional[Figure]:
     """Per-step throughput over the run (warm-up shaded) and GPU temperature (right axis).
 
-    Uses the manifest's warmup_times/step_times and extra.samples (a list, or {monitor: list},
+    Uses the manifest's warmup_times/step_times, step_line_batch and extra.samples (a list, or {monitor: list},
     of {t, temp_c, gpu, ...}); missing series are left out. The monitor's t (seconds since it
     started) and the steps' cumulative time both start at about the run's start, so the two
     curves line up to within the monitor's start-up. None when there are no step times.
@@ -226,8 +226,10 @@ def timeseries_plot(manifest: dict, row, path: str) -> Optional[Figure]:
     warm = [float(x) for x in (manifest.get("warmup_times") or []) if x]
     if not steps:
         return None
-    batch = int(row.get("global_batch_size") or manifest.get("global_batch_size") or 0) or \
-        int(row.get("batch_size") or 1)
+    # Each step's images/sec as the Step lines count it (step_images_per_sec: the images one
+    # Step line counts, this worker's); a manifest without step_line_batch: every worker's.
+    batch = int(manifest.get("step_line_batch") or row.get("global_batch_size")
+                or manifest.get("global_batch_size") or 0) or int(row.get("batch_size") or 1)
     times = np.array(warm + steps)
     ends = np.cumsum(times)
     fig = _figure()

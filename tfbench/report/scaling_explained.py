@@ -83,9 +83,7 @@ def explain_note(explained: pd.DataFrame, keys: Sequence[str]) -> str:
     keys = [k for k in keys if k in explained and explained[k].nunique() > 1]
     for _, row in explained.iterrows():
         label = repeats.label(row, keys)
-        devices = row["devices"] if "devices" in row else \
-            row["num_devices"] * max(row["num_workers"], 1)
-        verdicts.append("%s%d devices: %s. " % ("%s, " % label if label else "", devices,
+        verdicts.append("%s%d devices: %s. " % ("%s, " % label if label else "", row["devices"],
                                                 row["verdict"]))
     return ("".join(verdicts) + "--explain_scaling's probes split each step against the "
             "one-device step (docs/measurements.md): points lost = 100 x ms lost / step ms, in "
