@@ -44,6 +44,19 @@ def test_strong_scaling_groups_by_global_batch():
     assert set(table["scaling"]) == {"strong"}
 
 
+def test_a_served_run_is_no_repeat_of_the_in_process_run():
+    """The same model and batch in-process (100, 110 images/sec), as a SavedModel (80) and
+    through TF-TRT FP16 (300): three configurations, the in-process one repeated twice."""
+    df = frame(row(mode="forward_only", images_per_sec=100),
+               row(mode="forward_only", images_per_sec=110),
+               row(mode="forward_only", serving_path="saved_model", images_per_sec=80),
+               row(mode="forward_only", serving_path="tftrt", trt_mode="FP16",
+                   images_per_sec=300))
+    table = studies.summary_table(df)
+    assert table[["serving_path", "trt_mode", "images_per_sec", "num_runs"]].values.tolist() \
+        == [["", "", 105.0, 2], ["saved_model", "", 80.0, 1], ["tftrt", "FP16", 300.0, 1]]
+
+
 def test_scaling_baseline_is_fewest_devices_and_counts_workers():
     df = frame(row(num_devices=2, images_per_sec=200),
                row(num_devices=2, num_workers=2, images_per_sec=360))

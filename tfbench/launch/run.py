@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime
 import os
 import shlex
-from typing import Optional, Sequence, TextIO
+from typing import TYPE_CHECKING, Optional, Sequence, TextIO
 
 from tfbench import errors
 from tfbench.output import csv_out
@@ -30,6 +30,9 @@ from tfbench.launch.console import ChiefConsole
 from tfbench.launch.remote import (ask_versions,
                                    task_flags, version_problems)
 from tfbench.launch.tasks import LaunchConfig, LaunchResult, host_failure_row, run_tasks
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Flags tfbench launch sets for every task itself.
 CLUSTER_FLAGS = ("job_name", "worker_hosts", "task_index", "ps_hosts", "controller_host")
@@ -159,15 +162,23 @@ def launch_series(cfg: LaunchConfig, counts: Sequence[int], stdout: TextIO,
     return exit_code
 
 
+def run_row(result: LaunchResult) -> "pd.Series":
+    """A point's row for its tables: every host's row combined as each figure declares
+    (report.load.combine_workers) when all are ok, else the chief's."""
+    from tfbench.report import load
+    rows = load.rows_frame(result.rows)
+    return load.combine_workers(rows) if (rows["status"] == "ok").all() else rows.iloc[0]
+
+
 def series_tables(cfg: LaunchConfig, counts: Sequence[int],
                   results: Sequence[LaunchResult]) -> str:
-    """Scaling efficiency (report.studies, weak scaling over devices x workers) from the chiefs'
-    rows, each point with the interconnect it saw, and every point's status."""
+    """Scaling efficiency (report.studies, weak scaling over devices x workers) from each point's
+    rows combined, each point with the interconnect it saw, and every point's status."""
     import pandas as pd
 
     from tfbench.report import load, studies, tables
     chiefs = [chief_row(r) for r in results]
-    df = load.rows_frame(chiefs)
+    df = load.normalize(pd.DataFrame([run_row(r) for r in results]))
     sections = studies.study_sections(df, ["scaling"], "weak")
     seen = {len(r.hosts): r.interconnect for r in results}
     for section in sections:
@@ -175,7 +186,8 @@ def series_tables(cfg: LaunchConfig, counts: Sequence[int],
                                          section.frame["num_workers"]]
         section.columns.append("interconnect")
         section.note += ("; images/sec is the chief's `total images/sec` (every worker's "
-                         "images); interconnect: what carried the all-reduce between hosts")
+                         "images), the other figures every host's row combined (docs/csv.md); "
+                         "interconnect: what carried the all-reduce between hosts")
     points = pd.DataFrame([{
         "hosts": len(r.hosts), "status": row["status"],
         "images_per_sec": pd.to_numeric(row["images_per_sec"] or None),
