@@ -47,7 +47,7 @@ FIGURES: tuple[Figure, ...] = (
        type="text", role="record", title="Error"),
     _config("model", "--model", "text", "Model"),
     _config("dataset", "imagenet or cifar10 (label space and default sizes)", "text", "Dataset"),
-    _config("mode", "training, forward_only or eval", "text", "Mode"),
+    _config("mode", "training, forward_only, eval or data_only", "text", "Mode"),
     _config("precision", "fp32, fp16 or bf16", "text", "Precision"),
     _config("xla", "1 when the step was compiled with XLA", "bool", "XLA", format="on|off"),
     _config("batch_size", "batch per device", "int", "Batch/device"),
