@@ -3,9 +3,12 @@ its name (the CSV column and the JSON key), definition, unit, console label, and
 read, title, format and combine it. Table order is CSV order.
 
 Adding a figure: compute it (into RunResult or its `extra` under this name) and declare it here
-(a figure the JSON manifest alone keeps, with no console label: tfbench/figures/manifest.py). A
-new CSV column is appended at the end of its section and needs SCHEMA_VERSION + 1
-(tests/test_promises.py pins every version's header), then `python -m tfbench.output.docgen`.
+(a figure the JSON manifest alone keeps, with no console label: tfbench/figures/manifest.py).
+CSV columns are only ever appended: a new one goes after the last CSV figure and needs
+SCHEMA_VERSION + 1 (tests/test_promises.py pins every version's header); then
+`python -m tfbench.output.docgen`. Every report reads the declaration: a title and a format
+make it a column of report tables, `repeats` one their rows aggregate, `shows` one of the
+Results or compare columns.
 """
 
 from __future__ import annotations
