@@ -6,6 +6,7 @@ import json
 import os
 from typing import Iterable, Optional
 
+import numpy as np
 import pandas as pd
 
 from tfbench import figures
@@ -19,9 +20,10 @@ INT_CONFIG_COLUMNS = figures.INT_CONFIG_COLUMNS
 NUMERIC_COLUMNS = tuple(c for c in COLUMN_NAMES if c not in TEXT_COLUMNS + INT_CONFIG_COLUMNS)
 
 
-def devices(df: pd.DataFrame) -> pd.Series:
-    """Devices of every worker together: num_devices x num_workers (each at least 1)."""
-    return df["num_devices"].clip(lower=1) * df["num_workers"].clip(lower=1)
+def devices(df):
+    """Devices of every worker together: num_devices x num_workers (each at least 1), of a
+    frame's rows (a Series) or of one row."""
+    return np.maximum(df["num_devices"], 1) * np.maximum(df["num_workers"], 1)
 
 
 def normalize(df: pd.DataFrame) -> pd.DataFrame:

@@ -14,6 +14,8 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from tfbench.report import load
+
 _THROUGHPUT_COLOR = "tab:blue"
 _SECOND_COLOR = "tab:red"
 
@@ -45,7 +47,8 @@ def device_label(row) -> str:
     name = str(row.get("device_name") or "") or str(row.get("device_kind") or "") or "device"
     devices = row.get("devices")
     if devices is None or (isinstance(devices, float) and np.isnan(devices)):
-        devices = int(row.get("num_devices") or 1) * max(int(row.get("num_workers") or 1), 1)
+        devices = load.devices({"num_devices": int(row.get("num_devices") or 1),
+                                "num_workers": int(row.get("num_workers") or 1)})
     return "%s x%d" % (name, int(devices)) if int(devices) > 1 else name
 
 
