@@ -62,11 +62,13 @@ def test_a_two_worker_run_by_its_definitions():
     chief = {"images_per_sec": 400.0, "step_images_per_sec": 320.0, "power_w_mean": 100.0,
              "energy_j": 300.0, "peak_mem_gb": 2.0, "temp_c_max": 70.0,
              "images_per_sec_per_watt": 200.0 / 100.0, "images_per_sec_per_gb": 200.0 / 4.0,
-             "joules_per_image": 300.0 / 2000, "one_device_step_ms": 50.0, "gpu_util_pct_mean": 90.0}
+             "joules_per_image": 300.0 / 2000,
+             "one_device_step_ms": 50.0, "gpu_util_pct_mean": 90.0}
     other = {"images_per_sec": 398.0, "step_images_per_sec": 320.0, "power_w_mean": 300.0,
              "energy_j": 500.0, "peak_mem_gb": 3.5, "temp_c_max": "",
              "images_per_sec_per_watt": 200.0 / 300.0, "images_per_sec_per_gb": 200.0 / 1.0,
-             "joules_per_image": 500.0 / 2000, "one_device_step_ms": 40.0, "gpu_util_pct_mean": 70.0}
+             "joules_per_image": 500.0 / 2000,
+             "one_device_step_ms": 40.0, "gpu_util_pct_mean": 70.0}
     rows = []
     for i, values in enumerate((chief, other)):
         row = {name: "" for name in csv_out.COLUMN_NAMES}

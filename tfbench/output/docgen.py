@@ -6,8 +6,9 @@
 
 Each file holds a marked section (<!-- flags:start --> ... <!-- flags:end -->, `csv` and `figures`)
 that is rewritten from flagdefs.ALL_FLAGS or the figures' declaration (tfbench/figures/table.py:
-the CSV columns, how a multi-worker run's rows combine, and what the console calls each figure); the text around it is left alone. Paths may
-be given instead of the defaults (docs/ of the checkout this module is in).
+the CSV columns, how a multi-worker run's rows combine, and what the console calls each
+figure); the text around it is left alone. Paths may be given instead of the defaults (docs/ of
+the checkout this module is in).
 tests/output/test_docgen.py fails when the docs have drifted.
 """
 

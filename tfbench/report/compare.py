@@ -37,10 +37,9 @@ from tfbench.report import evaluation, load, studies, tables
 MATCH_COLUMNS = figures.CONFIGURATION
 # Evaluations: the run kind (training, inference) in place of the mode, the execution mode in
 # place of precision, XLA and the serving path, named as the evaluation report names them.
-EVALUATION_MATCH_COLUMNS = tuple(
-    c for c in MATCH_COLUMNS
-    if c not in ("mode", "precision", "xla", "serving_path", "trt_mode")) + ("kind",
-                                                                             "execution_mode")
+_EXECUTION = ("mode", "precision", "xla", "serving_path", "trt_mode")
+EVALUATION_MATCH_COLUMNS = tuple(c for c in MATCH_COLUMNS if c not in _EXECUTION) + (
+    "kind", "execution_mode")
 # Shown for every row, whether or not they vary ("devices" = num_devices x num_workers; the split
 # is shown too when a row runs on several workers).
 IDENTITY_COLUMNS = ("model", "mode", "kind", "execution_mode", "precision", "xla", "batch_size",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional, Union
 
 import numpy as np
 import pandas as pd
@@ -20,7 +20,7 @@ INT_CONFIG_COLUMNS = figures.INT_CONFIG_COLUMNS
 NUMERIC_COLUMNS = tuple(c for c in COLUMN_NAMES if c not in TEXT_COLUMNS + INT_CONFIG_COLUMNS)
 
 
-def devices(df):
+def devices(df: Union[pd.DataFrame, pd.Series, Mapping[str, int]]) -> Union[pd.Series, int]:
     """Devices of every worker together: num_devices x num_workers (each at least 1), of a
     frame's rows (a Series) or of one row."""
     return np.maximum(df["num_devices"], 1) * np.maximum(df["num_workers"], 1)

@@ -220,10 +220,11 @@ def _series(samples, key: str) -> dict[object, tuple[np.ndarray, np.ndarray]]:
 def timeseries_plot(manifest: dict, row, path: str) -> Optional[Figure]:
     """Per-step throughput over the run (warm-up shaded) and GPU temperature (right axis).
 
-    Uses the manifest's warmup_times/step_times, step_line_batch and extra.samples (a list, or {monitor: list},
-    of {t, temp_c, gpu, ...}); missing series are left out. The monitor's t (seconds since it
-    started) and the steps' cumulative time both start at about the run's start, so the two
-    curves line up to within the monitor's start-up. None when there are no step times.
+    Uses the manifest's warmup_times/step_times, step_line_batch and extra.samples (a list, or
+    {monitor: list}, of {t, temp_c, gpu, ...}); missing series are left out. The monitor's t
+    (seconds since it started) and the steps' cumulative time both start at about the run's
+    start, so the two curves line up to within the monitor's start-up. None when there are no
+    step times.
     """
     steps = [float(x) for x in (manifest.get("step_times") or []) if x]
     warm = [float(x) for x in (manifest.get("warmup_times") or []) if x]
