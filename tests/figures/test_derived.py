@@ -22,7 +22,9 @@ TEXT = {"run_id", "timestamp", "status", "error", "model", "dataset", "mode", "p
         "device_kind", "device_name", "variable_update", "data_source", "data_format",
         "expected_range", "expected_range_source", "tf_version", "keras_version",
         "tfbench_version", "hostname", "notices", "command", "slowest_device", "link",
-        "serving_path", "trt_mode", "trt_precisions", "tensorrt_version"}
+        "serving_path", "trt_mode", "trt_precisions", "tensorrt_version"} | {
+    # --validate_devices' devices ("GPU 3"), which the report's list did not have: numbers
+    "slowest_alone_device", "slowest_matmul_device", "slowest_conv_device"}
 # The report's list, plus the two other integers that say what ran (0 in a failed row).
 INT_CONFIG = {"xla", "batch_size", "global_batch_size", "num_devices", "num_workers",
               "image_size", "accum_steps", "num_batches"} | {"num_warmup_batches",

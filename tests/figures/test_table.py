@@ -1,6 +1,6 @@
-"""The figures' declaration (tfbench/figures.py) is what the outputs show: the CSV's columns,
-docs/csv.md, and every console label printed next to its own figure on its own line; and every
-model module registers its models (the catalog imports them by name).
+"""The figures' declaration (tfbench/figures/table.py) is what the outputs show: the CSV's
+columns, docs/csv.md, and every console label printed next to its own figure on its own line;
+and every model module registers its models (the catalog imports them by name).
 
 The literal CSV header of each schema version is pinned apart from the declaration, in
 test_promises.py.

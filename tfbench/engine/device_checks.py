@@ -16,7 +16,7 @@ checked alone, for `tfbench validate` (docs/validate.md, "Each GPU alone: the de
 
 Each device's entry goes to RunResult.extra["device_checks"] (in the order of the run's
 devices), the numeric check's settings to extra["device_checks_numeric"], the summary figures
-to extra under their CSV names (tfbench/figures.py). A check that fails on a device (a
+to extra under their CSV names (tfbench/figures/table.py). A check that fails on a device (a
 TensorFlow error, out of memory) is recorded in that device's entry, with its first line, and
 the other devices are still checked; the run's own figures stand.
 """
@@ -288,7 +288,7 @@ def _numeric(runner: ModeRunner, shared: explain.DeviceSteps, entries: list[dict
 # --- summary figures ------------------------------------------------------------------------
 
 def summarise(entries: list[dict], res: RunResult) -> None:
-    """The summary figures (tfbench/figures.py) from the devices' entries."""
+    """The summary figures (tfbench/figures/table.py) from the devices' entries."""
     res.extra["devices_checked"] = len(entries)
     # (entry key, figure, whether a larger value is faster)
     for key, name, faster in (("alone_ms", "alone", False), ("matmul_tflops", "matmul", True),

@@ -17,10 +17,10 @@ that say where its scaling efficiency goes (tfbench.measure.scaling splits the s
 
 Each probe's time is the median of its repeats after untimed warm-up calls
 (tfbench.measure.stats.probe_summary). The figures go to RunResult.extra under their CSV names
-(tfbench/figures.py); the per-device and per-probe detail to the JSON manifest. Every worker of
-a cluster runs the probes (the all-reduce is a collective); each reports its own devices. A
-probe that fails (out of memory building a model per device, say) ends the probes with a notice;
-the run's own figures stand.
+(tfbench/figures/table.py); the per-device and per-probe detail to the JSON manifest. Every
+worker of a cluster runs the probes (the all-reduce is a collective); each reports its own
+devices. A probe that fails (out of memory building a model per device, say) ends the probes
+with a notice; the run's own figures stand.
 """
 
 from __future__ import annotations

@@ -37,6 +37,9 @@ MANIFEST_ONLY: tuple[Figure, ...] = (
     _j("scaling_probes", "--explain_scaling: each probe's timings and what it read"),
     _j("scaling_explained", "--explain_scaling: the step split against the one-device step"),
     _j("trt_summary", "TF-TRT's summary() of the converted graph, line by line"),
+    _j("device_checks", "--validate_devices: each device's entry (its step alone, kernels, and "
+       "loss and gradients against the first device's)"),
+    _j("device_checks_numeric", "--validate_devices: the numeric check's settings"),
     # --- beside the step statistics ---------------------------------------------------------
     _j("num_warmup_steps", "warm-up steps run", "int", workers="same"),
     _j("first_step_vs_steady", "first_step_sec / steady_step_sec_mean", "float",

@@ -326,28 +326,34 @@ FIGURES: tuple[Figure, ...] = (
     # --- --validate_devices: each device alone (docs/validate.md) --------------------------
     _f("devices_checked", "--validate_devices: this worker's devices checked alone (each one's "
        "entry in the JSON manifest's device_checks)", "", "devices alone",
-       line="Device checks"),
+       line="Device checks",
+       type="int", workers="sum"),
     _f("slowest_alone_device", "--validate_devices: the device whose training step alone is "
-       "slowest (GPU n: its CUDA index)", "", "", line="Device checks"),
+       "slowest (GPU n: its CUDA index)", "", "", line="Device checks",
+       type="text"),
     _f("slowest_alone_ratio", "--validate_devices: that device's step alone / the median "
        "device's step alone (median of 10 after 2 each)", "", "step alone",
        line="Device checks"),
     _f("slowest_matmul_device", "--validate_devices: the device with the fewest matmul TFLOP/s "
-       "(tfbench peak's NxN matmul in the run's precision)", "", "", line="Device checks"),
+       "(tfbench peak's NxN matmul in the run's precision)", "", "", line="Device checks",
+       type="text"),
     _f("slowest_matmul_ratio", "--validate_devices: the median device's matmul TFLOP/s / that "
        "device's (each the median of 10 calls after 2)", "", "matmul", line="Device checks"),
     _f("slowest_conv_device", "--validate_devices: the device with the fewest TFLOP/s in tfbench "
-       "peak's 3x3 convolution training step", "", "", line="Device checks"),
+       "peak's 3x3 convolution training step", "", "", line="Device checks",
+       type="text"),
     _f("slowest_conv_ratio", "--validate_devices: the median device's convolution TFLOP/s / that "
        "device's", "", "conv", line="Device checks"),
     _f("devices_differing", "--validate_devices: devices whose loss and gradients on the same "
        "batch from the same weights are not the first device's: not bit-exact under op "
        "determinism, else beyond the bound of the run's precision", "", "differing devices",
-       line="Device checks"),
+       line="Device checks",
+       type="int", workers="sum"),
     _f("max_grad_rel_diff", "--validate_devices: the largest difference of any device's loss or "
        "gradient element from the first device's, relative to that tensor's largest magnitude "
        "there; empty when a difference is not finite", "", "largest difference",
-       line="Device checks"),
+       line="Device checks",
+       workers="max"),
     # --- the JSON manifest and the console only -------------------------------------------
     _f("latency_ms_min", "fastest step per batch", "ms", "min", csv=False,
        line="Latency",

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Optional
 from tfbench import figures
 from tfbench.results import FIELD_NAMES, RunResult
 
-# The columns and their version are declared with every figure in tfbench/figures.py;
+# The columns and their version are declared with every figure in tfbench/figures/table.py;
 # docs/csv.md's column table is generated from them.
 SCHEMA_VERSION = figures.SCHEMA_VERSION
 # (column, meaning with its unit), in the CSV's order.

@@ -1,5 +1,5 @@
 """--validate_devices' console line, before the legacy footer, rendered from the run's figures
-(tfbench/figures.py) and the devices' entries in the JSON manifest (device_checks,
+(tfbench/figures/table.py) and the devices' entries in the JSON manifest (device_checks,
 device_checks_numeric: tfbench.engine.device_checks). Formatters only: no TensorFlow."""
 
 from __future__ import annotations
