@@ -197,7 +197,7 @@ def flops_figures(res: RunResult, p, plan: Resolved, ips: Optional[float],
     if per_device:
         res.extra["peak_tflops"] = per_device
         res.extra["mfu_pct"] = peak.mfu_pct(res.tflops_per_sec, per_device,
-                                            plan.device.num_devices * plan.num_workers)
+                                            plan.total_devices)
 
 
 def expected_range_figures(res: RunResult, device_kind: str) -> None:

@@ -34,7 +34,7 @@ def explain_table(table: pd.DataFrame) -> pd.DataFrame:
         for _, row in group.iloc[1:].iterrows():
             reference = None
             if base["devices"] == 1 and _probed(row):
-                reference = 1000.0 * row["global_batch_size"] / row["images_per_sec"] \
+                reference = scaling.step_ms(row["global_batch_size"], row["images_per_sec"]) \
                     * row["efficiency_pct"] / 100.0
             out = explain_row(row, reference)
             if out is not None:
@@ -64,7 +64,7 @@ def explain_row(row: pd.Series, reference: Optional[float] = None) -> Optional[d
         if pd.isna(row["one_device_step_ms"]):
             return None
         reference, by = float(row["one_device_step_ms"]), "one-device probe"
-    step_ms = 1000.0 * row["global_batch_size"] / row["images_per_sec"]
+    step_ms = scaling.step_ms(row["global_batch_size"], row["images_per_sec"])
     d = scaling.decompose(step_ms, reference, _value(row["slowest_device_step_ms"]),
                           _value(row["allreduce_ms"]), _value(row["input_step_ms"]))
     out = row.to_dict()
