@@ -11,7 +11,8 @@ import pytest
 from tfbench.config.argv import parse_params
 from tfbench.cli import sweep as sweep_cli
 from tfbench import errors
-from tfbench.sweep import child, max_batch
+from tfbench.children import process as child
+from tfbench.sweep import max_batch
 from tfbench.report import tables
 import paths
 

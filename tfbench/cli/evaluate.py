@@ -18,11 +18,12 @@ import sys
 from typing import Optional, Sequence
 
 from tfbench import errors
+from tfbench.children.process import DEFAULT_CHILD
 from tfbench.cli.guard import Parser, guarded
+from tfbench.config import params as params_lib
 from tfbench.config import presets
+from tfbench.config.argv import params_of_flags
 from tfbench.sweep import evaluate as ev
-from tfbench.sweep import grid
-from tfbench.sweep.child import DEFAULT_CHILD
 
 DEFAULT_OUT_DIR = "tfbench_evaluation"
 
@@ -178,7 +179,7 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
         "; quick mode" if args.quick else ""))
     if evaluation.tftrt_left_out:
         say("TF-TRT mode left out: %s" % evaluation.tftrt_left_out)
-    if ev.training_devices(grid.child_params(evaluation.sweep.config.base_flags)) > 1:
+    if params_lib.requested_devices(params_of_flags(evaluation.sweep.config.base_flags)) > 1:
         say("training runs use --num_gpus or --gpu_indices; inference runs at batch 1 use one "
             "device")
     say("%d of %d runs to do (%d already finished)" % (len(todo), total, total - len(todo))

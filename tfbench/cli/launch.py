@@ -20,9 +20,10 @@ from typing import Optional, Sequence, TextIO
 
 from tfbench import errors
 from tfbench.cli.guard import Parser, guarded
+from tfbench.config import params as params_lib
 from tfbench.config import presets
+from tfbench.config.argv import params_of_flags, strip_flags
 from tfbench.launch import remote as launch_remote, run as launch
-from tfbench.sweep import grid as sweep_grid
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,7 +82,7 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
         raise errors.UsageError("--%s is set by tfbench launch for every task (one task per "
                                 "--hosts entry); leave it out" % taken[0])
     hosts = launch_remote.parse_hosts(args.hosts, args.port)
-    p = sweep_grid.child_params(launch_remote.task_flags(flags, hosts, 0))
+    p = params_of_flags(launch_remote.task_flags(flags, hosts, 0))
     if p.variable_update == "horovod":
         raise errors.UsageError("--variable_update=horovod starts its processes with "
                                 "horovodrun or mpirun, not tfbench launch")
@@ -90,7 +91,7 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
         raise errors.UsageError("tfbench launch runs MultiWorkerMirroredStrategy: use "
                                 "--variable_update=%s (or leave it out), not %s"
                                 % (", ".join(launch.MULTI_WORKER_VALUES), p.variable_update))
-    gpus_per_task = None if p.device.lower() == "cpu" else p.num_gpus
+    gpus_per_task = None if params_lib.cpu_requested(p) else params_lib.requested_devices(p)
     machines = [h.machine for h in hosts]
     shared = sorted({m for m in machines if machines.count(m) > 1})
     if shared and p.gpu_indices and gpus_per_task:
@@ -114,7 +115,7 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
     if args.sweep_hosts is not None:
         launch.parse_counts(args.sweep_hosts, len(hosts))
     cfg = launch.LaunchConfig(
-        hosts=hosts, flags=sweep_grid.strip_flags(flags, ["csv_file"]), rsh=rsh,
+        hosts=hosts, flags=strip_flags(flags, ["csv_file"]), rsh=rsh,
         remote_cmd=args.remote_cmd.strip(), out_dir=args.out_dir or launch.default_out_dir(),
         csv_file=p.csv_file or "", cluster_timeout=float(p.cluster_timeout_secs),
         nccl_debug=args.nccl_debug, gpus_per_task=gpus_per_task,

@@ -16,10 +16,11 @@ import sys
 from typing import Optional, Sequence
 
 from tfbench import errors
+from tfbench.children.process import DEFAULT_CHILD
 from tfbench.cli.guard import Parser, guarded
 from tfbench.config import flagdefs, presets
+from tfbench.config.argv import params_of_flags
 from tfbench.sweep import grid, max_batch, summary
-from tfbench.sweep.child import DEFAULT_CHILD
 from tfbench.sweep.runner import Sweep, SweepConfig
 
 
@@ -96,7 +97,7 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
 
 def _probe_flags(config: SweepConfig, stream) -> None:
     """Short probes unless the user chose the lengths; said in one line (no silent change)."""
-    given = grid.child_params(config.base_flags)
+    given = params_of_flags(config.base_flags)
     added = []
     for name, value, excluded_by in max_batch.PROBE_DEFAULTS:
         if given.is_explicit(name) or any(given.is_explicit(n) for n in excluded_by):
@@ -122,7 +123,7 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
     try:
         if args.find_max_batch_size:
             _probe_flags(config, stderr)
-            start = grid.child_params(config.base_flags).batch_size or 1
+            start = params_of_flags(config.base_flags).batch_size or 1
             max_results = max_batch.find_max_batch_sizes(
                 engine, start=max(1, start), limit=args.max_batch_size_limit,
                 granularity=args.batch_granularity)

@@ -25,7 +25,7 @@ import shlex
 from typing import Optional, Sequence, TextIO
 
 from tfbench import errors
-from tfbench.output import csv_out
+from tfbench.children import rows as rows_lib
 from tfbench.launch.console import ChiefConsole
 from tfbench.launch.remote import (ask_versions,
                                    task_flags, version_problems)
@@ -79,11 +79,7 @@ def _save_rows(cfg: LaunchConfig, rows: list[dict[str, str]], path: str,
     task's own is the launcher's, with a --csv_file on its host that no longer exists)."""
     for row in rows:
         row["command"] = cfg.command or row["command"]
-    csv_out.append_rows(path, rows)
-    if cfg.csv_file:
-        notice = csv_out.append_rows(cfg.csv_file, rows)
-        if notice:
-            print(notice, file=stderr)
+    rows_lib.save_rows(rows, path, cfg.csv_file, lambda notice: print(notice, file=stderr))
 
 
 def launch(cfg: LaunchConfig, stdout: TextIO, stderr: TextIO) -> int:

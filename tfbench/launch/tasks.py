@@ -13,8 +13,10 @@ import time
 from typing import Optional, Sequence
 
 from tfbench import errors
+from tfbench.children import outcome as outcome_lib
+from tfbench.children import rows as rows_lib
+from tfbench.children.process import ChildOutcome
 from tfbench.measure import nccl_log
-from tfbench.sweep import child as sweep_child
 from tfbench.launch.console import ChiefConsole
 from tfbench.launch.remote import (DEFAULT_REMOTE_CMD, Host, RemoteTask, remote_script, rsh_argv,
                                    task_flags)
@@ -225,8 +227,8 @@ def task_rows(cfg: LaunchConfig, task: RemoteTask, num_workers: int,
     command = shlex.join([cfg.remote_cmd] + task.flags)
     if rows:
         if not task.ok:
-            sweep_child.mark_abnormal(rows, "ended abnormally after writing its row: "
-                                      + task.cause(cfg.rsh))
+            rows_lib.mark_abnormal(rows, "ended abnormally after writing its row: "
+                                   + task.cause(cfg.rsh))
         return rows
     if task.ok:
         return [host_failure_row(task.flags, "error", NO_ROW, command, task.host, num_workers)]
@@ -237,20 +239,20 @@ def task_rows(cfg: LaunchConfig, task: RemoteTask, num_workers: int,
     else:
         code = -sig if sig is not None else (task.exit_code if task.exit_code is not None
                                              else 1)
-        status, _ = sweep_child.classify_failure(
-            sweep_child.ChildOutcome(code, task.ended - task.started), "\n".join(task.tail))
-        if sig == signal.SIGKILL:
-            status = "error"   # sweep counts SIGKILL as the OOM killer; here it is not known
+        # A SIGKILL may be the launcher's own (a task that outlived its SIGTERM), or any host's.
+        status, _ = outcome_lib.classify_failure(
+            ChildOutcome(code, task.ended - task.started), "\n".join(task.tail),
+            sigkill_is_oom=False)
         error = task.cause(cfg.rsh)
     return [host_failure_row(task.flags, status, error, command, task.host, num_workers)]
 
 
 def host_failure_row(flags: Sequence[str], status: str, error: str, command: str, host: Host,
                      num_workers: int) -> dict[str, str]:
-    row = sweep_child.failure_row(flags, status, error, command)
-    row["hostname"] = host.target.rpartition("@")[2]
-    row["num_workers"] = str(num_workers)
-    return row
+    """The row for a host's task that wrote none: what it would have run as one of
+    `num_workers` workers (tfbench.children.rows), on that host."""
+    return rows_lib.failure_row(flags, status, error, command,
+                                hostname=host.target.rpartition("@")[2], workers=num_workers)
 
 
 def interconnect(rows: Sequence[dict[str, str]], tasks: Sequence[RemoteTask],

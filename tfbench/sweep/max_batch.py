@@ -10,7 +10,8 @@ from typing import Callable, Optional
 
 from tfbench import errors
 from tfbench.config import params as params_lib
-from tfbench.sweep.grid import Point, child_params, expand_grid, point_flags, point_name
+from tfbench.config.argv import params_of_flags
+from tfbench.sweep.grid import Point, expand_grid, point_flags, point_name
 from tfbench.sweep.progress import Progress
 from tfbench.sweep.runner import PointRecord, Sweep
 
@@ -132,7 +133,7 @@ def _search_group(sweep: Sweep, group: Point, progress: Progress, start: int, li
 
     search = search_max_batch(probe, start, limit, granularity)
     best = measured.get(search.max_batch) if search.max_batch else None
-    p = child_params(point_flags(sweep.config.base_flags, group.flags))
+    p = params_of_flags(point_flags(sweep.config.base_flags, group.flags))
     values = {"model": p.model, "precision": params_lib.resolve_precision(p)}
     values.update(group.values)  # swept values win, in sweep order after model/precision
     return MaxBatchResult(values, search, best.rows[0] if best else None)

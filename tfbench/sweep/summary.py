@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from typing import Optional, Sequence
 
+from tfbench.config.argv import params_of_flags
 from tfbench.output import csv_out
 from tfbench.sweep.max_batch import MaxBatchResult
 from tfbench.sweep.runner import PointRecord, SweepConfig
@@ -73,10 +74,9 @@ def study_sections(records: Sequence[PointRecord], config: SweepConfig, knee_pct
     import pandas as pd
 
     from tfbench.report import load, studies
-    from tfbench.sweep.grid import child_params
     extra = extra_keys(config.keys)
     # The children's own threshold, as their --num_runs would judge their repeats.
-    threshold = child_params(config.base_flags).unstable_threshold_pct
+    threshold = params_of_flags(config.base_flags).unstable_threshold_pct
     pairs = [(r.point, row) for r in records for row in r.rows]
     df = load.rows_frame([row for _, row in pairs])
     for key in extra:
