@@ -19,9 +19,8 @@ from typing import Optional, Sequence
 
 from tfbench import errors
 from tfbench.children.process import DEFAULT_CHILD
-from tfbench.cli.guard import Parser, guarded
+from tfbench.cli.guard import MIXED_FLAGS, Parser, guarded, split_benchmark_flags
 from tfbench.config import params as params_lib
-from tfbench.config import presets
 from tfbench.config.argv import params_of_flags
 from tfbench.sweep import evaluate as ev
 
@@ -35,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Evaluate a GPU the way practitioners publish it: five models x three "
                     "execution modes, training throughput, inference latency at batch 1, peak "
                     "memory, power and stability, each run in its own process; one directory "
-                    "with the rows, logs, manifests and the report. Other flags go to every run.")
+                    "with the rows, logs, manifests and the report. Other flags go to every run.",
+        epilog=MIXED_FLAGS)
     p.add_argument("--out_dir", default=DEFAULT_OUT_DIR,
                    help="the evaluation's directory; the same command again continues it "
                         "(default %s)" % DEFAULT_OUT_DIR)
@@ -125,12 +125,7 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stream=
     """Parses argv; returns (options, Evaluation, the directory's record: stored, or new and not
     yet saved). Nothing runs and nothing is written. Evaluation.tftrt_left_out says why the
     tftrt mode is left out ('' when it runs or was not asked for)."""
-    argv = presets.expand_flagfiles(argv)
-    args, base = _parser().parse_known_args(argv)
-    stray = [t for i, t in enumerate(base) if not t.startswith("-")
-             and not (i and base[i - 1].startswith("--") and "=" not in base[i - 1])]
-    if stray:
-        raise errors.UsageError("unexpected argument %r: flags look like --name=value" % stray[0])
+    args, base = split_benchmark_flags(_parser(), argv)
     ev.check_flags(base)
     method = method_from(args)
     settings = ev.settings_record(method, args.quick, base)

@@ -19,7 +19,7 @@ import sys
 from typing import Optional, Sequence, TextIO
 
 from tfbench import errors
-from tfbench.cli.guard import Parser, guarded
+from tfbench.cli.guard import FLAGS_AFTER_SEPARATOR, Parser, guarded, split_benchmark_flags
 from tfbench.config import params as params_lib
 from tfbench.config import presets
 from tfbench.config.argv import params_of_flags, strip_flags
@@ -32,7 +32,8 @@ def _parser() -> argparse.ArgumentParser:
         usage="tfbench launch --hosts=H1,H2,... [options] -- BENCHMARK FLAGS",
         description="Run one benchmark task per host through a remote shell (ssh), as one "
                     "MultiWorkerMirroredStrategy cluster: the chief's classic log on stdout, "
-                    "each host's log in its own file, every host's CSV row in the local CSV.")
+                    "each host's log in its own file, every host's CSV row in the local CSV.",
+        epilog=FLAGS_AFTER_SEPARATOR)
     p.add_argument("--hosts", required=True, metavar="[USER@]HOST[:PORT],...",
                    help="one task per entry, the first the chief; PORT is the task's "
                         "TensorFlow port (default --port; a host named again gets the next, "
@@ -58,24 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(launch options, benchmark flags): the benchmark flags are those after `--`."""
-    argv = list(argv)
-    if "--" not in argv:
-        return argv, []
-    cut = argv.index("--")
-    return argv[:cut], argv[cut + 1:]
-
-
 def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]:
     """Parses and checks everything; no process is started. UsageError on bad input."""
-    own, flags = split_argv(argv)
-    parser = _parser()
-    args, unknown = parser.parse_known_args(own)
-    if unknown:
-        raise errors.UsageError("unknown tfbench launch option %r (benchmark flags go after "
-                                "--)" % unknown[0])
-    flags = presets.expand_flagfiles(flags)
+    args, flags = split_benchmark_flags(_parser(), argv, after_separator=True)
     given = {t[2:].split("=", 1)[0] for t in flags if t.startswith("--")}
     taken = [name for name in launch.CLUSTER_FLAGS if name in given]
     if taken:

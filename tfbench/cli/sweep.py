@@ -17,8 +17,8 @@ from typing import Optional, Sequence
 
 from tfbench import errors
 from tfbench.children.process import DEFAULT_CHILD
-from tfbench.cli.guard import Parser, guarded
-from tfbench.config import flagdefs, presets
+from tfbench.cli.guard import MIXED_FLAGS, Parser, guarded, split_benchmark_flags
+from tfbench.config import flagdefs
 from tfbench.config.argv import params_of_flags
 from tfbench.sweep import grid, max_batch, summary
 from tfbench.sweep.runner import Sweep, SweepConfig
@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="tfbench sweep",
         description="Run a grid of benchmark configurations, each point in its own process, and "
                     "print the study tables (scaling, batch size, precision, resolution). All "
-                    "other flags go to every point.")
+                    "other flags go to every point.", epilog=MIXED_FLAGS)
     p.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="a flag and its values; repeat for a grid. Zip keys with '+': "
                         "precision+xla=fp32+0,fp16+0,fp16+1. An empty value keeps the default.")
@@ -67,13 +67,7 @@ def _parser() -> argparse.ArgumentParser:
 def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
           stream=None) -> tuple[argparse.Namespace, Sweep]:
     """Parses argv into the sweep options and a ready Sweep (no process started)."""
-    argv = presets.expand_flagfiles(argv)
-    parser = _parser()
-    args, base = parser.parse_known_args(argv)
-    stray = [t for i, t in enumerate(base) if not t.startswith("-")
-             and not (i and base[i - 1].startswith("--") and "=" not in base[i - 1])]
-    if stray:
-        raise errors.UsageError("unexpected argument %r: flags look like --name=value" % stray[0])
+    args, base = split_benchmark_flags(_parser(), argv)
     if not args.sweep and not args.find_max_batch_size:
         raise errors.UsageError("give at least one --sweep=KEY=V1,V2,... (or "
                                 "--find_max_batch_size)")
