@@ -18,6 +18,7 @@ import sys
 from typing import Optional, Sequence
 
 from tfbench import errors
+from tfbench.children.outcome import study_end
 from tfbench.children.process import DEFAULT_CHILD
 from tfbench.cli.guard import MIXED_FLAGS, Parser, guarded, split_benchmark_flags
 from tfbench.config import params as params_lib
@@ -150,8 +151,10 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stream=
 
 def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=None,
         stderr=None, gpus: Optional[tuple[int, str]] = None, tensorrt_reader=None) -> int:
-    """The whole command; returns the exit code: 0 when the evaluation holds an ok row, 1 when
-    it holds none, 130/143 when interrupted (the report is still written)."""
+    """The whole command; returns the exit code once the report is written: 0 when every
+    configuration of the plan has an ok latest row, 6 (errors.EXIT_INCOMPLETE) when some have
+    not (one error line counts them; --rerun_failed runs them again), 1 when none has, 1 too
+    when --browser_check=yes fails, 130/143 when interrupted."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
 
     def say(text: str) -> None:
@@ -189,11 +192,13 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
             "runs")
     if not os.path.exists(os.path.join(out_dir, ev.ROWS_FILE)):
         return code
-    report, checked = _report(args, evaluation.method, record, stdout, say)
-    if code == errors.EXIT_OK and report.first_table.empty:
-        print(errors.error_line("no run succeeded; see the logs in %s"
-                                % os.path.join(out_dir, "logs")), file=stderr)
-        code = errors.EXIT_RUN_ERROR
+    _, checked = _report(args, evaluation.method, record, stdout, say)
+    if code == errors.EXIT_OK:
+        code, line = study_end(ev.statuses(out_dir, evaluation.all_points), "runs",
+                               "rows in %s, logs in %s" % (os.path.join(out_dir, ev.ROWS_FILE),
+                                                           os.path.join(out_dir, "logs")))
+        if line:
+            print(errors.error_line(line), file=stderr)
     if code == errors.EXIT_OK and checked is False and args.browser_check == "yes":
         code = errors.EXIT_RUN_ERROR
     return code

@@ -16,7 +16,9 @@ import sys
 from typing import Optional, Sequence
 
 from tfbench import errors
+from tfbench.children.outcome import study_end
 from tfbench.children.process import DEFAULT_CHILD
+from tfbench.children.rows import rows_status
 from tfbench.cli.guard import MIXED_FLAGS, Parser, guarded, split_benchmark_flags
 from tfbench.config import flagdefs
 from tfbench.config.argv import params_of_flags
@@ -105,9 +107,12 @@ def _probe_flags(config: SweepConfig, stream) -> None:
 
 def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
         stdout=None, stderr=None) -> int:
-    """The whole command; returns the exit code: 0 when at least one point ran ok (failed points
-    do not fail the study; they are marked in the tables), 1 when none did, 130/143 when
-    interrupted (the tables are still written for the finished points)."""
+    """The whole command; returns the exit code once every row and table is written: 0 when
+    every point ended ok, 6 (errors.EXIT_INCOMPLETE) when some did not (a failed point does not
+    stop the study; it is marked in the tables, and one error line counts them), 1 when none
+    did, 130/143 when interrupted (the tables are still written for the finished points). With
+    --find_max_batch_size a point is a search: an oom probe is its answer, not a failure; a
+    search that stopped on another status, or where nothing fits, is one."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     args, engine = build(argv, child_cmd, stderr)
@@ -129,11 +134,6 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
         exit_code = exc.exit_code if isinstance(exc, errors.Interrupted) else errors.EXIT_SIGINT
         print("\nsweep interrupted; writing the tables for the %d finished run(s)"
               % len(engine.records), file=stderr)
-    ok = any(row["status"] == "ok" for r in engine.records for row in r.rows)
-    if engine.records and not ok and exit_code == errors.EXIT_OK:
-        print(errors.error_line("no point ran successfully; see the logs in %s"
-                                % os.path.join(config.out_dir, "logs")), file=stderr)
-        exit_code = errors.EXIT_RUN_ERROR
     if engine.records:
         from tfbench.report import tables
         sections = summary.study_sections(engine.records, config, args.knee_pct, max_results)
@@ -143,6 +143,13 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
         stdout.write("\nrows: %s\ntables: %s\n" % (os.path.join(config.out_dir, "sweep.csv"),
                                                    os.path.join(config.out_dir, "summary.md")))
         stdout.flush()
+    if engine.records and exit_code == errors.EXIT_OK:
+        statuses = (max_batch.group_statuses(max_results) if max_results is not None
+                    else [rows_status(r.rows) for r in engine.records])
+        exit_code, line = study_end(statuses, "points", "rows in %s, logs in %s" % (
+            config.rows_path, os.path.join(config.out_dir, "logs")))
+        if line:
+            print(errors.error_line(line), file=stderr)
     return exit_code
 
 

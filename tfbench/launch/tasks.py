@@ -61,6 +61,7 @@ class LaunchResult:
     error: str                       # the one line, '' when every task ended well
     interconnect: str
     seconds: float
+    status: str = "ok"               # the launch's, as a study counts it: its named task's row's
 
 
 def _now() -> float:
@@ -147,20 +148,21 @@ def _stop_all(tasks: Sequence[RemoteTask], local_kill_after: float) -> None:
 def _result(cfg: LaunchConfig, tasks: Sequence[RemoteTask], hosts: Sequence[Host],
             started: float, first_trouble: Optional[float],
             interrupted: Optional[errors.Interrupted]) -> LaunchResult:
-    rows = []
-    for task in tasks:
-        rows += task_rows(cfg, task, len(tasks), interrupted)
+    own = [task_rows(cfg, task, len(tasks), interrupted) for task in tasks]
+    rows = [row for task_rows_ in own for row in task_rows_]
+    status = "ok"
     last_end = max((t.ended for t in tasks if t.ended), default=_now())
     stop_seconds = None if first_trouble is None else max(0.0, last_end - first_trouble)
     exit_code, error = errors.EXIT_OK, ""
     if interrupted is not None:
-        exit_code = interrupted.exit_code
+        exit_code, status = interrupted.exit_code, "interrupted"
         error = "%s; the %d task(s) stopped within %.1f s" % (interrupted, len(tasks),
                                                               stop_seconds or 0.0)
     else:
         root = _root_cause(tasks)
         if root is not None:
             exit_code = _exit_code(root)
+            status = rows_lib.rows_status(own[root.index])
             others = len(tasks) - 1
             error = "%s (worker %d): %s" % (root.host.label, root.index,
                                             _root_phrase(root, tasks, cfg.rsh))
@@ -169,10 +171,12 @@ def _result(cfg: LaunchConfig, tasks: Sequence[RemoteTask], hosts: Sequence[Host
                     others, max(0.0, last_end - root.ended))
         elif any(r["error"] == NO_ROW for r in rows):
             task = next(t for t in tasks if not t.rows())
-            exit_code = errors.EXIT_RUN_ERROR
+            exit_code, status = errors.EXIT_RUN_ERROR, "error"
             error = "%s (worker %d): %s" % (task.host.label, task.index, NO_ROW)
+    if exit_code and status == "ok":
+        status = "error"
     return LaunchResult(list(hosts), rows, exit_code, error,
-                        interconnect(rows, tasks, cfg.nccl_debug), last_end - started)
+                        interconnect(rows, tasks, cfg.nccl_debug), last_end - started, status)
 
 
 def _root_cause(tasks: Sequence[RemoteTask]) -> Optional[RemoteTask]:

@@ -271,19 +271,32 @@ def finished(out_dir: str, rerun_failed: bool = False, rerun_unstable: bool = Fa
     interrupted; not ok ones when rerun_failed; unstable ones when rerun_unstable; none that
     ran on the CPU when gpu_expected (the run that stopped the evaluation, see
     Evaluation._check_device, runs again once TensorFlow uses the GPU)."""
-    path = os.path.join(out_dir, ROWS_FILE)
-    if not os.path.exists(path):
-        return set()
-    rows = ev.with_method_columns(load.read_results([path])).drop_duplicates(
-        ["model", "execution_mode", "kind"], keep="last")
     done = set()
-    for _, row in rows.iterrows():
+    for name, row in _latest_rows(out_dir).items():
         if row["status"] == "interrupted" or (rerun_failed and row["status"] != "ok") or \
                 (rerun_unstable and row["unstable"] == 1) or \
                 (gpu_expected and row["device_kind"] == "cpu"):
             continue
-        done.add(Item(row["model"], row["execution_mode"], row["kind"]).name)
+        done.add(name)
     return done
+
+
+def statuses(out_dir: str, todo: Sequence[Point]) -> list[str]:
+    """The status of each planned configuration's latest row in evaluation.csv (earlier
+    commands' included: the evaluation is the directory), 'not run' where it has none."""
+    latest = _latest_rows(out_dir)
+    return [latest[p.name]["status"] if p.name in latest else "not run" for p in todo]
+
+
+def _latest_rows(out_dir: str) -> dict:
+    """Plan item name -> the latest row of that configuration in evaluation.csv."""
+    path = os.path.join(out_dir, ROWS_FILE)
+    if not os.path.exists(path):
+        return {}
+    rows = ev.with_method_columns(load.read_results([path])).drop_duplicates(
+        ["model", "execution_mode", "kind"], keep="last")
+    return {Item(row["model"], row["execution_mode"], row["kind"]).name: row
+            for _, row in rows.iterrows()}
 
 
 class Evaluation:

@@ -6,7 +6,7 @@ killed under a memory cap, means it does not fit).
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from tfbench import errors
 from tfbench.config import params as params_lib
@@ -89,6 +89,20 @@ class MaxBatchResult:
     values: dict[str, str]          # the group's swept values (model, precision, ...)
     search: SearchResult
     row: Optional[dict[str, str]]   # the ok row measured at the largest batch
+
+
+def group_statuses(results: Sequence[MaxBatchResult]) -> list[str]:
+    """Each search's status, as a study counts its points: ok when it found a largest batch
+    (its oom probes are how it did), oom when not even the smallest fits, else the status of
+    the probe that stopped it."""
+    out = []
+    for res in results:
+        s = res.search
+        if s.error:
+            out.append(s.probes[-1][1] if s.probes else "error")
+        else:
+            out.append("ok" if s.max_batch else "oom")
+    return out
 
 
 # (flag, value for short probes, flags that exclude it): a user's --num_epochs excludes
