@@ -236,3 +236,16 @@ def test_evaluate_gives_explain_scaling_to_training_runs_only():
     assert {n: r.explain_scaling for n, r in runs.items()} == {
         "resnet50_%s_%s" % (mode, kind): kind == "training"
         for mode in ("native", "mixed", "mixed_xla") for kind in ("training", "inference")}
+
+
+def test_on_a_cpu_gpu_indices_do_not_make_training_several_devices():
+    """The devices a training run uses are the ones its run resolves (config.params.
+    requested_devices for both): on --device=cpu, --gpu_indices has no effect, one device
+    trains, and the method leaves its strategy alone."""
+    from tfbench.config import params as params_lib
+    from tfbench.engine.plan import resolve
+    base = ["--device=cpu", "--gpu_indices=0,1", "--model=trivial"]
+    points = {p.name: p for p in ev.points(ev.Method(models=("trivial",)), "bf16", base)}
+    training = params_of_flags(point_flags(base, points["trivial_native_training"].flags))
+    assert resolve(training).device.num_devices == params_lib.requested_devices(training) == 1
+    assert training.variable_update == "parameter_server"   # not made replicated
