@@ -330,6 +330,15 @@ def test_interrupt_stops_the_child_keeps_its_row_and_writes_the_tables(tmp_path,
     assert (tmp_path / "summary.md").exists() and "## All points" in out
 
 
+def test_the_tables_read_the_points_flags_not_the_base_flags_alone(tmp_path, child):
+    # --saved_model alone is no run (it needs --forward_only); every point of this sweep is one,
+    # and the tables after them must not refuse the base flags.
+    code, out, err = run_sweep(["--saved_model", "--sweep=forward_only=true",
+                                "--out_dir=%s" % tmp_path, "--csv_file="], child)
+    assert code == 0, err
+    assert "## All points" in out and (tmp_path / "summary.md").exists()
+
+
 def test_exit_code_is_1_when_no_point_succeeds(tmp_path, child):
     code, out, err = run_sweep(["--sweep=model=crash,nan", "--out_dir=%s" % tmp_path], child)
     assert code == errors.EXIT_RUN_ERROR
