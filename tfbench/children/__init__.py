@@ -8,11 +8,19 @@ appended to the study's file and to --csv_file; whether a study's points all fin
 here; neither imports the other. Nothing here imports TensorFlow or the engine: what a child
 would have run is read from its flags (tfbench.config).
 
-The API, for a command that runs benchmarks as children:
-  outcome = process.run_child(cmd, log_path, memory_limit_mb=None, timeout_sec=None)
-  rows = rows.child_rows(flags, outcome, csv_path, log_path, command)   # its own, or one
-  status, error = outcome.classify_failure(outcome, process.log_tail(log_path))
+The API, for a command that runs benchmarks as children (`from tfbench.children import
+process, outcome, rows`):
+  result = process.run_child(cmd, log_path, memory_limit_mb=None, timeout_sec=None)
+      -> ChildOutcome(exit_code, seconds, timed_out, interrupted): the child in its own session,
+         stdout+stderr in log_path; re-raise result.interrupted when it is set.
+  kept = rows.child_rows(flags, result, csv_path, log_path, command)
+      -> the child's own rows from csv_path (an ok one marked error if it then ended badly), or
+         one failure row classified from its exit code and log.
+  status, error = outcome.classify_failure(result, process.log_tail(log_path))
   row = rows.failure_row(flags, status, error, command, hostname=None, workers=1)
-  rows.save_rows(rows, study_path, csv_file, say)        # the study's file, --csv_file, notice
-  code, line = outcome.study_end([...one status per point...], "points", where)
+  rows.save_rows(kept, study_path, csv_file, say)   # the study's file, --csv_file, notices
+  code, line = outcome.study_end([rows.rows_status(r) for r in each_points_rows], "points",
+                                 "rows in ..., logs in ...")   # 0 / 6 / 1 and the error line
+`flags` are benchmark flags as the child gets them (no program name), read with
+tfbench.config.argv.params_of_flags.
 """
