@@ -328,7 +328,9 @@ def test_the_docs_table_lists_the_same_codes():
     with open("%s/docs/output.md" % ROOT) as handle:
         text = handle.read()
     table = dict(re.findall(r"^\| ([0-9 /]+) \| (.+) \|$", text, re.M))
-    assert sorted(table) == ["0", "1", "130 / 143", "2", "3", "4", "5"]
+    assert sorted(table) == ["0", "1", "130 / 143", "2", "3", "4", "5", "6"]
     assert table["2"].startswith("usage error") and table["3"].startswith("out of memory")
     assert table["4"].startswith("NaN or Inf loss") and "SIGINT / SIGTERM" in table["130 / 143"]
     assert table["5"].startswith("distributed runtime failure")
+    assert table["6"].startswith("a study whose points did not all finish ok")
+    assert errors.EXIT_INCOMPLETE == 6

@@ -7,6 +7,8 @@ Exit codes (documented in docs/output.md):
   3  out of memory
   4  NaN or Inf loss
   5  distributed runtime failure (a peer unreachable or lost)
+  6  a study (sweep, evaluate, launch --sweep_hosts) whose points did not all finish ok; every
+     row and table is written
   130 / 143  interrupted by SIGINT / SIGTERM
 """
 
@@ -24,6 +26,7 @@ EXIT_USAGE = 2
 EXIT_OOM = 3
 EXIT_NAN = 4
 EXIT_DISTRIBUTED = 5
+EXIT_INCOMPLETE = 6
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 

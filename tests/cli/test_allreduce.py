@@ -34,3 +34,11 @@ def test_the_table_shows_each_set_and_no_bandwidth_for_sums_at_variables():
     assert lines[1].split() == ["resnet50", "gradients", "97.5", "MiB", "161", "float16",
                                 "2.000", "51.11", "89.45", "12.5"]
     assert lines[2].split()[-3:] == ["-", "-", "12.5"]
+
+
+def test_a_flagfile_may_hold_the_probes_own_options(tmp_path):
+    # Read before the split, as sweep and evaluate read theirs (tfbench.cli.guard).
+    preset = tmp_path / "probe.flags"
+    preset.write_text("--model=trivial\n--max_bytes=12Q\n")
+    with pytest.raises(UsageError, match=r"^--max_bytes=12Q: give a size"):
+        cli.run(["--flagfile=%s" % preset])

@@ -179,13 +179,19 @@ def test_a_failing_model_is_marked_and_the_rest_goes_on(tmp_path, child, monkeyp
     out = str(tmp_path / "ev")
     monkeypatch.setenv("FAKE_FAIL", "vit_tiny")
     code, stdout, stderr = evaluate(SMALL + ["--out_dir=" + out, "--modes=native"], child)
-    assert code == 0
+    assert code == errors.EXIT_INCOMPLETE
     assert [(r["model"], r["status"]) for r in rows(out)] == [
         ("resnet50", "ok"), ("resnet50", "ok"), ("vit_tiny", "error"), ("vit_tiny", "error")]
     assert "## Failed runs" in open(os.path.join(out, "report", "report.md")).read()
+    # After the report: one line counting the runs that did not finish ok.
+    incomplete = ("tfbench: error: 2 of 4 runs did not finish ok (2 error); rows in %s, logs "
+                  "in %s" % (os.path.join(out, "evaluation.csv"), os.path.join(out, "logs")))
+    assert stderr.splitlines()[-1] == incomplete
     monkeypatch.delenv("FAKE_FAIL")
     code, _, stderr = evaluate(SMALL + ["--out_dir=" + out, "--modes=native"], child)
     assert "every run of the plan has finished" in stderr
+    # The evaluation is its directory: its failed runs count until they run again.
+    assert code == errors.EXIT_INCOMPLETE and stderr.splitlines()[-1] == incomplete
     code, _, stderr = evaluate(SMALL + ["--out_dir=" + out, "--modes=native", "--rerun_failed"],
                                child)
     assert code == 0 and "2 of 4 runs to do" in stderr
@@ -214,7 +220,10 @@ def test_no_successful_run_exits_1_and_other_settings_may_start_over(tmp_path, c
     argv = ["--models=resnet50", "--modes=native", "--browser_check=no", "--out_dir=%s" % out]
     monkeypatch.setenv("FAKE_FAIL", "resnet50")
     code, _, stderr = evaluate(argv, child)
-    assert code == errors.EXIT_RUN_ERROR and "no run succeeded" in stderr
+    assert code == errors.EXIT_RUN_ERROR
+    assert stderr.splitlines()[-1] == (
+        "tfbench: error: no run finished ok (2 error); rows in %s, logs in %s"
+        % (out / "evaluation.csv", out / "logs"))
     monkeypatch.delenv("FAKE_FAIL")
     code, _, stderr = evaluate(argv + ["--seed=7"], child)    # nothing measured: start over
     assert code == 0 and "and no successful run; starting over" in stderr

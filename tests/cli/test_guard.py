@@ -5,6 +5,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from tfbench import errors
 from tfbench.cli.guard import guarded
 
@@ -70,3 +72,83 @@ def test_the_error_line_survives_a_python_without_native_flush(capsys, monkeypat
     monkeypatch.setattr(ctypes, "CDLL", refused)
     guard.print_error("bad flag")
     assert capsys.readouterr().err == "tfbench: error: bad flag\n"
+
+
+# --- benchmark flags: one split, one stray-argument check -------------------------------------
+
+def _parser():
+    from tfbench.cli.guard import Parser
+    p = Parser(prog="tfbench demo")
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--out_dir", default=None)
+    return p
+
+
+def test_mixed_options_and_benchmark_flags_are_split_after_reading_flagfiles(tmp_path):
+    from tfbench.cli.guard import split_benchmark_flags
+    preset = tmp_path / "study.flags"
+    preset.write_text("--repeats=3\n--batch_size=8\n")
+    args, flags = split_benchmark_flags(_parser(), [
+        "--model=trivial", "--flagfile=%s" % preset, "--num_gpus", "2", "--xla",
+        "--out_dir=o"])
+    assert (args.repeats, args.out_dir) == (3, "o")
+    assert flags == ["--model=trivial", "--batch_size=8", "--num_gpus", "2", "--xla"]
+
+
+def test_benchmark_flags_after_the_separator_and_nothing_else_unknown(tmp_path):
+    from tfbench.cli.guard import split_benchmark_flags
+    preset = tmp_path / "run.flags"
+    preset.write_text("--batch_size=8\n")
+    args, flags = split_benchmark_flags(_parser(), [
+        "--out_dir=o", "--", "--out_dir=theirs", "--flagfile=%s" % preset],
+        after_separator=True)
+    assert (args.out_dir, flags) == ("o", ["--out_dir=theirs", "--batch_size=8"])
+    assert split_benchmark_flags(_parser(), ["--repeats=2"], after_separator=True)[1] == []
+    with pytest.raises(errors.UsageError, match=r"^unknown tfbench demo option '--model=x' "
+                       r"\(benchmark flags go after --\)$"):
+        split_benchmark_flags(_parser(), ["--model=x", "--", "--batch_size=8"],
+                              after_separator=True)
+
+
+@pytest.mark.parametrize("argv, stray", [
+    (["--model=trivial", "oops"], "oops"),
+    (["--xla", "true"], "true"),          # a boolean takes no separate value (absl)
+    (["--noxla", "oops"], "oops"),
+    (["oops", "--batch_size=8"], "oops"),
+])
+def test_a_stray_word_among_benchmark_flags_is_refused(argv, stray):
+    from tfbench.cli.guard import split_benchmark_flags
+    message = "unexpected argument %r: flags look like --name=value" % stray
+    for after in (False, True):
+        with pytest.raises(errors.UsageError) as raised:
+            split_benchmark_flags(_parser(), (["--"] if after else []) + argv,
+                                  after_separator=after)
+        assert str(raised.value) == message
+
+
+def test_a_flags_value_given_apart_is_not_stray():
+    from tfbench.cli.guard import split_benchmark_flags
+    for argv in (["--batch_size", "8"], ["-model", "trivial"], ["--no_such_flag", "x"]):
+        assert split_benchmark_flags(_parser(), argv)[1] == argv
+
+
+@pytest.mark.parametrize("argv", [
+    ["sweep", "--sweep=num_gpus=1,2", "--model=trivial", "oops"],
+    ["evaluate", "--model_dir", "x", "oops"],
+    ["allreduce", "--max_bytes=0", "--model=trivial", "oops"],
+    ["launch", "--hosts=127.0.0.1", "--", "--model=trivial", "oops"],
+])
+def test_every_subcommand_that_takes_benchmark_flags_refuses_a_stray_word_alike(argv, capsys):
+    from tfbench import cli
+    assert cli.main(["tfbench"] + argv) == errors.EXIT_USAGE
+    assert capsys.readouterr().err == ("tfbench: error: unexpected argument 'oops': flags look "
+                                       "like --name=value\n")
+
+
+@pytest.mark.parametrize("subcommand, where", [
+    ("sweep", "go anywhere among these options"), ("evaluate", "go anywhere among these"),
+    ("allreduce", "go anywhere among these options"), ("launch", "go after --")])
+def test_each_help_says_where_benchmark_flags_go(subcommand, where, capsys):
+    from tfbench import cli
+    assert cli.main(["tfbench", subcommand, "--help"]) == 0
+    assert where in " ".join(capsys.readouterr().out.split())

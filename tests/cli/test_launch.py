@@ -142,6 +142,24 @@ def test_a_scaling_series_prints_efficiency_with_the_interconnect_each_point_saw
 
 
 @pytest.mark.slow
+def test_a_series_with_a_failed_point_writes_everything_then_exits_6(tmp_path):
+    """As a sweep does: every point's rows and the tables first, then one line counting the
+    points that did not finish (the first failure named) and the study's own exit code."""
+    proc, _ = _launch(tmp_path, ["--hosts=127.0.0.1:1,127.0.0.1:2", "--sweep_hosts=1,2", "--",
+                                 "--model=oom_with_2", "--json_dir="])
+    assert proc.returncode == errors.EXIT_INCOMPLETE, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"tfbench: error: 1 of 2 points did not finish ok \(1 oom\); first: 2 host\(s\): "
+        r"127\.0\.0\.1:2 \(worker 1\): OOM when allocating tensor with shape \[64\]; the other 1 "
+        r"task\(s\) ended within [0-9.]+ s; rows in out/sweep\.csv, logs in out/logs", last), last
+    rows = _rows(tmp_path / "out" / "sweep.csv")
+    assert [(r["num_workers"], r["status"]) for r in rows] == [
+        ("1", "ok"), ("2", "error"), ("2", "oom")]
+    assert "## All points" in proc.stdout and (tmp_path / "out" / "summary.md").exists()
+
+
+@pytest.mark.slow
 def test_the_chief_names_where_its_row_went_and_rows_record_the_users_command(tmp_path):
     """The task writes its row to a temporary file on its host, removed when it ends: the
     chief's Results line names the launcher's CSV instead, and the rows' command is the

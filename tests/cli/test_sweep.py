@@ -111,7 +111,11 @@ def test_crash_oom_nan_are_isolated_and_the_study_goes_on(tmp_path, child):
     code, out, err = run_sweep(
         ["--batch_size=64", "--sweep=model=trivial,crash,oomrow,nan,okthenfail,trivial2",
          "--out_dir=%s" % out_dir, "--csv_file=%s" % user_csv], child)
-    assert code == 0
+    assert code == errors.EXIT_INCOMPLETE
+    # After every row and table: one line counting the points that did not finish ok.
+    assert err.splitlines()[-1] == (
+        "tfbench: error: 4 of 6 points did not finish ok (2 error, 1 oom, 1 nan); rows in "
+        "%s, logs in %s" % (out_dir / "sweep.csv", out_dir / "logs"))
     rows = read_csv(out_dir / "sweep.csv")
     assert [(r["model"], r["status"]) for r in rows] == [
         ("trivial", "ok"), ("crash", "error"), ("oomrow", "oom"), ("nan", "nan"),
@@ -326,7 +330,19 @@ def test_interrupt_stops_the_child_keeps_its_row_and_writes_the_tables(tmp_path,
     assert (tmp_path / "summary.md").exists() and "## All points" in out
 
 
+def test_the_tables_read_the_points_flags_not_the_base_flags_alone(tmp_path, child):
+    # --saved_model alone is no run (it needs --forward_only); every point of this sweep is one,
+    # and the tables after them must not refuse the base flags.
+    code, out, err = run_sweep(["--saved_model", "--sweep=forward_only=true",
+                                "--out_dir=%s" % tmp_path, "--csv_file="], child)
+    assert code == 0, err
+    assert "## All points" in out and (tmp_path / "summary.md").exists()
+
+
 def test_exit_code_is_1_when_no_point_succeeds(tmp_path, child):
     code, out, err = run_sweep(["--sweep=model=crash,nan", "--out_dir=%s" % tmp_path], child)
     assert code == errors.EXIT_RUN_ERROR
-    assert "tfbench: error: no point ran successfully" in err and "## All points" in out
+    assert err.splitlines()[-1] == (
+        "tfbench: error: no point finished ok (1 error, 1 nan); rows in %s, logs in %s"
+        % (tmp_path / "sweep.csv", tmp_path / "logs"))
+    assert "## All points" in out

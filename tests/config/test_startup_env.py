@@ -9,7 +9,7 @@ import pytest
 
 from helpers import ROOT
 from tfbench.config import startup_env
-from tfbench.sweep import child as sweep_child
+from tfbench.children import process as child_process
 
 pytestmark = pytest.mark.slow
 
@@ -74,5 +74,5 @@ def test_sweep_children_inherit_it(tmp_path, monkeypatch):
     log = tmp_path / "child.log"
     child = [sys.executable, "-c", "import os; print(os.environ.get('CUDA_DEVICE_ORDER'), "
              "os.environ.get('TFBENCH_SET_ENV'))"]
-    assert sweep_child.run_child(child, str(log)).exit_code == 0
+    assert child_process.run_child(child, str(log)).exit_code == 0
     assert log.read_text().split() == ["PCI_BUS_ID", "CUDA_DEVICE_ORDER"]

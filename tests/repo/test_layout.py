@@ -22,8 +22,9 @@ LAYERS = {
     "distribute": 4, "monitors": 4,
     "engine": 5, "output": 5,
     "report": 6,
-    "sweep": 7,
-    "launch": 8,
+    "children": 7,
+    # One layer: a sweep and a launch share their rows through children, never each other.
+    "sweep": 8, "launch": 8,
     "cli": 9,
     "__main__": 10,
 }
@@ -35,6 +36,8 @@ FORBIDDEN = {
     "sweep": {"engine", "distribute", "monitors", "data", "models"},
     # So does a launch, one process per host.
     "launch": {"engine", "distribute", "monitors", "data", "models"},
+    # Children are benchmarks in processes of their own, read from their flags and rows.
+    "children": {"engine", "distribute", "monitors", "data", "models"},
 }
 
 

@@ -12,6 +12,9 @@
                             no row where --csv_file says, no NCCL log
   --model=hang_on_1         worker 1 hangs (stops itself, SIGSTOP); the others lose it after
                             0.5 s as tfbench does (exit code 5)
+  --model=oom_with_2        with several workers, worker 1 runs out of memory after 0.5 s (exit
+                            code 3, status oom) and the others lose it 0.5 s later (exit code 5,
+                            status error); alone, a worker trains as trivial does
 """
 
 import os
@@ -67,6 +70,16 @@ def main(argv):
             handle.write((NCCL_MULTI if workers > 1 else NCCL_SINGLE).format(
                 h=socket.gethostname(), p=os.getpid(), q=os.getpid() + 1))
     code = 0
+    if result.model == "oom_with_2" and workers > 1:
+        time.sleep(0.5 if index == 1 else 1.0)
+        if index == 1:
+            result.status, result.error = "oom", "OOM when allocating tensor with shape [64]"
+        else:
+            result.status, result.error = "error", ("worker %d: lost the cluster "
+                                                    "(UnavailableError)" % index)
+        csv_out.append_row(args["csv_file"], result)
+        print("tfbench: error: %s" % result.error, file=sys.stderr)
+        return 3 if index == 1 else 5
     if result.model == "hang_on_1":
         if index == 1:
             os.kill(os.getpid(), signal.SIGSTOP)

@@ -12,7 +12,8 @@ from tests.monitors.test_nvml import FakeNvml, FakeNvmlError
 from tfbench import errors
 from tfbench.measure import nvml as nvml_lib, tensorrt
 from tfbench.sweep import evaluate as ev
-from tfbench.sweep.grid import child_params, point_flags
+from tfbench.config.argv import params_of_flags
+from tfbench.sweep.grid import point_flags
 
 
 def test_the_plan_is_five_models_three_modes_training_and_inference():
@@ -26,7 +27,7 @@ def test_the_plan_is_five_models_three_modes_training_and_inference():
 
 
 def _params(item, method=ev.Method(), mixed="fp16", base=()):
-    return child_params(point_flags(list(base), ev.item_flags(item, method, mixed)))
+    return params_of_flags(point_flags(list(base), ev.item_flags(item, method, mixed)))
 
 
 def test_each_run_gets_the_method_flags():
@@ -48,7 +49,7 @@ def test_each_run_gets_the_method_flags():
     assert quick.image_size == 32 and quick.num_batches == ev.QUICK["train_steps"]
     # Inference at batch 1 runs on the first of the GPUs the user names.
     base = ["--gpu_indices=2,3", "--num_gpus=2"]
-    points = {p.name: child_params(point_flags(base, p.flags))
+    points = {p.name: params_of_flags(point_flags(base, p.flags))
               for p in ev.points(ev.Method(models=("resnet50",)), "fp16", base)}
     assert (points["resnet50_native_training"].gpu_indices,
             points["resnet50_native_training"].num_gpus) == ("2,3", 2)
@@ -87,7 +88,7 @@ def test_where_tf_trt_cannot_run_says_why():
 def test_training_on_several_gpus_uses_one_strategy_in_every_mode(base):
     """XLA cannot run with the default parameter_server on several devices (the engine switches
     it to replicated): every mode trains replicated, so the XLA speed-up measures XLA alone."""
-    runs = {p.name: child_params(point_flags(base, p.flags))
+    runs = {p.name: params_of_flags(point_flags(base, p.flags))
             for p in ev.points(ev.Method(models=("resnet50",)), "fp16", base)}
     assert {n: r.variable_update for n, r in runs.items() if n.endswith("_training")} == {
         "resnet50_native_training": "replicated", "resnet50_mixed_training": "replicated",
@@ -98,7 +99,7 @@ def test_training_on_several_gpus_uses_one_strategy_in_every_mode(base):
 @pytest.mark.parametrize("base", [[], ["--num_gpus=1"], ["--num_gpus=4",
                                                          "--variable_update=parameter_server"]])
 def test_one_gpu_or_the_users_own_choice_is_left_alone(base):
-    runs = [child_params(point_flags(base, p.flags))
+    runs = [params_of_flags(point_flags(base, p.flags))
             for p in ev.points(ev.Method(models=("resnet50",)), "fp16", base)]
     assert {r.variable_update for r in runs} == {"parameter_server"}
 
@@ -228,10 +229,23 @@ def test_the_preset_spells_out_the_method():
 
 def test_evaluate_gives_explain_scaling_to_training_runs_only():
     from tfbench.sweep import evaluate
-    from tfbench.sweep.grid import child_params, point_flags
+    from tfbench.sweep.grid import point_flags
     base = ["--num_gpus=4", "--explain_scaling"]
-    runs = {p.name: child_params(point_flags(base, p.flags))
+    runs = {p.name: params_of_flags(point_flags(base, p.flags))
             for p in evaluate.points(evaluate.Method(models=("resnet50",)), "fp16", base)}
     assert {n: r.explain_scaling for n, r in runs.items()} == {
         "resnet50_%s_%s" % (mode, kind): kind == "training"
         for mode in ("native", "mixed", "mixed_xla") for kind in ("training", "inference")}
+
+
+def test_on_a_cpu_gpu_indices_do_not_make_training_several_devices():
+    """The devices a training run uses are the ones its run resolves (config.params.
+    requested_devices for both): on --device=cpu, --gpu_indices has no effect, one device
+    trains, and the method leaves its strategy alone."""
+    from tfbench.config import params as params_lib
+    from tfbench.engine.plan import resolve
+    base = ["--device=cpu", "--gpu_indices=0,1", "--model=trivial"]
+    points = {p.name: p for p in ev.points(ev.Method(models=("trivial",)), "bf16", base)}
+    training = params_of_flags(point_flags(base, points["trivial_native_training"].flags))
+    assert resolve(training).device.num_devices == params_lib.requested_devices(training) == 1
+    assert training.variable_update == "parameter_server"   # not made replicated

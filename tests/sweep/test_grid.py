@@ -72,7 +72,8 @@ def test_strong_scaling_global_batch_is_the_parsed_batch_size():
 
 def test_strong_scaling_errors():
     axes = [grid.parse_axis("num_gpus=1,3")]
-    with pytest.raises(errors.UsageError, match="not divisible by num_gpus=3"):
+    with pytest.raises(errors.UsageError, match=r"^--scaling=strong: global batch 64 is not "
+                       r"divisible by 3 \(1 micro-batch\(es\) x 3 device\(s\)"):
         grid.expand_grid(axes, scaling="strong", base_flags=["--batch_size=64"])
     with pytest.raises(errors.UsageError, match="needs --batch_size"):
         grid.expand_grid(axes, scaling="strong")
@@ -88,12 +89,3 @@ def test_child_args_replace_swept_flags_and_set_outputs():
     args = grid.child_args(point, base, "/o/points/x.csv", "/o/runs")
     assert args == ["--model=resnet50", "--device=cpu", "--batch_size=64", "--xla=false",
                     "--csv_file=/o/points/x.csv", "--json_dir=/o/runs"]
-
-
-def test_child_params_parse_flags_as_the_cli_does():
-    p = grid.child_params(["--model=a", "--batch_size", "8", "-xla_compile", "--use_fp16",
-                            "--noforward_only"])
-    assert (p.model, p.batch_size, p.xla_compile, p.forward_only) == ("a", 8, True, False)
-    with pytest.raises(errors.UsageError, match="--use_fp16 asks for fp16"):
-        grid.child_params(["--use_fp16", "--precision=fp32"])
-

@@ -11,7 +11,8 @@ import pytest
 from tfbench.config.argv import parse_params
 from tfbench.cli import sweep as sweep_cli
 from tfbench import errors
-from tfbench.sweep import child, max_batch
+from tfbench.children import process as child
+from tfbench.sweep import max_batch
 from tfbench.report import tables
 import paths
 
@@ -213,3 +214,14 @@ def test_probe_lengths_leave_a_given_num_epochs_alone():
     sweep_cli._probe_flags(engine.config, io.StringIO())
     p = parse_params(["tfbench"] + engine.config.base_flags)   # as each probe's child
     assert (p.num_epochs, p.num_batches, p.num_warmup_batches) == (0.001, None, 1)
+
+
+def test_a_search_is_a_point_that_finished_unless_it_found_no_batch_or_stopped():
+    # The oom probes of a search are how it finds its answer: a study counts the search.
+    found = max_batch.SearchResult(24, [(8, "ok"), (16, "ok"), (32, "oom"), (24, "ok")])
+    limit = max_batch.SearchResult(64, [(32, "ok"), (64, "ok")], limit_reached=True)
+    nothing = max_batch.SearchResult(None, [(2, "oom"), (1, "oom")])
+    stopped = max_batch.SearchResult(8, [(8, "ok"), (16, "nan")],
+                                     error="probe at batch 16 ended with status nan: loss")
+    results = [max_batch.MaxBatchResult({}, s, None) for s in (found, limit, nothing, stopped)]
+    assert max_batch.group_statuses(results) == ["ok", "ok", "oom", "nan"]

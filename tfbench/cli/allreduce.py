@@ -15,8 +15,9 @@ import re
 import sys
 from typing import Optional, TextIO
 
-from tfbench.cli.guard import Parser, flush_native_stdout, guarded
-from tfbench.config.argv import parse_params
+from tfbench.cli.guard import MIXED_FLAGS, Parser, flush_native_stdout, guarded, \
+    split_benchmark_flags
+from tfbench.config.argv import params_of_flags
 from tfbench.errors import UsageError
 
 _UNITS = {"": 1, "B": 1, "K": 2 ** 10, "KB": 2 ** 10, "KIB": 2 ** 10, "M": 2 ** 20,
@@ -40,7 +41,8 @@ def _parser() -> Parser:
                     "--repeats calls after --warmup; algbw = bytes / time; busbw = algbw x "
                     "2(n-1)/n for n ranks (NCCL tests' definitions). Other flags are benchmark "
                     "flags (--model, --num_gpus, --device, --variable_update, "
-                    "--all_reduce_spec, --precision, --worker_hosts, ...).")
+                    "--all_reduce_spec, --precision, --worker_hosts, ...).",
+        epilog=MIXED_FLAGS)
     p.add_argument("--min_bytes", default="1K", help="smallest size (default %(default)s)")
     p.add_argument("--max_bytes", default="64M",
                    help="largest size; 0 probes the model's gradients only (default "
@@ -75,14 +77,14 @@ def table_lines(probe) -> list[str]:
 
 def run(argv: list[str], stdout: Optional[TextIO] = None) -> int:
     stdout = stdout or sys.stdout
-    args, rest = _parser().parse_known_args(argv)
+    args, rest = split_benchmark_flags(_parser(), argv)
     min_bytes = parse_bytes(args.min_bytes, "min_bytes")
     max_bytes = parse_bytes(args.max_bytes, "max_bytes")
     if max_bytes and (min_bytes < 1 or max_bytes < min_bytes or args.step_factor < 2):
         raise UsageError("sizes: give 1 <= --min_bytes <= --max_bytes and --step_factor >= 2")
     if args.repeats < 1 or args.warmup < 0:
         raise UsageError("--repeats must be >= 1 and --warmup >= 0")
-    p = parse_params(["tfbench allreduce"] + rest)
+    p = params_of_flags(rest)
     from tfbench.engine import lean_import
     lean_import.import_frameworks()
     from tfbench.engine import explain

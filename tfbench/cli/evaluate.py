@@ -18,11 +18,12 @@ import sys
 from typing import Optional, Sequence
 
 from tfbench import errors
-from tfbench.cli.guard import Parser, guarded
-from tfbench.config import presets
+from tfbench.children.outcome import study_end
+from tfbench.children.process import DEFAULT_CHILD
+from tfbench.cli.guard import MIXED_FLAGS, Parser, guarded, split_benchmark_flags
+from tfbench.config import params as params_lib
+from tfbench.config.argv import params_of_flags
 from tfbench.sweep import evaluate as ev
-from tfbench.sweep import grid
-from tfbench.sweep.child import DEFAULT_CHILD
 
 DEFAULT_OUT_DIR = "tfbench_evaluation"
 
@@ -34,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Evaluate a GPU the way practitioners publish it: five models x three "
                     "execution modes, training throughput, inference latency at batch 1, peak "
                     "memory, power and stability, each run in its own process; one directory "
-                    "with the rows, logs, manifests and the report. Other flags go to every run.")
+                    "with the rows, logs, manifests and the report. Other flags go to every run.",
+        epilog=MIXED_FLAGS)
     p.add_argument("--out_dir", default=DEFAULT_OUT_DIR,
                    help="the evaluation's directory; the same command again continues it "
                         "(default %s)" % DEFAULT_OUT_DIR)
@@ -124,12 +126,7 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stream=
     """Parses argv; returns (options, Evaluation, the directory's record: stored, or new and not
     yet saved). Nothing runs and nothing is written. Evaluation.tftrt_left_out says why the
     tftrt mode is left out ('' when it runs or was not asked for)."""
-    argv = presets.expand_flagfiles(argv)
-    args, base = _parser().parse_known_args(argv)
-    stray = [t for i, t in enumerate(base) if not t.startswith("-")
-             and not (i and base[i - 1].startswith("--") and "=" not in base[i - 1])]
-    if stray:
-        raise errors.UsageError("unexpected argument %r: flags look like --name=value" % stray[0])
+    args, base = split_benchmark_flags(_parser(), argv)
     ev.check_flags(base)
     method = method_from(args)
     settings = ev.settings_record(method, args.quick, base)
@@ -154,8 +151,10 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stream=
 
 def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=None,
         stderr=None, gpus: Optional[tuple[int, str]] = None, tensorrt_reader=None) -> int:
-    """The whole command; returns the exit code: 0 when the evaluation holds an ok row, 1 when
-    it holds none, 130/143 when interrupted (the report is still written)."""
+    """The whole command; returns the exit code once the report is written: 0 when every
+    configuration of the plan has an ok latest row, 6 (errors.EXIT_INCOMPLETE) when some have
+    not (one error line counts them; --rerun_failed runs them again), 1 when none has, 1 too
+    when --browser_check=yes fails, 130/143 when interrupted."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
 
     def say(text: str) -> None:
@@ -178,7 +177,7 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
         "; quick mode" if args.quick else ""))
     if evaluation.tftrt_left_out:
         say("TF-TRT mode left out: %s" % evaluation.tftrt_left_out)
-    if ev.training_devices(grid.child_params(evaluation.sweep.config.base_flags)) > 1:
+    if params_lib.requested_devices(params_of_flags(evaluation.sweep.config.base_flags)) > 1:
         say("training runs use --num_gpus or --gpu_indices; inference runs at batch 1 use one "
             "device")
     say("%d of %d runs to do (%d already finished)" % (len(todo), total, total - len(todo))
@@ -193,11 +192,13 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
             "runs")
     if not os.path.exists(os.path.join(out_dir, ev.ROWS_FILE)):
         return code
-    report, checked = _report(args, evaluation.method, record, stdout, say)
-    if code == errors.EXIT_OK and report.first_table.empty:
-        print(errors.error_line("no run succeeded; see the logs in %s"
-                                % os.path.join(out_dir, "logs")), file=stderr)
-        code = errors.EXIT_RUN_ERROR
+    _, checked = _report(args, evaluation.method, record, stdout, say)
+    if code == errors.EXIT_OK:
+        code, line = study_end(ev.statuses(out_dir, evaluation.all_points), "runs",
+                               "rows in %s, logs in %s" % (os.path.join(out_dir, ev.ROWS_FILE),
+                                                           os.path.join(out_dir, "logs")))
+        if line:
+            print(errors.error_line(line), file=stderr)
     if code == errors.EXIT_OK and checked is False and args.browser_check == "yes":
         code = errors.EXIT_RUN_ERROR
     return code

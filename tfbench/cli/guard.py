@@ -1,8 +1,11 @@
-"""How a subcommand ends on bad arguments, an error or a signal, in the one form every failure
-has (docs/output.md): `tfbench: error: MESSAGE`, one line on stderr, and the error's exit code.
+"""How a subcommand reads its arguments and ends on bad ones, an error or a signal, in the one
+form every failure has (docs/output.md): `tfbench: error: MESSAGE`, one line on stderr, and the
+error's exit code.
 
 Parser turns argparse's mistakes into UsageError (argparse would print its usage and
-`PROG: error:` itself); guarded() runs a long-running subcommand (sweep, launch, evaluate) with
+`PROG: error:` itself); split_benchmark_flags separates a subcommand's own options from the
+benchmark flags it hands on (sweep, evaluate, allreduce: mixed; launch: after `--`), with one
+check for a stray word; guarded() runs a long-running subcommand (sweep, launch, evaluate) with
 SIGTERM (and SIGINT when listed) raising Interrupted, so that what it measured is written first.
 """
 
@@ -15,6 +18,7 @@ import sys
 from typing import Callable, Sequence
 
 from tfbench import errors
+from tfbench.config import flagdefs, presets
 
 
 def flush_native_stdout() -> None:
@@ -53,6 +57,59 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         raise errors.UsageError("%s: %s (see %s --help)" % (self.prog.split()[-1], message,
                                                             self.prog))
+
+
+# The --help epilogs of the subcommands that take benchmark flags: where those flags go.
+MIXED_FLAGS = ("Benchmark flags (tfbench --help lists them) go anywhere among these options, "
+               "each as --name=value (a boolean as --name or --noname); a --flagfile may hold "
+               "both.")
+FLAGS_AFTER_SEPARATOR = ("Benchmark flags (tfbench --help lists them) go after --, each as "
+                         "--name=value (a boolean as --name or --noname); a --flagfile there is "
+                         "read here.")
+
+
+def split_benchmark_flags(parser: argparse.ArgumentParser, argv: Sequence[str], *,
+                          after_separator: bool = False
+                          ) -> tuple[argparse.Namespace, list[str]]:
+    """(the subcommand's own options, the benchmark flags it hands on) of argv.
+
+    Mixed (sweep, evaluate, allreduce): --flagfile is read first, so a preset may hold the
+    subcommand's options too, and every argument the parser does not take is a benchmark flag.
+    after_separator (launch, whose options share names with benchmark flags: --port,
+    --out_dir): the benchmark flags are those after `--` (their --flagfile read), and any other
+    argument the parser does not take is an error. Either way a word among the benchmark flags
+    that is no flag's value is refused; the flags themselves are checked where they are read,
+    by tfbench.config.argv.params_of_flags."""
+    argv = list(argv)
+    if after_separator:
+        cut = argv.index("--") if "--" in argv else len(argv)
+        args, unknown = parser.parse_known_args(argv[:cut])
+        if unknown:
+            raise errors.UsageError("unknown %s option %r (benchmark flags go after --)"
+                                    % (parser.prog, unknown[0]))
+        flags = presets.expand_flagfiles(argv[cut + 1:])
+    else:
+        args, flags = parser.parse_known_args(presets.expand_flagfiles(argv))
+    stray = [t for i, t in enumerate(flags) if not t.startswith("-")
+             and not (i and _takes_a_value(flags[i - 1]))]
+    if stray:
+        raise errors.UsageError("unexpected argument %r: flags look like --name=value"
+                                % stray[0])
+    return args, list(flags)
+
+
+def _takes_a_value(token: str) -> bool:
+    """`--name` (or `-name`) of a flag whose value may be the next argument, as absl reads it:
+    not a boolean, and not written --name=value. An unknown name counts (its parser says so)."""
+    if not token.startswith("-") or "=" in token:
+        return False
+    name = token.lstrip("-")
+    spec = flagdefs.BY_NAME.get(name)
+    if spec is None and name.startswith("no"):
+        negated = flagdefs.BY_NAME.get(name[2:])
+        if negated is not None and negated.kind == "bool":
+            return False
+    return spec is None or spec.kind != "bool"
 
 
 def guarded(run: Callable[[list[str]], int], argv: Sequence[str],

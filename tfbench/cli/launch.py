@@ -19,10 +19,11 @@ import sys
 from typing import Optional, Sequence, TextIO
 
 from tfbench import errors
-from tfbench.cli.guard import Parser, guarded
+from tfbench.cli.guard import FLAGS_AFTER_SEPARATOR, Parser, guarded, split_benchmark_flags
+from tfbench.config import params as params_lib
 from tfbench.config import presets
+from tfbench.config.argv import params_of_flags, strip_flags
 from tfbench.launch import remote as launch_remote, run as launch
-from tfbench.sweep import grid as sweep_grid
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,7 +32,8 @@ def _parser() -> argparse.ArgumentParser:
         usage="tfbench launch --hosts=H1,H2,... [options] -- BENCHMARK FLAGS",
         description="Run one benchmark task per host through a remote shell (ssh), as one "
                     "MultiWorkerMirroredStrategy cluster: the chief's classic log on stdout, "
-                    "each host's log in its own file, every host's CSV row in the local CSV.")
+                    "each host's log in its own file, every host's CSV row in the local CSV.",
+        epilog=FLAGS_AFTER_SEPARATOR)
     p.add_argument("--hosts", required=True, metavar="[USER@]HOST[:PORT],...",
                    help="one task per entry, the first the chief; PORT is the task's "
                         "TensorFlow port (default --port; a host named again gets the next, "
@@ -57,31 +59,16 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(launch options, benchmark flags): the benchmark flags are those after `--`."""
-    argv = list(argv)
-    if "--" not in argv:
-        return argv, []
-    cut = argv.index("--")
-    return argv[:cut], argv[cut + 1:]
-
-
 def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]:
     """Parses and checks everything; no process is started. UsageError on bad input."""
-    own, flags = split_argv(argv)
-    parser = _parser()
-    args, unknown = parser.parse_known_args(own)
-    if unknown:
-        raise errors.UsageError("unknown tfbench launch option %r (benchmark flags go after "
-                                "--)" % unknown[0])
-    flags = presets.expand_flagfiles(flags)
+    args, flags = split_benchmark_flags(_parser(), argv, after_separator=True)
     given = {t[2:].split("=", 1)[0] for t in flags if t.startswith("--")}
     taken = [name for name in launch.CLUSTER_FLAGS if name in given]
     if taken:
         raise errors.UsageError("--%s is set by tfbench launch for every task (one task per "
                                 "--hosts entry); leave it out" % taken[0])
     hosts = launch_remote.parse_hosts(args.hosts, args.port)
-    p = sweep_grid.child_params(launch_remote.task_flags(flags, hosts, 0))
+    p = params_of_flags(launch_remote.task_flags(flags, hosts, 0))
     if p.variable_update == "horovod":
         raise errors.UsageError("--variable_update=horovod starts its processes with "
                                 "horovodrun or mpirun, not tfbench launch")
@@ -90,7 +77,7 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
         raise errors.UsageError("tfbench launch runs MultiWorkerMirroredStrategy: use "
                                 "--variable_update=%s (or leave it out), not %s"
                                 % (", ".join(launch.MULTI_WORKER_VALUES), p.variable_update))
-    gpus_per_task = None if p.device.lower() == "cpu" else p.num_gpus
+    gpus_per_task = None if params_lib.cpu_requested(p) else params_lib.requested_devices(p)
     machines = [h.machine for h in hosts]
     shared = sorted({m for m in machines if machines.count(m) > 1})
     if shared and p.gpu_indices and gpus_per_task:
@@ -114,7 +101,7 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
     if args.sweep_hosts is not None:
         launch.parse_counts(args.sweep_hosts, len(hosts))
     cfg = launch.LaunchConfig(
-        hosts=hosts, flags=sweep_grid.strip_flags(flags, ["csv_file"]), rsh=rsh,
+        hosts=hosts, flags=strip_flags(flags, ["csv_file"]), rsh=rsh,
         remote_cmd=args.remote_cmd.strip(), out_dir=args.out_dir or launch.default_out_dir(),
         csv_file=p.csv_file or "", cluster_timeout=float(p.cluster_timeout_secs),
         nccl_debug=args.nccl_debug, gpus_per_task=gpus_per_task,

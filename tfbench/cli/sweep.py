@@ -16,10 +16,13 @@ import sys
 from typing import Optional, Sequence
 
 from tfbench import errors
-from tfbench.cli.guard import Parser, guarded
-from tfbench.config import flagdefs, presets
+from tfbench.children.outcome import study_end
+from tfbench.children.process import DEFAULT_CHILD
+from tfbench.children.rows import rows_status
+from tfbench.cli.guard import MIXED_FLAGS, Parser, guarded, split_benchmark_flags
+from tfbench.config import flagdefs
+from tfbench.config.argv import params_of_flags
 from tfbench.sweep import grid, max_batch, summary
-from tfbench.sweep.child import DEFAULT_CHILD
 from tfbench.sweep.runner import Sweep, SweepConfig
 
 
@@ -28,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="tfbench sweep",
         description="Run a grid of benchmark configurations, each point in its own process, and "
                     "print the study tables (scaling, batch size, precision, resolution). All "
-                    "other flags go to every point.")
+                    "other flags go to every point.", epilog=MIXED_FLAGS)
     p.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="a flag and its values; repeat for a grid. Zip keys with '+': "
                         "precision+xla=fp32+0,fp16+0,fp16+1. An empty value keeps the default.")
@@ -66,13 +69,7 @@ def _parser() -> argparse.ArgumentParser:
 def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
           stream=None) -> tuple[argparse.Namespace, Sweep]:
     """Parses argv into the sweep options and a ready Sweep (no process started)."""
-    argv = presets.expand_flagfiles(argv)
-    parser = _parser()
-    args, base = parser.parse_known_args(argv)
-    stray = [t for i, t in enumerate(base) if not t.startswith("-")
-             and not (i and base[i - 1].startswith("--") and "=" not in base[i - 1])]
-    if stray:
-        raise errors.UsageError("unexpected argument %r: flags look like --name=value" % stray[0])
+    args, base = split_benchmark_flags(_parser(), argv)
     if not args.sweep and not args.find_max_batch_size:
         raise errors.UsageError("give at least one --sweep=KEY=V1,V2,... (or "
                                 "--find_max_batch_size)")
@@ -96,7 +93,7 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
 
 def _probe_flags(config: SweepConfig, stream) -> None:
     """Short probes unless the user chose the lengths; said in one line (no silent change)."""
-    given = grid.child_params(config.base_flags)
+    given = params_of_flags(config.base_flags)
     added = []
     for name, value, excluded_by in max_batch.PROBE_DEFAULTS:
         if given.is_explicit(name) or any(given.is_explicit(n) for n in excluded_by):
@@ -110,9 +107,12 @@ def _probe_flags(config: SweepConfig, stream) -> None:
 
 def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
         stdout=None, stderr=None) -> int:
-    """The whole command; returns the exit code: 0 when at least one point ran ok (failed points
-    do not fail the study; they are marked in the tables), 1 when none did, 130/143 when
-    interrupted (the tables are still written for the finished points)."""
+    """The whole command; returns the exit code once every row and table is written: 0 when
+    every point ended ok, 6 (errors.EXIT_INCOMPLETE) when some did not (a failed point does not
+    stop the study; it is marked in the tables, and one error line counts them), 1 when none
+    did, 130/143 when interrupted (the tables are still written for the finished points). With
+    --find_max_batch_size a point is a search: an oom probe is its answer, not a failure; a
+    search that stopped on another status, or where nothing fits, is one."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     args, engine = build(argv, child_cmd, stderr)
@@ -122,7 +122,7 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
     try:
         if args.find_max_batch_size:
             _probe_flags(config, stderr)
-            start = grid.child_params(config.base_flags).batch_size or 1
+            start = params_of_flags(config.base_flags).batch_size or 1
             max_results = max_batch.find_max_batch_sizes(
                 engine, start=max(1, start), limit=args.max_batch_size_limit,
                 granularity=args.batch_granularity)
@@ -134,11 +134,6 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
         exit_code = exc.exit_code if isinstance(exc, errors.Interrupted) else errors.EXIT_SIGINT
         print("\nsweep interrupted; writing the tables for the %d finished run(s)"
               % len(engine.records), file=stderr)
-    ok = any(row["status"] == "ok" for r in engine.records for row in r.rows)
-    if engine.records and not ok and exit_code == errors.EXIT_OK:
-        print(errors.error_line("no point ran successfully; see the logs in %s"
-                                % os.path.join(config.out_dir, "logs")), file=stderr)
-        exit_code = errors.EXIT_RUN_ERROR
     if engine.records:
         from tfbench.report import tables
         sections = summary.study_sections(engine.records, config, args.knee_pct, max_results)
@@ -148,6 +143,13 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
         stdout.write("\nrows: %s\ntables: %s\n" % (os.path.join(config.out_dir, "sweep.csv"),
                                                    os.path.join(config.out_dir, "summary.md")))
         stdout.flush()
+    if engine.records and exit_code == errors.EXIT_OK:
+        statuses = (max_batch.group_statuses(max_results) if max_results is not None
+                    else [rows_status(r.rows) for r in engine.records])
+        exit_code, line = study_end(statuses, "points", "rows in %s, logs in %s" % (
+            config.rows_path, os.path.join(config.out_dir, "logs")))
+        if line:
+            print(errors.error_line(line), file=stderr)
     return exit_code
 
 

@@ -1,12 +1,13 @@
 """argv -> Params: the benchmark flags defined from the flag table on a fresh absl FlagValues.
 
-The one parser of benchmark command lines: the CLI runs it, and the sweep reads what each child
-will run with it. It reads no global FLAGS and imports no TensorFlow.
+The one parser of benchmark command lines: the CLI runs it, and every subcommand that starts
+benchmarks (sweep, evaluate, launch, allreduce) reads what they will run with it
+(params_of_flags). It reads no global FLAGS and imports no TensorFlow.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from absl import flags
 
@@ -53,3 +54,30 @@ def parse_params(argv: Sequence[str]) -> Params:
     given = {name for name in values if values[name].present}
     return make_params({spec.name: values[spec.name].value for spec in flagdefs.ALL_FLAGS},
                        explicit=given)
+
+
+def params_of_flags(flags: Sequence[str]) -> Params:
+    """The Params a benchmark started with `flags` (no program name) runs with; UsageError
+    when it would refuse them. A subcommand reads what a child, task or point runs from here,
+    never from the raw flags."""
+    return parse_params(["tfbench"] + list(flags))
+
+
+def strip_flags(flags: Sequence[str], names: Iterable[str]) -> list[str]:
+    """`flags` without any occurrence of the named flags (=value, space-separated, --noX)."""
+    names = set(names)
+    out: list[str] = []
+    skip = False
+    for token in flags:
+        if skip:
+            skip = False
+            continue
+        name = token[2:].split("=", 1)[0] if token.startswith("--") else None
+        if name in names:
+            spec = flagdefs.BY_NAME.get(name)
+            skip = "=" not in token and not (spec is not None and spec.kind == "bool")
+            continue
+        if name and name.startswith("no") and name[2:] in names:
+            continue
+        out.append(token)
+    return out

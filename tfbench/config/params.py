@@ -7,7 +7,7 @@ drift apart. Only the CLI reads absl FLAGS; everything below takes Params.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Optional
 
 from tfbench.config import flagdefs
 from tfbench.errors import UsageError
@@ -149,6 +149,7 @@ def validate(p: "Params") -> None:
         raise UsageError("--use_fp16 asks for fp16 but --precision=bf16: give only one")
     if p.precision == "fp32" and p.use_fp16:
         raise UsageError("--use_fp16 asks for fp16 but --precision=fp32: give only one")
+    _refuse_nccl_on_cpu(p)
     if p.device.lower() == "cpu" and p.data_format == "NCHW" and p.is_explicit("data_format") \
             and not p.mkl:
         raise UsageError("--data_format=NCHW is not supported on CPU; use --data_format=NHWC")
@@ -319,3 +320,32 @@ def per_device_for_global(global_batch_size: int, micro_batches: int, replicas: 
                          "device(s) x %d worker(s))" % (global_batch_size, parts, micro_batches,
                                                         replicas, workers))
     return global_batch_size // parts
+
+
+def nccl_refusal(spec: Optional[str], on_gpus: bool, *, multi_worker: bool) -> Optional[str]:
+    """Why --all_reduce_spec=`spec` cannot reduce on these devices (None when it can): NCCL
+    runs between GPUs only. multi_worker: MultiWorkerMirroredStrategy's collectives (whose
+    other choice is TensorFlow's ring), else one host's MirroredStrategy. The caller decides
+    whether anything is reduced at all (one device reduces nothing)."""
+    name = (spec or "").partition("#")[0].strip().lower()
+    if name != "nccl" or on_gpus:
+        return None
+    if multi_worker:
+        return ("--all_reduce_spec=nccl needs GPUs (NCCL does not run on CPU); on CPU use "
+                "--all_reduce_spec=ring or leave it unset")
+    return ("--all_reduce_spec=nccl needs GPUs (NCCL does not run on CPU); on CPU use "
+            "--all_reduce_spec=pscpu or hierarchical_copy")
+
+
+def _refuse_nccl_on_cpu(p: "Params") -> None:
+    """--device=cpu with --all_reduce_spec=nccl where the strategy would reduce between
+    devices: several on one host, or a MultiWorkerMirroredStrategy cluster of the flags
+    (tfbench.distribute.strategy refuses it too, after TensorFlow starts; here a study refuses
+    the point before starting any process). Horovod reduces with its own allreduce."""
+    if not cpu_requested(p) or p.variable_update == "horovod":
+        return
+    multi_worker = bool(p.worker_hosts) and not p.ps_hosts
+    if multi_worker or (not p.worker_hosts and not p.ps_hosts and requested_devices(p) > 1):
+        why = nccl_refusal(p.all_reduce_spec, False, multi_worker=multi_worker)
+        if why:
+            raise UsageError(why)

@@ -119,9 +119,9 @@ def cross_device_ops(spec: Optional[str], plan: DevicePlan, hierarchical: bool):
         raise UsageError("--hierarchical_copy conflicts with --all_reduce_spec=%s; give one"
                          % spec)
     if name == "nccl":
-        if plan.kind != "gpu":
-            raise UsageError("--all_reduce_spec=nccl needs GPUs (NCCL does not run on CPU); "
-                             "on CPU use --all_reduce_spec=pscpu or hierarchical_copy")
+        why = params_lib.nccl_refusal(spec, plan.kind == "gpu", multi_worker=False)
+        if why:
+            raise UsageError(why)
         return tf.distribute.NcclAllReduce(num_packs=0), "nccl", notices
     if name in ("xring", "hierarchical_copy", "hierarchical"):
         if name == "xring":
@@ -172,9 +172,9 @@ def collective_implementation(spec: Optional[str], plan: DevicePlan):
     if name in ("ring", "xring", "grpc"):
         return impl.RING, "ring"
     if name == "nccl":
-        if plan.kind != "gpu":
-            raise UsageError("--all_reduce_spec=nccl needs GPUs (NCCL does not run on CPU); "
-                             "on CPU use --all_reduce_spec=ring or leave it unset")
+        why = params_lib.nccl_refusal(spec, plan.kind == "gpu", multi_worker=True)
+        if why:
+            raise UsageError(why)
         return impl.NCCL, "nccl"
     raise UsageError("--all_reduce_spec=%s cannot be honoured by MultiWorkerMirroredStrategy: "
                      "use collective (auto), ring or nccl" % spec)

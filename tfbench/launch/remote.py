@@ -37,7 +37,8 @@ import time
 from typing import Callable, Optional, Sequence, TextIO
 
 from tfbench import errors
-from tfbench.sweep.child import last_line, parse_rows
+from tfbench.children.process import last_line
+from tfbench.children.rows import parse_rows
 
 DEFAULT_RSH = "ssh -o BatchMode=yes"
 DEFAULT_REMOTE_CMD = "tfbench"
@@ -401,18 +402,12 @@ class RemoteTask:
             if self.proc.returncode == 255:
                 return "unreachable over `%s`: %s" % (shlex.join(rsh), last)
             if self.proc.returncode < 0:
-                return "the remote shell was stopped (%s)" % _signal_name(-self.proc.returncode)
+                return "the remote shell was stopped (%s)" % errors.signal_name(
+                    -self.proc.returncode)
             return "the remote shell ended with exit code %d: %s" % (self.proc.returncode, last)
         sig = self.signal_number()
         if sig is not None:
-            return "killed by %s%s" % (_signal_name(sig), ": " + said if said else "")
+            return "killed by %s%s" % (errors.signal_name(sig), ": " + said if said else "")
         if said:
             return said
         return "exit code %d: %s" % (self.exit_code, last)
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return "signal %d" % signum

@@ -25,7 +25,8 @@ import shlex
 from typing import TYPE_CHECKING, Optional, Sequence, TextIO
 
 from tfbench import errors
-from tfbench.output import csv_out
+from tfbench.children import rows as rows_lib
+from tfbench.children.outcome import study_end
 from tfbench.launch.console import ChiefConsole
 from tfbench.launch.remote import (ask_versions,
                                    task_flags, version_problems)
@@ -82,11 +83,7 @@ def _save_rows(cfg: LaunchConfig, rows: list[dict[str, str]], path: str,
     task's own is the launcher's, with a --csv_file on its host that no longer exists)."""
     for row in rows:
         row["command"] = cfg.command or row["command"]
-    csv_out.append_rows(path, rows)
-    if cfg.csv_file:
-        notice = csv_out.append_rows(cfg.csv_file, rows)
-        if notice:
-            print(notice, file=stderr)
+    rows_lib.save_rows(rows, path, cfg.csv_file, lambda notice: print(notice, file=stderr))
 
 
 def launch(cfg: LaunchConfig, stdout: TextIO, stderr: TextIO) -> int:
@@ -117,7 +114,9 @@ def chief_row(result: LaunchResult) -> dict[str, str]:
 def launch_series(cfg: LaunchConfig, counts: Sequence[int], stdout: TextIO,
                   stderr: TextIO) -> int:
     """The scaling series: the first N hosts for each N in `counts`, then the efficiency table
-    (devices x workers) with the interconnect each point saw; the exit code."""
+    (devices x workers) with the interconnect each point saw; the exit code, a study's
+    (children.outcome.study_end): 0 when every point's launch ended well, 6 when some did not,
+    1 when none did, 130/143 when interrupted."""
     failed = preflight(cfg, stderr)
     if failed is not None:
         return failed
@@ -144,8 +143,6 @@ def launch_series(cfg: LaunchConfig, counts: Sequence[int], stdout: TextIO,
             print("      %s, %s images/sec, %.1f s; %s" % (
                 row["status"], row["images_per_sec"] or "-", result.seconds,
                 result.error or "logs in %s" % log_dir), file=stderr)
-            if result.exit_code and not exit_code:
-                exit_code = result.exit_code
     except errors.Interrupted as exc:
         exit_code = exc.exit_code
         print("tfbench launch: %s; writing the tables for the %d finished point(s)"
@@ -155,10 +152,14 @@ def launch_series(cfg: LaunchConfig, counts: Sequence[int], stdout: TextIO,
         stdout.write("\nrows: %s\ntables: %s\n" % (sweep_csv,
                                                    os.path.join(cfg.out_dir, "summary.md")))
         stdout.flush()
-    if exit_code and exit_code not in (errors.EXIT_SIGINT, errors.EXIT_SIGTERM):
-        first = next(r for r in results if r.exit_code)
-        print(errors.error_line("%d host(s): %s" % (len(first.hosts), first.error)),
-              file=stderr)
+    if exit_code == errors.EXIT_OK:
+        failed = [r for r in results if r.exit_code]
+        where = "rows in %s, logs in %s" % (sweep_csv, os.path.join(cfg.out_dir, "logs"))
+        if failed:   # the first failure's own line, then where everything is
+            where = "first: %d host(s): %s; %s" % (len(failed[0].hosts), failed[0].error, where)
+        exit_code, line = study_end([r.status for r in results], "points", where)
+        if line:
+            print(errors.error_line(line), file=stderr)
     return exit_code
 
 

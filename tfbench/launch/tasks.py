@@ -13,8 +13,10 @@ import time
 from typing import Optional, Sequence
 
 from tfbench import errors
+from tfbench.children import outcome as outcome_lib
+from tfbench.children import rows as rows_lib
+from tfbench.children.process import ChildOutcome
 from tfbench.measure import nccl_log
-from tfbench.sweep import child as sweep_child
 from tfbench.launch.console import ChiefConsole
 from tfbench.launch.remote import (DEFAULT_REMOTE_CMD, Host, RemoteTask, remote_script, rsh_argv,
                                    task_flags)
@@ -59,6 +61,7 @@ class LaunchResult:
     error: str                       # the one line, '' when every task ended well
     interconnect: str
     seconds: float
+    status: str = "ok"               # the launch's, as a study counts it: its named task's row's
 
 
 def _now() -> float:
@@ -145,20 +148,21 @@ def _stop_all(tasks: Sequence[RemoteTask], local_kill_after: float) -> None:
 def _result(cfg: LaunchConfig, tasks: Sequence[RemoteTask], hosts: Sequence[Host],
             started: float, first_trouble: Optional[float],
             interrupted: Optional[errors.Interrupted]) -> LaunchResult:
-    rows = []
-    for task in tasks:
-        rows += task_rows(cfg, task, len(tasks), interrupted)
+    own = [task_rows(cfg, task, len(tasks), interrupted) for task in tasks]
+    rows = [row for task_rows_ in own for row in task_rows_]
+    status = "ok"
     last_end = max((t.ended for t in tasks if t.ended), default=_now())
     stop_seconds = None if first_trouble is None else max(0.0, last_end - first_trouble)
     exit_code, error = errors.EXIT_OK, ""
     if interrupted is not None:
-        exit_code = interrupted.exit_code
+        exit_code, status = interrupted.exit_code, "interrupted"
         error = "%s; the %d task(s) stopped within %.1f s" % (interrupted, len(tasks),
                                                               stop_seconds or 0.0)
     else:
         root = _root_cause(tasks)
         if root is not None:
             exit_code = _exit_code(root)
+            status = rows_lib.rows_status(own[root.index])
             others = len(tasks) - 1
             error = "%s (worker %d): %s" % (root.host.label, root.index,
                                             _root_phrase(root, tasks, cfg.rsh))
@@ -167,10 +171,12 @@ def _result(cfg: LaunchConfig, tasks: Sequence[RemoteTask], hosts: Sequence[Host
                     others, max(0.0, last_end - root.ended))
         elif any(r["error"] == NO_ROW for r in rows):
             task = next(t for t in tasks if not t.rows())
-            exit_code = errors.EXIT_RUN_ERROR
+            exit_code, status = errors.EXIT_RUN_ERROR, "error"
             error = "%s (worker %d): %s" % (task.host.label, task.index, NO_ROW)
+    if exit_code and status == "ok":
+        status = "error"
     return LaunchResult(list(hosts), rows, exit_code, error,
-                        interconnect(rows, tasks, cfg.nccl_debug), last_end - started)
+                        interconnect(rows, tasks, cfg.nccl_debug), last_end - started, status)
 
 
 def _root_cause(tasks: Sequence[RemoteTask]) -> Optional[RemoteTask]:
@@ -225,8 +231,8 @@ def task_rows(cfg: LaunchConfig, task: RemoteTask, num_workers: int,
     command = shlex.join([cfg.remote_cmd] + task.flags)
     if rows:
         if not task.ok:
-            sweep_child.mark_abnormal(rows, "ended abnormally after writing its row: "
-                                      + task.cause(cfg.rsh))
+            rows_lib.mark_abnormal(rows, "ended abnormally after writing its row: "
+                                   + task.cause(cfg.rsh))
         return rows
     if task.ok:
         return [host_failure_row(task.flags, "error", NO_ROW, command, task.host, num_workers)]
@@ -237,20 +243,20 @@ def task_rows(cfg: LaunchConfig, task: RemoteTask, num_workers: int,
     else:
         code = -sig if sig is not None else (task.exit_code if task.exit_code is not None
                                              else 1)
-        status, _ = sweep_child.classify_failure(
-            sweep_child.ChildOutcome(code, task.ended - task.started), "\n".join(task.tail))
-        if sig == signal.SIGKILL:
-            status = "error"   # sweep counts SIGKILL as the OOM killer; here it is not known
+        # A SIGKILL may be the launcher's own (a task that outlived its SIGTERM), or any host's.
+        status, _ = outcome_lib.classify_failure(
+            ChildOutcome(code, task.ended - task.started), "\n".join(task.tail),
+            sigkill_is_oom=False)
         error = task.cause(cfg.rsh)
     return [host_failure_row(task.flags, status, error, command, task.host, num_workers)]
 
 
 def host_failure_row(flags: Sequence[str], status: str, error: str, command: str, host: Host,
                      num_workers: int) -> dict[str, str]:
-    row = sweep_child.failure_row(flags, status, error, command)
-    row["hostname"] = host.target.rpartition("@")[2]
-    row["num_workers"] = str(num_workers)
-    return row
+    """The row for a host's task that wrote none: what it would have run as one of
+    `num_workers` workers (tfbench.children.rows), on that host."""
+    return rows_lib.failure_row(flags, status, error, command,
+                                hostname=host.target.rpartition("@")[2], workers=num_workers)
 
 
 def interconnect(rows: Sequence[dict[str, str]], tasks: Sequence[RemoteTask],

@@ -36,12 +36,14 @@ import shlex
 from typing import Optional, Sequence, TextIO
 
 from tfbench import errors
+from tfbench.children.process import DEFAULT_CHILD
 from tfbench.config import flagdefs
+from tfbench.config import params as params_lib
+from tfbench.config.argv import params_of_flags
 from tfbench.measure import nvml as nvml_lib
 from tfbench.report import evaluation as ev
 from tfbench.report import load
-from tfbench.sweep.child import DEFAULT_CHILD
-from tfbench.sweep.grid import Point, child_params
+from tfbench.sweep.grid import Point
 from tfbench.sweep.runner import PointRecord, Sweep, SweepConfig
 
 MODELS = ("resnet50", "resnet101", "mobilenet_v3_large", "efficientnet_b0", "vit_tiny")
@@ -139,16 +141,10 @@ def item_flags(item: Item, method: Method, mixed: str, gpu_indices: str = "",
     return flags
 
 
-def training_devices(p) -> int:
-    """The devices a training run uses (p: the Params of the flags for every run):
-    --gpu_indices' count, else --num_gpus."""
-    return len([i for i in p.gpu_indices.split(",") if i.strip()]) or p.num_gpus
-
-
 def points(method: Method, mixed: str, base_flags: Sequence[str] = (),
            tftrt: bool = False) -> list[Point]:
-    p = child_params(base_flags)
-    replicate = (training_devices(p) > 1 and not p.is_explicit("variable_update")
+    p = params_of_flags(base_flags)
+    replicate = (params_lib.requested_devices(p) > 1 and not p.is_explicit("variable_update")
                  and not (p.worker_hosts or p.ps_hosts))
     points = [Point(i, 1, {"model": it.model, "mode": it.mode, "kind": it.kind},
                     item_flags(it, method, mixed, p.gpu_indices, replicate), it.name)
@@ -165,8 +161,7 @@ def tftrt_unavailable(base_flags: Sequence[str], gpus: Optional[tuple[int, str]]
     """Why the tftrt mode cannot run here ('' when it can): no GPU (read without TensorFlow,
     as the mixed precision is), else what TensorFlow says of its TensorRT (which imports it)."""
     from tfbench.measure import tensorrt
-    p = child_params(base_flags)
-    if p.is_explicit("device") and p.device.lower() == "cpu":
+    if params_lib.cpu_requested(params_of_flags(base_flags)):
         return "--device=cpu, and TensorRT runs on NVIDIA GPUs"
     count, why = gpus if gpus is not None else nvml_lib.cuda_gpus()
     if not count:
@@ -195,8 +190,7 @@ def resolve_mixed_precision(choice: str, base_flags: Sequence[str],
     """(fp16 or bf16, why): fp16 with dynamic loss scaling on GPUs, bf16 on CPUs."""
     if choice in ("fp16", "bf16"):
         return choice, "--mixed_precision=%s" % choice
-    p = child_params(base_flags)
-    if p.is_explicit("device") and p.device.lower() == "cpu":
+    if params_lib.cpu_requested(params_of_flags(base_flags)):
         return "bf16", "--device=cpu"
     count, why = gpus if gpus is not None else nvml_lib.cuda_gpus()
     if count:
@@ -277,19 +271,32 @@ def finished(out_dir: str, rerun_failed: bool = False, rerun_unstable: bool = Fa
     interrupted; not ok ones when rerun_failed; unstable ones when rerun_unstable; none that
     ran on the CPU when gpu_expected (the run that stopped the evaluation, see
     Evaluation._check_device, runs again once TensorFlow uses the GPU)."""
-    path = os.path.join(out_dir, ROWS_FILE)
-    if not os.path.exists(path):
-        return set()
-    rows = ev.with_method_columns(load.read_results([path])).drop_duplicates(
-        ["model", "execution_mode", "kind"], keep="last")
     done = set()
-    for _, row in rows.iterrows():
+    for name, row in _latest_rows(out_dir).items():
         if row["status"] == "interrupted" or (rerun_failed and row["status"] != "ok") or \
                 (rerun_unstable and row["unstable"] == 1) or \
                 (gpu_expected and row["device_kind"] == "cpu"):
             continue
-        done.add(Item(row["model"], row["execution_mode"], row["kind"]).name)
+        done.add(name)
     return done
+
+
+def statuses(out_dir: str, todo: Sequence[Point]) -> list[str]:
+    """The status of each planned configuration's latest row in evaluation.csv (earlier
+    commands' included: the evaluation is the directory), 'not run' where it has none."""
+    latest = _latest_rows(out_dir)
+    return [latest[p.name]["status"] if p.name in latest else "not run" for p in todo]
+
+
+def _latest_rows(out_dir: str) -> dict:
+    """Plan item name -> the latest row of that configuration in evaluation.csv."""
+    path = os.path.join(out_dir, ROWS_FILE)
+    if not os.path.exists(path):
+        return {}
+    rows = ev.with_method_columns(load.read_results([path])).drop_duplicates(
+        ["model", "execution_mode", "kind"], keep="last")
+    return {Item(row["model"], row["execution_mode"], row["kind"]).name: row
+            for _, row in rows.iterrows()}
 
 
 class Evaluation:

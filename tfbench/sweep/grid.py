@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from tfbench import errors
 from tfbench.config import flagdefs
 from tfbench.config import params as params_lib
-from tfbench.config.argv import parse_params
+from tfbench.config.argv import params_of_flags, strip_flags
 
 # Flags the sweep sets for every child itself.
 RESERVED_KEYS = ("csv_file", "json_dir", "flagfile")
@@ -110,39 +110,12 @@ def point_name(index: int, values: dict[str, str], repeat: int = 1, repeats: int
     return "_".join(parts)
 
 
-def child_params(flags: Sequence[str]) -> "params_lib.Params":
-    """The Params a child started with `flags` runs with, parsed by the CLI's own parser
-    (tfbench.config.argv; no TensorFlow import). UsageError when the child would refuse
-    them. The sweep reads what a point runs from here, never from the raw flags."""
-    return parse_params(["tfbench"] + list(flags))
-
-
-def strip_flags(flags: Sequence[str], names: Iterable[str]) -> list[str]:
-    """`flags` without any occurrence of the named flags (=value, space-separated, --noX)."""
-    names = set(names)
-    out: list[str] = []
-    skip = False
-    for token in flags:
-        if skip:
-            skip = False
-            continue
-        name = token[2:].split("=", 1)[0] if token.startswith("--") else None
-        if name in names:
-            spec = flagdefs.BY_NAME.get(name)
-            skip = "=" not in token and not (spec is not None and spec.kind == "bool")
-            continue
-        if name and name.startswith("no") and name[2:] in names:
-            continue
-        out.append(token)
-    return out
-
-
 def expand_grid(axes: Sequence[Axis], repeats: int = 1, scaling: str = "weak",
                 base_flags: Sequence[str] = ()) -> list[Point]:
     """All points: the product of the axes (first axis slowest), repeats interleaved.
 
     Strong scaling: the batch (swept or --batch_size) is the global batch, and each point gets
-    batch_size = global / num_gpus.
+    the per-device batch whose global batch (micro-batches x devices, config.params) it is.
     """
     if repeats < 1:
         raise errors.UsageError("--repeats must be >= 1, got %d" % repeats)
@@ -159,18 +132,24 @@ def expand_grid(axes: Sequence[Axis], repeats: int = 1, scaling: str = "weak",
         values = {k: v for axis, vals in zip(axes, choice) for k, v in zip(axis.keys, vals)}
         flags = dict(values)
         if scaling == "strong":
-            p = child_params(point_flags(base_flags, values))
-            global_batch, gpus = p.batch_size, p.num_gpus
-            if not global_batch:
-                raise errors.UsageError("--scaling=strong needs --batch_size (the global batch "
-                                        "kept fixed) or --sweep=batch_size=...")
-            if global_batch % gpus:
-                raise errors.UsageError("--scaling=strong: global batch %d is not divisible by "
-                                        "num_gpus=%d" % (global_batch, gpus))
-            flags["batch_size"] = str(global_batch // gpus)
+            flags["batch_size"] = str(_strong_batch(params_of_flags(point_flags(base_flags,
+                                                                                values))))
         combos.append((index, values, flags))
     return [Point(index, repeat, values, flags, point_name(index, values, repeat, repeats))
             for repeat in range(1, repeats + 1) for index, values, flags in combos]
+
+
+def _strong_batch(p: "params_lib.Params") -> int:
+    """The per-device batch of a strong-scaling point: its --batch_size is the global batch,
+    over the point's micro-batches and devices on one host (a sweep point is one process)."""
+    if not p.batch_size:
+        raise errors.UsageError("--scaling=strong needs --batch_size (the global batch kept "
+                                "fixed) or --sweep=batch_size=...")
+    try:
+        return params_lib.per_device_for_global(p.batch_size, params_lib.micro_batches(p),
+                                                params_lib.requested_devices(p), 1)
+    except errors.UsageError as exc:
+        raise errors.UsageError("--scaling=strong: %s" % exc) from None
 
 
 def point_flags(base_flags: Sequence[str], flags: dict[str, str]) -> list[str]:
@@ -189,7 +168,7 @@ def child_args(point: Point, base_flags: Sequence[str], csv_path: str,
 def check_point(point: Point, args: Sequence[str]) -> None:
     """UsageError naming the point when its child would refuse `args` (no process started)."""
     try:
-        child_params(args)
+        params_of_flags(args)
     except errors.UsageError as exc:
         raise errors.UsageError("point %s: %s" % (point.name, exc)) from None
 

@@ -6,11 +6,12 @@ killed under a memory cap, means it does not fit).
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from tfbench import errors
 from tfbench.config import params as params_lib
-from tfbench.sweep.grid import Point, child_params, expand_grid, point_flags, point_name
+from tfbench.config.argv import params_of_flags
+from tfbench.sweep.grid import Point, expand_grid, point_flags, point_name
 from tfbench.sweep.progress import Progress
 from tfbench.sweep.runner import PointRecord, Sweep
 
@@ -90,6 +91,20 @@ class MaxBatchResult:
     row: Optional[dict[str, str]]   # the ok row measured at the largest batch
 
 
+def group_statuses(results: Sequence[MaxBatchResult]) -> list[str]:
+    """Each search's status, as a study counts its points: ok when it found a largest batch
+    (its oom probes are how it did), oom when not even the smallest fits, else the status of
+    the probe that stopped it."""
+    out = []
+    for res in results:
+        s = res.search
+        if s.error:
+            out.append(s.probes[-1][1] if s.probes else "error")
+        else:
+            out.append("ok" if s.max_batch else "oom")
+    return out
+
+
 # (flag, value for short probes, flags that exclude it): a user's --num_epochs excludes
 # --num_batches (the legacy rule, tfbench.config.params.validate).
 PROBE_DEFAULTS = (("num_batches", "2", ("num_epochs",)), ("num_warmup_batches", "1", ()))
@@ -132,7 +147,7 @@ def _search_group(sweep: Sweep, group: Point, progress: Progress, start: int, li
 
     search = search_max_batch(probe, start, limit, granularity)
     best = measured.get(search.max_batch) if search.max_batch else None
-    p = child_params(point_flags(sweep.config.base_flags, group.flags))
+    p = params_of_flags(point_flags(sweep.config.base_flags, group.flags))
     values = {"model": p.model, "precision": params_lib.resolve_precision(p)}
     values.update(group.values)  # swept values win, in sweep order after model/precision
     return MaxBatchResult(values, search, best.rows[0] if best else None)

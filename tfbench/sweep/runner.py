@@ -1,5 +1,5 @@
 """The Sweep: runs a grid's points (tfbench.sweep.grid), each in its own process
-(tfbench.sweep.child), and keeps every row.
+(tfbench.children), and keeps every row.
 
 A point's child is `<child_cmd> <base flags> <point flags> --csv_file=<out_dir>/points/<name>.csv
 --json_dir=<out_dir>/runs`, with stdout+stderr kept in `<out_dir>/logs/<name>.log`. A child that
@@ -27,8 +27,8 @@ import sys
 from typing import Callable, Iterator, Optional, Sequence, TextIO
 
 from tfbench import errors
-from tfbench.output import csv_out
-from tfbench.sweep.child import DEFAULT_CHILD, point_rows, run_child
+from tfbench.children import rows as rows_lib
+from tfbench.children.process import DEFAULT_CHILD, run_child
 from tfbench.sweep.grid import Axis, Point, check_point, child_args, point_flags
 from tfbench.sweep.progress import Progress
 
@@ -111,8 +111,8 @@ class Sweep:
         check_point(point, args)
         cmd = list(cfg.child_cmd) + args
         outcome = run_child(cmd, log_path, cfg.child_memory_limit_mb, cfg.timeout_sec)
-        rows = point_rows(args, outcome, csv_path, log_path, shlex.join(cmd),
-                          bool(cfg.child_memory_limit_mb))
+        rows = rows_lib.child_rows(args, outcome, csv_path, log_path, shlex.join(cmd),
+                                   bool(cfg.child_memory_limit_mb))
         record = PointRecord(point, rows, outcome.exit_code, outcome.seconds, log_path)
         self._save(record)
         if outcome.interrupted is not None:
@@ -121,11 +121,7 @@ class Sweep:
 
     def _save(self, record: PointRecord) -> None:
         cfg = self.config
-        csv_out.append_rows(cfg.rows_path, record.rows)
-        if cfg.csv_file:
-            notice = csv_out.append_rows(cfg.csv_file, record.rows)
-            if notice:
-                self._say(notice)
+        rows_lib.save_rows(record.rows, cfg.rows_path, cfg.csv_file, self._say)
         self.records.append(record)
         index_path = os.path.join(cfg.out_dir, "points.csv")
         keys = cfg.keys

@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 from typing import Optional, Sequence
 
+from tfbench.config.argv import params_of_flags
 from tfbench.output import csv_out
 from tfbench.sweep.max_batch import MaxBatchResult
+from tfbench.sweep.grid import point_flags
 from tfbench.sweep.runner import PointRecord, SweepConfig
 
 
@@ -73,10 +75,12 @@ def study_sections(records: Sequence[PointRecord], config: SweepConfig, knee_pct
     import pandas as pd
 
     from tfbench.report import load, studies
-    from tfbench.sweep.grid import child_params
     extra = extra_keys(config.keys)
-    # The children's own threshold, as their --num_runs would judge their repeats.
-    threshold = child_params(config.base_flags).unstable_threshold_pct
+    # The children's own threshold, as their --num_runs would judge their repeats: read from a
+    # point's flags, since the base flags alone need not be a run (--saved_model with
+    # --sweep=forward_only=true).
+    first = records[0].point.flags if records else {}
+    threshold = params_of_flags(point_flags(config.base_flags, first)).unstable_threshold_pct
     pairs = [(r.point, row) for r in records for row in r.rows]
     df = load.rows_frame([row for _, row in pairs])
     for key in extra:

@@ -1,0 +1,78 @@
+"""tfbench.config.argv: benchmark flags read as the CLI reads them, for a run or for the children,
+tasks and points a subcommand starts."""
+
+import pytest
+
+from tfbench import errors
+from tfbench.config.argv import params_of_flags, strip_flags
+
+
+def test_params_of_flags_parse_flags_as_the_cli_does():
+    p = params_of_flags(["--model=a", "--batch_size", "8", "-xla_compile", "--use_fp16",
+                         "--noforward_only"])
+    assert (p.model, p.batch_size, p.xla_compile, p.forward_only) == ("a", 8, True, False)
+    assert p.is_explicit("batch_size") and not p.is_explicit("num_gpus")
+    with pytest.raises(errors.UsageError, match="--use_fp16 asks for fp16"):
+        params_of_flags(["--use_fp16", "--precision=fp32"])
+
+
+def test_params_of_flags_read_a_preset_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    p = params_of_flags(["--flagfile=flags/scaling_study.flags", "--batch_size=8"])
+    assert (p.model, p.batch_size, p.variable_update) == ("resnet50", 8, "replicated")
+
+
+def test_strip_flags_drops_every_spelling_of_the_named_flags():
+    flags = ["--model=m", "--csv_file=a.csv", "--csv_file", "b.csv", "--xla", "--noxla",
+             "--batch_size", "8", "--xla=false"]
+    assert strip_flags(flags, ["csv_file", "xla"]) == ["--model=m", "--batch_size", "8"]
+    assert strip_flags(flags, []) == flags
+
+
+# --- what cannot run on the devices asked is refused before any process starts ---------------
+
+NCCL_ON_CPU = ("--all_reduce_spec=nccl needs GPUs (NCCL does not run on CPU); on CPU use "
+               "--all_reduce_spec=pscpu or hierarchical_copy")
+NCCL_ON_CPU_WORKERS = ("--all_reduce_spec=nccl needs GPUs (NCCL does not run on CPU); on CPU "
+                       "use --all_reduce_spec=ring or leave it unset")
+SCALING = ["--flagfile=flags/scaling_study.flags", "--device=cpu"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--num_gpus=2", "--all_reduce_spec=nccl"], NCCL_ON_CPU),
+    (["--num_gpus=2", "--all_reduce_spec=NCCL#2"], NCCL_ON_CPU),
+    (["--num_gpus=4", "--all_reduce_spec=nccl", "--variable_update=parameter_server"],
+     NCCL_ON_CPU),
+    (["--all_reduce_spec=nccl", "--job_name=worker", "--task_index=0",
+      "--worker_hosts=127.0.0.1:1,127.0.0.1:2"], NCCL_ON_CPU_WORKERS),
+])
+def test_nccl_on_a_cpus_devices_is_refused_with_the_strategys_words(flags, message):
+    with pytest.raises(errors.UsageError) as raised:
+        params_of_flags(SCALING + flags)
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("flags", [
+    ["--num_gpus=1", "--all_reduce_spec=nccl"],      # one device: nothing to all-reduce
+    ["--num_gpus=2"],                                # the preset itself, on a CPU
+    ["--num_gpus=2", "--all_reduce_spec=pscpu"],
+    ["--device=gpu", "--num_gpus=2", "--all_reduce_spec=nccl"],
+    ["--all_reduce_spec=nccl", "--job_name=ps", "--task_index=0", "--ps_hosts=127.0.0.1:1",
+     "--worker_hosts=127.0.0.1:2", "--controller_host=127.0.0.1:3"],   # no collectives
+])
+def test_what_runs_is_not_refused(flags):
+    params_of_flags(SCALING + flags)
+
+
+def test_the_strategy_refuses_with_the_same_words_once_tensorflow_runs():
+    # The devices a run plans (a no-GPU fallback included) go through the same owner,
+    # config.params.nccl_refusal, in tfbench.distribute.strategy.
+    from tfbench.distribute import strategy
+    from tfbench.distribute.devices import DevicePlan
+    cpus = DevicePlan("cpu", 2, ("/cpu:0", "/cpu:1"), "NHWC")
+    with pytest.raises(errors.UsageError) as raised:
+        strategy.cross_device_ops("nccl", cpus, False)
+    assert str(raised.value) == NCCL_ON_CPU
+    with pytest.raises(errors.UsageError) as raised:
+        strategy.collective_implementation("nccl", DevicePlan("cpu", 1, ("/cpu:0",), "NHWC"))
+    assert str(raised.value) == NCCL_ON_CPU_WORKERS
