@@ -51,6 +51,7 @@ import tensorflow as tf  # noqa: E402
 
 from tfbench.config.argv import parse_params  # noqa: E402
 from tfbench.distribute import strategy as strategy_lib  # noqa: E402
+from tfbench.engine import checkpoints  # noqa: E402
 from tfbench.engine.plan import EVAL, resolve  # noqa: E402
 from tfbench.engine.runner import RUNNERS  # noqa: E402
 from tfbench.errors import UsageError  # noqa: E402
@@ -156,7 +157,7 @@ def step_cell(args: list[str], checkpoint: str | None = None, state: dict | None
             out = setup.step_fn(setup.inputs).numpy()
             finite = bool(np.all(np.isfinite(out[:2])))
             if checkpoint:
-                tf.train.Checkpoint(model=setup.model).write(checkpoint)
+                checkpoints.checkpoint(setup.model).write(checkpoint)   # as --train_dir saves
             if state is not None:
                 state.update(state_kinds(setup.model))
         out = {"ran": list(_strategy_key(sp)), "finite": finite,

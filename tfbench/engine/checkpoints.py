@@ -20,6 +20,58 @@ import keras
 import tensorflow as tf
 
 from tfbench.distribute import sync
+from tfbench.errors import UsageError
+
+
+def weight_layers(model: keras.Model) -> list:
+    """The layers that hold the model's weights, in the model's order, nested models opened:
+    what a checkpoint keys the weights by. Keras 3.8 (TF 2.17's) keys a functional model by its
+    operations, which gain Cast operations under a mixed-precision policy, so a checkpoint
+    written in fp32 did not fit the same model in fp16 or bf16; a list of its layers does, in
+    every policy and Keras version."""
+    out = []
+    for layer in model.layers:
+        if isinstance(layer, keras.Model):
+            out.extend(weight_layers(layer))
+        elif layer.weights:
+            out.append(layer)
+    return out
+
+
+def checkpoint(model: keras.Model, optimizer=None) -> tf.train.Checkpoint:
+    """What --train_dir saves: the weights by layer, the model as before (so an older tfbench
+    still reads it), the optimizer's state."""
+    parts = {"layers": weight_layers(model), "model": model}
+    if optimizer is not None:
+        parts["optimizer"] = optimizer
+    return tf.train.Checkpoint(**parts)
+
+
+def restore(path: str, model: keras.Model, optimizer=None) -> None:
+    """Restores `path` into `model` (and `optimizer`); refuses a checkpoint in which one of the
+    model's weights finds nothing (another model, another dataset's head): never a run on
+    weights it did not restore. Reads the layout of an earlier tfbench (the model alone) as that
+    tfbench did."""
+    names = [name for name, _ in tf.train.list_variables(path)]
+    if not any(name.startswith("layers/") for name in names):
+        # An earlier tfbench's: restored as it restored it (its keys follow Keras' own graph).
+        tf.train.Checkpoint(model=model).restore(path).expect_partial()
+    else:
+        _restore_weights(path, model)
+    if optimizer is not None:
+        tf.train.Checkpoint(optimizer=optimizer).restore(path).expect_partial()
+
+
+def _restore_weights(path: str, model: keras.Model) -> None:
+    try:
+        # read, not restore: restore adds a save counter a written (not saved) checkpoint lacks.
+        tf.train.Checkpoint(layers=weight_layers(model)).read(
+            path).expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UsageError("the checkpoint %s does not hold this model's weights (%s); give the "
+                         "--model, --data_name and --image_size it was trained with"
+                         % (path, first[:160])) from None
 
 
 def latest_checkpoint(path: str) -> Optional[str]:
@@ -55,13 +107,13 @@ def open_train_dir(p, strategy: tf.distribute.Strategy, model: keras.Model,
     says so through `notice`.
     """
     out = TrainDir()
-    ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    ckpt = checkpoint(model, optimizer)
     chief = sync.is_chief(strategy)
     if chief:
         out.manager = tf.train.CheckpointManager(
             ckpt, p.train_dir, max_to_keep=p.max_ckpts_to_keep, checkpoint_name="model.ckpt")
         if out.manager.latest_checkpoint:
-            ckpt.restore(out.manager.latest_checkpoint).expect_partial()
+            restore(out.manager.latest_checkpoint, model, optimizer)
     else:
         notice("--train_dir: %s writes the checkpoints and summaries; this process writes "
                "none there and resumes from its state" % sync.chief_label(strategy))

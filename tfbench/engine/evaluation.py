@@ -5,11 +5,11 @@ measurement, each evaluation a new one.
 
 from __future__ import annotations
 
-import tensorflow as tf
 
 from tfbench.config import params as params_lib
 from tfbench.engine import steps
 from tfbench.engine.base import ModeRunner, StepFn
+from tfbench.engine import checkpoints
 from tfbench.engine.checkpoints import latest_checkpoint
 from tfbench.errors import UsageError, raise_if_stopped
 from tfbench.results import RunResult
@@ -22,7 +22,6 @@ class EvalRunner(ModeRunner):
         p, r, log, now = self.p, self.plan, self.log, self.clock.perf_counter
         log.generating_evaluation_model()
         model = self.model = self.build_model()
-        ckpt = tf.train.Checkpoint(model=model)
         images, from_iterator = self.inputs(r.eval_batch_size, train=False)
         folding = self.fold_batch_norm(model, res)
         served = params_lib.served(p)
@@ -35,14 +34,14 @@ class EvalRunner(ModeRunner):
             if path is None:
                 raise UsageError("Checkpoint not found in %s" % p.train_dir)
             if path != evaluated:
-                ckpt.restore(path).expect_partial()
+                checkpoints.restore(path, model)
                 if folding is not None:
                     folding.refresh(model)
                 log.checkpoint_loaded(path)
                 if served:   # one checkpoint (config.params refuses --eval_interval_secs)
                     step_fn = self.serve(folding.model if folding else model, res,
                                          r.eval_batch_size, from_iterator, False)
-                    model = folding = ckpt = None   # the served copy is the one kept
+                    model = folding = None   # the served copy is the one kept
                 if not res.warmup_times:
                     self._cold_call(step_fn, images, res)
                 # Each evaluation is a new measurement: its steps replace the last ones.
