@@ -9,6 +9,8 @@ Exit codes (documented in docs/output.md):
   5  distributed runtime failure (a peer unreachable or lost)
   6  a study (sweep, evaluate, launch --sweep_hosts) whose points did not all finish ok; every
      row and table is written
+  7  tfbench validate: a check warns and none fails
+  8  tfbench validate: a check fails (a check that could not run is a failed check)
   130 / 143  interrupted by SIGINT / SIGTERM
 """
 
@@ -27,6 +29,8 @@ EXIT_OOM = 3
 EXIT_NAN = 4
 EXIT_DISTRIBUTED = 5
 EXIT_INCOMPLETE = 6
+EXIT_VALIDATE_WARN = 7
+EXIT_VALIDATE_FAIL = 8
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
