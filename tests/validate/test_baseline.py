@@ -10,7 +10,8 @@ from tfbench.errors import UsageError
 from tfbench.output import csv_out, files
 from tfbench.results import RunResult
 from tfbench.validate import baseline as bl
-from tfbench.validate.baseline import RunKey
+from tfbench.validate import run_figures as rf
+from tfbench.validate.run_figures import RunKey
 
 H100 = "NVIDIA H100 80GB HBM3"
 RUN = RunKey("resnet50", "fp16", 64, H100, 8)
@@ -42,7 +43,7 @@ def write_manifest(tmp_path, r):
 
 def write_validate_json(tmp_path, measured, run=RUN, **top):
     data = {"schema": "tfbench.validate", "schema_version": 1, "level": "standard",
-            "status": "PASS", "rows": [], "figures": bl.figures_json(measured, run), **top}
+            "status": "PASS", "rows": [], "figures": rf.figures_json(measured, run), **top}
     path = str(tmp_path / "validate.json")
     with open(path, "w") as handle:
         json.dump(data, handle)
@@ -120,15 +121,6 @@ def test_a_manifest_gives_its_repeats_efficiency_busbw_and_median_device_alone(t
                                     "efficiency_pct": [90.0], "allreduce_busbw_gbs": [180.0],
                                     "median_alone_ms": [10.0]}
     assert base.runs[0].key == RunKey("resnet50", "fp16", 64, H100, 8)
-
-
-def test_a_csv_row_gives_efficiency_from_its_one_device_step():
-    # 8 x 64 images at 1600 images/sec: a step of 320 ms; one device alone 288 ms: 90%.
-    row = csv_out.row_for(result(1600.0, extra={"one_device_step_ms": 288.0,
-                                                "allreduce_busbw_gbs": 150.0}))
-    assert bl.run_figures(row) == {"images_per_sec": [1600.0],
-                                   "efficiency_pct": [pytest.approx(90.0)],
-                                   "allreduce_busbw_gbs": [150.0]}
 
 
 def test_efficiency_below_its_baseline_is_efficiency_low_with_the_split(tmp_path):
@@ -258,22 +250,6 @@ def test_a_baseline_of_another_configuration_is_refused_naming_both(tmp_path, ot
     assert row.expectation == str(err.value)
 
 
-def test_what_is_not_known_yet_matches():
-    a = RunKey("resnet50", "fp16", None, "", None)
-    assert bl.same_configuration(a, RUN)
-    # Spellings agree; the device count is not part of the configuration.
-    assert bl.same_configuration(RunKey("ResNet-50", "mixed_float16", 64, "H100 SXM", 2), RUN)
-    assert not bl.same_configuration(RunKey("resnet50_v1.5", "fp16", 64, H100, 8), RUN)
-    assert a.text() == "resnet50 fp16 the model's default batch on an unknown device"
-
-
-def test_cpu_devices_match_by_name():
-    cpu = RunKey("trivial", "fp32", 8, "AMD EPYC", 2)
-    assert bl.same_configuration(cpu, RunKey("trivial", "fp32", 8, "amd epyc ", 2))
-    assert not bl.same_configuration(cpu, RunKey("trivial", "fp32", 8, "Intel Xeon", 2))
-    assert not bl.same_configuration(cpu, RunKey("trivial", "fp32", 8, H100, 2))
-
-
 def _refused(path):
     with pytest.raises(UsageError) as err:
         bl.load_baseline(str(path))
@@ -325,25 +301,6 @@ def test_a_validate_json_of_another_version_or_without_figures_is_refused(tmp_pa
 def test_a_directory_holding_a_validate_json_is_read(tmp_path):
     _validate_json_baseline(tmp_path)
     assert bl.load_baseline(str(tmp_path)).kind == "validate.json"
-
-
-def test_figures_json_is_the_documented_shape():
-    assert bl.figures_json({"images_per_sec": [1.0, 2.0], "median_alone_ms": [],
-                            "efficiency_pct": [90]}, RUN) == [
-        {"figure": "images_per_sec", "values": [1.0, 2.0], "unit": "images/sec",
-         "model": "resnet50", "precision": "fp16", "batch_size": 64, "num_devices": 8,
-         "gpu": H100},
-        {"figure": "efficiency_pct", "values": [90.0], "unit": "%", "model": "resnet50",
-         "precision": "fp16", "batch_size": 64, "num_devices": 8, "gpu": H100}]
-
-
-def test_measured_figures_joins_the_runs():
-    rows = [(csv_out.row_for(result(v)), None) for v in (1500.0, 1510.0)]
-    rows.append((csv_out.row_for(result(1520.0)), {"extra": {
-        "images_per_sec_runs": [1519.0, 1521.0],
-        "device_checks": [{"alone_ms": 10.0}, {"alone_ms": None}, {"alone_ms": 12.0}]}}))
-    assert bl.measured_figures(rows) == {"images_per_sec": [1500.0, 1510.0, 1519.0, 1521.0],
-                                         "median_alone_ms": [11.0]}
 
 
 # --- without a baseline: the published expected range ----------------------------------------

@@ -1,27 +1,12 @@
 """A validation's figures against a baseline: an earlier result of the same model, precision,
 batch per device and GPU model, or, without one, the published expected range.
 
-A baseline file is one of:
-- a tfbench results CSV (the project's schema: tfbench.children.rows.read_rows), its ok
-  training rows;
-- a run's JSON manifest (what --json_dir writes: the run's `csv_row` and its `extra`);
-- a validate.json (schema "tfbench.validate", schema_version 1), its "figures" list:
-
-      "figures": [{"figure": "images_per_sec", "values": [1553.2, 1549.0, 1560.1],
-                   "unit": "images/sec", "model": "resnet50", "precision": "fp16",
-                   "batch_size": 64, "num_devices": 8, "gpu": "NVIDIA H100 80GB HBM3"}, ...]
-
-  one entry per figure of FIGURES that the validation measured: `values` are its repeats (one
-  per training child, or a child's --num_runs repeats), `batch_size` is per device,
-  `num_devices` counts every worker's devices, `gpu` is the device name as NVML or TensorFlow
-  reads it (a CPU's name on CPU devices). figures_json() writes it.
-
-The figures judged (FIGURES): images_per_sec (the run's total images/sec), efficiency_pct
-(--explain_scaling's scaling efficiency against the one-device step), allreduce_busbw_gbs
-(the gradient all-reduce's bus bandwidth) and median_alone_ms (--validate_devices: the median
-device's training step alone; lower is better). The first three are figures of all the
-devices together and compare only with a baseline on as many devices; median_alone_ms is a
-figure of one device and compares whatever the counts.
+A baseline file is a tfbench results CSV (its ok training rows, tfbench.children.rows.read_rows),
+a run's JSON manifest (what --json_dir writes: the run's `csv_row` and its `extra`), or a
+validate.json (schema "tfbench.validate", schema_version 1: its "figures" list, whose shape
+tfbench.validate.run_figures gives). The figures judged are run_figures.FIGURES; those of all
+the devices together (images/sec, efficiency, busbw) compare only with a baseline on as many
+devices, the median device's step alone with any.
 """
 
 from __future__ import annotations
@@ -29,7 +14,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import math
 import os
 import statistics
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -37,73 +21,15 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from tfbench.children import rows as rows_lib
 from tfbench.errors import UsageError
 from tfbench.measure import expected_range as er
-from tfbench.measure import scaling, stats
+from tfbench.measure import stats
+from tfbench.validate.run_figures import (FIGURES, SCHEMA, SCHEMA_VERSION, VALIDATE_JSON,
+                                          Figure, RunKey, count, gpu_text, number, run_figures,
+                                          run_key, same_configuration)
 from tfbench.validate.verdicts import FAIL, PASS, SKIP, WARN, Check
 
 DEFAULT_TOLERANCE_PCT = 5.0
-SCHEMA = "tfbench.validate"
-SCHEMA_VERSION = 1
-VALIDATE_JSON = "validate.json"
 # The columns that make a CSV file a tfbench results file (every schema version has them).
 _CSV_COLUMNS = {"schema_version", "run_id", "status", "model", "images_per_sec"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Figure:
-    name: str
-    unit: str
-    higher_is_better: bool
-    per_device: bool        # a figure of one device: compares across device counts
-    below_reason: str       # the reason code of a figure worse than its baseline
-
-
-FIGURES: dict[str, Figure] = {f.name: f for f in (
-    Figure("images_per_sec", "images/sec", True, False, "below_baseline"),
-    Figure("efficiency_pct", "%", True, False, "efficiency_low"),
-    Figure("allreduce_busbw_gbs", "GB/s", True, False, "below_baseline"),
-    Figure("median_alone_ms", "ms", False, True, "below_baseline"),
-)}
-
-
-@dataclasses.dataclass(frozen=True)
-class RunKey:
-    """What a baseline must share with the run it judges. batch_size None and gpu '' mean
-    'not known yet' (the model's default batch, a device not read yet) and match any."""
-    model: str
-    precision: str
-    batch_size: Optional[int]           # per device
-    gpu: str                            # the device name as read ('NVIDIA H100 80GB HBM3')
-    num_devices: Optional[int] = None   # every worker's devices together
-
-    def text(self) -> str:
-        """'resnet50 fp16 batch 64 on 8x H100 80GB SXM'."""
-        batch = "batch %d" % self.batch_size if self.batch_size else "the model's default batch"
-        devices = "%dx " % self.num_devices if self.num_devices else ""
-        return "%s %s %s on %s%s" % (self.model, er.normalize_precision(self.precision), batch,
-                                     devices, gpu_text(self.gpu))
-
-
-def gpu_text(name: str) -> str:
-    """The GPU model as the tables name it ('H100 80GB SXM'), else the name as written."""
-    key = er.normalize_gpu(name)
-    return str(key) if key is not None else (name or "an unknown device")
-
-
-def _same_gpu(a: str, b: str) -> bool:
-    if not a or not b:
-        return True
-    ka, kb = er.normalize_gpu(a), er.normalize_gpu(b)
-    if ka is not None and kb is not None:
-        return ka.matches(kb)
-    return ka is None and kb is None and a.strip().lower() == b.strip().lower()
-
-
-def same_configuration(a: RunKey, b: RunKey) -> bool:
-    """Same model (version), precision, batch per device and GPU model; devices aside."""
-    return (er.normalize_model(a.model) == er.normalize_model(b.model)
-            and er.normalize_precision(a.precision) == er.normalize_precision(b.precision)
-            and (a.batch_size is None or b.batch_size is None or a.batch_size == b.batch_size)
-            and _same_gpu(a.gpu, b.gpu))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +44,7 @@ class BaselineRun:
 
 @dataclasses.dataclass(frozen=True)
 class Baseline:
+    """A baseline file: each configuration it holds."""
     path: str
     kind: str                           # "results CSV", "JSON manifest", "validate.json"
     runs: tuple[BaselineRun, ...]
@@ -134,80 +61,6 @@ class Baseline:
             raise UsageError("--baseline=%s is %s%s; this validation runs %s"
                              % (self.path, shown, more, run.text()))
         return next((r for r in same if r.key.num_devices == run.num_devices), same[0])
-
-
-# --- the figures of a run --------------------------------------------------------------------
-
-def _number(value: Any) -> Optional[float]:
-    if value is None or value == "" or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _int(value: Any) -> Optional[int]:
-    number = _number(value)
-    return int(number) if number is not None and number > 0 else None
-
-
-def run_key(row: Mapping[str, Any]) -> RunKey:
-    """A results row's configuration (devices: num_devices x num_workers)."""
-    devices, workers = _int(row.get("num_devices")) or 1, _int(row.get("num_workers")) or 1
-    return RunKey(str(row.get("model") or ""), str(row.get("precision") or "fp32"),
-                  _int(row.get("batch_size")), str(row.get("device_name") or ""),
-                  devices * workers)
-
-
-def run_figures(row: Mapping[str, Any], manifest: Optional[Mapping[str, Any]] = None
-                ) -> dict[str, list[float]]:
-    """FIGURES as one run measured them, from its results row and, when there is one, its JSON
-    manifest (the repeats of --num_runs, --explain_scaling's and --validate_devices' entries).
-    A figure the run did not measure is absent."""
-    extra = (manifest or {}).get("extra") or {}
-    out: dict[str, list[float]] = {}
-    ips = _number(row.get("images_per_sec"))
-    runs = [v for v in map(_number, extra.get("images_per_sec_runs") or []) if v is not None]
-    if runs or ips:
-        out["images_per_sec"] = runs or [ips]
-    efficiency = _number((extra.get("scaling_explained") or {}).get("efficiency_pct"))
-    one_device, batch = _number(row.get("one_device_step_ms")), _number(
-        row.get("global_batch_size"))
-    if efficiency is None and one_device and batch and ips:
-        # --explain_scaling's efficiency: the one-device step over the run's step.
-        efficiency = 100.0 * one_device / scaling.step_ms(batch, ips)
-    if efficiency is not None:
-        out["efficiency_pct"] = [efficiency]
-    busbw = _number(row.get("allreduce_busbw_gbs"))
-    if busbw is not None:
-        out["allreduce_busbw_gbs"] = [busbw]
-    alone = [v for v in (_number(e.get("alone_ms")) for e in extra.get("device_checks") or []
-                         if isinstance(e, Mapping)) if v is not None]
-    if alone:
-        out["median_alone_ms"] = [statistics.median(alone)]
-    return out
-
-
-def measured_figures(runs: Iterable[tuple[Mapping[str, Any], Optional[Mapping[str, Any]]]]
-                     ) -> dict[str, list[float]]:
-    """FIGURES over several runs (a validation's repeated training children): each figure's
-    values, run after run."""
-    out: dict[str, list[float]] = {}
-    for row, manifest in runs:
-        for name, values in run_figures(row, manifest).items():
-            out.setdefault(name, []).extend(values)
-    return out
-
-
-def figures_json(measured: Mapping[str, Sequence[float]], run: RunKey) -> list[dict[str, Any]]:
-    """validate.json's "figures": one entry per measured figure (the module's shape)."""
-    return [{"figure": name, "values": [float(v) for v in measured[name]],
-             "unit": FIGURES[name].unit, "model": run.model,
-             "precision": er.normalize_precision(run.precision), "batch_size": run.batch_size,
-             "num_devices": run.num_devices, "gpu": run.gpu}
-            for name in FIGURES if measured.get(name)]
 
 
 # --- reading a baseline file -----------------------------------------------------------------
@@ -231,17 +84,17 @@ def _group(path: str, kind: str, entries: Iterable[tuple[RunKey, dict[str, list[
 
 def _row_unstable(row: Mapping[str, Any]) -> dict[str, str]:
     """images_per_sec of a row whose own repeats (--num_runs) spread above the threshold."""
-    if _int(row.get("num_runs")) and _int(row.get("num_runs")) >= 2 and \
+    if count(row.get("num_runs")) and count(row.get("num_runs")) >= 2 and \
             str(row.get("unstable")) == "1":
         return {"images_per_sec": "spread %.1f%% over %d repeats" % (
-            _number(row.get("spread_pct")) or 0.0, _int(row.get("num_runs")))}
+            number(row.get("spread_pct")) or 0.0, count(row.get("num_runs")))}
     return {}
 
 
 def _usable(row: Mapping[str, Any]) -> bool:
     return row.get("status", "ok") in ("ok", "") and \
         er.normalize_mode(str(row.get("mode") or "")) == "training" and \
-        bool(_number(row.get("images_per_sec")))
+        bool(number(row.get("images_per_sec")))
 
 
 def _from_csv(path: str) -> Baseline:
@@ -281,13 +134,13 @@ def _from_validate_json(path: str, data: Mapping[str, Any]) -> Baseline:
             raise _not_a_result(path, "figures[%d] lacks %s" % (i, ", ".join(lacking)))
         if entry["figure"] not in FIGURES:
             continue    # a figure a later tfbench measures
-        values = [_number(v) for v in entry["values"]] if isinstance(entry["values"], list) \
+        values = [number(v) for v in entry["values"]] if isinstance(entry["values"], list) \
             else [None]
         if not values or None in values:
             raise _not_a_result(path, "figures[%d] (%s): values are not a list of numbers"
                                 % (i, entry["figure"]))
-        key = RunKey(str(entry["model"]), str(entry["precision"]), _int(entry["batch_size"]),
-                     str(entry["gpu"] or ""), _int(entry["num_devices"]))
+        key = RunKey(str(entry["model"]), str(entry["precision"]), count(entry["batch_size"]),
+                     str(entry["gpu"] or ""), count(entry["num_devices"]))
         entries.append((key, {entry["figure"]: values}, {}))
     return _group(path, VALIDATE_JSON, entries)
 
@@ -435,7 +288,7 @@ def judge(measured: Mapping[str, Sequence[float]], baseline: Optional[Baseline],
     configuration than `run` (found only now, when the run's batch was not known before):
     SKIP rows that say so. `details` adds words to a figure's text (the efficiency's split)."""
     details = details or {}
-    measured = {name: [float(v) for v in values if _number(v) is not None]
+    measured = {name: [float(v) for v in values if number(v) is not None]
                 for name, values in measured.items() if name in FIGURES}
     measured = {name: values for name, values in measured.items() if values}
     if baseline is None:
