@@ -21,7 +21,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("tfbench.cli.sweep", "run a grid of configurations, one process per point"),
     "evaluate": ("tfbench.cli.evaluate", "evaluate a GPU: 5 models x 3 modes, one table, a "
                  "report"),
-    "report": ("tfbench.cli.report", "Markdown/HTML tables and PNG plots from result CSVs"),
+    "report": ("tfbench.cli.report", "Markdown/HTML tables and PNG plots from result CSVs, "
+               "and validate.json's verdicts"),
     "compare": ("tfbench.cli.compare", "compare two result CSVs with a noise verdict"),
     "launch": ("tfbench.cli.launch", "run on several hosts over ssh: one task per host, "
                                      "rows gathered, scaling series"),

@@ -1,4 +1,5 @@
-"""`tfbench report CSV... [--out DIR]`: the command-line layer over tfbench.report.build."""
+"""`tfbench report CSV_OR_VALIDATE_JSON... [--out DIR]`: the command-line layer over
+tfbench.report.build."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from tfbench.measure import stats
 def _parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="tfbench report",
-        description="Markdown and HTML tables and PNG plots from tfbench results CSV files.")
+        description="Markdown and HTML tables and PNG plots from tfbench results CSV files; "
+                    "a validate.json given adds its Validation section (the verdict table).")
     p.add_argument("csv", nargs="+", help="results CSV files (e.g. tfbench_results.csv, "
-                                           "<sweep out_dir>/sweep.csv)")
+                                           "<sweep out_dir>/sweep.csv), and validate.json "
+                                           "files of tfbench validate (or its --out_dir)")
     p.add_argument("--out", default="tfbench_report", help="output directory "
                                                             "(default tfbench_report)")
     p.add_argument("--json_dir", default=None,

@@ -1,4 +1,5 @@
-"""`tfbench report`: Markdown + HTML tables and PNG plots from results CSV files.
+"""`tfbench report`: Markdown + HTML tables and PNG plots from results CSV files, and the
+verdict table of each validate.json given (tfbench.report.validation), first.
 
 Only rows with status ok enter tables of measurements and the figures; the others are listed in a
 'Failed runs' table. Study tables appear when the rows support them (two or more device counts,
@@ -18,7 +19,7 @@ import pandas as pd
 
 from tfbench import figures
 from tfbench.measure import expected_range as er, stats
-from tfbench.report import load, plots, repeats, studies, tables
+from tfbench.report import load, plots, repeats, studies, tables, validation
 
 # The Results table: what tells its rows apart, the figures that show there (Figure.shows
 # "summary", from images_per_sec on), and the scaling efficiency of the configuration's series.
@@ -98,14 +99,35 @@ def _plot_groups(section: studies.Section, out_dir: str, limit: int) -> list[str
     return paths
 
 
-def build_report(csv_paths: Sequence[str], out_dir: str, json_dir: Optional[str] = None,
+def build_report(paths: Sequence[str], out_dir: str, json_dir: Optional[str] = None,
                  knee_pct: float = 90.0, max_plots: int = 12,
                  title: str = "tfbench report",
                  unstable_threshold_pct: float = stats.DEFAULT_UNSTABLE_THRESHOLD_PCT) -> Report:
+    """The report of `paths`: results CSV files, and validate.json files (or directories
+    holding one), each a Validation section before the results."""
+    validations, csv_paths = validation.split_inputs(paths)
+    sections: list[studies.Section] = validation.validation_sections(validations)
+    plot_paths: list[str] = []
+    if csv_paths:
+        plot_paths = _results(csv_paths, sections, out_dir, json_dir, knee_pct, max_plots,
+                              unstable_threshold_pct)
+    os.makedirs(out_dir, exist_ok=True)
+    md_path = os.path.join(out_dir, "report.md")
+    html_path = os.path.join(out_dir, "report.html")
+    _write_markdown(md_path, title, list(paths), sections, plot_paths, out_dir)
+    _write_html(html_path, title, list(paths), sections, plot_paths, out_dir)
+    for section in sections:
+        tables.write_section_csv(out_dir, section)
+    return Report(md_path, html_path, plot_paths, sections)
+
+
+def _results(csv_paths: Sequence[str], sections: list[studies.Section], out_dir: str,
+             json_dir: Optional[str], knee_pct: float, max_plots: int,
+             unstable_threshold_pct: float) -> list[str]:
+    """The results' sections (appended to `sections`) and plots (their paths)."""
     df = load.read_results(csv_paths)
     os.makedirs(out_dir, exist_ok=True)
     summary, range_lines = summary_frame(df, unstable_threshold_pct)
-    sections: list[studies.Section] = []
     if not summary.empty:
         # Every figure a row holds is shown (constant or not); one no row holds is not.
         measured = tuple(c for c in SUMMARY_COLUMNS[SUMMARY_COLUMNS.index("images_per_sec"):]
@@ -150,14 +172,7 @@ def build_report(csv_paths: Sequence[str], out_dir: str, json_dir: Optional[str]
         if plots.timeseries_plot(manifest, row, path) is not None:
             plot_paths.append(path)
             count += 1
-
-    md_path = os.path.join(out_dir, "report.md")
-    html_path = os.path.join(out_dir, "report.html")
-    _write_markdown(md_path, title, csv_paths, sections, plot_paths, out_dir)
-    _write_html(html_path, title, csv_paths, sections, plot_paths, out_dir)
-    for section in sections:
-        tables.write_section_csv(out_dir, section)
-    return Report(md_path, html_path, plot_paths, sections)
+    return plot_paths
 
 
 def _write_markdown(path, title, csv_paths, sections, plot_paths, out_dir) -> None:

@@ -275,13 +275,17 @@ def varying(df: pd.DataFrame, columns, always=("model",)) -> list[str]:
 
 @dataclasses.dataclass
 class Section:
-    """One study table: its file stem, a title, the frame and the columns worth showing."""
+    """One study table: its file stem, a title, the frame and the columns worth showing; a
+    line before the table (`intro`) and a class per row for the page's style (`row_classes`)
+    where a table has them."""
 
     slug: str
     title: str
     frame: pd.DataFrame
     columns: list[str]
     note: str = ""
+    intro: str = ""
+    row_classes: Optional[list[str]] = None
 
 
 STUDY_KINDS = ("scaling", "batch_size", "precision", "resolution")

@@ -106,6 +106,13 @@ REPORT_COLUMNS: dict[str, Style] = {
     "train_images_per_sec_per_watt": ("Training images/sec per W", _num("{:.2f}")),
     "train_temp_c_max": ("Max training temperature (°C, hottest GPU)", _num("{:.0f}")),
     "stable": ("Stable?", str),
+    # tfbench validate's verdict rows (tfbench.report.validation)
+    "host": ("Host", str),
+    "subject": ("Subject", str),
+    "check": ("Check", str),
+    "reason": ("Reason", str),
+    "figure": ("Figure", str),
+    "expectation": ("Expectation", str),
 }
 # Column -> (title, formatter): the figures that declare a title, then the report's own columns.
 # A column not listed keeps its name and str().
@@ -175,6 +182,10 @@ PAGE_CSS = (
     "table.dense{font-size:12px}table.dense td,table.dense th{padding:2px 4px}"
     "table.denser{font-size:11px}table.denser td,table.denser th{padding:2px 3px}"
     ".note{color:#444;font-size:13px;max-width:1200px}"
+    # a verdict row (tfbench validate) by its status; the status line above its table
+    "tr.status-fail td{background:#f8d7da}tr.status-warn td{background:#fff3cd}"
+    "tr.status-pass td{background:#e2f0d9}tr.status-skip td{background:#eeeeee;color:#555}"
+    "p.status-line{font-weight:600;font-size:16px}"
     ".figures{display:flex;flex-wrap:wrap;gap:6px}"
     ".figures a{flex:0 1 calc(33.3% - 6px);min-width:300px}"
     ".figures img{width:100%;height:auto;border:1px solid #ddd}"
@@ -183,13 +194,23 @@ DENSE_COLUMNS = 15
 DENSER_COLUMNS = 18   # e.g. the report's Results with repeats, latency, memory and power
 
 
-def html(df: pd.DataFrame, columns: Optional[list[str]] = None, kind: str = "numbers") -> str:
-    """An HTML table in the page style (PAGE_CSS); kind: numbers (figures) or text."""
+def html(df: pd.DataFrame, columns: Optional[list[str]] = None, kind: str = "numbers",
+         row_classes: Optional[list[str]] = None) -> str:
+    """An HTML table in the page style (PAGE_CSS); kind: numbers (figures) or text;
+    row_classes: a class for each row's <tr>."""
     shown = display_frame(df, columns)
     width = len(shown.columns)
     classes = ["tfbench", kind] + (["dense"] if width >= DENSE_COLUMNS else []) + (
         ["denser"] if width >= DENSER_COLUMNS else [])
-    return shown.to_html(index=False, border=0, classes=classes, escape=True)
+    if row_classes is None:
+        return shown.to_html(index=False, border=0, classes=classes, escape=True)
+    import html as html_lib
+    head = "".join("<th>%s</th>" % html_lib.escape(str(c)) for c in shown.columns)
+    body = "".join("<tr class='%s'>%s</tr>" % (html_lib.escape(cls), "".join(
+        "<td>%s</td>" % html_lib.escape(cell) for cell in row))
+        for cls, row in zip(row_classes, shown.itertuples(index=False)))
+    return "<table class='%s'><thead><tr>%s</tr></thead><tbody>%s</tbody></table>" % (
+        " ".join(classes), head, body)
 
 
 # Plain ASCII: a rule of dashes under the header, columns apart by spaces (files, pipes, any
@@ -244,22 +265,26 @@ def parse_markdown(text_: str) -> list[dict[str, str]]:
 
 # Sections of text lines (messages, versions): their cells may break anywhere rather than widen
 # the page.
-TEXT_SECTIONS = ("expected_range", "environment", "failed_runs")
+TEXT_SECTIONS = ("expected_range", "environment", "failed_runs", "validation")
 
 
 def section_markdown(section) -> str:
     """A study Section (report.studies) as `## title`, its table and its note."""
     body = markdown(section.frame, section.columns) or "(no rows)\n"
-    return "## %s\n\n%s%s" % (section.title, body,
-                               "\n%s\n" % section.note if section.note else "")
+    intro = "**%s**\n\n" % section.intro if section.intro else ""
+    return "## %s\n\n%s%s%s" % (section.title, intro, body,
+                                 "\n%s\n" % section.note if section.note else "")
 
 
 def section_html(section) -> str:
     """A study Section as <h2>, its table (text or numbers, by TEXT_SECTIONS) and its note."""
     import html as html_lib
-    kind = "text" if section.slug in TEXT_SECTIONS else "numbers"
-    text = "<h2>%s</h2>%s" % (html_lib.escape(section.title),
-                              html(section.frame, section.columns, kind))
+    # validation_2, ...: one of several sections of a kind
+    kind = "text" if section.slug.rstrip("0123456789_") in TEXT_SECTIONS else "numbers"
+    text = "<h2>%s</h2>" % html_lib.escape(section.title)
+    if section.intro:
+        text += "<p class='status-line'>%s</p>" % html_lib.escape(section.intro)
+    text += html(section.frame, section.columns, kind, section.row_classes)
     if section.note:
         text += "<p class='note'>%s</p>" % html_lib.escape(section.note)
     return text

@@ -27,10 +27,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from tfbench.measure import expected_range as er
 from tfbench.measure import scaling
-
-SCHEMA = "tfbench.validate"
-SCHEMA_VERSION = 1
-VALIDATE_JSON = "validate.json"
+# validate.json's schema, named once for its writer and its readers (the report among them).
+from tfbench.report.validation import SCHEMA, SCHEMA_VERSION, VALIDATE_JSON  # noqa: F401
 
 
 @dataclasses.dataclass(frozen=True)
