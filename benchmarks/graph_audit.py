@@ -149,7 +149,7 @@ def trace(flags: list[str], iterator: bool = False):
     from tfbench.config.argv import parse_params
     from tfbench.distribute import strategy as strategy_lib
     from tfbench.engine import train
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
     from tfbench.measure import step_graph
     from tfbench.results import RunResult
 

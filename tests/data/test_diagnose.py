@@ -48,7 +48,7 @@ def test_data_only_step_times_are_the_arrival_intervals():
     """--data_only's steps: the caller's work between batches (here the Step lines) counts."""
     from tfbench.config.params import make_params
     from tfbench.engine import base, data_only
-    from tfbench.engine.plan import DATA_ONLY, resolve
+    from tfbench.engine.resolved import DATA_ONLY, resolve
     from tfbench.engine.runlog import SilentLog
     from tfbench.results import RunResult
     clock = FakeClock()
@@ -72,7 +72,7 @@ def test_data_only_step_times_are_the_arrival_intervals():
 def test_the_explain_input_probe_times_arrivals_on_the_runners_clock():
     from tfbench.config.params import make_params
     from tfbench.engine import base, explain
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
     from tfbench.results import RunResult
     clock = FakeClock()
     p = make_params({"device": "cpu", "model": "trivial", "batch_size": 4, "accum_steps": 2})

@@ -275,7 +275,7 @@ def test_multi_worker_collectives_carry_no_per_collective_timeout(captured_multi
 def _step_compiles(p, plan, strategy) -> bool:
     """What the run's step decides (engine.steps, from the runner's step settings)."""
     from tfbench.engine import base
-    from tfbench.engine.plan import TRAINING, resolve
+    from tfbench.engine.resolved import TRAINING, resolve
     runner = base.ModeRunner(p=p, plan=resolve(p.replace(device="cpu")), strategy=strategy)
     config = runner.step_config(TRAINING)
     return strategies.replica_step_compilation(strategy, xla=config.jit_compile)[0]

@@ -13,7 +13,7 @@ import zygote
 from helpers import ROOT, run_inprocess
 from tfbench.config.argv import parse_params
 from tfbench.engine import explain
-from tfbench.engine.plan import resolve
+from tfbench.engine.resolved import resolve
 from tfbench.measure import nccl_log
 from tfbench.output import console
 from tfbench.results import RunResult

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from helpers import run_inprocess
 from tfbench.engine import base, train
-from tfbench.engine.plan import resolve
+from tfbench.engine.resolved import resolve
 from tfbench.engine.runlog import SilentLog
 from tfbench.config.params import make_params
 from tfbench.results import RunResult

@@ -37,7 +37,7 @@ from helpers import FakeGpu  # noqa: E402
 from tfbench.distribute import devices, strategy as strategy_lib
 from tfbench.engine import train  # noqa: E402
 from tfbench.measure import step_graph  # noqa: E402
-from tfbench.engine.plan import resolve  # noqa: E402
+from tfbench.engine.resolved import resolve  # noqa: E402
 from tfbench.data.fake_imagenet import write_fake_imagenet  # noqa: E402
 from tfbench.models import catalog
 from tfbench.config.params import make_params  # noqa: E402

@@ -55,7 +55,7 @@ def main() -> None:
     import tensorflow as tf
     from tfbench.distribute import devices, pipelines, strategy as strategy_lib
     from tfbench.engine.base import ModeRunner
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
     from tfbench.config.params import make_params
 
     p = make_params({"device": "cpu", "model": "trivial", "image_size": SIZE,
@@ -103,7 +103,7 @@ def ps_images_main() -> None:
     from tfbench.distribute import devices, pipelines, strategy as strategy_lib
     from tfbench.engine import steps
     from tfbench.engine.base import ModeRunner
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
 
     p = make_params({"device": "cpu", "model": "trivial", "image_size": 8, "batch_size": 2,
                      "job_name": "controller", "ps_hosts": ps, "worker_hosts": workers,

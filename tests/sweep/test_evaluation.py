@@ -243,7 +243,7 @@ def test_on_a_cpu_gpu_indices_do_not_make_training_several_devices():
     requested_devices for both): on --device=cpu, --gpu_indices has no effect, one device
     trains, and the method leaves its strategy alone."""
     from tfbench.config import params as params_lib
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
     base = ["--device=cpu", "--gpu_indices=0,1", "--model=trivial"]
     points = {p.name: p for p in ev.points(ev.Method(models=("trivial",)), "bf16", base)}
     training = params_of_flags(point_flags(base, points["trivial_native_training"].flags))

@@ -38,7 +38,7 @@ import tensorflow as tf
 from tfbench.distribute import allreduce_probe, strategies
 from tfbench.distribute.strategy import StrategyPlan
 from tfbench.engine.base import ModeRunner
-from tfbench.engine.plan import FORWARD_ONLY, TRAINING, Resolved
+from tfbench.engine.resolved import FORWARD_ONLY, TRAINING, Resolved
 from tfbench.engine.runlog import RunLog, SilentLog
 from tfbench import errors
 from tfbench.errors import raise_if_stopped
@@ -372,7 +372,7 @@ def allreduce_probe_run(p, min_bytes: int = 0, max_bytes: int = 0, factor: int =
     max_bytes is 0) in the gradients' dtype."""
     from tfbench.distribute import devices
     from tfbench.distribute import strategy as strategy_lib
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
     plan = resolve(p)
     notices = list(plan.notices) + devices.prepare_runtime(p, plan.device)
     notices += prepare(p.replace(explain_scaling=True), plan)

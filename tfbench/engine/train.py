@@ -18,7 +18,7 @@ from tfbench.distribute import strategies, variables
 from tfbench.engine import lr, optimizers, steps
 from tfbench.engine.base import ModeRunner, StepFn, should_display
 from tfbench.engine.checkpoints import Checkpoints, TrainDir, open_train_dir
-from tfbench.engine.plan import TRAINING, Resolved, eval_steps_during_training
+from tfbench.engine.resolved import TRAINING, Resolved, eval_steps_during_training
 from tfbench.engine.runlog import StepReport
 from tfbench.errors import raise_if_stopped
 from tfbench.measure import stats
