@@ -1,5 +1,6 @@
-"""The GPU evaluation method (`tfbench evaluate`): its plan of runs, each in its own child process
-(the sweep's, tfbench.sweep.runner), resumable; tfbench.report.evaluation_report writes its report.
+"""The GPU evaluation method (`tfbench evaluate`): its configurations, each run in its own child
+process (the sweep's, tfbench.sweep.runner), resumable; tfbench.report.evaluation_report writes
+its report.
 
 The method, as practitioners publish GPU evaluations of image classifiers:
   * five models covering depth, compute intensity and operator types: ResNet-50, ResNet-101,
@@ -14,10 +15,10 @@ The method, as practitioners publish GPU evaluations of image classifiers:
 
 Repeats run inside each child (--num_runs=3), after one warm-up, not as 3 processes: every
 repeat then measures the same compiled, autotuned program, so the spread shows what changes
-while it runs (other processes, clocks, thermals), and the plan stays 6 processes per model, not
-18 (on a GPU each start costs CUDA initialisation, autotuning and XLA compilation; on a laptop CPU
-it would not fit the quick mode's 10 minutes). `tfbench sweep --repeats` is there to measure
-start-to-start variance.
+while it runs (other processes, clocks, thermals), and the method stays 6 processes per model,
+not 18 (on a GPU each start costs CUDA initialisation, autotuning and XLA compilation; on a
+laptop CPU it would not fit the quick mode's 10 minutes). `tfbench sweep --repeats` is there to
+measure start-to-start variance.
 
 Resume: the directory's evaluation.csv says which configurations finished (any status but
 interrupted); running the same command again in the same directory runs only the rest.
@@ -90,7 +91,7 @@ QUICK = {"train_steps": 5, "warmup_steps": 2, "latency_steps": 30, "image_size":
 
 @dataclasses.dataclass(frozen=True)
 class Item:
-    """One configuration of the plan: a model, an execution mode, a run kind."""
+    """One configuration of the method: a model, an execution mode, a run kind."""
 
     model: str
     mode: str
@@ -101,7 +102,7 @@ class Item:
         return "%s_%s_%s" % (self.model, self.mode, self.kind)
 
 
-def plan(method: Method, tftrt: bool = False) -> list[Item]:
+def configurations(method: Method, tftrt: bool = False) -> list[Item]:
     """Model by model (each model's figures complete together), modes in order, training then
     inference; the tftrt mode (inference only) when `tftrt`: where TF-TRT runs."""
     return [Item(m, mode, kind) for m in method.models for mode in method.modes for kind in KINDS
@@ -148,7 +149,7 @@ def points(method: Method, mixed: str, base_flags: Sequence[str] = (),
                  and not (p.worker_hosts or p.ps_hosts))
     points = [Point(i, 1, {"model": it.model, "mode": it.mode, "kind": it.kind},
                     item_flags(it, method, mixed, p.gpu_indices, replicate), it.name)
-              for i, it in enumerate(plan(method, tftrt))]
+              for i, it in enumerate(configurations(method, tftrt))]
     if p.explain_scaling:   # inference runs on one GPU: no scaling to explain there
         for point in points:
             if point.values["kind"] != "training":
