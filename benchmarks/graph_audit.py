@@ -143,7 +143,7 @@ def _iterator_inputs(runner):
 
 
 def trace(flags: list[str], iterator: bool = False):
-    """(step_graph.StepAudit, StrategyPlan, notices) for `tfbench FLAGS` on logical devices;
+    """(step_graph.StepAudit, BuiltStrategy, notices) for `tfbench FLAGS` on logical devices;
     iterator: the step reads its batch from an iterator, as with real data."""
     import dataclasses
     from tfbench.config.argv import parse_params
@@ -156,8 +156,9 @@ def trace(flags: list[str], iterator: bool = False):
     p = parse_params(["tfbench", *flags])
     resolved = resolve(p)
     n = resolved.device.num_devices
-    plan = dataclasses.replace(resolved.device, names=tuple("/cpu:%d" % i for i in range(n)))
-    sp = strategy_lib.make_strategy(p, plan)
+    device_set = dataclasses.replace(resolved.device,
+                                     names=tuple("/cpu:%d" % i for i in range(n)))
+    sp = strategy_lib.make_strategy(p, device_set)
     runner = train.TrainRunner(p=p, plan=resolved, strategy=sp.strategy)
     if iterator:
         runner.inputs = _iterator_inputs(runner)

@@ -147,11 +147,11 @@ def test_a_parameter_server_controller_reads_a_folder_dataset_once(tmp_path, mon
     from tfbench.engine import runner
     data_dir = _folder(tmp_path / "data", {"train": 4, "validation": 2})
     walks, device_plans = [], []
-    list_images, plan_devices = folder.list_images, devices.plan_devices
+    list_images, select_devices = folder.list_images, devices.select_devices
     monkeypatch.setattr(folder, "list_images",
                         lambda *a, **k: walks.append(a) or list_images(*a, **k))
-    monkeypatch.setattr(devices, "plan_devices",
-                        lambda *a, **k: device_plans.append(a) or plan_devices(*a, **k))
+    monkeypatch.setattr(devices, "select_devices",
+                        lambda *a, **k: device_plans.append(a) or select_devices(*a, **k))
 
     class Workers:   # what the controller's ParameterServerStrategy counts: 1 CPU replica each
         num_replicas_in_sync = 1

@@ -174,9 +174,9 @@ def gpu_runner(flags: dict) -> train.TrainRunner:
     plan = resolved.device
     assert plan.kind == "gpu", plan
     # The same strategy type on logical CPU devices (make_strategy decides by flags and count).
-    cpu_plan = devices.DevicePlan("cpu", plan.num_devices,
-                                  tuple("/cpu:%d" % i for i in range(plan.num_devices)),
-                                  plan.data_format)
+    cpu_plan = devices.DeviceSet("cpu", plan.num_devices,
+                                 tuple("/cpu:%d" % i for i in range(plan.num_devices)),
+                                 plan.data_format)
     strategy = strategy_lib.make_strategy(p, cpu_plan).strategy
     return train.TrainRunner(p=p, plan=resolved, strategy=strategy)
 

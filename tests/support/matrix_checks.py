@@ -102,7 +102,7 @@ def _spec(label: str):
     return catalog.get(name, dataset or None)
 
 
-def _strategy_key(sp: strategy_lib.StrategyPlan) -> tuple:
+def _strategy_key(sp: strategy_lib.BuiltStrategy) -> tuple:
     return (type(sp.strategy).__name__, tuple(sp.strategy.extended.worker_devices), sp.reduction)
 
 

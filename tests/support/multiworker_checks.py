@@ -157,7 +157,7 @@ def serve_worker_main() -> None:
     p = make_params({"device": "cpu", "model": "trivial", "job_name": "worker",
                      "task_index": index, "ps_hosts": ps, "worker_hosts": workers,
                      "controller_host": controller})
-    peers.serve(cluster.cluster_plan(p), 120)
+    peers.serve(cluster.read_cluster(p), 120)
 
 
 if __name__ == "__main__":

@@ -139,8 +139,8 @@ def describe(p, plan: Resolved, res: RunResult) -> None:
     res.extra["num_runs"] = plan.num_runs
 
 
-def header(p, plan: Resolved, sp: strategy_lib.StrategyPlan) -> Header:
-    """The header's figures: the plan as the strategy runs it."""
+def header(p, plan: Resolved, sp: strategy_lib.BuiltStrategy) -> Header:
+    """The header's figures: what will run, as the strategy runs it."""
     return Header(
         tf_version=tf.__version__, model=plan.spec.header_name,
         dataset=data_source.describe(p, plan.spec.dataset), mode=plan.mode,
@@ -186,7 +186,7 @@ def _count_worker_replicas(p, plan: Resolved, strategy: tf.distribute.Strategy,
     return plan
 
 
-def _failure(exc: BaseException, p, plan: Resolved, sp: strategy_lib.StrategyPlan,
+def _failure(exc: BaseException, p, plan: Resolved, sp: strategy_lib.BuiltStrategy,
              res: RunResult) -> Optional[TfbenchError]:
     """The error a user can act on for a failed step or input, or None (re-raised as is)."""
     from tfbench import data
