@@ -2,7 +2,7 @@
 """The GPU path's training step, traced on logical CPU devices, and what it does on each device.
 
 For every configuration (device count x precision x --variable_update x --xla) this builds the
-step exactly as `tfbench --device=gpu ...` does (flags, plan, strategy, model, optimizer, step),
+step exactly as `tfbench --device=gpu ...` does (flags, Resolved, strategy, model, optimizer, step),
 with the strategy's devices replaced by logical CPU devices and TensorFlow's GPU test
 (`_is_gpu_device` in mirrored_strategy and mirrored_run, TF 2.17 to 2.21) answering yes for
 them, so TensorFlow takes the branches it takes on GPUs. It only traces the step (an XLA

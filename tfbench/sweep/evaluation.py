@@ -268,7 +268,7 @@ def save_settings(out_dir: str, settings: dict, mixed: str, why: str, command: s
 
 def finished(out_dir: str, rerun_failed: bool = False, rerun_unstable: bool = False,
              gpu_expected: bool = False) -> set[str]:
-    """The plan items whose latest row in evaluation.csv needs no new run: any status but
+    """The configurations whose latest row in evaluation.csv needs no new run: any status but
     interrupted; not ok ones when rerun_failed; unstable ones when rerun_unstable; none that
     ran on the CPU when gpu_expected (the run that stopped the evaluation, see
     Evaluation._check_device, runs again once TensorFlow uses the GPU)."""
@@ -283,14 +283,14 @@ def finished(out_dir: str, rerun_failed: bool = False, rerun_unstable: bool = Fa
 
 
 def statuses(out_dir: str, todo: Sequence[Point]) -> list[str]:
-    """The status of each planned configuration's latest row in evaluation.csv (earlier
+    """The status of each configuration's latest row in evaluation.csv (earlier
     commands' included: the evaluation is the directory), 'not run' where it has none."""
     latest = _latest_rows(out_dir)
     return [latest[p.name]["status"] if p.name in latest else "not run" for p in todo]
 
 
 def _latest_rows(out_dir: str) -> dict:
-    """Plan item name -> the latest row of that configuration in evaluation.csv."""
+    """Item name -> the latest row of that configuration in evaluation.csv."""
     path = os.path.join(out_dir, ROWS_FILE)
     if not os.path.exists(path):
         return {}
@@ -301,7 +301,7 @@ def _latest_rows(out_dir: str) -> dict:
 
 
 class Evaluation:
-    """Runs the plan's pending points through the sweep's child runner and progress bar."""
+    """Runs the method's pending points through the sweep's child runner and progress bar."""
 
     def __init__(self, method: Method, base_flags: Sequence[str], out_dir: str, mixed: str,
                  child_cmd: Sequence[str] = DEFAULT_CHILD, stream: Optional[TextIO] = None,
