@@ -1,7 +1,5 @@
 """Input-only timing and the input-bound verdict."""
 
-import dataclasses
-
 import pytest
 import tensorflow as tf
 
@@ -58,7 +56,7 @@ def test_data_only_step_times_are_the_arrival_intervals():
             clock.t += 0.5
     p = make_params({"device": "cpu", "model": "trivial", "batch_size": 4, "num_batches": 3,
                      "num_warmup_batches": 1, "display_every": 1})
-    plan = dataclasses.replace(resolve(p), mode=DATA_ONLY)
+    plan = resolve(p).with_facts(mode=DATA_ONLY)
     runner = data_only.DataOnlyRunner(p=p, plan=plan, strategy=tf.distribute.get_strategy(),
                                       log=SlowLog(), clock=base.Clock(perf_counter=clock.now))
     runner.dataset = lambda batch, train: SlowBatches(clock)

@@ -165,3 +165,20 @@ def test_a_parameter_server_controller_reads_a_folder_dataset_once(tmp_path, mon
     # The arithmetic did run again: 2 workers x 1 replica x 2 images, 8 training images.
     assert (own.global_batch, workers.global_batch) == (8, 4)
     assert workers.train_examples == own.train_examples == 8
+
+
+def test_what_resolving_read_is_kept_once_in_the_facts():
+    """The model, devices, precision, image size, mode, evaluations, data kind and data sizes
+    of a Resolved are its Facts': changed there, they change; the arithmetic stays."""
+    import dataclasses
+    from tfbench.engine.resolved import FORWARD_ONLY, Resolved
+    r = resolve(make_params({"device": "cpu", "model": "trivial", "batch_size": 4}))
+    changed = {"spec": dataclasses.replace(r.spec, name="other", image_size=17),
+               "device": dataclasses.replace(r.device, names=("/cpu:9",)),
+               "precision": "fp16", "image_size": 99, "mode": FORWARD_ONLY,
+               "train_and_eval": True, "real_data": True, "train_examples": 7,
+               "eval_examples": 3}
+    moved = r.with_facts(**changed)
+    assert {name: getattr(moved, name) for name in changed} == changed
+    assert (moved.batch_size, moved.global_batch, moved.notices) == (4, 4, r.notices)
+    assert not set(changed) & {f.name for f in dataclasses.fields(Resolved)}

@@ -261,7 +261,7 @@ def one_device_runner(runner: ModeRunner, device: str, index: int = 0) -> ModeRu
     r = runner.plan
     one = dataclasses.replace(r.device, num_devices=1, names=(device,),
                               gpu_indices=r.device.gpu_indices[index:index + 1])
-    plan = dataclasses.replace(r, device=one, real_data=False, train_and_eval=False)
+    plan = r.with_facts(device=one, real_data=False, train_and_eval=False)
     p = runner.p.replace(train_dir=None)
     return type(runner)(p=p, plan=plan, strategy=tf.distribute.OneDeviceStrategy(device),
                         clock=runner.clock)

@@ -43,18 +43,19 @@ class Facts:
     train_and_eval: bool
     real_data: bool
     notices: tuple[str, ...]
+    # The dataset sizes every epoch figure uses: --num_epochs, learning-rate epochs,
+    # --eval_during_training_*_epochs and --num_eval_epochs. The legacy constants for imagenet
+    # and cifar10, the data's own count for folders and tfds.
     train_examples: int                   # 0 in eval mode
     eval_examples: Optional[int]          # when the run evaluates
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Resolved:
-    """What will run, after defaults and device facts are applied."""
+    """What will run, after defaults and device facts are applied. What resolving read is
+    `facts`, and its model, devices, precision, image size, mode, evaluations, data kind and
+    data sizes are read through it (the properties below), so a Resolved has one copy of each."""
     facts: Facts
-    spec: registry.ModelSpec
-    device: devices.DeviceSet
-    precision: str
-    image_size: int
     batch_size: int              # per device (per micro-batch with accumulation)
     eval_batch_size: int
     micro_batches: int           # per device per step (config.params.micro_batches)
@@ -63,21 +64,13 @@ class Resolved:
     num_batches: int
     num_epochs: float
     num_warmup: int
-    mode: str                    # training | forward_only | eval | data_only
     xla: bool
-    train_and_eval: bool
-    notices: tuple[str, ...] = ()
-    real_data: bool = False
+    notices: tuple[str, ...] = ()   # the facts' notices and those of the arithmetic
     num_workers: int = 1         # hosts (or horovod processes) training together
     worker_batch: int = 0        # images per step on this worker (its monitors see these)
     # Images one Step line's images/sec counts: this worker's, or under distributed_all_reduce
     # (the legacy single session, one step of every worker) the global batch.
     step_line_batch: int = 0
-    # The dataset sizes every epoch figure uses: --num_epochs, learning-rate epochs,
-    # --eval_during_training_*_epochs and --num_eval_epochs. The legacy constants for imagenet
-    # and cifar10, the data's own count for folders and tfds.
-    train_examples: int = 0      # 0 in eval mode
-    eval_examples: Optional[int] = None   # when the run evaluates
     eval_global_batch: int = 0   # images per evaluation step, every device of every worker
     num_eval_batches: int = 0    # batches per evaluation (eval mode: num_batches)
     # Optimizer iterations (the global step) one step adds: on a parameter-server cluster each
@@ -90,6 +83,48 @@ class Resolved:
     # its size comes from (gpu_env.private_threads).
     input_threads: Optional[int] = None
     input_threads_origin: str = ""
+
+    @property
+    def spec(self) -> registry.ModelSpec:
+        return self.facts.spec
+
+    @property
+    def device(self) -> devices.DeviceSet:
+        return self.facts.device
+
+    @property
+    def precision(self) -> str:
+        return self.facts.precision
+
+    @property
+    def image_size(self) -> int:
+        return self.facts.image_size
+
+    @property
+    def mode(self) -> str:
+        """training | forward_only | eval | data_only"""
+        return self.facts.mode
+
+    @property
+    def train_and_eval(self) -> bool:
+        return self.facts.train_and_eval
+
+    @property
+    def real_data(self) -> bool:
+        return self.facts.real_data
+
+    @property
+    def train_examples(self) -> int:
+        return self.facts.train_examples
+
+    @property
+    def eval_examples(self) -> Optional[int]:
+        return self.facts.eval_examples
+
+    def with_facts(self, **changes) -> "Resolved":
+        """This run with some facts changed and its arithmetic kept (a probe of one device
+        runs the same per-device batch on changed devices)."""
+        return dataclasses.replace(self, facts=dataclasses.replace(self.facts, **changes))
 
     @property
     def run_batch_size(self) -> int:
@@ -213,17 +248,14 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
         p, device_set.num_devices if device_set.kind == "gpu" else 0, cpus) \
         if f.real_data else (None, "")
     return Resolved(
-        facts=f, spec=spec, device=device_set, precision=f.precision, image_size=f.image_size,
-        batch_size=batch, eval_batch_size=eval_batch, micro_batches=accum,
+        facts=f, batch_size=batch, eval_batch_size=eval_batch, micro_batches=accum,
         global_batch=global_batch, num_runs=num_runs,
         num_batches=num_batches, num_epochs=num_epochs,
-        num_warmup=0 if mode == EVAL else params_lib.num_warmup_batches(p), mode=mode,
-        xla=params_lib.xla_requested(p), train_and_eval=f.train_and_eval,
-        notices=tuple(notices), real_data=f.real_data, num_workers=num_workers,
+        num_warmup=0 if mode == EVAL else params_lib.num_warmup_batches(p),
+        xla=params_lib.xla_requested(p), notices=tuple(notices), num_workers=num_workers,
         worker_batch=worker_batch,
         step_line_batch=global_batch if p.variable_update == "distributed_all_reduce"
         else worker_batch,
-        train_examples=train_examples, eval_examples=eval_examples,
         eval_global_batch=eval_global_batch, num_eval_batches=num_eval_batches or 0,
         iterations_per_step=iterations_per_step,
         images_per_iteration=global_batch // iterations_per_step,
