@@ -566,7 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="extra flags for tfbench only, e.g. '--precision=bf16'")
     parser.add_argument("--legacy_args", default="", help="extra flags for the legacy script only")
     parser.add_argument("--target", type=float, default=None,
-                        help="ratio every config must reach (default: the issue's fp32 targets, "
+                        help="ratio every config must reach (default: the fp32 targets, "
                              "%.2f where overhead dominates, else %.2f); e.g. 2.0 with "
                              "--tfbench_args=--precision=bf16"
                              % (OVERHEAD_BOUND_TARGET, COMPUTE_BOUND_TARGET))
