@@ -2,7 +2,7 @@
 
 Run in a fresh process by test_gpu_kernels.py (several replicas need logical CPU devices, which
 exist only if configured before TensorFlow initialises). Each configuration goes through the
-runner exactly as `--device=gpu` does (device plan, model, optimizer, step config, inputs); only
+runner exactly as `--device=gpu` does (devices, model, optimizer, step config, inputs); only
 the strategy's devices are logical CPU devices, which changes no op of the step. The kernel
 registry of the full `tensorflow` wheel lists GPU kernels on any machine, so an op that a GPU
 could not run shows here. Prints one JSON object: configuration -> missing ops.
