@@ -2,7 +2,7 @@
 """The GPU path's training step, traced on logical CPU devices, and what it does on each device.
 
 For every configuration (device count x precision x --variable_update x --xla) this builds the
-step exactly as `tfbench --device=gpu ...` does (flags, plan, strategy, model, optimizer, step),
+step exactly as `tfbench --device=gpu ...` does (flags, Resolved, strategy, model, optimizer, step),
 with the strategy's devices replaced by logical CPU devices and TensorFlow's GPU test
 (`_is_gpu_device` in mirrored_strategy and mirrored_run, TF 2.17 to 2.21) answering yes for
 them, so TensorFlow takes the branches it takes on GPUs. It only traces the step (an XLA
@@ -143,21 +143,22 @@ def _iterator_inputs(runner):
 
 
 def trace(flags: list[str], iterator: bool = False):
-    """(step_graph.StepAudit, StrategyPlan, notices) for `tfbench FLAGS` on logical devices;
+    """(step_graph.StepAudit, BuiltStrategy, notices) for `tfbench FLAGS` on logical devices;
     iterator: the step reads its batch from an iterator, as with real data."""
     import dataclasses
     from tfbench.config.argv import parse_params
     from tfbench.distribute import strategy as strategy_lib
     from tfbench.engine import train
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
     from tfbench.measure import step_graph
     from tfbench.results import RunResult
 
     p = parse_params(["tfbench", *flags])
     resolved = resolve(p)
     n = resolved.device.num_devices
-    plan = dataclasses.replace(resolved.device, names=tuple("/cpu:%d" % i for i in range(n)))
-    sp = strategy_lib.make_strategy(p, plan)
+    device_set = dataclasses.replace(resolved.device,
+                                     names=tuple("/cpu:%d" % i for i in range(n)))
+    sp = strategy_lib.make_strategy(p, device_set)
     runner = train.TrainRunner(p=p, plan=resolved, strategy=sp.strategy)
     if iterator:
         runner.inputs = _iterator_inputs(runner)

@@ -41,7 +41,7 @@ TARGETS: dict[str, tuple[str, list[str], list[str]]] = {
     "cuda_visible": ("tfbench/measure/cuda_visible.py", [],
                      ["tests/measure/test_cuda_visible.py", "tests/monitors/test_nvml.py",
                       "tests/sweep/test_evaluation.py"]),
-    # The NVML side of the CUDA_VISIBLE_DEVICES reader (before cuda_visible.py it was all here).
+    # The NVML side of the CUDA_VISIBLE_DEVICES reader (cuda_visible.py holds the rest).
     "nvml_visible": ("tfbench/measure/nvml.py",
                      ["*parse_visible*", "*_resolve_entry*", "*_lookup*", "*cuda_device_count*",
                       "*resolve_handles*", "*_by_uuid*", "*_cuda_order*", "*_as_cuda_sees*"],

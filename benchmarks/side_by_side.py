@@ -36,8 +36,10 @@ import time
 from typing import Callable, Optional, Sequence
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_LEGACY_PYTHON = "/work/legacy_venv/bin/python"
-DEFAULT_LEGACY_SCRIPT = "/work/legacy/scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py"
+# Where the legacy side is: the legacy script and a python that runs it (tf-keras, away from
+# tfbench's Keras 3; benchmarks/README.md sets them up). A flag beats its environment variable.
+LEGACY_PYTHON_ENV = "TFBENCH_LEGACY_PYTHON"
+LEGACY_SCRIPT_ENV = "TFBENCH_LEGACY_SCRIPT"
 TFBENCH = "tfbench"
 LEGACY = "legacy"
 
@@ -560,13 +562,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tfbench_cmd", default=None,
                         help="command that starts tfbench (shell-split); default: "
                              "'%s -m tfbench' with this checkout on PYTHONPATH" % sys.executable)
-    parser.add_argument("--legacy_python", default=DEFAULT_LEGACY_PYTHON)
-    parser.add_argument("--legacy_script", default=DEFAULT_LEGACY_SCRIPT)
+    parser.add_argument("--legacy_python", default=None,
+                        help="the python that runs the legacy script; default: $%s"
+                             % LEGACY_PYTHON_ENV)
+    parser.add_argument("--legacy_script", default=None,
+                        help="the legacy tf_cnn_benchmarks.py; default: $%s" % LEGACY_SCRIPT_ENV)
     parser.add_argument("--tfbench_args", default="",
                         help="extra flags for tfbench only, e.g. '--precision=bf16'")
     parser.add_argument("--legacy_args", default="", help="extra flags for the legacy script only")
     parser.add_argument("--target", type=float, default=None,
-                        help="ratio every config must reach (default: the issue's fp32 targets, "
+                        help="ratio every config must reach (default: the fp32 targets, "
                              "%.2f where overhead dominates, else %.2f); e.g. 2.0 with "
                              "--tfbench_args=--precision=bf16"
                              % (OVERHEAD_BOUND_TARGET, COMPUTE_BOUND_TARGET))
@@ -579,6 +584,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry_run", action="store_true",
                         help="print the commands that would run and exit")
     return parser
+
+
+def legacy_command(args: argparse.Namespace,
+                   environ: Optional[dict] = None) -> tuple[str, str]:
+    """(python, script) of the legacy side: each flag, else its environment variable; a
+    ValueError names what is missing."""
+    environ = os.environ if environ is None else environ
+    python = args.legacy_python or environ.get(LEGACY_PYTHON_ENV, "")
+    script = args.legacy_script or environ.get(LEGACY_SCRIPT_ENV, "")
+    missing = ["--%s=PATH or set %s" % (flag, env) for flag, env, value in (
+        ("legacy_python", LEGACY_PYTHON_ENV, python), ("legacy_script", LEGACY_SCRIPT_ENV, script))
+        if not value]
+    if missing:
+        raise ValueError("the legacy side is not set: give %s (benchmarks/README.md, \"Setting "
+                         "up the legacy script\")" % ", and ".join(missing))
+    return python, script
 
 
 def resolve_configs(args: argparse.Namespace) -> list[BenchConfig]:
@@ -613,10 +634,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for c in configs:
             print("%-22s target %.2f  %s" % (c.name, c.target, " ".join(c.args())))
         return 0
+    try:
+        legacy_cmd = legacy_command(args)
+    except ValueError as exc:
+        print("side_by_side.py: error: %s" % exc, file=sys.stderr)
+        return 2
     repeats = args.repeats or (1 if args.quick else 3)
     tfbench_cmd = (tuple(shlex.split(args.tfbench_cmd)) if args.tfbench_cmd
                    else (sys.executable, "-m", "tfbench"))
-    programs = Programs(tfbench_cmd, (args.legacy_python, args.legacy_script),
+    programs = Programs(tfbench_cmd, legacy_cmd,
                         tuple(shlex.split(args.tfbench_args)), tuple(shlex.split(args.legacy_args)))
     if args.dry_run:
         prefix = {TFBENCH: "" if args.tfbench_cmd else "PYTHONPATH=%s " % shlex.quote(REPO_ROOT),
@@ -625,7 +651,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             for program in (TFBENCH, LEGACY):
                 print(prefix[program] + shlex.join(programs.command(program, c)))
         return 0
-    for path in (args.legacy_python, args.legacy_script):
+    for path in legacy_cmd:
         if not os.path.exists(path):
             print("side_by_side.py: error: %s does not exist (see benchmarks/README.md for the "
                   "legacy setup)" % path, file=sys.stderr)

@@ -1,5 +1,5 @@
 """A study's row for a child that wrote none says what the child's own run would have said: the
-same Params into the run's resolve (tfbench.engine.plan) and into the sweep's failure row or
+same Params into the run's resolve (tfbench.engine.resolved) and into the sweep's failure row or
 tfbench launch's host row give one answer, checked against hand-computed values. Both sides
 read the owners in tfbench.config.params (run mode, micro-batches, timed batch, devices, global
 batch) and tfbench.config.data_source."""
@@ -12,7 +12,7 @@ from tfbench.children import rows
 from tfbench.children.process import ChildOutcome
 from tfbench.config.argv import params_of_flags
 from tfbench.distribute import devices
-from tfbench.engine.plan import resolve
+from tfbench.engine.resolved import resolve
 from tfbench.launch import remote, tasks
 from tfbench.sweep import grid
 

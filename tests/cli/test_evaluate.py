@@ -1,4 +1,4 @@
-"""`tfbench evaluate` with a fake child (tfbench.cli.evaluate over tfbench.sweep.evaluate): one
+"""`tfbench evaluate` with a fake child (tfbench.cli.evaluate over tfbench.sweep.evaluation): one
 directory, progress, resuming an interrupted evaluation, refusing other settings, failed runs,
 and `tfbench compare DIR_A DIR_B` over two evaluations."""
 

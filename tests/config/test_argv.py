@@ -68,11 +68,11 @@ def test_the_strategy_refuses_with_the_same_words_once_tensorflow_runs():
     # The devices a run plans (a no-GPU fallback included) go through the same owner,
     # config.params.nccl_refusal, in tfbench.distribute.strategy.
     from tfbench.distribute import strategy
-    from tfbench.distribute.devices import DevicePlan
-    cpus = DevicePlan("cpu", 2, ("/cpu:0", "/cpu:1"), "NHWC")
+    from tfbench.distribute.devices import DeviceSet
+    cpus = DeviceSet("cpu", 2, ("/cpu:0", "/cpu:1"), "NHWC")
     with pytest.raises(errors.UsageError) as raised:
         strategy.cross_device_ops("nccl", cpus, False)
     assert str(raised.value) == NCCL_ON_CPU
     with pytest.raises(errors.UsageError) as raised:
-        strategy.collective_implementation("nccl", DevicePlan("cpu", 1, ("/cpu:0",), "NHWC"))
+        strategy.collective_implementation("nccl", DeviceSet("cpu", 1, ("/cpu:0",), "NHWC"))
     assert str(raised.value) == NCCL_ON_CPU_WORKERS

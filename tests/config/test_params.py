@@ -116,7 +116,7 @@ def test_repeat_and_monitor_flags():
         make_params({"cooldown_secs": -1.0})
 
 
-# --- what a run asks for: the rules engine.plan.resolve and a study's failure row share -------
+# --- what a run asks for: the rules engine.resolved.resolve and a study's failure row share ---
 
 @pytest.mark.parametrize("values, mode", [
     ({}, "training"),

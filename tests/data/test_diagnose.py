@@ -1,7 +1,5 @@
 """Input-only timing and the input-bound verdict."""
 
-import dataclasses
-
 import pytest
 import tensorflow as tf
 
@@ -48,7 +46,7 @@ def test_data_only_step_times_are_the_arrival_intervals():
     """--data_only's steps: the caller's work between batches (here the Step lines) counts."""
     from tfbench.config.params import make_params
     from tfbench.engine import base, data_only
-    from tfbench.engine.plan import DATA_ONLY, resolve
+    from tfbench.engine.resolved import DATA_ONLY, resolve
     from tfbench.engine.runlog import SilentLog
     from tfbench.results import RunResult
     clock = FakeClock()
@@ -58,7 +56,7 @@ def test_data_only_step_times_are_the_arrival_intervals():
             clock.t += 0.5
     p = make_params({"device": "cpu", "model": "trivial", "batch_size": 4, "num_batches": 3,
                      "num_warmup_batches": 1, "display_every": 1})
-    plan = dataclasses.replace(resolve(p), mode=DATA_ONLY)
+    plan = resolve(p).with_facts(mode=DATA_ONLY)
     runner = data_only.DataOnlyRunner(p=p, plan=plan, strategy=tf.distribute.get_strategy(),
                                       log=SlowLog(), clock=base.Clock(perf_counter=clock.now))
     runner.dataset = lambda batch, train: SlowBatches(clock)
@@ -72,7 +70,7 @@ def test_data_only_step_times_are_the_arrival_intervals():
 def test_the_explain_input_probe_times_arrivals_on_the_runners_clock():
     from tfbench.config.params import make_params
     from tfbench.engine import base, explain
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
     from tfbench.results import RunResult
     clock = FakeClock()
     p = make_params({"device": "cpu", "model": "trivial", "batch_size": 4, "accum_steps": 2})

@@ -12,7 +12,7 @@ from tfbench.config.params import make_params
 
 
 def _plan(env=None, **flags):
-    return cluster.cluster_plan(make_params(flags), environ=env or {})
+    return cluster.read_cluster(make_params(flags), environ=env or {})
 
 
 def test_no_cluster_is_a_single_host():

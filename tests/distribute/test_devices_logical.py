@@ -120,7 +120,7 @@ def test_more_gpus_than_visible_names_what_is_visible(monkeypatch, flags, needle
     monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu(0), FakeGpu(1)])
     p = make_params(dict(device="gpu", **flags))
     with pytest.raises(UsageError) as err:
-        devices.plan_devices(p)
+        devices.select_devices(p)
     message = str(err.value)
     assert needle in message and "only 2 visible" in message
     assert "/physical_device:GPU:0, /physical_device:GPU:1" in message
@@ -128,6 +128,6 @@ def test_more_gpus_than_visible_names_what_is_visible(monkeypatch, flags, needle
 
 def test_gpu_indices_choose_the_devices(monkeypatch):
     monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu(i) for i in range(4)])
-    plan = devices.plan_devices(make_params({"device": "gpu", "gpu_indices": "2,3"}))
+    plan = devices.select_devices(make_params({"device": "gpu", "gpu_indices": "2,3"}))
     assert plan.num_devices == 2 and plan.names == ("/gpu:0", "/gpu:1")
     assert plan.gpu_indices == (2, 3)

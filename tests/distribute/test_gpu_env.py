@@ -123,7 +123,7 @@ def test_the_cpu_path_sets_no_gpu_variable(environ):
 def test_variables_set_after_tensorflow_started_are_named_in_one_line(environ, monkeypatch):
     monkeypatch.setattr(devices, "runtime_started", lambda: True)
     monkeypatch.setattr(devices, "configure_runtime", lambda *a: ["GPUs 0,1"])
-    plan = devices.DevicePlan("gpu", 2, ("/gpu:0", "/gpu:1"), "NCHW", gpu_indices=(0, 1))
+    plan = devices.DeviceSet("gpu", 2, ("/gpu:0", "/gpu:1"), "NCHW", gpu_indices=(0, 1))
     environ[BN] = "1"
     notices = devices.prepare_runtime(make_params({"model": "trivial",
                                                    "batchnorm_persistent": False}), plan)
@@ -177,7 +177,7 @@ from tensorflow.python.eager import context
 from tfbench.config.params import make_params
 from tfbench.distribute import devices
 p = make_params({"model": "trivial", "force_gpu_compatible": sys.argv[1] == "1"})
-plan = devices.DevicePlan("cpu", 1, ("/cpu:0",), "NHWC")
+plan = devices.DeviceSet("cpu", 1, ("/cpu:0",), "NHWC")
 assert devices.configure_runtime(p, plan) == []
 tf.constant(1.0)   # the runtime starts with the context's ConfigProto
 config = context.context().config

@@ -12,7 +12,7 @@ import pytest
 from helpers import run_check_script
 from tfbench.config.params import make_params
 from tfbench.distribute import packing
-from tfbench.distribute.packing import Transfer, plan_packs
+from tfbench.distribute.packing import Transfer, split_into_packs
 
 MIB = 2 ** 20
 
@@ -43,25 +43,26 @@ def test_gradient_repacking_wins_over_the_specs_packs(repacking, spec_packs, pac
 def test_default_packs_by_device_kind(kind, pack_bytes, label):
     transfer = packing.transfer_for(make_params({}), 0, False, kind)
     assert (transfer.pack_bytes, transfer.label()) == (pack_bytes, label)
-    assert plan_packs([4, 4, 4], transfer) == ([[2, 1, 0]] if kind == "gpu" else [[2], [1], [0]])
+    assert split_into_packs([4, 4, 4], transfer) == (
+        [[2, 1, 0]] if kind == "gpu" else [[2], [1], [0]])
     assert packing.transfer_for(make_params({"gradient_repacking": 2}), 0, False,
                                 kind).num_packs == 2
 
 
 def test_n_packs_of_about_equal_bytes_from_the_last_gradient():
-    packs = plan_packs([4, 4, 4, 4, 4, 4], Transfer(num_packs=3))
+    packs = split_into_packs([4, 4, 4, 4, 4, 4], Transfer(num_packs=3))
     assert packs == [[5, 4], [3, 2], [1, 0]]
 
 
 def test_more_packs_than_gradients_gives_one_per_gradient():
-    assert plan_packs([8, 8], Transfer(num_packs=5)) == [[1], [0]]
+    assert split_into_packs([8, 8], Transfer(num_packs=5)) == [[1], [0]]
 
 
 def test_default_packs_close_at_pack_bytes():
     sizes = [10 * MIB] * 6
-    assert plan_packs(sizes, Transfer()) == [[5, 4, 3], [2, 1, 0]]
-    assert plan_packs([MIB] * 3, Transfer()) == [[2, 1, 0]]
-    assert plan_packs([], Transfer()) == []
+    assert split_into_packs(sizes, Transfer()) == [[5, 4, 3], [2, 1, 0]]
+    assert split_into_packs([MIB] * 3, Transfer()) == [[2, 1, 0]]
+    assert split_into_packs([], Transfer()) == []
 
 
 def test_label_names_dtype_and_packs():

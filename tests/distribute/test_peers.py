@@ -15,7 +15,7 @@ from tfbench.config.params import make_params
 
 
 def _plan(env=None, **flags):
-    return cluster.cluster_plan(make_params(flags), environ=env or {})
+    return cluster.read_cluster(make_params(flags), environ=env or {})
 
 
 # What TensorFlow says when a peer stops sending heartbeats (a hung or cut-off task), as
@@ -46,12 +46,12 @@ p = make_params({"device": "cpu", "num_intra_threads": 3, "num_inter_threads": 2
                  "enable_optimizations": False, "job_name": sys.argv[1],
                  "worker_hosts": "127.0.0.1:1", "ps_hosts": "127.0.0.1:2",
                  "controller_host": "127.0.0.1:3"})
-devices.configure_runtime(p, devices.plan_devices(p))
+devices.configure_runtime(p, devices.select_devices(p))
 created = {}
 tf.distribute.Server = lambda *args, **kwargs: created.update(kwargs)
 answers = iter([None] + ["connection refused"] * 3)   # the controller comes, then goes
 peers.probe = lambda address, timeout=1.0: next(answers)
-peers.serve(cluster.cluster_plan(p, environ={}), timeout_secs=10, poll_secs=0.01)
+peers.serve(cluster.read_cluster(p, environ={}), timeout_secs=10, poll_secs=0.01)
 config = created["config"]
 print("RESULT " + json.dumps({
     "threads": [config.intra_op_parallelism_threads, config.inter_op_parallelism_threads],

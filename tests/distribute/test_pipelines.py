@@ -7,11 +7,11 @@ import tensorflow as tf
 
 from helpers import install_fake_horovod
 from tfbench.distribute import strategy as strategy_lib, pipelines
-from tfbench.distribute.devices import DevicePlan
+from tfbench.distribute.devices import DeviceSet
 from tfbench.config.params import make_params
 
 
-CPU1 = DevicePlan("cpu", 1, ("/cpu:0",), "NHWC")
+CPU1 = DeviceSet("cpu", 1, ("/cpu:0",), "NHWC")
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from tfbench.config.params import make_params
 
 
 def _plan(env=None, **flags):
-    return cluster.cluster_plan(make_params(flags), environ=env or {})
+    return cluster.read_cluster(make_params(flags), environ=env or {})
 
 
 # An srun step of 3 tasks, one per node (`srun -N3 --ntasks-per-node=1 tfbench ...` in job

@@ -11,13 +11,13 @@ import tensorflow as tf
 from helpers import FakeGpu, install_fake_horovod
 from tfbench.engine import steps
 from tfbench.distribute import strategy as strategy_lib, strategies, sync
-from tfbench.distribute.devices import DevicePlan
+from tfbench.distribute.devices import DeviceSet
 from tfbench.errors import UsageError
 from tfbench.config.params import make_params
 
 
-CPU1 = DevicePlan("cpu", 1, ("/cpu:0",), "NHWC")
-CPU2 = DevicePlan("cpu", 2, ("/cpu:0", "/cpu:1"), "NHWC")
+CPU1 = DeviceSet("cpu", 1, ("/cpu:0",), "NHWC")
+CPU2 = DeviceSet("cpu", 2, ("/cpu:0", "/cpu:1"), "NHWC")
 
 
 @pytest.fixture
@@ -103,7 +103,7 @@ def test_horovod_process_takes_its_local_rank_gpu(fake_horovod, monkeypatch):
     from tfbench.distribute import devices
 
     monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu(i) for i in range(4)])
-    plan = devices.plan_devices(make_params({"variable_update": "horovod", "device": "gpu"}))
+    plan = devices.select_devices(make_params({"variable_update": "horovod", "device": "gpu"}))
     assert (plan.num_devices, plan.names, plan.gpu_indices) == (1, ("/gpu:0",), (1,))
 
 
@@ -113,7 +113,7 @@ def test_horovod_process_bound_to_one_gpu_takes_it(fake_horovod, monkeypatch):
     from tfbench.distribute import devices
 
     monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu()])
-    plan = devices.plan_devices(make_params({"variable_update": "horovod", "device": "gpu"}))
+    plan = devices.select_devices(make_params({"variable_update": "horovod", "device": "gpu"}))
     assert (plan.num_devices, plan.names, plan.gpu_indices) == (1, ("/gpu:0",), (0,))
 
 

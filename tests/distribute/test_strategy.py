@@ -10,13 +10,13 @@ import tensorflow as tf
 
 from tfbench.distribute import strategies, strategy as strategy_lib
 from tfbench.engine import steps
-from tfbench.distribute.devices import DevicePlan
+from tfbench.distribute.devices import DeviceSet
 from tfbench.errors import UsageError
 from tfbench.config.params import make_params
 
-CPU1 = DevicePlan("cpu", 1, ("/cpu:0",), "NHWC")
-CPU2 = DevicePlan("cpu", 2, ("/cpu:0", "/cpu:1"), "NHWC")
-GPU2 = DevicePlan("gpu", 2, ("/gpu:0", "/gpu:1"), "NCHW", gpu_indices=(0, 1))
+CPU1 = DeviceSet("cpu", 1, ("/cpu:0",), "NHWC")
+CPU2 = DeviceSet("cpu", 2, ("/cpu:0", "/cpu:1"), "NHWC")
+GPU2 = DeviceSet("gpu", 2, ("/gpu:0", "/gpu:1"), "NCHW", gpu_indices=(0, 1))
 
 
 @pytest.mark.parametrize("spec,plan,kind,label", [
@@ -40,7 +40,7 @@ def test_xring_runs_as_hierarchical_copy_and_says_so():
 
 
 def _plan(kind, n):
-    return DevicePlan(kind, n, tuple("/%s:%d" % (kind, i) for i in range(n)), "NHWC")
+    return DeviceSet(kind, n, tuple("/%s:%d" % (kind, i) for i in range(n)), "NHWC")
 
 
 @pytest.mark.parametrize("n", [2, 4, 6, 8])
@@ -121,7 +121,7 @@ def test_one_device_is_one_device_strategy_with_the_legacy_labels(vu, show):
     ({"hierarchical_copy": True}, "--hierarchical_copy")])
 def test_a_legacy_one_gpu_line_on_the_cpu_has_nothing_to_reduce(flags, unused):
     """`--num_gpus=1 --variable_update=replicated --all_reduce_spec=nccl` where no GPU is visible
-    falls back to the CPU (devices.plan_devices) and runs: one device reduces nothing."""
+    falls back to the CPU (devices.select_devices) and runs: one device reduces nothing."""
     sp = strategy_lib.make_strategy(make_params(dict(variable_update="replicated", **flags)),
                                     CPU1)
     assert isinstance(sp.strategy, tf.distribute.OneDeviceStrategy)
@@ -275,7 +275,7 @@ def test_multi_worker_collectives_carry_no_per_collective_timeout(captured_multi
 def _step_compiles(p, plan, strategy) -> bool:
     """What the run's step decides (engine.steps, from the runner's step settings)."""
     from tfbench.engine import base
-    from tfbench.engine.plan import TRAINING, resolve
+    from tfbench.engine.resolved import TRAINING, resolve
     runner = base.ModeRunner(p=p, plan=resolve(p.replace(device="cpu")), strategy=strategy)
     config = runner.step_config(TRAINING)
     return strategies.replica_step_compilation(strategy, xla=config.jit_compile)[0]

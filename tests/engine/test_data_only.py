@@ -139,7 +139,7 @@ def test_corrupt_record_names_the_file(tmp_path, fake_dir, capsys):
 def _epoch_labels(data_dir, monkeypatch, rank, size, train):
     """Labels one horovod process's replica reads in one epoch, through the runner's input path."""
     from tfbench.engine.base import ModeRunner
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
     from tfbench.distribute import strategy as strategy_lib
     from tfbench.config.params import make_params
     install_fake_horovod(monkeypatch, rank=rank, size=size)
@@ -171,7 +171,7 @@ def test_a_gpu_run_reads_real_data_with_the_legacy_private_pool(fake_dir, monkey
     from tfbench.config.params import make_params
     from tfbench.distribute import devices
     from tfbench.engine.base import ModeRunner
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
     monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu(i) for i in range(2)])
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))   # usable CPUs
 

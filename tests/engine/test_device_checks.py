@@ -15,7 +15,7 @@ from tensorflow.python.framework import config as tf_config
 
 from helpers import run_inprocess
 from tfbench.config.argv import parse_params
-from tfbench.engine import device_checks, plan as plan_lib
+from tfbench.engine import device_checks, resolved as resolved_lib
 from tfbench.errors import UsageError
 from tfbench.measure import agreement, peak
 
@@ -130,13 +130,13 @@ def test_op_determinism_is_on_inside_and_as_before_after():
 
 # --- what it refuses ---------------------------------------------------------------------------
 @pytest.mark.parametrize("mode, message", [
-    (plan_lib.FORWARD_ONLY, "not in forward-only mode (drop --forward_only)"),
-    (plan_lib.EVAL, "not in eval mode (drop --eval)"),
-    (plan_lib.DATA_ONLY, "not in data-only mode (drop --data_only)")])
+    (resolved_lib.FORWARD_ONLY, "not in forward-only mode (drop --forward_only)"),
+    (resolved_lib.EVAL, "not in eval mode (drop --eval)"),
+    (resolved_lib.DATA_ONLY, "not in data-only mode (drop --data_only)")])
 def test_only_training_runs_have_device_checks(mode, message):
     p = parse_params(["tfbench", "--device=cpu", "--validate_devices"])
     with pytest.raises(UsageError) as caught:
-        plan_lib._validate_devices_applies(p, mode)
+        resolved_lib._validate_devices_applies(p, mode)
     assert str(caught.value) == ("--validate_devices checks each device's training step and "
                                  "gradients: " + message)
 
@@ -145,7 +145,7 @@ def test_diagnose_input_runs_probes_of_its_own():
     p = parse_params(["tfbench", "--device=cpu", "--validate_devices", "--diagnose_input"])
     with pytest.raises(UsageError, match="^--validate_devices and --diagnose_input each run "
                                          "their own probes after a run: give one of them$"):
-        plan_lib._validate_devices_applies(p, plan_lib.TRAINING)
+        resolved_lib._validate_devices_applies(p, resolved_lib.TRAINING)
 
 
 # --- a run on one device ---------------------------------------------------------------------

@@ -13,7 +13,7 @@ import zygote
 from helpers import ROOT, run_inprocess
 from tfbench.config.argv import parse_params
 from tfbench.engine import explain
-from tfbench.engine.plan import resolve
+from tfbench.engine.resolved import resolve
 from tfbench.measure import nccl_log
 from tfbench.output import console
 from tfbench.results import RunResult
@@ -22,7 +22,7 @@ from tfbench.results import RunResult
 def _plan(*flags, kind="cpu"):
     p = parse_params(["tfbench", "--device=cpu", "--model=trivial"] + list(flags))
     plan = resolve(p)
-    return p, dataclasses.replace(plan, device=dataclasses.replace(plan.device, kind=kind))
+    return p, plan.with_facts(device=dataclasses.replace(plan.device, kind=kind))
 
 
 def test_the_probes_apply_to_training_and_forward_only_runs(monkeypatch, tmp_path):
@@ -234,7 +234,7 @@ def test_nothing_to_split_without_the_probes():
 def test_devices_are_named_as_the_user_names_them(kind, indices, label):
     _, plan = _plan("--num_gpus=2", "--device=cpu")
     device = dataclasses.replace(plan.device, kind=kind, gpu_indices=indices)
-    assert explain.device_label(dataclasses.replace(plan, device=device), 1) == label
+    assert explain.device_label(plan.with_facts(device=device), 1) == label
 
 
 def test_each_device_probe_keeps_its_own_cuda_index():
@@ -242,8 +242,7 @@ def test_each_device_probe_keeps_its_own_cuda_index():
     monitors, then watches that one), not the run's first."""
     from tfbench.engine.train import TrainRunner
     p, plan = _plan("--num_gpus=2", "--device=cpu")
-    plan = dataclasses.replace(plan, device=dataclasses.replace(plan.device,
-                                                                gpu_indices=(5, 7)))
+    plan = plan.with_facts(device=dataclasses.replace(plan.device, gpu_indices=(5, 7)))
     runner = TrainRunner(p=p, plan=plan, strategy=None)
     probes = [explain.one_device_runner(runner, name, i)
               for i, name in enumerate(plan.device.names)]

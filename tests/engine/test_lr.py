@@ -14,9 +14,9 @@ N = 1281167
 
 
 def values(flag_values, spec, batch, steps, num_examples=None):
-    plan, _ = lr.plan_for(make_params(flag_values), spec, batch,
-                          num_examples or NUM_TRAIN_EXAMPLES[spec.dataset])
-    schedule = lr.Schedule(plan)
+    plan, _ = lr.schedule_for(make_params(flag_values), spec, batch,
+                              num_examples or NUM_TRAIN_EXAMPLES[spec.dataset])
+    schedule = lr.KerasSchedule(plan)
     return [float(schedule(s)) for s in steps]
 
 
@@ -62,16 +62,16 @@ def test_cifar_resnet_schedule():
 
 
 def test_warmup_without_init_lr_gives_notice():
-    plan, notices = lr.plan_for(make_params({"num_learning_rate_warmup_epochs": 2}), TRIVIAL,
-                                32, N)
+    plan, notices = lr.schedule_for(make_params({"num_learning_rate_warmup_epochs": 2}), TRIVIAL,
+                                    32, N)
     assert plan.warmup_steps == 0
     assert notices and "no effect" in notices[0]
 
 
 def test_schedule_serialises():
-    plan, _ = lr.plan_for(make_params({}), RESNET, 256, N)
-    restored = lr.Schedule.from_config(lr.Schedule(plan).get_config())
-    assert restored.plan == plan
+    plan, _ = lr.schedule_for(make_params({}), RESNET, 256, N)
+    restored = lr.KerasSchedule.from_config(lr.KerasSchedule(plan).get_config())
+    assert restored.schedule == plan
 
 
 def test_densenet_cifar_schedule():

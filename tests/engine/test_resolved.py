@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from helpers import run_inprocess
 from tfbench.engine import base, train
-from tfbench.engine.plan import resolve
+from tfbench.engine.resolved import resolve
 from tfbench.engine.runlog import SilentLog
 from tfbench.config.params import make_params
 from tfbench.results import RunResult
@@ -147,11 +147,11 @@ def test_a_parameter_server_controller_reads_a_folder_dataset_once(tmp_path, mon
     from tfbench.engine import runner
     data_dir = _folder(tmp_path / "data", {"train": 4, "validation": 2})
     walks, device_plans = [], []
-    list_images, plan_devices = folder.list_images, devices.plan_devices
+    list_images, select_devices = folder.list_images, devices.select_devices
     monkeypatch.setattr(folder, "list_images",
                         lambda *a, **k: walks.append(a) or list_images(*a, **k))
-    monkeypatch.setattr(devices, "plan_devices",
-                        lambda *a, **k: device_plans.append(a) or plan_devices(*a, **k))
+    monkeypatch.setattr(devices, "select_devices",
+                        lambda *a, **k: device_plans.append(a) or select_devices(*a, **k))
 
     class Workers:   # what the controller's ParameterServerStrategy counts: 1 CPU replica each
         num_replicas_in_sync = 1
@@ -165,3 +165,20 @@ def test_a_parameter_server_controller_reads_a_folder_dataset_once(tmp_path, mon
     # The arithmetic did run again: 2 workers x 1 replica x 2 images, 8 training images.
     assert (own.global_batch, workers.global_batch) == (8, 4)
     assert workers.train_examples == own.train_examples == 8
+
+
+def test_what_resolving_read_is_kept_once_in_the_facts():
+    """The model, devices, precision, image size, mode, evaluations, data kind and data sizes
+    of a Resolved are its Facts': changed there, they change; the arithmetic stays."""
+    import dataclasses
+    from tfbench.engine.resolved import FORWARD_ONLY, Resolved
+    r = resolve(make_params({"device": "cpu", "model": "trivial", "batch_size": 4}))
+    changed = {"spec": dataclasses.replace(r.spec, name="other", image_size=17),
+               "device": dataclasses.replace(r.device, names=("/cpu:9",)),
+               "precision": "fp16", "image_size": 99, "mode": FORWARD_ONLY,
+               "train_and_eval": True, "real_data": True, "train_examples": 7,
+               "eval_examples": 3}
+    moved = r.with_facts(**changed)
+    assert {name: getattr(moved, name) for name in changed} == changed
+    assert (moved.batch_size, moved.global_batch, moved.notices) == (4, 4, r.notices)
+    assert not set(changed) & {f.name for f in dataclasses.fields(Resolved)}

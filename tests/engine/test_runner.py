@@ -146,7 +146,7 @@ def test_expected_range_line_for_a_known_gpu():
 
 def test_nhwc_only_model_says_so_under_nchw():
     from tfbench.config.params import make_params
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
     r = resolve(make_params({"device": "cpu", "model": "convnext_tiny", "mkl": True,
                              "data_format": "NCHW"}))
     assert r.device.data_format == "NHWC"

@@ -16,7 +16,7 @@ import tensorflow as tf
 from helpers import write_fake_cifar10
 from tfbench.cli import run
 from tfbench.config.params import make_params
-from tfbench.engine import base, plan as plan_lib, serving
+from tfbench.engine import base, resolved as resolved_lib, serving
 from tfbench.errors import UsageError
 from tfbench.models import catalog
 
@@ -211,4 +211,4 @@ def test_one_process_only(monkeypatch):
     with pytest.raises(UsageError, match="--saved_model times one served model on one device "
                                          "of one process, as a deployment runs it: this run has "
                                          "1 device.s. on 2 worker.s."):
-        plan_lib.resolve(p)
+        resolved_lib.resolve(p)

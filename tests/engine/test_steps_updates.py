@@ -43,7 +43,7 @@ def _train(make_opt, fast_paths, weight_decay=1e-3, steps_run=3, loss_scaling="n
 
 
 def test_decay_in_the_update_matches_keras_sgd():
-    schedule = lr.Schedule(lr.Plan(boundaries=(0,), values=(0.1, 0.05)))
+    schedule = lr.KerasSchedule(lr.Schedule(boundaries=(0,), values=(0.1, 0.05)))
     fused_vars, fused_out, fused_ops = _train(lambda: keras.optimizers.SGD(schedule), CPU)
     keras_vars, keras_out, _ = _train(lambda: keras.optimizers.SGD(schedule), STANDARD)
     assert fused_ops.count("ResourceApplyProximalGradientDescent") == 2

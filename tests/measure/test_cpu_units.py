@@ -48,7 +48,7 @@ def test_a_cpu_run_in_fp16_says_so_before_it_starts(monkeypatch, flags, precisio
     """ResNet-50 at batch 4 took 14.9 s a step on a CPU in fp16: read as a precision result, the
     figure would mislead. The line is one of the run's notices (classic log, CSV, JSON)."""
     from tfbench.config.params import make_params
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
     monkeypatch.setattr(cpu_units, "cpu_flags", lambda: frozenset(EPYC_FLAGS.split()))
     plan = resolve(make_params(dict(flags, model="trivial")))
     assert plan.device.kind == "cpu" and plan.precision == precision

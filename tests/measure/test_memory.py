@@ -10,7 +10,7 @@ GIB = 1 << 30
 
 
 @pytest.mark.parametrize("name,expected", [
-    ("/gpu:0", "GPU:0"),                                       # the runner's device plan
+    ("/gpu:0", "GPU:0"),                                       # the runner's DeviceSet
     ("/job:localhost/replica:0/task:0/device:GPU:1", "GPU:1"),
     ("/device:gpu:3", "GPU:3"),
     ("GPU:2", "GPU:2"),

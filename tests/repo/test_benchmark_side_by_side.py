@@ -356,10 +356,36 @@ def test_main_rejects_bad_input(capsys):
     assert "/nonexistent/x.py does not exist" in capsys.readouterr().err
 
 
-def test_main_dry_run_prints_both_commands(capsys):
+def test_main_dry_run_prints_both_commands(capsys, monkeypatch):
+    monkeypatch.setenv("TFBENCH_LEGACY_PYTHON", "/opt/legacy/bin/python")
+    monkeypatch.setenv("TFBENCH_LEGACY_SCRIPT", "/opt/benchmarks/tf_cnn_benchmarks.py")
     assert sbs.main(["--quick", "--configs=lenet/forward", "--dry_run"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2
     assert "-m tfbench --model=lenet --batch_size=8 --num_batches=3" in out[0]
     assert out[0].endswith("--forward_only --csv_file=")
-    assert out[1].startswith("TF_USE_LEGACY_KERAS=1 ")
+    assert out[1].startswith("TF_USE_LEGACY_KERAS=1 /opt/legacy/bin/python "
+                             "/opt/benchmarks/tf_cnn_benchmarks.py --model=lenet")
+    # A flag beats its environment variable.
+    assert sbs.main(["--quick", "--configs=lenet/forward", "--dry_run",
+                     "--legacy_script=/srv/tf_cnn_benchmarks.py"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith(
+        "TF_USE_LEGACY_KERAS=1 /opt/legacy/bin/python /srv/tf_cnn_benchmarks.py ")
+
+
+def test_main_without_the_legacy_side_names_the_flag_and_the_variable(capsys, monkeypatch):
+    monkeypatch.delenv("TFBENCH_LEGACY_PYTHON", raising=False)
+    monkeypatch.delenv("TFBENCH_LEGACY_SCRIPT", raising=False)
+    assert sbs.main(["--configs=trivial/train", "--dry_run"]) == 2
+    err = capsys.readouterr()
+    assert err.out == "" and err.err.count("\n") == 1
+    assert err.err.startswith("side_by_side.py: error: the legacy side is not set: give "
+                              "--legacy_python=PATH or set TFBENCH_LEGACY_PYTHON, and "
+                              "--legacy_script=PATH or set TFBENCH_LEGACY_SCRIPT")
+    monkeypatch.setenv("TFBENCH_LEGACY_PYTHON", sys.executable)
+    assert sbs.main(["--configs=trivial/train"]) == 2
+    err = capsys.readouterr().err
+    assert "give --legacy_script=PATH or set TFBENCH_LEGACY_SCRIPT (" in err
+    assert "TFBENCH_LEGACY_PYTHON" not in err
+    # --list needs no legacy side.
+    assert sbs.main(["--list", "--configs=trivial/train"]) == 0

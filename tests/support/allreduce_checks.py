@@ -24,7 +24,7 @@ FLAGS = ["tfbench", "--device=cpu", "--num_gpus=3", "--model=trivial"]
 
 def _strategy(*flags):
     p = parse_params(FLAGS + list(flags))
-    plan = devices.plan_devices(p)
+    plan = devices.select_devices(p)
     devices.prepare_runtime(p, plan)
     return strategy_lib.make_strategy(p, plan).strategy
 

@@ -5,7 +5,7 @@ and the JSON manifest.
 
 The definitions are the legacy script's (tensorflow/benchmarks scripts/tf_cnn_benchmarks/
 benchmark_cnn.py: get_perf_timing, benchmark_one_step, the `total images/sec` block) and
-docs/measurements.md's, as /work/shared/reference/tf_cnn_benchmarks_spec.md §2.3 states them:
+docs/measurements.md's:
   Step line at timed step k: over the first k step times t_i of the repeat, with B the images
   one step of this worker counts (per-device batch x micro-batches x devices), mean = B /
   mean(t) (with --display_perf_ewma a, t_i weighted (1-a)^(k-1-i)), +/- = population std of

@@ -2,7 +2,7 @@
 
 Run in a fresh process by test_gpu_kernels.py (several replicas need logical CPU devices, which
 exist only if configured before TensorFlow initialises). Each configuration goes through the
-runner exactly as `--device=gpu` does (device plan, model, optimizer, step config, inputs); only
+runner exactly as `--device=gpu` does (devices, model, optimizer, step config, inputs); only
 the strategy's devices are logical CPU devices, which changes no op of the step. The kernel
 registry of the full `tensorflow` wheel lists GPU kernels on any machine, so an op that a GPU
 could not run shows here. Prints one JSON object: configuration -> missing ops.
@@ -37,7 +37,7 @@ from helpers import FakeGpu  # noqa: E402
 from tfbench.distribute import devices, strategy as strategy_lib
 from tfbench.engine import train  # noqa: E402
 from tfbench.measure import step_graph  # noqa: E402
-from tfbench.engine.plan import resolve  # noqa: E402
+from tfbench.engine.resolved import resolve  # noqa: E402
 from tfbench.data.fake_imagenet import write_fake_imagenet  # noqa: E402
 from tfbench.models import catalog
 from tfbench.config.params import make_params  # noqa: E402
@@ -174,9 +174,9 @@ def gpu_runner(flags: dict) -> train.TrainRunner:
     plan = resolved.device
     assert plan.kind == "gpu", plan
     # The same strategy type on logical CPU devices (make_strategy decides by flags and count).
-    cpu_plan = devices.DevicePlan("cpu", plan.num_devices,
-                                  tuple("/cpu:%d" % i for i in range(plan.num_devices)),
-                                  plan.data_format)
+    cpu_plan = devices.DeviceSet("cpu", plan.num_devices,
+                                 tuple("/cpu:%d" % i for i in range(plan.num_devices)),
+                                 plan.data_format)
     strategy = strategy_lib.make_strategy(p, cpu_plan).strategy
     return train.TrainRunner(p=p, plan=resolved, strategy=strategy)
 

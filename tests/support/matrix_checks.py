@@ -52,7 +52,7 @@ import tensorflow as tf  # noqa: E402
 from tfbench.config.argv import parse_params  # noqa: E402
 from tfbench.distribute import strategy as strategy_lib  # noqa: E402
 from tfbench.engine import checkpoints  # noqa: E402
-from tfbench.engine.plan import EVAL, resolve  # noqa: E402
+from tfbench.engine.resolved import EVAL, resolve  # noqa: E402
 from tfbench.engine.runner import RUNNERS  # noqa: E402
 from tfbench.errors import UsageError  # noqa: E402
 from tfbench.models import catalog  # noqa: E402
@@ -102,7 +102,7 @@ def _spec(label: str):
     return catalog.get(name, dataset or None)
 
 
-def _strategy_key(sp: strategy_lib.StrategyPlan) -> tuple:
+def _strategy_key(sp: strategy_lib.BuiltStrategy) -> tuple:
     return (type(sp.strategy).__name__, tuple(sp.strategy.extended.worker_devices), sp.reduction)
 
 

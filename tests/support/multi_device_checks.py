@@ -19,7 +19,7 @@ import tensorflow as tf  # noqa: E402
 
 from tfbench.engine import steps, update_kernels  # noqa: E402
 from tfbench.distribute import strategy as strategy_lib, pipelines, variables  # noqa: E402
-from tfbench.distribute.devices import DevicePlan  # noqa: E402
+from tfbench.distribute.devices import DeviceSet  # noqa: E402
 from tfbench.config.params import make_params  # noqa: E402
 
 NUM_DEVICES = int(sys.argv[1]) if len(sys.argv) > 1 else 2
@@ -84,7 +84,7 @@ def main() -> None:
             else _replica_weights(model, replica)
         return max(float(np.max(np.abs(a - b))) for a, b in zip(base_weights, got))
 
-    plan = DevicePlan("cpu", NUM_DEVICES, DEVICES, "NHWC")
+    plan = DeviceSet("cpu", NUM_DEVICES, DEVICES, "NHWC")
     if NUM_DEVICES % 2:
         odd_count_checks(out, plan, init, images, labels, diff_to_base)
         print("RESULT " + json.dumps(out))

@@ -17,7 +17,7 @@ import tensorflow as tf  # noqa: E402
 
 from tfbench.engine import optimizers, steps, update_kernels
 from tfbench.distribute import strategy as strategy_lib, strategies, sync, variables  # noqa: E402
-from tfbench.distribute.devices import DevicePlan  # noqa: E402
+from tfbench.distribute.devices import DeviceSet  # noqa: E402
 from tfbench.distribute.spread import SpreadStorageStrategy  # noqa: E402
 from tfbench.models.fused_bn import FusedBatchNorm  # noqa: E402
 from tfbench.config.params import make_params  # noqa: E402
@@ -247,7 +247,7 @@ def _dropout(strategy) -> dict:
 def _gradient_sum_devices(compute_devices, local_parameter_device,
                           variable_update="parameter_server") -> list[str]:
     """Where a step sums the replicas' gradients."""
-    plan = DevicePlan("cpu", len(compute_devices), tuple(compute_devices), "NHWC")
+    plan = DeviceSet("cpu", len(compute_devices), tuple(compute_devices), "NHWC")
     sp = strategy_lib.make_strategy(make_params({
         "variable_update": variable_update, "device": "cpu",
         "num_gpus": len(compute_devices), "local_parameter_device": local_parameter_device}),

@@ -55,7 +55,7 @@ def main() -> None:
     import tensorflow as tf
     from tfbench.distribute import devices, pipelines, strategy as strategy_lib
     from tfbench.engine.base import ModeRunner
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
     from tfbench.config.params import make_params
 
     p = make_params({"device": "cpu", "model": "trivial", "image_size": SIZE,
@@ -103,7 +103,7 @@ def ps_images_main() -> None:
     from tfbench.distribute import devices, pipelines, strategy as strategy_lib
     from tfbench.engine import steps
     from tfbench.engine.base import ModeRunner
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
 
     p = make_params({"device": "cpu", "model": "trivial", "image_size": 8, "batch_size": 2,
                      "job_name": "controller", "ps_hosts": ps, "worker_hosts": workers,
@@ -157,7 +157,7 @@ def serve_worker_main() -> None:
     p = make_params({"device": "cpu", "model": "trivial", "job_name": "worker",
                      "task_index": index, "ps_hosts": ps, "worker_hosts": workers,
                      "controller_host": controller})
-    peers.serve(cluster.cluster_plan(p), 120)
+    peers.serve(cluster.read_cluster(p), 120)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""The evaluation's plan and bookkeeping (tfbench.sweep.evaluate): which runs, with which flags,
-which mixed precision, which settings identify it, and which runs have finished."""
+"""The evaluation's configurations and bookkeeping (tfbench.sweep.evaluation): which runs, with
+which flags, which mixed precision, which settings identify it, and which runs have finished."""
 
 import json
 import os
@@ -11,13 +11,13 @@ from helpers import ROOT
 from tests.monitors.test_nvml import FakeNvml, FakeNvmlError
 from tfbench import errors
 from tfbench.measure import nvml as nvml_lib, tensorrt
-from tfbench.sweep import evaluate as ev
+from tfbench.sweep import evaluation as ev
 from tfbench.config.argv import params_of_flags
 from tfbench.sweep.grid import point_flags
 
 
 def test_the_plan_is_five_models_three_modes_training_and_inference():
-    items = ev.plan(ev.Method())
+    items = ev.configurations(ev.Method())
     assert len(items) == 30
     assert [i.name for i in items[:6]] == [
         "resnet50_native_training", "resnet50_native_inference", "resnet50_mixed_training",
@@ -58,8 +58,8 @@ def test_each_run_gets_the_method_flags():
 
 
 def test_the_tftrt_mode_is_inference_only_and_where_tf_trt_runs():
-    assert len(ev.plan(ev.Method(), tftrt=False)) == 30
-    items = ev.plan(ev.Method(models=("resnet50",)), tftrt=True)
+    assert len(ev.configurations(ev.Method(), tftrt=False)) == 30
+    items = ev.configurations(ev.Method(models=("resnet50",)), tftrt=True)
     assert [i.name for i in items][-2:] == ["resnet50_mixed_xla_inference",
                                             "resnet50_tftrt_inference"]
     assert len(items) == 7
@@ -228,11 +228,11 @@ def test_the_preset_spells_out_the_method():
 
 
 def test_evaluate_gives_explain_scaling_to_training_runs_only():
-    from tfbench.sweep import evaluate
+    from tfbench.sweep import evaluation
     from tfbench.sweep.grid import point_flags
     base = ["--num_gpus=4", "--explain_scaling"]
     runs = {p.name: params_of_flags(point_flags(base, p.flags))
-            for p in evaluate.points(evaluate.Method(models=("resnet50",)), "fp16", base)}
+            for p in evaluation.points(evaluation.Method(models=("resnet50",)), "fp16", base)}
     assert {n: r.explain_scaling for n, r in runs.items()} == {
         "resnet50_%s_%s" % (mode, kind): kind == "training"
         for mode in ("native", "mixed", "mixed_xla") for kind in ("training", "inference")}
@@ -243,7 +243,7 @@ def test_on_a_cpu_gpu_indices_do_not_make_training_several_devices():
     requested_devices for both): on --device=cpu, --gpu_indices has no effect, one device
     trains, and the method leaves its strategy alone."""
     from tfbench.config import params as params_lib
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
     base = ["--device=cpu", "--gpu_indices=0,1", "--model=trivial"]
     points = {p.name: p for p in ev.points(ev.Method(models=("trivial",)), "bf16", base)}
     training = params_of_flags(point_flags(base, points["trivial_native_training"].flags))

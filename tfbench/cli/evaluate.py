@@ -1,5 +1,5 @@
 """`tfbench evaluate`: the GPU evaluation method in one command, the front end of
-tfbench.sweep.evaluate (plan, runs) and tfbench.report.evaluation_report (the report).
+tfbench.sweep.evaluation (configurations, runs) and tfbench.report.evaluation_report (the report).
 
     tfbench evaluate [--out_dir=DIR] [--models=M1,M2] [--modes=native,mixed,mixed_xla,tftrt]
                      [--quick] [--mixed_precision=auto|fp16|bf16] [--tftrt_precision=FP16]
@@ -23,7 +23,7 @@ from tfbench.children.process import DEFAULT_CHILD
 from tfbench.cli.guard import MIXED_FLAGS, Parser, guarded, split_benchmark_flags
 from tfbench.config import params as params_lib
 from tfbench.config.argv import params_of_flags
-from tfbench.sweep import evaluate as ev
+from tfbench.sweep import evaluation as ev
 
 DEFAULT_OUT_DIR = "tfbench_evaluation"
 
@@ -152,7 +152,7 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stream=
 def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=None,
         stderr=None, gpus: Optional[tuple[int, str]] = None, tensorrt_reader=None) -> int:
     """The whole command; returns the exit code once the report is written: 0 when every
-    configuration of the plan has an ok latest row, 6 (errors.EXIT_INCOMPLETE) when some have
+    configuration of the method has an ok latest row, 6 (errors.EXIT_INCOMPLETE) when some have
     not (one error line counts them; --rerun_failed runs them again), 1 when none has, 1 too
     when --browser_check=yes fails, 130/143 when interrupted."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr

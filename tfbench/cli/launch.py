@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
                         "preset, found from any directory) runs 127.0.0.1 hosts on this machine")
     p.add_argument("--remote_cmd", default=launch_remote.DEFAULT_REMOTE_CMD,
                    help="how a host starts tfbench, a shell fragment such as "
-                        "'cd /work && /opt/venv/bin/tfbench' (default %(default)r)")
+                        "'cd bench && venv/bin/tfbench' (default %(default)r)")
     p.add_argument("--port", type=int, default=launch_remote.DEFAULT_PORT,
                    help="TensorFlow port of hosts given without one (default %(default)s)")
     p.add_argument("--sweep_hosts", default=None, metavar="N1,N2,...",

@@ -54,8 +54,8 @@ def main(argv: list[str]) -> int:
     kind = args.device or ("gpu" if gpus else "cpu")
     if kind == "gpu" and not gpus:
         raise UsageError("--device=gpu was given but no GPU is visible")
-    plan = devices.DevicePlan(kind, 1, ("/%s:0" % kind,), "NHWC")
-    name = devices.device_name(plan)
+    device_set = devices.DeviceSet(kind, 1, ("/%s:0" % kind,), "NHWC")
+    name = devices.device_name(device_set)
     matmul_size = args.matmul_size or peak.PROBE_SIZES[kind][0]
     conv_size = args.conv_size or peak.PROBE_SIZES[kind][1]
     print("Peak probe on %s (%s), TensorFlow %s" % (name, kind, tf.__version__))

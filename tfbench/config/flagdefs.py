@@ -252,7 +252,7 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
        "Forward-only and --eval runs: fold each inference-mode batch norm into the convolution "
        "before it, as inference compilers do (same outputs up to float rounding; lets a residual "
        "Add + ReLU fuse into the convolution). --nofold_batch_norm times the model unfolded."),
-    # --- measurement: monitors, repeats, training-time estimate (issue 6) ------------------
+    # --- measurement: monitors, repeats, training-time estimate -------------------------
     _t("int", "monitor_interval_ms", 250,
        "Sample GPU power/temperature/clocks (NVML) and host CPU every N ms; 0 = no sampling.",
        lower_bound=0),
@@ -272,18 +272,18 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
     _t("float", "estimate_utilization", 0.7,
        "Fraction of the benchmark's images/sec a real training run sustains (estimate).",
        lower_bound=0.01, upper_bound=1.0),
-    # --- input pipeline (issue 7) -----------------------------------------------------------
+    # --- input pipeline -----------------------------------------------------------------
     _t("bool", "data_only", False,
        "Benchmark the input pipeline alone (needs --data_dir): images/sec delivered, no model."),
     _t("bool", "diagnose_input", False,
        "Run synthetic, real-data and input-only, and say whether the real-data run is "
        "input-bound (needs --data_dir)."),
-    # --- studies (issue 8) ------------------------------------------------------------------
+    # --- studies ------------------------------------------------------------------------
     _t("int", "gpu_memory_limit_mb", 0,
        "Cap each GPU's usable memory at N MB (a logical device with memory_limit) to emulate "
        "a smaller card, e.g. for `tfbench sweep --find_max_batch_size`; 0 = no cap.",
        lower_bound=0),
-    # --- inference as deployed (issue 30) ----------------------------------------------------
+    # --- inference as deployed ----------------------------------------------------------
     _t("bool", "saved_model", False,
        "Forward-only and --eval runs: export the model as a SavedModel with a serving signature, "
        "load it back and time the loaded signature as a deployment calls it (one device)."),
@@ -293,12 +293,12 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
     _t("int", "trt_calibration_batches", 10,
        "--trt_mode=INT8: batches of the run's input (synthetic or --data_dir) that INT8 "
        "calibration runs on.", lower_bound=1),
-    # --- multi-host (issue 5) ---------------------------------------------------------------
+    # --- multi-host ---------------------------------------------------------------------
     _t("int", "cluster_timeout_secs", 120,
        "Multi-host: stop with an error naming the unreachable peers when the cluster has not "
        "formed (or, with parameter servers, a step has not completed) within N seconds.",
        lower_bound=1),
-    # --- scaling explained (issue 29) -------------------------------------------------------
+    # --- scaling explained --------------------------------------------------------------
     _t("bool", "explain_scaling", False,
        "After the timed steps on several devices or workers, probe where the scaling "
        "efficiency goes: the gradient all-reduce alone, each device's step alone and all "

@@ -168,7 +168,7 @@ def served(p: "Params") -> bool:
 
 def _validate_serving(p: "Params") -> None:
     """--saved_model and --trt_mode serve one model on one device of one process, exported once
-    (the device and worker counts the flags do not show are checked in engine/plan.py)."""
+    (the device and worker counts the flags do not show are checked in engine/resolved.py)."""
     flag = "--trt_mode" if p.trt_mode else "--saved_model"
     if p.saved_model_dir and not served(p):
         raise UsageError("--saved_model_dir keeps the export of --saved_model or --trt_mode: "

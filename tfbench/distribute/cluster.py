@@ -27,7 +27,7 @@ PARAMETER_SERVER = "parameter_server"
 
 
 @dataclasses.dataclass(frozen=True)
-class ClusterPlan:
+class Cluster:
     """The cluster and this process's place in it, in TensorFlow's job names."""
 
     jobs: tuple[tuple[str, tuple[str, ...]], ...]   # (job, addresses) in TF job names
@@ -113,7 +113,7 @@ def parse_hosts(text: str, flag: str) -> tuple[str, ...]:
     return tuple(hosts)
 
 
-def _from_flags(p) -> Optional[ClusterPlan]:
+def _from_flags(p) -> Optional[Cluster]:
     workers = parse_hosts(p.worker_hosts, "worker_hosts")
     ps = parse_hosts(p.ps_hosts, "ps_hosts")
     controller = parse_hosts(p.controller_host or "", "controller_host")
@@ -158,15 +158,15 @@ def _from_flags(p) -> Optional[ClusterPlan]:
                        "worker runs the benchmark; start no controller task",)
         jobs = (("worker", workers),)
         task_type, mode = "worker", MULTI_WORKER
-        plan = ClusterPlan(jobs, task_type, p.task_index, mode, "flags", notices)
-        _check_index(plan, "--task_index")
-        return plan
-    plan = ClusterPlan(jobs, task_type, p.task_index, mode, "flags")
-    _check_index(plan, "--task_index")
-    return plan
+        cluster = Cluster(jobs, task_type, p.task_index, mode, "flags", notices)
+        _check_index(cluster, "--task_index")
+        return cluster
+    cluster = Cluster(jobs, task_type, p.task_index, mode, "flags")
+    _check_index(cluster, "--task_index")
+    return cluster
 
 
-def _from_tf_config(text: str) -> Optional[ClusterPlan]:
+def _from_tf_config(text: str) -> Optional[Cluster]:
     try:
         config = json.loads(text)
     except ValueError as exc:
@@ -193,27 +193,27 @@ def _from_tf_config(text: str) -> Optional[ClusterPlan]:
     except (TypeError, ValueError):
         raise UsageError("TF_CONFIG task index %r is not an integer" % task.get("index")) \
             from None
-    plan = ClusterPlan(jobs, str(task["type"]), index, mode, "TF_CONFIG")
-    _check_index(plan, "TF_CONFIG task index")
-    return plan
+    cluster = Cluster(jobs, str(task["type"]), index, mode, "TF_CONFIG")
+    _check_index(cluster, "TF_CONFIG task index")
+    return cluster
 
 
-def _check_index(plan: ClusterPlan, what: str) -> None:
-    tasks = plan.addresses(plan.task_type)
+def _check_index(cluster: Cluster, what: str) -> None:
+    tasks = cluster.addresses(cluster.task_type)
     if not tasks:
-        raise UsageError("this task's job %r has no hosts in the cluster" % plan.task_type)
-    if not 0 <= plan.task_index < len(tasks):
+        raise UsageError("this task's job %r has no hosts in the cluster" % cluster.task_type)
+    if not 0 <= cluster.task_index < len(tasks):
         raise UsageError("%s=%d is out of range: job %s has %d task(s) (%s)"
-                         % (what, plan.task_index, plan.task_type, len(tasks),
+                         % (what, cluster.task_index, cluster.task_type, len(tasks),
                             ", ".join(tasks)))
 
 
-def cluster_plan(p, environ: Optional[Mapping[str, str]] = None) -> Optional[ClusterPlan]:
+def read_cluster(p, environ: Optional[Mapping[str, str]] = None) -> Optional[Cluster]:
     """The cluster from the legacy flags, else from TF_CONFIG, else from the Slurm step this
     task runs in (not under horovod, which reads Slurm itself); None for a single host."""
-    plan = _from_flags(p)
-    if plan is not None:
-        return plan
+    cluster = _from_flags(p)
+    if cluster is not None:
+        return cluster
     environ = os.environ if environ is None else environ
     text = environ.get("TF_CONFIG", "")
     if text.strip():
@@ -223,12 +223,12 @@ def cluster_plan(p, environ: Optional[Mapping[str, str]] = None) -> Optional[Clu
     return _from_slurm(environ)
 
 
-def _from_slurm(environ: Mapping[str, str]) -> Optional[ClusterPlan]:
+def _from_slurm(environ: Mapping[str, str]) -> Optional[Cluster]:
     step = slurm.slurm_step(environ)
     if step is None:
         return None
     workers, index, notice = step
-    plan = ClusterPlan((("worker", workers),), "worker", index, MULTI_WORKER, "Slurm",
-                       (notice,))
-    _check_index(plan, "SLURM_PROCID")
-    return plan
+    cluster = Cluster((("worker", workers),), "worker", index, MULTI_WORKER, "Slurm",
+                      (notice,))
+    _check_index(cluster, "SLURM_PROCID")
+    return cluster

@@ -21,7 +21,8 @@ from tfbench.errors import UsageError
 
 
 @dataclasses.dataclass(frozen=True)
-class DevicePlan:
+class DeviceSet:
+    """The devices this process computes on (select_devices), in the order replicas use them."""
     kind: str                  # "cpu" | "gpu"
     num_devices: int
     names: tuple[str, ...]     # TF device names, e.g. "/gpu:0"
@@ -141,7 +142,7 @@ def _slurm_gpus(p, visible: int, environ: Optional[Mapping[str, str]] = None
     from tfbench.distribute import cluster
     environ = os.environ if environ is None else environ
     if "SLURM_STEP_ID" not in environ or visible < 1 or p.variable_update == "horovod" \
-            or cluster.cluster_plan(p, environ) is None:
+            or cluster.read_cluster(p, environ) is None:
         return None, None
     bound = environ.get("CUDA_VISIBLE_DEVICES")
     if bound is None:
@@ -151,7 +152,7 @@ def _slurm_gpus(p, visible: int, environ: Optional[Mapping[str, str]] = None
                      "CUDA_VISIBLE_DEVICES=%s)" % (visible, visible, bound))
 
 
-def plan_devices(p) -> DevicePlan:
+def select_devices(p) -> DeviceSet:
     """Resolves device kind, count and data format from Params and what is visible."""
     notices = []
     gpus = visible_gpus()
@@ -193,8 +194,8 @@ def plan_devices(p) -> DevicePlan:
     elif kind == "cpu" and data_format == "NCHW" and not p.mkl:
         raise UsageError("--data_format=NCHW is not supported on CPU; use --data_format=NHWC")
     names = tuple("/%s:%d" % (kind, i) for i in range(n))
-    return DevicePlan(kind, n, names, data_format, tuple(notices), tuple(indices[:n]),
-                      tuple(models))
+    return DeviceSet(kind, n, names, data_format, tuple(notices), tuple(indices[:n]),
+                     tuple(models))
 
 
 def _model_notices(indices: list[int], models: list[Optional[str]]) -> list[str]:
@@ -277,7 +278,7 @@ def runtime_started() -> bool:
     return getattr(context.context(), "_context_handle", None) is not None
 
 
-def configure_runtime(p, plan: DevicePlan, gpu_memory_limit_mb: Optional[int] = None
+def configure_runtime(p, device_set: DeviceSet, gpu_memory_limit_mb: Optional[int] = None
                       ) -> list[str]:
     """Configures TF devices and threads. Must run before the first TF op.
 
@@ -294,16 +295,16 @@ def configure_runtime(p, plan: DevicePlan, gpu_memory_limit_mb: Optional[int] = 
                 raise
             refused.append(what)
 
-    if plan.kind == "cpu":
+    if device_set.kind == "cpu":
         cpu = tf.config.list_physical_devices("CPU")[0]
-        if plan.num_devices > 1:
-            setting("%d logical CPU devices" % plan.num_devices,
+        if device_set.num_devices > 1:
+            setting("%d logical CPU devices" % device_set.num_devices,
                     tf.config.set_logical_device_configuration, cpu,
-                    [tf.config.LogicalDeviceConfiguration()] * plan.num_devices)
+                    [tf.config.LogicalDeviceConfiguration()] * device_set.num_devices)
         setting("no GPU", tf.config.set_visible_devices, [], "GPU")
     else:
         gpus = visible_gpus()
-        indices = list(plan.gpu_indices or range(plan.num_devices))
+        indices = list(device_set.gpu_indices or range(device_set.num_devices))
         chosen = [gpus[i] for i in indices]
         setting("GPUs %s" % ",".join(map(str, indices)), tf.config.set_visible_devices,
                 chosen, "GPU")
@@ -316,7 +317,7 @@ def configure_runtime(p, plan: DevicePlan, gpu_memory_limit_mb: Optional[int] = 
                 setting("memory growth on GPU %d" % index,
                         tf.config.experimental.set_memory_growth, gpu, True)
     intra = p.num_intra_threads if p.num_intra_threads is not None else (
-        1 if plan.kind == "gpu" else None)
+        1 if device_set.kind == "gpu" else None)
     if intra is not None:
         setting("%d intra-op threads" % intra,
                 tf.config.threading.set_intra_op_parallelism_threads, intra)
@@ -353,15 +354,15 @@ def force_gpu_compatible() -> None:
     ctx._config = config
 
 
-def prepare_runtime(p, plan: DevicePlan, weights_change: bool = True,
+def prepare_runtime(p, device_set: DeviceSet, weights_change: bool = True,
                     gpu_memory_limit_mb: Optional[int] = None) -> list[str]:
     """The environment (set_environment) and the runtime settings (configure_runtime) of a
     run; returns its notices. Where TensorFlow's runtime had started first (an earlier run in
     this process), one notice names every setting that did not apply: the variables it reads
     when it starts, and the device and thread settings it refused."""
     started = runtime_started()
-    env = set_environment(p, plan.kind, weights_change, plan.num_devices)
-    refused = configure_runtime(p, plan, gpu_memory_limit_mb)
+    env = set_environment(p, device_set.kind, weights_change, device_set.num_devices)
+    refused = configure_runtime(p, device_set, gpu_memory_limit_mb)
     notices = list(env.notices)
     missed = (list(env.changed) if started else []) + refused
     if missed:
@@ -382,14 +383,15 @@ def cpu_model_name() -> str:
     return platform.processor() or "cpu"
 
 
-def device_name(plan: DevicePlan) -> str:
-    """A human name for the CSV: the model of the GPUs the plan uses (not physical GPU 0), the
+def device_name(device_set: DeviceSet) -> str:
+    """A human name for the CSV: the model of the GPUs in the set (not physical GPU 0), the
     models joined by ' + ' when they differ, or the CPU model."""
-    if plan.kind != "gpu":
+    if device_set.kind != "gpu":
         return cpu_model_name()
-    models = plan.gpu_models
+    models = device_set.gpu_models
     if not models:
         gpus = visible_gpus()
-        models = tuple(gpu_model(gpus[i]) for i in plan.gpu_indices or range(plan.num_devices))
+        models = tuple(gpu_model(gpus[i])
+                       for i in device_set.gpu_indices or range(device_set.num_devices))
     distinct = dict.fromkeys(m or "unknown GPU" for m in models)
     return gpu_names.MIXED_SEPARATOR.join(distinct) or "unknown GPU"

@@ -73,7 +73,7 @@ def transfer_for(p, spec_packs: int, compiled: bool, device_kind: str) -> Transf
                     pack_bytes=PACK_BYTES if device_kind == "gpu" else 0)
 
 
-def plan_packs(sizes: list[int], transfer: Transfer) -> list[list[int]]:
+def split_into_packs(sizes: list[int], transfer: Transfer) -> list[list[int]]:
     """The indices of each pack, packs in the order the backward pass fills them.
 
     `sizes` are the gradients' bytes as sent, in variable order; the backward pass makes the
@@ -130,7 +130,7 @@ def _groups(tensors: list, transfer: Transfer) -> list[list[int]]:
     for dtype, indices in by_dtype.items():
         wire = _wire_dtype(dtype, transfer)
         sizes = [tensors[i].shape.num_elements() * wire.size for i in indices]
-        out += [[indices[k] for k in pack] for pack in plan_packs(sizes, transfer)]
+        out += [[indices[k] for k in pack] for pack in split_into_packs(sizes, transfer)]
     return sorted(out, key=min)
 
 

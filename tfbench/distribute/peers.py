@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Callable, Optional, TypeVar
 
-from tfbench.distribute.cluster import ClusterPlan, task_label
+from tfbench.distribute.cluster import Cluster, task_label
 from tfbench.errors import DistributedError
 
 T = TypeVar("T")
@@ -43,25 +43,25 @@ def probe(address: str, timeout: float = 1.0) -> Optional[str]:
         return exc.strerror.lower() if exc.strerror else type(exc).__name__
 
 
-def unreachable_peers(plan: ClusterPlan, timeout: float = 1.0) -> list[str]:
+def unreachable_peers(cluster: Cluster, timeout: float = 1.0) -> list[str]:
     """'worker 1 at h:p (connection refused)' for every peer that does not accept TCP."""
     found = []
-    for label, address in plan.peers():
+    for label, address in cluster.peers():
         why = probe(address, timeout)
         if why is not None:
             found.append("%s at %s (%s)" % (label, address, why))
     return found
 
 
-def _timeout_error(plan: ClusterPlan, timeout_secs: float, what: str) -> DistributedError:
-    missing = unreachable_peers(plan)
+def _timeout_error(cluster: Cluster, timeout_secs: float, what: str) -> DistributedError:
+    missing = unreachable_peers(cluster)
     if missing:
         detail = "unreachable: " + "; ".join(missing)
     else:
         detail = "every peer accepts connections but not all joined (wrong --task_index or " \
                  "host list on some task?)"
     return DistributedError("%s: no cluster after %gs %s (--cluster_timeout_secs); %s"
-                            % (plan.label, timeout_secs, what, detail))
+                            % (cluster.label, timeout_secs, what, detail))
 
 
 def _listen(address: str) -> Optional[socket.socket]:
@@ -86,7 +86,7 @@ def _drain(listener: Optional[socket.socket]) -> None:
         conn.close()
 
 
-def rendezvous(plan: ClusterPlan, timeout_secs: float, listen: bool = True,
+def rendezvous(cluster: Cluster, timeout_secs: float, listen: bool = True,
                poll_secs: float = 0.2) -> None:
     """Returns once every peer accepts TCP connections; DistributedError at the deadline.
 
@@ -94,8 +94,8 @@ def rendezvous(plan: ClusterPlan, timeout_secs: float, listen: bool = True,
     period after (peers probe every poll_secs), so tasks that all wait here find each other;
     then TensorFlow's server takes the port over.
     """
-    listener = _listen(plan.address) if listen else None
-    pending = dict(plan.peers())
+    listener = _listen(cluster.address) if listen else None
+    pending = dict(cluster.peers())
     deadline = time.monotonic() + timeout_secs
     try:
         while True:
@@ -111,7 +111,7 @@ def rendezvous(plan: ClusterPlan, timeout_secs: float, listen: bool = True,
             if time.monotonic() >= deadline:
                 raise DistributedError(
                     "%s: the cluster did not form within %gs (--cluster_timeout_secs); "
-                    "unreachable: %s" % (plan.label, timeout_secs, "; ".join(
+                    "unreachable: %s" % (cluster.label, timeout_secs, "; ".join(
                         "%s at %s (%s)" % (label, address, reasons[label])
                         for label, address in pending.items())))
             time.sleep(poll_secs)
@@ -121,7 +121,7 @@ def rendezvous(plan: ClusterPlan, timeout_secs: float, listen: bool = True,
             listener.close()
 
 
-def run_bounded(fn: Callable[[], T], plan: ClusterPlan, timeout_secs: float,
+def run_bounded(fn: Callable[[], T], cluster: Cluster, timeout_secs: float,
                 what: str) -> T:
     """fn() in a daemon thread; DistributedError naming unreachable peers after timeout_secs.
 
@@ -141,9 +141,9 @@ def run_bounded(fn: Callable[[], T], plan: ClusterPlan, timeout_secs: float,
     thread.start()
     thread.join(timeout_secs)
     if thread.is_alive():
-        raise _timeout_error(plan, timeout_secs, what)
+        raise _timeout_error(cluster, timeout_secs, what)
     if "error" in box:
-        failure = as_distributed_error(box["error"], plan)
+        failure = as_distributed_error(box["error"], cluster)
         if failure is not None:
             raise failure from None
         raise box["error"]
@@ -151,17 +151,17 @@ def run_bounded(fn: Callable[[], T], plan: ClusterPlan, timeout_secs: float,
 
 
 def as_distributed_error(exc: BaseException,
-                         plan: Optional[ClusterPlan]) -> Optional[DistributedError]:
+                         cluster: Optional[Cluster]) -> Optional[DistributedError]:
     """A DistributedError for TensorFlow's peer-failure errors in a multi-host run, else None."""
     import tensorflow as tf
-    if plan is None or not isinstance(exc, (tf.errors.UnavailableError,
-                                            tf.errors.DeadlineExceededError,
-                                            tf.errors.AbortedError,
-                                            tf.errors.CancelledError)):
+    if cluster is None or not isinstance(exc, (tf.errors.UnavailableError,
+                                               tf.errors.DeadlineExceededError,
+                                               tf.errors.AbortedError,
+                                               tf.errors.CancelledError)):
         return None
     message = str(getattr(exc, "message", exc))
-    missing = unreachable_peers(plan)
-    silent = _silent_peers(message, plan)
+    missing = unreachable_peers(cluster)
+    silent = _silent_peers(message, cluster)
     if missing:
         detail = "unreachable: " + "; ".join(missing)
     elif silent:
@@ -169,20 +169,20 @@ def as_distributed_error(exc: BaseException,
     else:
         detail = _cause(message)[:200]
     return DistributedError("%s: lost the cluster (%s); %s"
-                            % (plan.label, type(exc).__name__, detail))
+                            % (cluster.label, type(exc).__name__, detail))
 
 
 _TASK_NAME = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
 
 
-def _silent_peers(message: str, plan: ClusterPlan) -> list[str]:
+def _silent_peers(message: str, cluster: Cluster) -> list[str]:
     """Peers the coordination service reports as no longer sending heartbeats."""
     if "heartbeat" not in message:
         return []
     labels: list[str] = []
     for job, index in _TASK_NAME.findall(message):
         label = task_label(job, int(index))
-        if (job, int(index)) != (plan.task_type, plan.task_index) and label not in labels:
+        if (job, int(index)) != (cluster.task_type, cluster.task_index) and label not in labels:
             labels.append(label)
     return labels
 
@@ -198,8 +198,8 @@ def _cause(message: str) -> str:
 class BoundedCalls:
     """Calls fn(*args) on one helper thread, each bounded by timeout_secs (see run_bounded)."""
 
-    def __init__(self, plan: ClusterPlan, timeout_secs: float, what: str):
-        self.plan = plan
+    def __init__(self, cluster: Cluster, timeout_secs: float, what: str):
+        self.cluster = cluster
         self.timeout_secs = timeout_secs
         self.what = what
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -210,9 +210,9 @@ class BoundedCalls:
         try:
             return future.result(timeout=self.timeout_secs)
         except concurrent.futures.TimeoutError:
-            raise _timeout_error(self.plan, self.timeout_secs, self.what) from None
+            raise _timeout_error(self.cluster, self.timeout_secs, self.what) from None
         except Exception as exc:  # noqa: BLE001 - peer failures become DistributedError
-            failure = as_distributed_error(exc, self.plan)
+            failure = as_distributed_error(exc, self.cluster)
             if failure is not None:
                 raise failure from None
             raise
@@ -254,7 +254,7 @@ def server_config(task_type: str):
     return config
 
 
-def serve(plan: ClusterPlan, timeout_secs: float, protocol: str = "grpc",
+def serve(cluster: Cluster, timeout_secs: float, protocol: str = "grpc",
           poll_secs: float = 0.2) -> None:
     """A ps or worker task under ParameterServerStrategy: serve until the controller is done.
 
@@ -265,16 +265,16 @@ def serve(plan: ClusterPlan, timeout_secs: float, protocol: str = "grpc",
     never sees it would wait out the timeout and fail.
     """
     import tensorflow as tf
-    server = tf.distribute.Server(plan.cluster_spec(), job_name=plan.task_type,
-                                  task_index=plan.task_index, protocol=protocol,
-                                  config=server_config(plan.task_type), start=True)
-    controller = plan.addresses("chief")[0]
+    server = tf.distribute.Server(cluster.cluster_spec(), job_name=cluster.task_type,
+                                  task_index=cluster.task_index, protocol=protocol,
+                                  config=server_config(cluster.task_type), start=True)
+    controller = cluster.addresses("chief")[0]
     deadline = time.monotonic() + timeout_secs
     while probe(controller, poll_secs) is not None:
         if time.monotonic() > deadline:
             raise DistributedError("%s: the controller at %s did not start within %gs "
                                    "(--cluster_timeout_secs)"
-                                   % (plan.label, controller, timeout_secs))
+                                   % (cluster.label, controller, timeout_secs))
         time.sleep(poll_secs)
     misses = 0
     while misses < 3:

@@ -20,8 +20,8 @@
   horovod                    one device per process, gradients averaged with horovod.tensorflow
 
 This module builds the strategy for a run (make_strategy) and says what it built
-(StrategyPlan). tfbench's own strategies are in strategies.py, what steps and checkpoints ask of a
-strategy in sync.py, the input pipelines under a strategy in pipelines.py, and the scope that
+(BuiltStrategy). tfbench's own strategies are in strategies.py, what steps and checkpoints ask of
+a strategy in sync.py, the input pipelines under a strategy in pipelines.py, and the scope that
 models and optimizers are built in (how their state is aggregated) in variables.py.
 """
 
@@ -35,7 +35,7 @@ import tensorflow as tf
 from tfbench.distribute import cluster as cluster_lib
 from tfbench.distribute import packing, peers
 from tfbench.config import params as params_lib
-from tfbench.distribute.devices import DevicePlan
+from tfbench.distribute.devices import DeviceSet
 from tfbench.distribute.spread import SpreadStorageStrategy
 from tfbench.distribute.strategies import (HorovodStrategy, IndependentStrategy, SumsInTurn,
                                            coordinator, import_horovod, remember_cluster,
@@ -51,7 +51,9 @@ ALL_REDUCE_VALUES = ("replicated", "distributed_all_reduce", "collective_all_red
 
 
 @dataclasses.dataclass
-class StrategyPlan:
+class BuiltStrategy:
+    """The strategy make_strategy built for a run's devices, and what the header, the notices
+    and the manifest say of it."""
     strategy: Optional[tf.distribute.Strategy]   # None on a ps/worker task that only serves
     variables_label: str          # the header's `Variables:` line: what ran
     all_reduce_label: Optional[str]  # the header's `AllReduce:` line, when shown
@@ -62,11 +64,11 @@ class StrategyPlan:
     horovod_device: Optional[str] = None
     start_lines: tuple[str, ...] = ()   # legacy lines after the header (Starting worker i)
     serve: Optional[Callable[[], None]] = None   # a ps/worker task: blocks while serving
-    cluster: Optional[cluster_lib.ClusterPlan] = None
+    cluster: Optional[cluster_lib.Cluster] = None
     reduction: str = ""           # what reduces gradients, for the JSON manifest
 
 
-def distributed_failure(exc: BaseException, sp: StrategyPlan):
+def distributed_failure(exc: BaseException, sp: BuiltStrategy):
     """A DistributedError for a peer failure during a multi-host run, else None."""
     return peers.as_distributed_error(exc, sp.cluster)
 
@@ -80,8 +82,8 @@ def num_workers(p) -> int:
             return 1   # make_strategy reports the missing horovod
         hvd.init()
         return hvd.size()
-    plan = cluster_lib.cluster_plan(p)
-    return plan.num_workers if plan is not None else 1
+    cluster = cluster_lib.read_cluster(p)
+    return cluster.num_workers if cluster is not None else 1
 
 
 # --- all-reduce specs -----------------------------------------------------------------------
@@ -100,14 +102,14 @@ def spec_packs(spec: Optional[str]) -> int:
     return _split_spec(spec)[1] if spec else 0
 
 
-def cross_device_ops(spec: Optional[str], plan: DevicePlan, hierarchical: bool):
+def cross_device_ops(spec: Optional[str], device_set: DeviceSet, hierarchical: bool):
     """(CrossDeviceOps or None for TF's default, label of what runs, notices).
 
     The `#N` of the spec (spec_packs) is honoured by packing.PackedAllReduce, which hands the
     reduction one gradient pack at a time: the reduction itself packs nothing (num_packs=0)."""
     notices: list[str] = []
     if hierarchical and not spec:
-        return _hierarchical_copy(plan, notices)
+        return _hierarchical_copy(device_set, notices)
     if not spec:
         return None, None, notices
     if "/" in spec or ":" in spec:
@@ -119,7 +121,7 @@ def cross_device_ops(spec: Optional[str], plan: DevicePlan, hierarchical: bool):
         raise UsageError("--hierarchical_copy conflicts with --all_reduce_spec=%s; give one"
                          % spec)
     if name == "nccl":
-        why = params_lib.nccl_refusal(spec, plan.kind == "gpu", multi_worker=False)
+        why = params_lib.nccl_refusal(spec, device_set.kind == "gpu", multi_worker=False)
         if why:
             raise UsageError(why)
         return tf.distribute.NcclAllReduce(num_packs=0), "nccl", notices
@@ -127,36 +129,36 @@ def cross_device_ops(spec: Optional[str], plan: DevicePlan, hierarchical: bool):
         if name == "xring":
             notices.append("--all_reduce_spec=xring: TF2 has no ring all-reduce within one "
                            "host; using hierarchical copy (HierarchicalCopyAllReduce)")
-        return _hierarchical_copy(plan, notices)
+        return _hierarchical_copy(device_set, notices)
     if name in ("pscpu", "psgpu"):
-        if name == "psgpu" and plan.kind != "gpu":
+        if name == "psgpu" and device_set.kind != "gpu":
             raise UsageError("--all_reduce_spec=psgpu needs GPUs; on CPU use pscpu")
-        device = "/cpu:0" if name == "pscpu" else plan.names[0]
+        device = "/cpu:0" if name == "pscpu" else device_set.names[0]
         return (tf.distribute.ReductionToOneDevice(reduce_to_device=device),
                 "reduction_to_one_device(%s)" % device, notices)
     raise UsageError("--all_reduce_spec=%s cannot be honoured under TF2: use nccl, "
                      "hierarchical_copy (or xring), pscpu or psgpu" % spec)
 
 
-def _hierarchical_copy(plan: DevicePlan, notices: list[str]):
+def _hierarchical_copy(device_set: DeviceSet, notices: list[str]):
     """HierarchicalCopyAllReduce where it sums every device's value: an even device count.
 
     TensorFlow (cross_device_utils.aggregate_gradients_using_hierarchical_copy, 2.17 to 2.21)
     sums devices [0, n//2) and [n//2, 2*(n//2)), so with an odd n the last device's gradient
     is left out, silently. Any even n (6 too) is covered.
     """
-    n = plan.num_devices
+    n = device_set.num_devices
     if n > 1 and n % 2:
-        device = plan.names[0]
+        device = device_set.names[0]
         notices.append("HierarchicalCopyAllReduce sums two halves of the devices and would "
                        "leave %s (of %d) out: reducing to one device (%s) instead"
-                       % (plan.names[-1], n, device))
+                       % (device_set.names[-1], n, device))
         return (tf.distribute.ReductionToOneDevice(reduce_to_device=device),
                 "reduction_to_one_device(%s)" % device, notices)
     return tf.distribute.HierarchicalCopyAllReduce(num_packs=0), "hierarchical_copy", notices
 
 
-def collective_implementation(spec: Optional[str], plan: DevicePlan):
+def collective_implementation(spec: Optional[str], device_set: DeviceSet):
     """(CommunicationImplementation, label) for MultiWorkerMirroredStrategy.
 
     Unset on GPUs is NCCL: TensorFlow's AUTO takes NCCL only when asked by name or config
@@ -165,14 +167,16 @@ def collective_implementation(spec: Optional[str], plan: DevicePlan):
     """
     impl = tf.distribute.experimental.CommunicationImplementation
     if not spec:
-        return (impl.NCCL, "nccl (the GPU default)") if plan.kind == "gpu" else (impl.AUTO, "auto")
+        if device_set.kind == "gpu":
+            return impl.NCCL, "nccl (the GPU default)"
+        return impl.AUTO, "auto"
     name, _ = _split_spec(spec)
     if name in ("collective", "auto"):
         return impl.AUTO, "auto"
     if name in ("ring", "xring", "grpc"):
         return impl.RING, "ring"
     if name == "nccl":
-        why = params_lib.nccl_refusal(spec, plan.kind == "gpu", multi_worker=True)
+        why = params_lib.nccl_refusal(spec, device_set.kind == "gpu", multi_worker=True)
         if why:
             raise UsageError(why)
         return impl.NCCL, "nccl"
@@ -182,44 +186,44 @@ def collective_implementation(spec: Optional[str], plan: DevicePlan):
 
 # --- strategies -----------------------------------------------------------------------------
 
-def make_strategy(p, plan: DevicePlan) -> StrategyPlan:
+def make_strategy(p, device_set: DeviceSet) -> BuiltStrategy:
     """The strategy for --variable_update on this host (or this task of a cluster)."""
-    cl = cluster_lib.cluster_plan(p)
+    cl = cluster_lib.read_cluster(p)
     if p.variable_update == "horovod":
         if cl is not None:
             raise UsageError("--variable_update=horovod starts its processes with horovodrun "
                              "or mpirun, not --worker_hosts/--ps_hosts/TF_CONFIG")
-        return _horovod(p, plan)
+        return _horovod(p, device_set)
     if cl is not None:
-        return _multi_host(p, plan, cl)
-    return _single_host(p, plan)
+        return _multi_host(p, device_set, cl)
+    return _single_host(p, device_set)
 
 
-def _single_host(p, plan: DevicePlan) -> StrategyPlan:
+def _single_host(p, device_set: DeviceSet) -> BuiltStrategy:
     vu = p.variable_update
     notices: list[str] = []
     if vu in MULTI_WORKER_VALUES:
         notices.append("--variable_update=%s without a cluster (--worker_hosts or TF_CONFIG): "
                        "running on this host alone as replicated (MirroredStrategy)" % vu)
         vu = "replicated"
-    if vu == "parameter_server" and plan.num_devices > 1 and params_lib.xla_requested(p):
+    if vu == "parameter_server" and device_set.num_devices > 1 and params_lib.xla_requested(p):
         # An XLA cluster reads only variables on its own device (tensorflow.org/xla/known_issues).
         notices.append("--xla: XLA cannot read variables held on another device, so each device "
                        "keeps its own copy (--variable_update=replicated instead of "
                        "parameter_server)")
         vu = "replicated"
     show = vu in ALL_REDUCE_VALUES
-    if plan.num_devices == 1:
+    if device_set.num_devices == 1:
         # A legacy line for one GPU (say --all_reduce_spec=nccl, after the no-GPU fallback to
         # the CPU) has nothing to reduce: never an error.
         unused = [flag for flag, given in (("--all_reduce_spec", p.all_reduce_spec),
                                            ("--hierarchical_copy", p.hierarchical_copy)) if given]
         if unused:
             notices.append("One device: nothing to all-reduce (%s unused)" % " and ".join(unused))
-        return StrategyPlan(tf.distribute.OneDeviceStrategy(plan.names[0]), vu,
-                            p.all_reduce_spec, show, notices=tuple(notices),
-                            reduction="none (one device)")
-    ops, label, spec_notices = cross_device_ops(p.all_reduce_spec, plan, p.hierarchical_copy)
+        return BuiltStrategy(tf.distribute.OneDeviceStrategy(device_set.names[0]), vu,
+                             p.all_reduce_spec, show, notices=tuple(notices),
+                             reduction="none (one device)")
+    ops, label, spec_notices = cross_device_ops(p.all_reduce_spec, device_set, p.hierarchical_copy)
     if vu != "replicated" and (p.all_reduce_spec or p.hierarchical_copy):
         notices.append("--all_reduce_spec/--hierarchical_copy apply to "
                        "--variable_update=replicated; ignored with %s" % vu)
@@ -230,30 +234,31 @@ def _single_host(p, plan: DevicePlan) -> StrategyPlan:
     notices.extend(spec_notices)
     if vu == "parameter_server":
         if p.local_parameter_device.lower() != "cpu":
-            strategy = SpreadStorageStrategy(plan.names)
-            return StrategyPlan(strategy, vu, None, False, notices=tuple(notices),
-                                reduction="variables spread over the %d devices, each "
-                                          "gradient summed on its variable's device"
-                                          % plan.num_devices)
+            strategy = SpreadStorageStrategy(device_set.names)
+            return BuiltStrategy(strategy, vu, None, False, notices=tuple(notices),
+                                 reduction="variables spread over the %d devices, each "
+                                           "gradient summed on its variable's device"
+                                           % device_set.num_devices)
         strategy = tf.distribute.experimental.CentralStorageStrategy(
-            compute_devices=list(plan.names), parameter_device="/cpu:0")
+            compute_devices=list(device_set.names), parameter_device="/cpu:0")
         # TensorFlow's default ReductionToOneDevice(_LOCAL_CPU) is the parameter device here;
         # named so that the reduction's device is the one the flag says.
         strategy.extended._cross_device_ops = tf.distribute.ReductionToOneDevice(  # noqa: SLF001
             reduce_to_device="/cpu:0")
-        return StrategyPlan(strategy, vu, None, False, notices=tuple(notices),
-                            reduction="central storage on /cpu:0, gradients summed there")
+        return BuiltStrategy(strategy, vu, None, False, notices=tuple(notices),
+                             reduction="central storage on /cpu:0, gradients summed there")
     if vu == "independent":
-        return StrategyPlan(IndependentStrategy(plan.names), vu, None, False,
-                            notices=tuple(notices), reduction="none (independent replicas)")
+        return BuiltStrategy(IndependentStrategy(device_set.names), vu, None, False,
+                             notices=tuple(notices), reduction="none (independent replicas)")
     reduction = label or "MirroredStrategy default"
-    if ops is None and plan.kind == "cpu":
+    if ops is None and device_set.kind == "cpu":
         # As the legacy script: NCCL needs GPUs, and TensorFlow's ring on CPU devices copies.
-        devices = ["/cpu:0"] if p.local_parameter_device.lower() == "cpu" else list(plan.names)
+        devices = ["/cpu:0"] if p.local_parameter_device.lower() == "cpu" \
+            else list(device_set.names)
         ops = SumsInTurn(devices)
         reduction = "each gradient summed on %s (the legacy default on CPU devices)" % (
             devices[0] if len(devices) == 1 else "one of the %d devices in turn" % len(devices))
-    strategy = tf.distribute.MirroredStrategy(list(plan.names), cross_device_ops=ops)
+    strategy = tf.distribute.MirroredStrategy(list(device_set.names), cross_device_ops=ops)
     compiled = _replica_steps_compiled(p, strategy, notices)
     if compiled:
         impl = strategy.extended._communication_options.implementation.value  # noqa: SLF001
@@ -267,11 +272,11 @@ def _single_host(p, plan: DevicePlan) -> StrategyPlan:
             # XLA whatever it was given (MirroredExtended._get_cross_device_ops, 2.17 to 2.21).
             strategy.extended._cross_device_ops = strategy.extended._collective_ops  # noqa: SLF001
             label = reduction
-    transfer = packing.transfer_for(p, spec_packs(p.all_reduce_spec), compiled, plan.kind)
+    transfer = packing.transfer_for(p, spec_packs(p.all_reduce_spec), compiled, device_set.kind)
     packing.install(strategy, transfer, compiled)
-    return StrategyPlan(strategy, vu, p.all_reduce_spec if label is None else label, show,
-                        notices=tuple(notices),
-                        reduction="%s; gradients %s" % (reduction, transfer.label()))
+    return BuiltStrategy(strategy, vu, p.all_reduce_spec if label is None else label, show,
+                         notices=tuple(notices),
+                         reduction="%s; gradients %s" % (reduction, transfer.label()))
 
 
 def _replica_steps_compiled(p, strategy: tf.distribute.Strategy, notices: list[str]) -> bool:
@@ -285,28 +290,29 @@ def _replica_steps_compiled(p, strategy: tf.distribute.Strategy, notices: list[s
     return compiled
 
 
-def _horovod(p, plan: DevicePlan) -> StrategyPlan:
+def _horovod(p, device_set: DeviceSet) -> BuiltStrategy:
     hvd = import_horovod()
-    if plan.num_devices != 1:
+    if device_set.num_devices != 1:
         raise UsageError("--variable_update=horovod runs one device per process (start one "
                          "process per GPU with horovodrun); got --num_gpus=%d"
-                         % plan.num_devices)
-    strategy = HorovodStrategy(plan.names[0], hvd, p.horovod_device)
-    return StrategyPlan(strategy, "horovod", None, False, num_workers=hvd.size(),
-                        horovod_device=p.horovod_device or None,
-                        reduction="horovod allreduce (average over %d processes)" % hvd.size())
+                         % device_set.num_devices)
+    strategy = HorovodStrategy(device_set.names[0], hvd, p.horovod_device)
+    return BuiltStrategy(strategy, "horovod", None, False, num_workers=hvd.size(),
+                         horovod_device=p.horovod_device or None,
+                         reduction="horovod allreduce (average over %d processes)" % hvd.size())
 
 
-def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPlan:
+def _multi_host(p, device_set: DeviceSet, cl: cluster_lib.Cluster) -> BuiltStrategy:
     vu = p.variable_update
     explicit = p.is_explicit("variable_update")
     timeout = p.cluster_timeout_secs
     # The controller and ps tasks of a parameter-server cluster run no step: their devices
     # do not matter (the same command line on every task is fine).
     computes = not (cl.mode == cluster_lib.PARAMETER_SERVER and cl.task_type in ("chief", "ps"))
-    if computes and plan.kind == "cpu" and plan.num_devices > 1:
+    if computes and device_set.kind == "cpu" and device_set.num_devices > 1:
         raise UsageError("a multi-host run uses one CPU device per task; --device=cpu "
-                         "--num_gpus=%d splits the CPU only on a single host" % plan.num_devices)
+                         "--num_gpus=%d splits the CPU only on a single host"
+                         % device_set.num_devices)
     job_name = p.job_name or {"chief": "controller"}.get(cl.task_type, cl.task_type)
     if cl.mode == cluster_lib.PARAMETER_SERVER:
         if params_lib.xla_requested(p):
@@ -322,14 +328,14 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
             line = ("Running parameter server %d" if cl.task_type == "ps"
                     else "Starting worker %d") % cl.task_index
             notices = ()
-            if cl.task_type == "ps" and plan.kind == "gpu":
+            if cl.task_type == "ps" and device_set.kind == "gpu":
                 notices = ("Parameter server: variables live on this task's CPU "
                            "(ParameterServerStrategy); its GPUs are left unused and free",)
-            return StrategyPlan(None, label, None, False, num_workers=cl.num_workers,
-                                notices=notices, job_name=job_name, start_lines=(line,),
-                                cluster=cl,
-                                serve=lambda: peers.serve(cl, timeout, p.server_protocol),
-                                reduction="parameter servers")
+            return BuiltStrategy(None, label, None, False, num_workers=cl.num_workers,
+                                 notices=notices, job_name=job_name, start_lines=(line,),
+                                 cluster=cl,
+                                 serve=lambda: peers.serve(cl, timeout, p.server_protocol),
+                                 reduction="parameter servers")
         peers.rendezvous(cl, timeout, listen=False)
         try:
             strategy = peers.run_bounded(
@@ -348,9 +354,9 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
         peers.restore_sigterm_handler()
         remember_cluster(strategy, peers.BoundedCalls(cl, timeout, "waiting for a step"),
                          cl.num_workers)
-        return StrategyPlan(strategy, label, None, False, num_workers=cl.num_workers,
-                            job_name=job_name, cluster=cl,
-                            reduction="parameter servers (%d)" % len(cl.addresses("ps")))
+        return BuiltStrategy(strategy, label, None, False, num_workers=cl.num_workers,
+                             job_name=job_name, cluster=cl,
+                             reduction="parameter servers (%d)" % len(cl.addresses("ps")))
     notices = list(cl.notices)
     if explicit and vu not in MULTI_WORKER_VALUES:
         raise UsageError("%s without ps runs "
@@ -363,12 +369,12 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
         vu = "collective_all_reduce"
         notices.append("Cluster without ps: MultiWorkerMirroredStrategy "
                        "(--variable_update=collective_all_reduce)")
-    impl, impl_label = collective_implementation(p.all_reduce_spec, plan)
+    impl, impl_label = collective_implementation(p.all_reduce_spec, device_set)
     # No timeout_seconds: it starts a thread per collective. A lost peer aborts the collectives
     # through the coordination service (see tfbench.distribute.cluster).
     options = tf.distribute.experimental.CommunicationOptions(implementation=impl)
     resolver = cl.resolver(p.server_protocol,
-                           num_gpus=plan.num_devices if plan.kind == "gpu" else 0)
+                           num_gpus=device_set.num_devices if device_set.kind == "gpu" else 0)
     peers.rendezvous(cl, timeout)
     strategy = peers.run_bounded(
         lambda: tf.distribute.MultiWorkerMirroredStrategy(
@@ -377,10 +383,10 @@ def _multi_host(p, plan: DevicePlan, cl: cluster_lib.ClusterPlan) -> StrategyPla
     peers.restore_sigterm_handler()
     # Words only: the step decides the same way what XLA compiles (no packing here).
     inside = ", inside XLA" if _replica_steps_compiled(p, strategy, notices) else ""
-    return StrategyPlan(strategy, vu, p.all_reduce_spec, vu in ALL_REDUCE_VALUES,
-                        num_workers=cl.num_workers, notices=tuple(notices), job_name=job_name,
-                        start_lines=("Starting worker %d" % cl.worker_rank,), cluster=cl,
-                        reduction="collective all-reduce (%s) over %d workers%s"
-                        % (impl_label, cl.num_workers, inside))
+    return BuiltStrategy(strategy, vu, p.all_reduce_spec, vu in ALL_REDUCE_VALUES,
+                         num_workers=cl.num_workers, notices=tuple(notices), job_name=job_name,
+                         start_lines=("Starting worker %d" % cl.worker_rank,), cluster=cl,
+                         reduction="collective all-reduce (%s) over %d workers%s"
+                         % (impl_label, cl.num_workers, inside))
 
 

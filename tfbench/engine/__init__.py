@@ -1,12 +1,12 @@
 """Runs one benchmark. Read runner.py first (the start every mode shares, then one runner per
 mode), then base.py (what the runners share) and the runner of the mode you care about.
 
-  plan.py          Resolved, resolve(): what will run, from Params and the device plan
+  resolved.py      Resolved, resolve(): what will run, from Params and the devices
   runlog.py        RunLog: the events a run reports (the CLI prints them as the classic log)
   runner.py        run(): runtime, environment, strategy, header, the mode's runner, failures
   base.py          ModeRunner: model, folded clone, step config, inputs, Step figures, evals
   train.py         training and forward-only: warm-up, timed loop, repeats, evaluations
-  evaluation.py    --eval: the latest checkpoint, again with --eval_interval_secs
+  eval_runner.py   --eval: the latest checkpoint, again with --eval_interval_secs
   data_only.py     --data_only: the input pipeline alone
   diagnose.py      --diagnose_input: three runs and the figures of the verdict
   measurements.py  Meter (monitor windows, memory peaks) and finish(): the figures of a run

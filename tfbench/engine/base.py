@@ -1,5 +1,5 @@
 """The shared base of the runners, one per mode: tfbench.engine.train (training, forward-only),
-tfbench.engine.evaluation (--eval) and tfbench.engine.data_only (--data_only).
+tfbench.engine.eval_runner (--eval) and tfbench.engine.data_only (--data_only).
 
 A runner is built by keyword with everything it runs on: Params, the Resolved plan, the
 strategy, the RunLog it reports to, the Meter around its timed steps and the Clock that times
@@ -27,7 +27,7 @@ from tfbench.config import fast_paths
 from tfbench.distribute import pipelines, strategies, variables
 from tfbench.engine import measurements, optimizers, serving, steps
 from tfbench.engine.measurements import Meter
-from tfbench.engine.plan import TRAINING, Resolved
+from tfbench.engine.resolved import TRAINING, Resolved
 from tfbench.engine.runlog import RunLog, SilentLog
 from tfbench.errors import NanLoss, raise_if_stopped
 from tfbench.measure import flops, stats

@@ -33,7 +33,7 @@ import tensorflow as tf
 from tfbench import errors
 from tfbench.engine import explain, optimizers, steps
 from tfbench.engine.base import ModeRunner
-from tfbench.engine.plan import TRAINING
+from tfbench.engine.resolved import TRAINING
 from tfbench.engine.runlog import RunLog, SilentLog
 from tfbench.errors import raise_if_stopped
 from tfbench.measure import agreement, peak, stats

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tfbench.engine import runner
 from tfbench.engine.base import Clock
-from tfbench.engine.plan import resolve
+from tfbench.engine.resolved import resolve
 from tfbench.engine.runlog import RunLog
 from tfbench.results import RunResult
 

@@ -36,9 +36,9 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from tfbench.distribute import allreduce_probe, strategies
-from tfbench.distribute.strategy import StrategyPlan
+from tfbench.distribute.strategy import BuiltStrategy
 from tfbench.engine.base import ModeRunner
-from tfbench.engine.plan import FORWARD_ONLY, TRAINING, Resolved
+from tfbench.engine.resolved import FORWARD_ONLY, TRAINING, Resolved
 from tfbench.engine.runlog import RunLog, SilentLog
 from tfbench import errors
 from tfbench.errors import raise_if_stopped
@@ -122,12 +122,12 @@ def keep_nccl_log(failure: str) -> str:
         if warnings else "", path)
 
 
-def applies(p, plan: Resolved, sp: StrategyPlan) -> bool:
+def applies(p, plan: Resolved, sp: BuiltStrategy) -> bool:
     return bool(p.explain_scaling) and plan.mode in (TRAINING, FORWARD_ONLY) and \
         sp.strategy is not None and not strategies.is_parameter_server(sp.strategy)
 
 
-def probe(runner: ModeRunner, sp: StrategyPlan, res: RunResult,
+def probe(runner: ModeRunner, sp: BuiltStrategy, res: RunResult,
           log: RunLog = SilentLog(), shared: Optional["DeviceSteps"] = None) -> None:
     """Runs every probe after the run's timed steps; their figures go into res.extra (each
     device's one-device step is `shared`'s when given, which --validate_devices shares)."""
@@ -257,11 +257,11 @@ def device_label(plan: Resolved, index: int) -> str:
 
 def one_device_runner(runner: ModeRunner, device: str, index: int = 0) -> ModeRunner:
     """The runner of a one-device run of the same model, step and batch on `device`, the
-    run's device number `index` (whose CUDA index the plan keeps, for whatever reads it)."""
+    run's device number `index` (whose CUDA index its DeviceSet keeps, for whatever reads it)."""
     r = runner.plan
     one = dataclasses.replace(r.device, num_devices=1, names=(device,),
                               gpu_indices=r.device.gpu_indices[index:index + 1])
-    plan = dataclasses.replace(r, device=one, real_data=False, train_and_eval=False)
+    plan = r.with_facts(device=one, real_data=False, train_and_eval=False)
     p = runner.p.replace(train_dir=None)
     return type(runner)(p=p, plan=plan, strategy=tf.distribute.OneDeviceStrategy(device),
                         clock=runner.clock)
@@ -356,7 +356,7 @@ class AllReduceProbe:
     """What `tfbench allreduce` measured: the model's gradient set, then each size."""
     ranks: int
     workers: int
-    reduction: str                        # StrategyPlan.reduction: what reduces the gradients
+    reduction: str                        # BuiltStrategy.reduction: what reduces the gradients
     notices: list[str]
     timings: list[allreduce_probe.Timing]
     link: str = ""
@@ -372,7 +372,7 @@ def allreduce_probe_run(p, min_bytes: int = 0, max_bytes: int = 0, factor: int =
     max_bytes is 0) in the gradients' dtype."""
     from tfbench.distribute import devices
     from tfbench.distribute import strategy as strategy_lib
-    from tfbench.engine.plan import resolve
+    from tfbench.engine.resolved import resolve
     plan = resolve(p)
     notices = list(plan.notices) + devices.prepare_runtime(p, plan.device)
     notices += prepare(p.replace(explain_scaling=True), plan)

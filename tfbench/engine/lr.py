@@ -22,7 +22,7 @@ from tfbench.config.params import parse_piecewise
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class Schedule:
     """A schedule as plain numbers: piecewise values, optional decay, floor and warm-up."""
     boundaries: tuple[int, ...] = ()
     values: tuple[float, ...] = (0.0,)
@@ -33,19 +33,19 @@ class Plan:
     warmup_target: float = 0.0
 
 
-def plan_for(p, spec, batch: int, num_examples: int) -> tuple[Plan, list[str]]:
+def schedule_for(p, spec, batch: int, num_examples: int) -> tuple[Schedule, list[str]]:
     """The schedule for Params `p` and ModelSpec `spec`; also notices for ignored flags."""
     batches_per_epoch = num_examples / batch
     notices: list[str] = []
     if p.piecewise_learning_rate_schedule:
         rates, epochs = parse_piecewise(p.piecewise_learning_rate_schedule)
-        plan = Plan(tuple(int(e * batches_per_epoch) - 1 for e in epochs), tuple(rates))
+        schedule = Schedule(tuple(int(e * batches_per_epoch) - 1 for e in epochs), tuple(rates))
         warm_target = rates[0]
     elif p.init_learning_rate is not None:
-        plan = Plan(values=(p.init_learning_rate,))
+        schedule = Schedule(values=(p.init_learning_rate,))
         if p.num_epochs_per_decay > 0 and p.learning_rate_decay_factor > 0:
-            plan = dataclasses.replace(
-                plan, decay_steps=int(batches_per_epoch * p.num_epochs_per_decay),
+            schedule = dataclasses.replace(
+                schedule, decay_steps=int(batches_per_epoch * p.num_epochs_per_decay),
                 decay_factor=p.learning_rate_decay_factor, minimum=p.minimum_learning_rate)
         warm_target = p.init_learning_rate
     else:
@@ -53,16 +53,16 @@ def plan_for(p, spec, batch: int, num_examples: int) -> tuple[Plan, list[str]]:
             notices.append("--num_learning_rate_warmup_epochs has no effect without "
                            "--init_learning_rate or --piecewise_learning_rate_schedule "
                            "(as in tf_cnn_benchmarks)")
-        return model_default_plan(spec, batch, p.resnet_base_lr, num_examples), notices
+        return model_default_schedule(spec, batch, p.resnet_base_lr, num_examples), notices
     if p.num_learning_rate_warmup_epochs > 0:
-        plan = dataclasses.replace(
-            plan, warmup_steps=int(batches_per_epoch * p.num_learning_rate_warmup_epochs),
+        schedule = dataclasses.replace(
+            schedule, warmup_steps=int(batches_per_epoch * p.num_learning_rate_warmup_epochs),
             warmup_target=warm_target)
-    return plan, notices
+    return schedule, notices
 
 
-def model_default_plan(spec, batch: int, resnet_base_lr: Optional[float],
-                       num_examples: int) -> Plan:
+def model_default_schedule(spec, batch: int, resnet_base_lr: Optional[float],
+                           num_examples: int) -> Schedule:
     """The model's own schedule (legacy models' get_learning_rate), its epochs of
     `num_examples` (the data's: for synthetic data the model dataset's legacy constant)."""
     kind = spec.lr_schedule
@@ -70,39 +70,39 @@ def model_default_plan(spec, batch: int, resnet_base_lr: Optional[float],
         base = resnet_base_lr if resnet_base_lr is not None else 0.128
         rescaled = base * batch / 256
         per_epoch = num_examples / batch
-        return Plan(boundaries=tuple(int(per_epoch * e) for e in (30, 60, 80, 90)),
-                    values=tuple(rescaled * v for v in (1, 0.1, 0.01, 0.001, 0.0001)),
-                    warmup_steps=int(per_epoch * 5), warmup_target=rescaled)
+        return Schedule(boundaries=tuple(int(per_epoch * e) for e in (30, 60, 80, 90)),
+                        values=tuple(rescaled * v for v in (1, 0.1, 0.01, 0.001, 0.0001)),
+                        warmup_steps=int(per_epoch * 5), warmup_target=rescaled)
     if kind == "official_resnet":
         adjusted = spec.learning_rate / spec.batch_size * batch
         per_epoch = num_examples / batch
-        return Plan(boundaries=tuple(int(per_epoch * e) for e in (30, 60, 80, 90)),
-                    values=tuple(adjusted * v for v in (1, 0.1, 0.01, 0.001, 0.0001)))
+        return Schedule(boundaries=tuple(int(per_epoch * e) for e in (30, 60, 80, 90)),
+                        values=tuple(adjusted * v for v in (1, 0.1, 0.01, 0.001, 0.0001)))
     if kind == "cifar_resnet":
         per_epoch = num_examples // batch
-        return Plan(boundaries=tuple(per_epoch * e for e in (82, 123, 300)),
-                    values=(0.1, 0.01, 0.001, 0.0002))
+        return Schedule(boundaries=tuple(per_epoch * e for e in (82, 123, 300)),
+                        values=(0.1, 0.01, 0.001, 0.0002))
     if kind == "densenet_cifar":
         per_epoch = num_examples // batch
-        return Plan(boundaries=tuple(per_epoch * e for e in (150, 225, 300)),
-                    values=(0.1, 0.01, 0.001, 0.0001))
+        return Schedule(boundaries=tuple(per_epoch * e for e in (150, 225, 300)),
+                        values=(0.1, 0.01, 0.001, 0.0001))
     if kind == "alexnet_cifar":
-        return Plan(values=(spec.learning_rate,), decay_steps=100 * num_examples // batch,
-                    decay_factor=0.1)
+        return Schedule(values=(spec.learning_rate,), decay_steps=100 * num_examples // batch,
+                        decay_factor=0.1)
     if kind == "constant":
-        return Plan(values=(spec.learning_rate,))
+        return Schedule(values=(spec.learning_rate,))
     raise ValueError("unknown learning-rate schedule %r for model %s" % (kind, spec.name))
 
 
 @keras.saving.register_keras_serializable(package="tfbench")
-class Schedule(keras.optimizers.schedules.LearningRateSchedule):
-    """A Plan evaluated in TensorFlow on the optimizer's iteration count."""
+class KerasSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """A Schedule evaluated in TensorFlow on the optimizer's iteration count."""
 
-    def __init__(self, plan: Plan):
-        self.plan = plan
+    def __init__(self, schedule: Schedule):
+        self.schedule = schedule
 
     def __call__(self, step):
-        p = self.plan
+        p = self.schedule
         step = tf.cast(step, tf.int64)
         if p.decay_steps > 0:
             exponent = tf.cast(step // p.decay_steps, tf.float32)
@@ -122,9 +122,10 @@ class Schedule(keras.optimizers.schedules.LearningRateSchedule):
         return lr
 
     def get_config(self):
-        return {"plan": dataclasses.asdict(self.plan)}
+        return {"schedule": dataclasses.asdict(self.schedule)}
 
     @classmethod
     def from_config(cls, config):
-        plan = config["plan"]
-        return cls(Plan(**{k: tuple(v) if isinstance(v, list) else v for k, v in plan.items()}))
+        fields = config["schedule"]
+        return cls(Schedule(**{k: tuple(v) if isinstance(v, list) else v
+                               for k, v in fields.items()}))

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any, Iterator, Optional, Sequence
 
 from tfbench import monitors
-from tfbench.engine.plan import TRAINING, Resolved
+from tfbench.engine.resolved import TRAINING, Resolved
 from tfbench.measure import environment, estimate, expected_range, flops, memory, peak, stats
 from tfbench.results import RunResult
 

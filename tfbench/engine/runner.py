@@ -1,9 +1,9 @@
 """Runs one benchmark: the start every mode shares, then the runner of the mode.
 
-run(p, log, result) resolves what will run (tfbench.engine.plan), applies the runtime settings
-and seeds, captures the environment, creates the strategy, reports the header, starts the
-Meter and hands over to the mode's runner (RUNNERS: train.py, evaluation.py, data_only.py, all
-over base.py), turning the failures a user can cause into tfbench's errors; the measurements
+run(p, log, result) resolves what will run (tfbench.engine.resolved), applies the runtime
+settings and seeds, captures the environment, creates the strategy, reports the header, starts
+the Meter and hands over to the mode's runner (RUNNERS: train.py, eval_runner.py, data_only.py,
+all over base.py), turning the failures a user can cause into tfbench's errors; the measurements
 are finished (tfbench.engine.measurements) on success and on failure alike. A ps or worker
 task of a parameter-server cluster serves instead of running a mode. --diagnose_input runs
 this three times (tfbench.engine.diagnose).
@@ -27,9 +27,9 @@ from tfbench.distribute import strategy as strategy_lib, strategies
 from tfbench.engine import device_checks, explain, measurements
 from tfbench.engine.base import Clock, ModeRunner, say
 from tfbench.engine.data_only import DataOnlyRunner
-from tfbench.engine.evaluation import EvalRunner
+from tfbench.engine.eval_runner import EvalRunner
 from tfbench.engine.measurements import Meter
-from tfbench.engine.plan import (DATA_ONLY, EVAL, FORWARD_ONLY, TRAINING, Resolved,
+from tfbench.engine.resolved import (DATA_ONLY, EVAL, FORWARD_ONLY, TRAINING, Resolved,
                                  resolve)
 from tfbench.engine.runlog import Header, RunLog, SilentLog
 from tfbench.engine.train import TrainRunner
@@ -139,8 +139,8 @@ def describe(p, plan: Resolved, res: RunResult) -> None:
     res.extra["num_runs"] = plan.num_runs
 
 
-def header(p, plan: Resolved, sp: strategy_lib.StrategyPlan) -> Header:
-    """The header's figures: the plan as the strategy runs it."""
+def header(p, plan: Resolved, sp: strategy_lib.BuiltStrategy) -> Header:
+    """The header's figures: what will run, as the strategy runs it."""
     return Header(
         tf_version=tf.__version__, model=plan.spec.header_name,
         dataset=data_source.describe(p, plan.spec.dataset), mode=plan.mode,
@@ -186,7 +186,7 @@ def _count_worker_replicas(p, plan: Resolved, strategy: tf.distribute.Strategy,
     return plan
 
 
-def _failure(exc: BaseException, p, plan: Resolved, sp: strategy_lib.StrategyPlan,
+def _failure(exc: BaseException, p, plan: Resolved, sp: strategy_lib.BuiltStrategy,
              res: RunResult) -> Optional[TfbenchError]:
     """The error a user can act on for a failed step or input, or None (re-raised as is)."""
     from tfbench import data

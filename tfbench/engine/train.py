@@ -18,7 +18,7 @@ from tfbench.distribute import strategies, variables
 from tfbench.engine import lr, optimizers, steps
 from tfbench.engine.base import ModeRunner, StepFn, should_display
 from tfbench.engine.checkpoints import Checkpoints, TrainDir, open_train_dir
-from tfbench.engine.plan import TRAINING, Resolved, eval_steps_during_training
+from tfbench.engine.resolved import TRAINING, Resolved, eval_steps_during_training
 from tfbench.engine.runlog import StepReport
 from tfbench.errors import raise_if_stopped
 from tfbench.measure import stats
@@ -42,11 +42,11 @@ def make_optimizer(p, plan: Resolved, strategy: tf.distribute.Strategy,
                    notice: Callable[[str], None]) -> keras.optimizers.Optimizer:
     """The optimizer with its learning-rate schedule (and dynamic loss scaling); `notice`
     hears about learning-rate flags that have no effect."""
-    schedule, notices = lr.plan_for(p, plan.spec, plan.images_per_iteration,
-                                    plan.train_examples)
+    schedule, notices = lr.schedule_for(p, plan.spec, plan.images_per_iteration,
+                                        plan.train_examples)
     for text in notices:
         notice(text)
-    opt = optimizers.make_optimizer(p, lr.Schedule(schedule))
+    opt = optimizers.make_optimizer(p, lr.KerasSchedule(schedule))
     scaling, scale = optimizers.loss_scaling(p, plan.precision)
     if scaling == "dynamic":
         opt = optimizers.LossScaleOptimizer(

@@ -1,7 +1,7 @@
 """CUDA_VISIBLE_DEVICES as the CUDA driver reads it: the one reader tfbench has.
 
 The NVML monitor's GPU mapping and the GPU count (tfbench.measure.nvml: resolve_handles,
-cuda_device_count), the evaluation's GPU count (tfbench.sweep.evaluate) and
+cuda_device_count), the evaluation's GPU count (tfbench.sweep.evaluation) and
 scripts/scaling_test.sh (`python -m tfbench.measure.nvml` prints the count) read the variable
 here. The rules are NVIDIA's (CUDA Programming Guide, "CUDA Environment Variables",
 CUDA_VISIBLE_DEVICES) and, where that page says nothing, PyTorch's reading of the driver

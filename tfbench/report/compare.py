@@ -244,7 +244,7 @@ def compare_files(a_path: str, b_path: str) -> Comparison:
         a, b = (evaluation.latest(evaluation.with_method_columns(df), ok_only=False)
                 for df in (a, b))
         comp = compare_frames(a, b, EVALUATION_MATCH_COLUMNS)
-        if len(comp.table):   # the plan's order: model (as in A), mode, training first
+        if len(comp.table):   # the method's order: model (as in A), mode, training first
             models = list(dict.fromkeys(list(a["model"]) + list(b["model"])))
             rank = [(models.index(r["model"]), evaluation.MODES.index(r["execution_mode"]),
                      r["kind"] != "training") for _, r in comp.table.iterrows()]

@@ -2,7 +2,7 @@
 
 An evaluation runs, per model and execution mode, one training configuration and one inference
 configuration at batch 1, each repeated (--num_runs) in its child process
-(tfbench.sweep.evaluate). A row's execution mode comes from its precision, XLA and trt_mode
+(tfbench.sweep.evaluation). A row's execution mode comes from its precision, XLA and trt_mode
 columns: native = fp32 without XLA (TensorFlow runs fp32 matmuls and convolutions as TF32 on
 Ampere and newer GPUs, its default), mixed = fp16 or bf16 mixed precision, mixed_xla = mixed
 precision compiled with XLA, tftrt = the model served as a TF-TRT converted SavedModel
@@ -26,7 +26,7 @@ from tfbench.measure import expected_range as er
 from tfbench.report import load, plots, repeats, studies
 
 MODES = ("native", "mixed", "mixed_xla", "tftrt")
-ROWS_FILE = "evaluation.csv"   # an evaluation directory's rows (tfbench.sweep.evaluate)
+ROWS_FILE = "evaluation.csv"   # an evaluation directory's rows (tfbench.sweep.evaluation)
 KINDS = ("training", "inference")
 MIXED_PRECISIONS = ("fp16", "bf16")
 WHAT_TO_CHECK = ("other processes on the GPU or CPU (nvidia-smi, top), clocks (boost or locked: "

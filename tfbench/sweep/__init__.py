@@ -3,6 +3,6 @@
 grid (axes, points, each child's flags) < progress (the bar on stderr) < runner (the Sweep that
 runs points, each a child of tfbench.children: its process, outcome and rows) < max_batch (the
 max-batch search) < summary (the tables at the end). tfbench.cli.sweep is the front end.
-evaluate (the GPU evaluation's plan, run through the Sweep; tfbench.cli.evaluate) sits beside
-max_batch.
+evaluation (the GPU evaluation method's configurations, run through the Sweep;
+tfbench.cli.evaluate) sits beside max_batch.
 """

@@ -1,5 +1,6 @@
-"""The GPU evaluation method (`tfbench evaluate`): its plan of runs, each in its own child process
-(the sweep's, tfbench.sweep.runner), resumable; tfbench.report.evaluation_report writes its report.
+"""The GPU evaluation method (`tfbench evaluate`): its configurations, each run in its own child
+process (the sweep's, tfbench.sweep.runner), resumable; tfbench.report.evaluation_report writes
+its report.
 
 The method, as practitioners publish GPU evaluations of image classifiers:
   * five models covering depth, compute intensity and operator types: ResNet-50, ResNet-101,
@@ -14,10 +15,10 @@ The method, as practitioners publish GPU evaluations of image classifiers:
 
 Repeats run inside each child (--num_runs=3), after one warm-up, not as 3 processes: every
 repeat then measures the same compiled, autotuned program, so the spread shows what changes
-while it runs (other processes, clocks, thermals), and the plan stays 6 processes per model, not
-18 (on a GPU each start costs CUDA initialisation, autotuning and XLA compilation; on a laptop CPU
-it would not fit the quick mode's 10 minutes). `tfbench sweep --repeats` is there to measure
-start-to-start variance.
+while it runs (other processes, clocks, thermals), and the method stays 6 processes per model,
+not 18 (on a GPU each start costs CUDA initialisation, autotuning and XLA compilation; on a
+laptop CPU it would not fit the quick mode's 10 minutes). `tfbench sweep --repeats` is there to
+measure start-to-start variance.
 
 Resume: the directory's evaluation.csv says which configurations finished (any status but
 interrupted); running the same command again in the same directory runs only the rest.
@@ -90,7 +91,7 @@ QUICK = {"train_steps": 5, "warmup_steps": 2, "latency_steps": 30, "image_size":
 
 @dataclasses.dataclass(frozen=True)
 class Item:
-    """One configuration of the plan: a model, an execution mode, a run kind."""
+    """One configuration of the method: a model, an execution mode, a run kind."""
 
     model: str
     mode: str
@@ -101,7 +102,7 @@ class Item:
         return "%s_%s_%s" % (self.model, self.mode, self.kind)
 
 
-def plan(method: Method, tftrt: bool = False) -> list[Item]:
+def configurations(method: Method, tftrt: bool = False) -> list[Item]:
     """Model by model (each model's figures complete together), modes in order, training then
     inference; the tftrt mode (inference only) when `tftrt`: where TF-TRT runs."""
     return [Item(m, mode, kind) for m in method.models for mode in method.modes for kind in KINDS
@@ -148,7 +149,7 @@ def points(method: Method, mixed: str, base_flags: Sequence[str] = (),
                  and not (p.worker_hosts or p.ps_hosts))
     points = [Point(i, 1, {"model": it.model, "mode": it.mode, "kind": it.kind},
                     item_flags(it, method, mixed, p.gpu_indices, replicate), it.name)
-              for i, it in enumerate(plan(method, tftrt))]
+              for i, it in enumerate(configurations(method, tftrt))]
     if p.explain_scaling:   # inference runs on one GPU: no scaling to explain there
         for point in points:
             if point.values["kind"] != "training":
@@ -267,7 +268,7 @@ def save_settings(out_dir: str, settings: dict, mixed: str, why: str, command: s
 
 def finished(out_dir: str, rerun_failed: bool = False, rerun_unstable: bool = False,
              gpu_expected: bool = False) -> set[str]:
-    """The plan items whose latest row in evaluation.csv needs no new run: any status but
+    """The configurations whose latest row in evaluation.csv needs no new run: any status but
     interrupted; not ok ones when rerun_failed; unstable ones when rerun_unstable; none that
     ran on the CPU when gpu_expected (the run that stopped the evaluation, see
     Evaluation._check_device, runs again once TensorFlow uses the GPU)."""
@@ -282,14 +283,14 @@ def finished(out_dir: str, rerun_failed: bool = False, rerun_unstable: bool = Fa
 
 
 def statuses(out_dir: str, todo: Sequence[Point]) -> list[str]:
-    """The status of each planned configuration's latest row in evaluation.csv (earlier
+    """The status of each configuration's latest row in evaluation.csv (earlier
     commands' included: the evaluation is the directory), 'not run' where it has none."""
     latest = _latest_rows(out_dir)
     return [latest[p.name]["status"] if p.name in latest else "not run" for p in todo]
 
 
 def _latest_rows(out_dir: str) -> dict:
-    """Plan item name -> the latest row of that configuration in evaluation.csv."""
+    """Item name -> the latest row of that configuration in evaluation.csv."""
     path = os.path.join(out_dir, ROWS_FILE)
     if not os.path.exists(path):
         return {}
@@ -300,7 +301,7 @@ def _latest_rows(out_dir: str) -> dict:
 
 
 class Evaluation:
-    """Runs the plan's pending points through the sweep's child runner and progress bar."""
+    """Runs the method's pending points through the sweep's child runner and progress bar."""
 
     def __init__(self, method: Method, base_flags: Sequence[str], out_dir: str, mixed: str,
                  child_cmd: Sequence[str] = DEFAULT_CHILD, stream: Optional[TextIO] = None,

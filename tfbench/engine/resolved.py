@@ -1,10 +1,10 @@
-"""What will run: Params resolved against the model registry and the device plan.
+"""What will run: Params resolved against the model registry and the devices.
 
-`resolve(p)` applies the defaults (the model's batch size and image size), the device plan and
+`resolve(p)` applies the defaults (the model's batch size and image size), the devices and
 the legacy arithmetic (global batch, batches and epochs, warm-up, evaluation batches) and
 collects the notices that say where tfbench changed what was asked. The result, `Resolved`, is
 plain data built by keyword; every runner reads it and none changes it. What it reads (the model,
-the device plan, the data's sizes: `Facts`) is read once; a parameter-server controller redoes
+the devices, the data's sizes: `Facts`) is read once; a parameter-server controller redoes
 only the arithmetic once its strategy has counted the workers' replicas.
 """
 
@@ -31,30 +31,31 @@ TRAINING, FORWARD_ONLY, EVAL, DATA_ONLY = (params_lib.TRAINING, params_lib.FORWA
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Facts:
-    """What resolving reads: the model, the device plan, the precision and mode, and the data's
-    sizes. Read once per process (a folder dataset is walked to count its images, the device
-    plan lists the GPUs); the batch arithmetic over them can run again (a parameter-server
+    """What resolving reads: the model, the devices, the precision and mode, and the data's
+    sizes. Read once per process (a folder dataset is walked to count its images, selecting
+    the devices lists the GPUs); the batch arithmetic over them can run again (a parameter-server
     controller learns the workers' replicas from its strategy)."""
     spec: registry.ModelSpec
-    device: devices.DevicePlan
+    device: devices.DeviceSet
     precision: str
     image_size: int
     mode: str
     train_and_eval: bool
     real_data: bool
     notices: tuple[str, ...]
+    # The dataset sizes every epoch figure uses: --num_epochs, learning-rate epochs,
+    # --eval_during_training_*_epochs and --num_eval_epochs. The legacy constants for imagenet
+    # and cifar10, the data's own count for folders and tfds.
     train_examples: int                   # 0 in eval mode
     eval_examples: Optional[int]          # when the run evaluates
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Resolved:
-    """What will run, after defaults and device facts are applied."""
+    """What will run, after defaults and device facts are applied. What resolving read is
+    `facts`, and its model, devices, precision, image size, mode, evaluations, data kind and
+    data sizes are read through it (the properties below), so a Resolved has one copy of each."""
     facts: Facts
-    spec: registry.ModelSpec
-    device: devices.DevicePlan
-    precision: str
-    image_size: int
     batch_size: int              # per device (per micro-batch with accumulation)
     eval_batch_size: int
     micro_batches: int           # per device per step (config.params.micro_batches)
@@ -63,21 +64,13 @@ class Resolved:
     num_batches: int
     num_epochs: float
     num_warmup: int
-    mode: str                    # training | forward_only | eval | data_only
     xla: bool
-    train_and_eval: bool
-    notices: tuple[str, ...] = ()
-    real_data: bool = False
+    notices: tuple[str, ...] = ()   # the facts' notices and those of the arithmetic
     num_workers: int = 1         # hosts (or horovod processes) training together
     worker_batch: int = 0        # images per step on this worker (its monitors see these)
     # Images one Step line's images/sec counts: this worker's, or under distributed_all_reduce
     # (the legacy single session, one step of every worker) the global batch.
     step_line_batch: int = 0
-    # The dataset sizes every epoch figure uses: --num_epochs, learning-rate epochs,
-    # --eval_during_training_*_epochs and --num_eval_epochs. The legacy constants for imagenet
-    # and cifar10, the data's own count for folders and tfds.
-    train_examples: int = 0      # 0 in eval mode
-    eval_examples: Optional[int] = None   # when the run evaluates
     eval_global_batch: int = 0   # images per evaluation step, every device of every worker
     num_eval_batches: int = 0    # batches per evaluation (eval mode: num_batches)
     # Optimizer iterations (the global step) one step adds: on a parameter-server cluster each
@@ -90,6 +83,48 @@ class Resolved:
     # its size comes from (gpu_env.private_threads).
     input_threads: Optional[int] = None
     input_threads_origin: str = ""
+
+    @property
+    def spec(self) -> registry.ModelSpec:
+        return self.facts.spec
+
+    @property
+    def device(self) -> devices.DeviceSet:
+        return self.facts.device
+
+    @property
+    def precision(self) -> str:
+        return self.facts.precision
+
+    @property
+    def image_size(self) -> int:
+        return self.facts.image_size
+
+    @property
+    def mode(self) -> str:
+        """training | forward_only | eval | data_only"""
+        return self.facts.mode
+
+    @property
+    def train_and_eval(self) -> bool:
+        return self.facts.train_and_eval
+
+    @property
+    def real_data(self) -> bool:
+        return self.facts.real_data
+
+    @property
+    def train_examples(self) -> int:
+        return self.facts.train_examples
+
+    @property
+    def eval_examples(self) -> Optional[int]:
+        return self.facts.eval_examples
+
+    def with_facts(self, **changes) -> "Resolved":
+        """This run with some facts changed and its arithmetic kept (a probe of one device
+        runs the same per-device batch on changed devices)."""
+        return dataclasses.replace(self, facts=dataclasses.replace(self.facts, **changes))
 
     @property
     def run_batch_size(self) -> int:
@@ -123,19 +158,19 @@ def read_facts(p) -> Facts:
     if dataset is None and spec.dataset != datasets.IMAGENET:
         notices.append("Model %s exists only for %s: using --data_name=%s"
                        % (p.model, spec.dataset, spec.dataset))
-    plan = devices.plan_devices(p)
-    notices.extend(plan.notices)
-    if plan.data_format == "NCHW" and not spec.channels_first:
+    device_set = devices.select_devices(p)
+    notices.extend(device_set.notices)
+    if device_set.data_format == "NCHW" and not spec.channels_first:
         notices.append("%s cannot run channels-first: running it NHWC (--data_format=NCHW "
                        "ignored)" % spec.name)
-        plan = dataclasses.replace(plan, data_format="NHWC")
+        device_set = dataclasses.replace(device_set, data_format="NHWC")
     notices.extend("--%s has no effect under TF2 (TF1 graph-only flag); ignored" % name
                    for name in flagdefs.graph_only_overrides(p)
                    # The legacy script's TF-TRT runs froze the graph; TF-TRT still does.
                    if not (name == "freeze_when_forward_only" and p.trt_mode))
-    notices.extend(_serving_facts(p, plan.kind))
+    notices.extend(_serving_facts(p, device_set.kind))
     precision = params_lib.resolve_precision(p)
-    if precision == "fp16" and plan.kind == "cpu" and not _parameter_server(p):
+    if precision == "fp16" and device_set.kind == "cpu" and not _parameter_server(p):
         # (A parameter-server controller's steps run on its workers' devices.)
         notice = cpu_units.cpu_fp16_notice(cpu_units.cpu_flags())
         if notice:
@@ -150,7 +185,7 @@ def read_facts(p) -> Facts:
     eval_examples = None
     if mode == EVAL or train_and_eval:
         eval_examples = data.num_examples(p, spec.dataset, train=False)
-    return Facts(spec=spec, device=plan, precision=precision,
+    return Facts(spec=spec, device=device_set, precision=precision,
                  image_size=p.image_size or spec.image_size, mode=mode,
                  train_and_eval=train_and_eval, real_data=real, notices=tuple(notices),
                  train_examples=train_examples, eval_examples=eval_examples)
@@ -158,14 +193,14 @@ def read_facts(p) -> Facts:
 
 def resolve(p, replicas_per_worker: Optional[int] = None,
             facts: Optional[Facts] = None) -> Resolved:
-    """Applies defaults, the device plan and the model registry to Params.
+    """Applies defaults, the devices and the model registry to Params.
 
     replicas_per_worker: the replicas each worker runs when they are not this process's
     devices (a parameter-server controller: the strategy counts the workers' GPUs).
     facts: what an earlier resolve read (Resolved.facts), so that only the arithmetic runs
     again."""
     f = facts if facts is not None else read_facts(p)
-    spec, plan, mode = f.spec, f.device, f.mode
+    spec, device_set, mode = f.spec, f.device, f.mode
     notices = list(f.notices)
     batch = p.batch_size or spec.batch_size
     eval_batch = p.eval_batch_size or batch
@@ -176,7 +211,7 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
         notices.append("Gradient accumulation: %d micro-batches of %d per device per update "
                        "(%d images per device per step)" % (accum, batch, accum * batch))
     timed = params_lib.timed_batch(p, spec.batch_size)
-    replicas = replicas_per_worker or plan.num_devices
+    replicas = replicas_per_worker or device_set.num_devices
     worker_batch = params_lib.global_batch(timed, accum, replicas, 1)
     num_workers = strategy_lib.num_workers(p)
     global_batch = params_lib.global_batch(timed, accum, replicas, num_workers)
@@ -210,20 +245,17 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
     # The CPUs this process may run on, not the host's (the legacy script took the host's).
     cpus = cpu_units.usable_cpus() or os.cpu_count() or 1
     input_threads, input_threads_origin = gpu_env.private_threads(
-        p, plan.num_devices if plan.kind == "gpu" else 0, cpus) \
+        p, device_set.num_devices if device_set.kind == "gpu" else 0, cpus) \
         if f.real_data else (None, "")
     return Resolved(
-        facts=f, spec=spec, device=plan, precision=f.precision, image_size=f.image_size,
-        batch_size=batch, eval_batch_size=eval_batch, micro_batches=accum,
+        facts=f, batch_size=batch, eval_batch_size=eval_batch, micro_batches=accum,
         global_batch=global_batch, num_runs=num_runs,
         num_batches=num_batches, num_epochs=num_epochs,
-        num_warmup=0 if mode == EVAL else params_lib.num_warmup_batches(p), mode=mode,
-        xla=params_lib.xla_requested(p), train_and_eval=f.train_and_eval,
-        notices=tuple(notices), real_data=f.real_data, num_workers=num_workers,
+        num_warmup=0 if mode == EVAL else params_lib.num_warmup_batches(p),
+        xla=params_lib.xla_requested(p), notices=tuple(notices), num_workers=num_workers,
         worker_batch=worker_batch,
         step_line_batch=global_batch if p.variable_update == "distributed_all_reduce"
         else worker_batch,
-        train_examples=train_examples, eval_examples=eval_examples,
         eval_global_batch=eval_global_batch, num_eval_batches=num_eval_batches or 0,
         iterations_per_step=iterations_per_step,
         images_per_iteration=global_batch // iterations_per_step,
@@ -280,8 +312,8 @@ def _validate_devices_applies(p, mode: str) -> None:
 
 def _parameter_server(p) -> bool:
     from tfbench.distribute import cluster
-    plan = cluster.cluster_plan(p)
-    return plan is not None and plan.mode == cluster.PARAMETER_SERVER
+    found = cluster.read_cluster(p)
+    return found is not None and found.mode == cluster.PARAMETER_SERVER
 
 
 def eval_steps_during_training(p, r: Resolved) -> set[int]:
