@@ -36,6 +36,7 @@ CHECK_REASONS: dict[str, str] = {
     "no_expectation": "nothing to judge the figure against (no baseline, no published figure, "
                       "no expected link bandwidth)",
     "host_drags_ring": "the hosts together are slow only with this host (or link) among them",
+    "slowed_down": "the soak's last steps are slower than its first by more than the tolerance",
 }
 REASONS: dict[str, str] = {**health_verdicts.REASONS, **CHECK_REASONS}
 
