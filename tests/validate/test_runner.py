@@ -213,3 +213,21 @@ def test_long_sizes_the_soak_from_the_step_time_measured(tmp_path):
     assert (row["status"], row["reason"], row["value"], row["expected"]) == (
         "FAIL", "slowed_down", 2.0, 1.5)
     assert [s["name"] for s in data["steps"]][-2:] == ["soak", "health_after_soak"]
+
+
+def test_the_second_health_reading_is_judged_against_the_first(tmp_path):
+    from helpers import health_host
+    from tfbench.measure import health_read
+
+    def report(name):
+        host, why = health_read.gpu_health(None, nvml=health_host(name),
+                                           environ={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+        return {"readings": host.to_json(), "why": why, "tensorflow_cuda": None}
+    script = _script(tmp_path, health=[{"report": report("hgx_h100_gpu1_ecc_uncorrected")},
+                                       {"report": report("hgx_h100_gpu1_ecc_uncorrected_later")}],
+                     train=[{"device_checks": clean_devices()}])
+    code, data, out, err = _validate(tmp_path, script)
+    rising = _rows(data, reason="ecc_uncorrected_rising")
+    assert [(r["subject"], r["check"]) for r in rising] == [("GPU 1",
+                                                             "ecc_errors (health after)")]
+    assert code == 8
