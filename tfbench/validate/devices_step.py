@@ -82,8 +82,9 @@ def speed_checks(runs: Sequence[dict[str, Any]], host: str, tolerance_pct: float
                 continue
             value = medians[device]
             ratio = middle / value if faster else value / middle
-            figure_text = "%s %.2fx the median of %d devices (%.4g vs %.4g %s)%s" % (
-                _WHAT[check], ratio, len(medians), value, middle, unit,
+            figure_text = "%s %.2fx the median of %d device%s (%.4g vs %.4g %s)%s" % (
+                _WHAT[check], ratio, len(medians), "" if len(medians) == 1 else "s", value,
+                middle, unit,
                 _runs_text(counts[device], len(runs)))
             rows.append(Check(host, device, check, FAIL if ratio > limit else PASS,
                               reason if ratio > limit else "ok", figure_text, expectation,

@@ -366,7 +366,7 @@ class Validation:
         if self.stdout is None:
             return
         rows = list(self.groups.get(step.name, []))
-        if step.kind == plan_lib.DEVICES and step.repeat in (0, plan_lib.STANDARD_REPEATS):
+        if step.kind == plan_lib.DEVICES:   # the devices judged on the runs so far
             rows += self.groups.get(DEVICE_ROWS, [])
         counts = ", ".join("%d %s" % (n, s) for s in (FAIL, "WARN", PASS, SKIP)
                            if (n := sum(r.status == s for r in rows)))
