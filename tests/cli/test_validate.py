@@ -116,7 +116,9 @@ def test_a_slow_device_and_a_wrong_one_are_named_and_fail_the_host(tmp_path):
 
 @pytest.mark.slow
 def test_a_clean_standard_run_passes_within_its_estimate(tmp_path):
-    code, data, out, err, seconds = _run(tmp_path, ["--num_gpus=2", "--level=standard",
+    # Three devices over three runs: a device fails only when it is 1.5x slower than the middle
+    # one in two runs of three, which the load of a shared machine alone hardly makes.
+    code, data, out, err, seconds = _run(tmp_path, ["--num_gpus=3", "--level=standard",
                                                     "--tolerance_pct=50", "--num_batches=5",
                                                     "--num_warmup_batches=2"])
     # On logical CPU devices, one CPU's cores: no published figure, no expected efficiency or
@@ -133,7 +135,7 @@ def test_a_clean_standard_run_passes_within_its_estimate(tmp_path):
     assert len(data["measured"]["figures"]["efficiency_pct"]) == 3
     assert [s["status"] for s in data["steps"]] == ["ok"] * 7
     estimate = data["estimate_s"]
-    print("standard on 2 logical CPU devices: %.1f s measured, %.1f s estimated"
+    print("standard on 3 logical CPU devices: %.1f s measured, %.1f s estimated"
           % (seconds, estimate))
     # The machine is shared: a generous bound only (the estimate is a budget, not a promise).
     assert seconds <= 2.0 * estimate
