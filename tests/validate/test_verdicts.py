@@ -37,6 +37,15 @@ def test_summary_counts_and_names_the_deciding_rows():
     assert verdicts.summary([_row("PASS")]) == "PASS (1 PASS)"
 
 
+def test_a_host_row_and_a_check_that_did_not_complete_name_their_check():
+    rows = [Check("node7", "host", "allreduce_busbw", "FAIL", "check_failed", "hung", ""),
+            Check("node7", "GPU 2", "conv", "FAIL", "check_failed", "out of memory", ""),
+            Check("node7", "host", "images_per_sec", "WARN", "unstable", "", "")]
+    assert verdicts.summary(rows) == ("FAIL (2 FAIL, 1 WARN): node7 allreduce_busbw "
+                                      "check_failed; GPU 2 conv check_failed")
+    assert verdicts.summary(rows[2:]) == "WARN (1 WARN): node7 images_per_sec unstable"
+
+
 def test_a_health_verdict_becomes_a_row_of_its_host():
     gpu = verdicts.from_health(Verdict(4, "pcie_width", "FAIL", "pcie_width_degraded",
                                        "x4 of x16", "x16"), "node7")

@@ -30,6 +30,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "peak": ("tfbench.cli.peak", "measure achievable TFLOP/s per precision (the MFU peak)"),
     "allreduce": ("tfbench.cli.allreduce", "time a run's gradient all-reduce alone (algbw, "
                   "busbw), over a range of sizes"),
+    "validate": ("tfbench.cli.validate", "validate this host: each GPU's health, each device "
+                 "alone, the devices together; PASS/WARN/FAIL per check"),
     "make_fake_imagenet": ("tfbench.cli.make_fake_imagenet", "write a small ImageNet in TFRecords"),
     "presets": ("tfbench.cli.presets", "list the flagfile presets and helper scripts (flags/, "
                                        "scripts/) and where they are installed"),

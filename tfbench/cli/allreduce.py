@@ -2,7 +2,7 @@
 all_reduce_perf; the probe itself is tfbench.engine.explain.allreduce_probe_run).
 
     tfbench allreduce [--min_bytes=1K] [--max_bytes=64M] [--step_factor=4] [--repeats=20]
-                      [--warmup=5] [BENCHMARK FLAGS: --model, --num_gpus, --variable_update,
+                      [--warmup=5] [--json_file=FILE] [BENCHMARK FLAGS: --model, --num_gpus, --variable_update,
                       --all_reduce_spec, --precision, --gradient_repacking, --worker_hosts, ...]
 
 The benchmark flags build the strategy a run of them builds; the model's gradient set is
@@ -53,6 +53,9 @@ def _parser() -> Parser:
                    help="timed calls per size (default %(default)s, as all_reduce_perf -n)")
     p.add_argument("--warmup", type=int, default=5,
                    help="untimed calls first (default %(default)s, as all_reduce_perf -w)")
+    p.add_argument("--json_file", default="",
+                   help="also write the table and the links as JSON to this file (tfbench "
+                        "validate reads it)")
     return p
 
 
@@ -73,6 +76,19 @@ def table_lines(probe) -> list[str]:
             _number(t.algbw_gbs, "%.4g"), _number(t.busbw_gbs, "%.4g"),
             _number(t.summary.get("spread_pct"), "%.1f")))
     return lines
+
+
+def probe_json(probe) -> dict:
+    """What --json_file holds: the ranks, the reduction, the links and their expected busbw
+    (GB/s, None: none expected; `link` ends with what decides it), one entry per tensor set."""
+    return {
+        "ranks": probe.ranks, "workers": probe.workers, "reduction": probe.reduction,
+        "link": probe.link or "", "expected_busbw_gbs": probe.expected_busbw_gbs,
+        "notices": list(probe.notices),
+        "timings": [{"label": t.label, "count": t.count, "bytes": t.nbytes, "dtype": t.dtype,
+                     "time_ms": t.time_ms, "algbw_gbs": t.algbw_gbs, "busbw_gbs": t.busbw_gbs,
+                     "spread_pct": t.summary.get("spread_pct"), "at_variables": t.at_variables}
+                    for t in probe.timings]}
 
 
 def run(argv: list[str], stdout: Optional[TextIO] = None) -> int:
@@ -100,6 +116,10 @@ def run(argv: list[str], stdout: Optional[TextIO] = None) -> int:
                "x 2(n-1)/n, n = %d (GB = 10^9 bytes, as NCCL's tests)"
                % (args.repeats, args.warmup, probe.ranks))
     out += table_lines(probe)
+    if args.json_file:
+        import json
+        with open(args.json_file, "w") as handle:
+            json.dump(probe_json(probe), handle, indent=1)
     flush_native_stdout()   # NCCL's own stdout lines (a user's NCCL_DEBUG) above the table
     stdout.write("\n".join(out) + "\n")
     stdout.flush()

@@ -31,11 +31,18 @@ bindings, and nvmlDeviceGetDeviceHandleFromMigDeviceHandle): every fact here is 
 A call that fails leaves its reading None and says why in `unread` ('nvmlDeviceGetEccMode: not
 supported': NOT_SUPPORTED, FUNCTION_NOT_FOUND or a binding without the call; else NVML's error);
 GPU_IS_LOST ("the GPU has fallen off the bus", nvml.h) marks the GPU lost.
+
+`python -m tfbench.measure.health_read --json=FILE` writes the readings as JSON (host_from_json
+reads them back), with the CUDA version the installed TensorFlow was built with: `tfbench
+validate` reads the health facts in a process of their own, so a driver call that hangs or
+crashes is one failed check.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import sys
 from typing import Any, Mapping, Optional, Sequence
 
 from tfbench.measure import links
@@ -259,3 +266,78 @@ def gpu_health(gpu_indices: Optional[Sequence[int]] = None, nvml: Any = None,
     finally:
         nvml_mod.close_nvml(module)
 
+
+
+def _pair(value: Any) -> Optional[tuple[int, int]]:
+    return None if value is None else (int(value[0]), int(value[1]))
+
+
+def _link_from_json(data: Optional[Mapping[str, Any]]) -> Optional[links.GpuLink]:
+    if data is None:
+        return None
+    fields = {f.name for f in dataclasses.fields(links.GpuLink)}
+    values = {k: v for k, v in data.items() if k in fields}
+    values["compute_capability"] = _pair(values.get("compute_capability"))
+    if values.get("nvlink_gpus") is not None:   # JSON keys are strings
+        values["nvlink_gpus"] = {int(k): int(v) for k, v in values["nvlink_gpus"].items()}
+    return links.GpuLink(**values)
+
+
+def gpu_from_json(data: Mapping[str, Any]) -> GpuHealth:
+    fields = {f.name for f in dataclasses.fields(GpuHealth)}
+    values = {k: v for k, v in data.items() if k in fields}
+    values["link"] = _link_from_json(values.get("link"))
+    if values.get("nvlink_states") is not None:
+        values["nvlink_states"] = tuple(bool(s) for s in values["nvlink_states"])
+    values["unread"] = dict(values.get("unread") or {})
+    return GpuHealth(**values)
+
+
+def host_from_json(data: Mapping[str, Any]) -> HostHealth:
+    """HostHealth.to_json()'s data (through JSON: tuples as lists, int keys as strings) read
+    back."""
+    return HostHealth(driver_version=data.get("driver_version"),
+                      cuda_driver_version=_pair(data.get("cuda_driver_version")),
+                      gpus=tuple(gpu_from_json(g) for g in data.get("gpus") or ()),
+                      unread=dict(data.get("unread") or {}))
+
+
+def report(gpu_indices: Optional[Sequence[int]] = None, nvml: Any = None) -> dict[str, Any]:
+    """What `--json` writes: {"readings": HostHealth.to_json() or None, "why": why NVML cannot
+    tell ('' when it can), "tensorflow_cuda": [major, minor] the installed TensorFlow was built
+    with or None, "tensorflow_cuda_why": why there is none}."""
+    from tfbench.measure import tensorflow_build
+    host, why = gpu_health(gpu_indices, nvml=nvml)
+    cuda, cuda_why = tensorflow_build.tensorflow_cuda()
+    return {"readings": None if host is None else host.to_json(), "why": why,
+            "tensorflow_cuda": None if cuda is None else list(cuda),
+            "tensorflow_cuda_why": cuda_why}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """`python -m tfbench.measure.health_read --json=FILE [--gpu_indices=0,1]`: the readings
+    (report()) as JSON into FILE ('-': stdout). Exit 0 whenever the file is written, NVML or
+    not; 2 on bad arguments."""
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m tfbench.measure.health_read",
+                                     description="NVML's health readings of the GPUs, as JSON")
+    parser.add_argument("--json", required=True, metavar="FILE",
+                        help="where the readings go ('-': stdout)")
+    parser.add_argument("--gpu_indices", default="",
+                        help="the CUDA GPUs to read, comma-separated (default every one)")
+    args = parser.parse_args(argv)
+    try:
+        indices = [int(i) for i in args.gpu_indices.split(",") if i.strip()] or None
+    except ValueError:
+        parser.error("--gpu_indices: give CUDA indices such as 0,1")
+    text = json.dumps(report(indices), indent=1, sort_keys=True) + "\n"
+    if args.json == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.json, "w") as handle:
+            handle.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

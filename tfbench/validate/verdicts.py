@@ -36,6 +36,7 @@ CHECK_REASONS: dict[str, str] = {
     "no_expectation": "nothing to judge the figure against (no baseline, no published figure, "
                       "no expected link bandwidth)",
     "host_drags_ring": "the hosts together are slow only with this host (or link) among them",
+    "slowed_down": "the soak's last steps are slower than its first by more than the tolerance",
 }
 REASONS: dict[str, str] = {**health_verdicts.REASONS, **CHECK_REASONS}
 
@@ -94,6 +95,16 @@ def exit_code(rows: Iterable[Check]) -> int:
     return EXIT_CODES[overall(rows)]
 
 
+def _name(row: Check) -> str:
+    """'GPU 5 straggler'; a row of the host, or a check that did not complete, names its check
+    too: 'node7 allreduce_busbw check_failed', 'GPU 2 conv check_failed'."""
+    if row.subject == "host":
+        return "%s %s %s" % (row.host, row.check, row.reason)
+    if row.reason == "check_failed":
+        return "%s %s %s" % (row.subject, row.check, row.reason)
+    return "%s %s" % (row.subject, row.reason)
+
+
 def summary(rows: Sequence[Check]) -> str:
     """'FAIL (2 FAIL, 1 WARN, 40 PASS, 3 SKIP): GPU 5 straggler; GPU 3 wrong_results' - the
     rows that decide the status are named, FAILs first."""
@@ -101,8 +112,6 @@ def summary(rows: Sequence[Check]) -> str:
     counts = ", ".join("%d %s" % (n, s) for s in (FAIL, WARN, PASS, SKIP)
                        if (n := sum(r.status == s for r in rows)))
     worst = [r for r in rows if r.status == status and status != PASS]
-    named = "; ".join("%s %s%s" % (r.subject, r.reason,
-                                   "" if r.subject != "host" else " (%s)" % r.host)
-                      for r in worst[:6])
+    named = "; ".join(_name(r) for r in worst[:6])
     more = "; and %d more" % (len(worst) - 6) if len(worst) > 6 else ""
     return "%s (%s)%s" % (status, counts or "no checks", (": " + named + more) if named else "")

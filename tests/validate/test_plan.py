@@ -1,0 +1,130 @@
+"""The plan of each level (tfbench.validate.plan): its steps in order, the flags it adds, its
+estimate computed by hand from the stated constants, and the options no plan can run."""
+
+import pytest
+
+from tfbench import errors
+from tfbench.validate import plan
+
+CPU = ["--device=cpu", "--num_gpus=2", "--model=trivial", "--image_size=8", "--batch_size=2"]
+
+
+def _plan(level, flags=CPU, host=plan.Host("cpu", 2), gpus=0, soak=None):
+    every, added = plan.benchmark_flags(level, flags, gpus)
+    return plan.build(level, every, host, "out", ["tfbench"], ["health_read"], soak, added)
+
+
+def test_each_level_is_a_fixed_order_of_steps():
+    assert [s.name for s in _plan("quick").steps] == [
+        "health", "devices", "allreduce", "figures", "health_after"]
+    assert [s.name for s in _plan("standard").steps] == [
+        "health", "devices_1", "devices_2", "devices_3", "allreduce", "figures",
+        "health_after"]
+    assert [s.name for s in _plan("long").steps] == [
+        "health", "devices_1", "devices_2", "devices_3", "allreduce", "figures",
+        "health_after", "soak", "health_after_soak"]
+    one = _plan("quick", CPU[:1] + ["--model=trivial"], plan.Host("cpu", 1))
+    assert "allreduce" not in [s.name for s in one.steps]   # nothing to all-reduce
+
+
+def test_the_children_get_the_levels_flags_and_their_files():
+    quick = {s.name: s for s in _plan("quick").steps}
+    assert quick["devices"].command == ("tfbench",) + tuple(CPU) + (
+        "--variable_update=replicated", "--num_batches=10", "--num_warmup_batches=5",
+        "--validate_devices", "--csv_file=out/points/devices.csv",
+        "--json_dir=out/runs/devices")
+    assert quick["allreduce"].command[:6] == ("tfbench", "allreduce", "--max_bytes=1M",
+                                              "--repeats=10", "--warmup=2",
+                                              "--json_file=out/runs/allreduce.json")
+    assert quick["health"].command == ("health_read", "--json=out/runs/health.json")
+    standard = {s.name: s for s in _plan("standard").steps}
+    assert "--explain_scaling" in standard["devices_2"].command
+    assert "--num_batches=100" in standard["devices_2"].command
+    soak = {s.name: s for s in _plan("long", soak=2.0).steps}["soak"]
+    # Its --num_batches comes from the step time measured, when it starts.
+    assert not any(a.startswith(("--num_batches", "--validate_devices")) for a in soak.command)
+    assert soak.estimate_s == 8.0 + 120.0
+
+
+def test_defaults_are_added_only_where_not_given():
+    every, added = plan.benchmark_flags("quick", [], 8)
+    assert added == ["--model=resnet50", "--variable_update=replicated", "--num_batches=10",
+                     "--num_warmup_batches=5", "--num_gpus=8"]
+    _, added = plan.benchmark_flags("quick", ["--gpu_indices=0,1", "--num_batches=3",
+                                              "--model=vgg16"], 8)
+    assert added == ["--variable_update=replicated", "--num_warmup_batches=5"]
+    _, added = plan.benchmark_flags("quick", ["--device=cpu"], 8)
+    assert "--num_gpus=8" not in added
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--validate_devices", "--validate_devices: validate adds --validate_devices itself"),
+    ("--forward_only", "--forward_only: validate checks the training step"),
+    ("--num_runs=3", "--num_runs: validate repeats a run in children of their own"),
+    ("--json_dir=x", "--json_dir: validate keeps each child's JSON manifest"),
+    ("--worker_hosts=a:1,b:1", "--worker_hosts: validate checks one host")])
+def test_flags_validate_decides_are_refused(flag, message):
+    with pytest.raises(errors.UsageError, match="^" + message.replace("(", r"\(")):
+        plan.benchmark_flags("quick", [flag], 0)
+
+
+def test_a_flag_the_benchmark_refuses_is_refused_before_anything_runs():
+    with pytest.raises(errors.UsageError, match="num_gpus"):
+        plan.benchmark_flags("quick", ["--num_gpus=-1"], 0)
+
+
+@pytest.mark.parametrize("level, tolerance, soak, least, message", [
+    ("fast", 5, None, None, "--level=fast: choose one of quick, standard, long"),
+    ("quick", 51, None, None, "--tolerance_pct=51: give a percentage from 0 to 50"),
+    ("quick", -1, None, None, "--tolerance_pct=-1: give a percentage from 0 to 50"),
+    ("standard", 5, 10, None, "--soak_minutes is the soak of --level=long (got "
+                              "--level=standard)"),
+    ("long", 5, 0, None, "--soak_minutes=0: give minutes > 0"),
+    ("quick", 5, None, 0, "--min_efficiency_pct=0: give a percentage in (0, 100]")])
+def test_options_no_plan_can_run(level, tolerance, soak, least, message):
+    with pytest.raises(errors.UsageError) as info:
+        plan.check_options(level, tolerance, soak, least)
+    assert str(info.value) == message
+
+
+def test_the_estimate_by_hand_on_logical_cpu_devices():
+    p = _plan("quick")
+    # trivial: 8,517,558 FLOPs an image at 227 px, at 8 px x (8/227)^2; a training step of 2
+    # images is 3x: 6.3e-8 TFLOP at 0.05 / 2 TFLOP/s per device = 2.5 us, so the 0.03 s floor.
+    step = {s.name: s for s in p.steps}
+    assert plan.step_seconds(plan.params_of_flags(p.flags), p.host) == 0.03
+    # start-up 8 + 15 steps x 0.03 + 2 devices x (2 s of checks + 13 probe steps x 0.03)
+    assert step["devices"].estimate_s == pytest.approx(8 + 15 * 0.03 + 2 * (2 + 13 * 0.03))
+    assert step["allreduce"].estimate_s == 8 + 6
+    assert step["health"].estimate_s == step["health_after"].estimate_s == 3
+    assert p.estimate_s == pytest.approx(13.23 + 14 + 6)
+    assert step["devices"].timeout_s == pytest.approx(3 * 13.23 + 120)
+    assert p.lines()[0] == ("tfbench validate --level=quick: 5 steps, about 33 s on 2 logical "
+                            "CPU devices")
+
+
+def test_the_estimate_by_hand_on_eight_h100s():
+    host = plan.Host("gpu", 8, "NVIDIA H100 80GB HBM3")
+    p = _plan("quick", ["--batch_size=64"], host, gpus=8)
+    # resnet50: 7.716 GFLOPs an image forward; a step of 64 in fp32 (TF32 on an H100: 494.7
+    # TFLOP/s dense, of which 20% achieved): 3 x 7.716 x 64 / 98.94 = 14.97 ms
+    step_s = 3 * 7.715950592 * 64 / 1e3 / (494.7 * 0.2)
+    assert plan.step_seconds(plan.params_of_flags(p.flags), host) == pytest.approx(step_s)
+    devices = {s.name: s for s in p.steps}["devices"]
+    assert devices.estimate_s == pytest.approx(45 + 15 * step_s + 8 * (10 + 13 * step_s))
+    assert p.lines()[0].endswith("on 8 GPUs (NVIDIA H100 80GB HBM3)")
+    assert "--num_gpus=8" in p.added
+
+
+def test_the_soak_is_sized_from_the_rate_measured():
+    # 30 s at 100 images/sec, 8 images a step: 375 steps
+    assert plan.soak_batches(0.5, 100.0, 8) == 375
+    assert plan.soak_batches(0.001, 1.0, 64) == 1
+
+
+def test_where_the_checks_run():
+    assert plan.host_for(CPU, (8, ""))[0] == plan.Host("cpu", 2)
+    host, notice = plan.host_for(["--num_gpus=1"], (0, "no NVIDIA driver"))
+    assert host.kind == "cpu" and notice.startswith("no GPU found (no NVIDIA driver)")
+    assert plan.host_for(["--num_gpus=4"], (4, ""), "NVIDIA A100-SXM4-80GB")[0] == plan.Host(
+        "gpu", 4, "NVIDIA A100-SXM4-80GB")

@@ -1,0 +1,152 @@
+"""`tfbench validate`: is every GPU of this host healthy, and which one is not; the
+command-line layer over tfbench.validate (plan, runner, result, console).
+
+    tfbench validate [--level=quick|standard|long] [--tolerance_pct=5] [--baseline=FILE]
+                     [--min_efficiency_pct=80] [--soak_minutes=30] [--out_dir=DIR]
+                     [benchmark flags: --model, --num_gpus, --batch_size, --precision, ...]
+
+The plan and its estimate are printed first, a line as each step ends, then the verdict table
+and the overall line. Exit 0 when every check passes (SKIP allowed), 7 when one warns and none
+fails, 8 when one fails, 2 on bad input (nothing run), 130/143 when interrupted (validate.json
+holds every check already run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+from typing import Optional, Sequence
+
+from tfbench import errors
+from tfbench.children.process import DEFAULT_CHILD
+from tfbench.cli.guard import MIXED_FLAGS, Parser, guarded, split_benchmark_flags
+from tfbench.config import flagdefs
+from tfbench.validate import console, figures, plan as plan_lib
+from tfbench.validate.health_step import HEALTH_CHILD
+from tfbench.validate.runner import Options, Validation
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="tfbench validate",
+        description="Validate this host: each GPU's health facts (NVML), each device alone "
+                    "(its training step, a matmul, a convolution, its gradients against its "
+                    "peers'), the devices together (the all-reduce's bus bandwidth, the scaling "
+                    "efficiency and where it goes), against a baseline or the published range. "
+                    "Each check PASS, WARN, FAIL or SKIP with a reason code "
+                    "(docs/validate.md). Other flags are benchmark flags for every child.",
+        epilog=MIXED_FLAGS)
+    p.add_argument("--level", default="quick",
+                   help="quick (about 2 minutes), standard (3 runs, the scaling efficiency) or "
+                        "long (standard and a soak) (default %(default)s)")
+    p.add_argument("--tolerance_pct", type=float, default=5.0,
+                   help="how far a figure may be from its expectation, 0 to 50 (default "
+                        "%(default)s): a device slower than the median of its peers by more, "
+                        "a figure below the baseline by more")
+    p.add_argument("--baseline", default=None, metavar="FILE",
+                   help="an earlier result to hold this host to: a tfbench results CSV, a "
+                        "validate.json or a JSON manifest of the same model, precision, batch "
+                        "and GPU model (default: the published range)")
+    p.add_argument("--min_efficiency_pct", type=float, default=None,
+                   help="the least scaling efficiency that passes without a baseline (default "
+                        "%g on GPUs; on logical CPU devices only when given)"
+                        % figures.DEFAULT_MIN_EFFICIENCY_PCT)
+    p.add_argument("--soak_minutes", type=float, default=None,
+                   help="--level=long: the soak's minutes of training (default %g)"
+                        % plan_lib.DEFAULT_SOAK_MINUTES)
+    p.add_argument("--out_dir", default=None,
+                   help="where validate.json, validate.csv, logs/ and each child's rows and "
+                        "manifest go (default tfbench_validate_<UTC time>)")
+    p.add_argument("--csv_file", default=flagdefs.BY_NAME["csv_file"].default,
+                   help="also append the training children's rows to this CSV, as a run does "
+                        "(default %(default)s; empty: only <out_dir>/children.csv)")
+    p.add_argument("--step_timeout_sec", type=float, default=None,
+                   help="stop any step's child after this many seconds (a check_failed "
+                        "'hung' row; default 3 x its estimate + %d s)"
+                        % plan_lib.TIMEOUT_MARGIN_S)
+    return p
+
+
+def _judge(args: argparse.Namespace, flags: Sequence[str], host: plan_lib.Host
+           ) -> figures.FigureJudge:
+    if not args.baseline:
+        return figures.published(args.tolerance_pct, args.min_efficiency_pct)
+    if not os.path.isfile(args.baseline):
+        raise errors.UsageError("--baseline=%s: no such file" % args.baseline)
+    try:
+        from tfbench.validate import baseline
+    except ImportError:
+        raise errors.UsageError("--baseline: this tfbench cannot read baselines "
+                                "(tfbench.validate.baseline is missing)") from None
+    key = plan_lib.run_key(flags, host)
+    return baseline.judge_with(args.baseline, key, args.tolerance_pct,
+                               args.min_efficiency_pct)
+
+
+def _gpus() -> tuple[tuple[int, str], Optional[str]]:
+    """(NVIDIA GPUs CUDA will number and why none, the first one's name)."""
+    from tfbench.measure import nvml
+    count, why = nvml.cuda_gpus()
+    name = None
+    if count:
+        listed = nvml.static_info().get("gpus") or []
+        name = listed[0].get("name") if listed else None
+    return (count, why), name
+
+
+def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
+          health_cmd: Sequence[str] = HEALTH_CHILD, stdout=None, stderr=None,
+          gpus: Optional[tuple[tuple[int, str], Optional[str]]] = None
+          ) -> tuple[argparse.Namespace, Validation, str]:
+    """Parses argv into a ready Validation (nothing run, nothing written) and a notice ('' or
+    one line to say before the plan)."""
+    args, flags = split_benchmark_flags(_parser(), argv)
+    plan_lib.check_options(args.level, args.tolerance_pct, args.soak_minutes,
+                           args.min_efficiency_pct)
+    (count, why), name = gpus if gpus is not None else _gpus()
+    every, added = plan_lib.benchmark_flags(args.level, flags, count)
+    host, notice = plan_lib.host_for(every, (count, why), name)
+    judge = _judge(args, every, host)
+    out_dir = args.out_dir or "tfbench_validate_" + datetime.datetime.now(
+        datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    plan = plan_lib.build(args.level, every, host, out_dir, child_cmd, health_cmd,
+                          args.soak_minutes, added, args.baseline)
+    options = Options(args.tolerance_pct, args.min_efficiency_pct, args.baseline,
+                      args.csv_file or None, args.step_timeout_sec)
+    stderr = stderr or sys.stderr
+    validation = Validation(plan, out_dir, options, judge, stdout,
+                            say=lambda text: print(text, file=stderr))
+    return args, validation, notice
+
+
+def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
+        health_cmd: Sequence[str] = HEALTH_CHILD, stdout=None, stderr=None,
+        gpus: Optional[tuple[tuple[int, str], Optional[str]]] = None) -> int:
+    """The whole command; returns its exit code (see the module)."""
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    args, validation, notice = build(argv, child_cmd, health_cmd, stdout, stderr, gpus)
+    validation.prepare()   # an --out_dir holding a validation is refused: nothing runs
+    if notice:
+        print("tfbench validate: " + notice, file=stderr)
+    stdout.write("\n".join(validation.plan.lines()) + "\n\n")
+    stdout.flush()
+    try:
+        res = validation.run()
+    except (KeyboardInterrupt, errors.Interrupted):
+        res = validation.result
+        print("\nvalidate interrupted; every check already run is in %s" % res.json_path,
+              file=stderr)
+    stdout.write("\n" + "\n".join(console.table_lines(res.rows)) + "\n\n")
+    stdout.write(console.overall_line(res.rows) + "\n")
+    stdout.write("results: %s, %s; logs in %s\n" % (res.json_path, res.csv_path,
+                                                   os.path.join(res.out_dir, "logs")))
+    stdout.flush()
+    return res.final_exit_code()
+
+
+def main(argv: list[str]) -> int:
+    """Entry point for `tfbench validate ...` (argv without the subcommand)."""
+    import signal
+    return guarded(run, argv, (signal.SIGINT, signal.SIGTERM))

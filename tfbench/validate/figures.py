@@ -1,0 +1,142 @@
+"""The figures a validation measured (one value per repeat), judged against what to expect: the
+seam between what was measured and the rule that judges it.
+
+Measured holds the figures and the run's key; a FigureJudge takes it and returns Checks. Without
+--baseline the judge is published(): images/sec against the published range for this GPU and
+model (tfbench.measure.expected_range, the band widened by the tolerance), the scaling
+efficiency against --min_efficiency_pct (default 80 on GPUs). With --baseline FILE the judge is
+tfbench.validate.baseline's `judge_with(path, run_key, tolerance_pct, min_efficiency_pct)`,
+which reads the file when the validation starts (a UsageError for a file that is not a tfbench
+result or of another model, precision, batch or GPU model: nothing runs) and returns the
+FigureJudge that compares each figure's median with the baseline's.
+
+Either way a figure whose repeats spread beyond the project's stability rule
+(tfbench.measure.stats.repeat_summary: (max - min) / median above 10%) is `unstable` WARN
+where it would otherwise pass or go unjudged: an unstable figure is never a PASS.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from typing import Any, Callable, Optional, Sequence
+
+from tfbench.measure import expected_range, stats
+from tfbench.measure.health_verdicts import FAIL, PASS, SKIP, WARN
+from tfbench.validate.verdicts import Check
+
+# The figures' names (each a list, one value per repeat).
+IMAGES_PER_SEC = "images_per_sec"       # total images/sec of a training child
+EFFICIENCY_PCT = "efficiency_pct"       # --explain_scaling's scaling efficiency, %
+BUSBW_GBS = "busbw_gbs"                 # the largest busbw of `tfbench allreduce`, GB/s
+DEFAULT_MIN_EFFICIENCY_PCT = 80.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    """What the validation measured: `key` (model, mode, precision, batch_size per device,
+    num_devices, device_kind, device_name, xla, variable_update: the first training child's),
+    `figures` (name -> one value per repeat that measured it) and `splits` (per value of
+    efficiency_pct, where its points went, as efficiency_split words it)."""
+    host: str
+    key: dict[str, Any]
+    figures: dict[str, list[float]]
+    splits: list[str] = dataclasses.field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": dict(self.key), "figures": {k: list(v) for k, v in self.figures.items()},
+                "splits": list(self.splits)}
+
+
+FigureJudge = Callable[[Measured], list[Check]]
+
+
+def spread(values: Sequence[float]) -> tuple[float, Optional[float], bool]:
+    """(median, spread % or None, unstable) by stats.repeat_summary's rule."""
+    s = stats.repeat_summary(values)
+    return s["images_per_sec_median"], s["spread_pct"], bool(s["unstable"])
+
+
+def _runs(values: Sequence[float]) -> str:
+    if len(values) <= 1:
+        return ""
+    _, pct, _ = spread(values)
+    return " (median of %d runs, spread %.1f%%)" % (len(values), pct or 0.0)
+
+
+def unstable_unless_failed(row: Check, values: Sequence[float]) -> Check:
+    """`row`, or an `unstable` WARN in its place when it did not fail and `values` spread
+    beyond the stability rule."""
+    if row.status == FAIL or len(values) < 2 or not spread(values)[2]:
+        return row
+    _, pct, _ = spread(values)
+    return dataclasses.replace(
+        row, status=WARN, reason="unstable",
+        expectation="repeats within %g%% of their median (then: %s)" % (
+            stats.DEFAULT_UNSTABLE_THRESHOLD_PCT, row.expectation))
+
+
+def _images(m: Measured, tolerance_pct: float) -> Optional[Check]:
+    values = m.figures.get(IMAGES_PER_SEC) or []
+    if not values:
+        return None
+    median = statistics.median(values)
+    figure = "%.1f images/sec%s" % (median, _runs(values))
+    k = m.key
+    j = expected_range.judge(k.get("device_name"), k.get("model", ""), k.get("mode", ""),
+                             k.get("precision", ""), int(k.get("num_devices") or 1), median,
+                             tolerance=tolerance_pct / 100.0, batch_per_gpu=k.get("batch_size"))
+    if j is None:
+        what = "CPU devices" if k.get("device_kind") == "cpu" else (k.get("device_name") or
+                                                                   "this device")
+        row = Check(m.host, "host", IMAGES_PER_SEC, SKIP, "no_expectation", figure,
+                    "no published figure for %s" % what, median)
+    elif j.verdict is None:
+        row = Check(m.host, "host", IMAGES_PER_SEC, SKIP, "no_expectation", figure,
+                    expected_range.describe(j), median)
+    elif j.verdict == "below":
+        row = Check(m.host, "host", IMAGES_PER_SEC, FAIL, "below_expected_range", figure,
+                    expected_range.describe(j), median, j.low)
+    else:
+        row = Check(m.host, "host", IMAGES_PER_SEC, PASS, "ok", figure,
+                    expected_range.describe(j), median, j.low)
+    return unstable_unless_failed(row, values)
+
+
+def median_split(values: Sequence[float], splits: Sequence[str]) -> str:
+    """The split of the repeat whose efficiency is nearest the median."""
+    if not splits:
+        return ""
+    median = statistics.median(values)
+    nearest = min(range(len(values)), key=lambda i: abs(values[i] - median))
+    return splits[nearest] if nearest < len(splits) else splits[0]
+
+
+def _efficiency(m: Measured, min_pct: Optional[float]) -> Optional[Check]:
+    values = m.figures.get(EFFICIENCY_PCT) or []
+    if not values or int(m.key.get("num_devices") or 1) < 2:
+        return None
+    median = statistics.median(values)
+    figure = median_split(values, m.splits) or "%.1f%%" % median
+    figure += _runs(values)
+    if min_pct is None and m.key.get("device_kind") != "gpu":
+        row = Check(m.host, "host", "scaling_efficiency", SKIP, "no_expectation", figure,
+                    "none on logical CPU devices, which share one CPU's cores "
+                    "(--min_efficiency_pct judges it)", median)
+    else:
+        least = DEFAULT_MIN_EFFICIENCY_PCT if min_pct is None else min_pct
+        expectation = "at least %g%% (%s)" % (least, "--min_efficiency_pct" if min_pct
+                                              is not None else "the default on GPUs")
+        low = median < least
+        row = Check(m.host, "host", "scaling_efficiency", FAIL if low else PASS,
+                    "efficiency_low" if low else "ok", figure, expectation, median, least)
+    return unstable_unless_failed(row, values)
+
+
+def published(tolerance_pct: float, min_efficiency_pct: Optional[float] = None
+              ) -> FigureJudge:
+    """The judge without a baseline (see the module)."""
+    def judge(m: Measured) -> list[Check]:
+        rows = [_images(m, tolerance_pct), _efficiency(m, min_efficiency_pct)]
+        return [r for r in rows if r is not None]
+    return judge

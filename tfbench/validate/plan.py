@@ -1,0 +1,323 @@
+"""The plan of a validation level: a fixed, ordered list of steps, each with its command and an
+estimate of its seconds, printed before anything runs.
+
+  quick     health -> devices (one training child, --validate_devices, 10 steps after 5)
+            -> allreduce (`tfbench allreduce`) -> figures -> health again
+  standard  health -> devices 1/3, 2/3, 3/3 (--validate_devices --explain_scaling, 100 steps
+            after 10, each a child of its own: the figures are the median of 3) -> allreduce
+            -> figures -> health again
+  long      standard, then a soak (one training child of --soak_minutes, its steps sized from
+            the step time measured) -> health again
+
+`figures` runs no child: it judges what the devices and allreduce steps measured (against a
+baseline, the published range, --min_efficiency_pct). The estimate of a child is its start-up
+(importing TensorFlow, building the model, the first step's tracing and compilation, autotuning:
+a constant per device kind) plus its work: steps x the step time, from the model's FLOPs
+(tfbench.measure.model_table) over the device's achievable TFLOP/s (the GPU's datasheet peak x
+ACHIEVED_FRACTION when tfbench.measure.peak knows it, else a stated constant), never below a
+per-step floor; each device's checks, the explain probes and the all-reduce probe add stated
+constants. Each child runs under a timeout of 3 x its estimate + TIMEOUT_MARGIN_S.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Any, Optional, Sequence
+
+from tfbench import errors
+from tfbench.config import params as params_lib
+from tfbench.config.argv import params_of_flags, strip_flags
+from tfbench.measure import model_table, peak
+
+LEVELS = ("quick", "standard", "long")
+DEFAULT_SOAK_MINUTES = 30.0
+STANDARD_REPEATS = 3
+
+# Health, devices, allreduce, figures, soak: what each step is.
+HEALTH, DEVICES, ALLREDUCE, FIGURES, SOAK = "health", "devices", "allreduce", "figures", "soak"
+
+# Steps of the training children, added only when the user gave neither.
+LEVEL_STEPS = {"quick": {"num_batches": 10, "num_warmup_batches": 5},
+               "standard": {"num_batches": 100, "num_warmup_batches": 10},
+               "long": {"num_batches": 100, "num_warmup_batches": 10}}
+# The model and the all-reduce a multi-GPU training run uses (flags/scaling_study.flags' base),
+# added when the user gave none: the legacy defaults (trivial, parameter_server) have neither
+# a published range nor an all-reduce to check.
+DEFAULT_FLAGS = {"model": "resnet50", "variable_update": "replicated"}
+# `tfbench allreduce` sizes: all_reduce_perf's range up to 64 MiB on GPUs; small on CPU devices,
+# whose all-reduce copies through host memory and has no link to judge.
+ALLREDUCE_FLAGS = {"gpu": ["--max_bytes=64M"],
+                   "cpu": ["--max_bytes=1M", "--repeats=10", "--warmup=2"]}
+# Flags validate decides or that run no training step on this host's devices.
+REFUSED_FLAGS = {
+    "validate_devices": "validate adds --validate_devices itself",
+    "explain_scaling": "validate adds --explain_scaling at --level=standard and long",
+    "num_runs": "validate repeats a run in children of their own (3 at --level=standard)",
+    "json_dir": "validate keeps each child's JSON manifest in --out_dir's runs/",
+    "forward_only": "validate checks the training step", "eval": "validate checks the "
+    "training step", "data_only": "validate checks the training step",
+    "diagnose_input": "--diagnose_input runs probes of its own; run it apart",
+    "worker_hosts": "validate checks one host; `tfbench launch --hosts=... -- validate` checks "
+                    "several", "ps_hosts": "validate checks one host",
+    "controller_host": "validate checks one host",
+}
+
+# The estimate's constants (seconds; see the module docstring).
+STARTUP_S = {"gpu": 45.0, "cpu": 8.0}           # a TensorFlow child until its first step ends
+STEP_FLOOR_S = {"gpu": 0.01, "cpu": 0.03}        # host work of a step, however small the model
+DEVICE_CHECK_S = {"gpu": 10.0, "cpu": 2.0}       # per device: build, kernels, numeric pass
+EXPLAIN_S = {"gpu": 6.0, "cpu": 3.0}             # per device: the explain probes' builds
+ALLREDUCE_S = {"gpu": 15.0, "cpu": 6.0}          # `tfbench allreduce`'s sizes after start-up
+HEALTH_S = 3.0                                   # a Python child reading NVML
+CPU_TFLOPS = 0.05                                # a CPU's achievable TFLOP/s, all its devices
+GPU_TFLOPS_UNKNOWN = 20.0                        # a GPU the peak table does not know
+ACHIEVED_FRACTION = 0.2                          # of a GPU's datasheet peak a training step gets
+PROBE_STEPS = 13                                 # one device's step timed alone: 10 after 2, +1
+BATCH_UNKNOWN = 64                               # a batch left at the model's default
+TIMEOUT_MARGIN_S = 120.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Host:
+    """What the plan runs on: the device kind, how many devices, the GPU's name (None: CPU
+    devices or not known)."""
+    kind: str
+    devices: int
+    device_name: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    name: str                     # health, devices (devices_2, ...), allreduce, figures, ...
+    kind: str                     # HEALTH, DEVICES, ALLREDUCE, FIGURES, SOAK
+    what: str                     # one line
+    command: tuple[str, ...]      # the child's argv (() for figures; the soak's lacks its
+    estimate_s: float             # --num_batches, decided from the step time measured)
+    flags: tuple[str, ...] = ()   # a training child's benchmark flags (its rows' flags)
+    repeat: int = 0               # devices: 1, 2, 3
+
+    @property
+    def timeout_s(self) -> float:
+        return 3.0 * self.estimate_s + TIMEOUT_MARGIN_S
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "what": self.what, "command": list(self.command),
+                "estimate_s": round(self.estimate_s, 1)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    level: str
+    steps: tuple[Step, ...]
+    host: Host
+    flags: tuple[str, ...]        # the benchmark flags every child gets
+    added: tuple[str, ...]        # those of them validate added (not given)
+    soak_minutes: Optional[float] = None
+
+    @property
+    def estimate_s(self) -> float:
+        return sum(s.estimate_s for s in self.steps)
+
+    def lines(self) -> list[str]:
+        """The plan as printed before anything runs."""
+        n = self.host.devices
+        where = ("%d GPU%s" % (n, "" if n == 1 else "s")) if self.host.kind == "gpu" else \
+            "%d logical CPU devices" % n if n > 1 else "the CPU"
+        if self.host.device_name:
+            where += " (%s)" % self.host.device_name
+        out = ["tfbench validate --level=%s: %d steps, about %s on %s" % (
+            self.level, len(self.steps), human_seconds(self.estimate_s), where)]
+        if self.added:
+            out.append("  added to the benchmark flags (give them to change): %s"
+                       % " ".join(self.added))
+        for i, step in enumerate(self.steps, 1):
+            out.append("  %d. %-17s about %6s  %s" % (i, step.name, human_seconds(
+                step.estimate_s), step.what))
+        return out
+
+
+def host_for(flags: Sequence[str], gpus: tuple[int, str], device_name: Optional[str] = None
+             ) -> tuple[Host, str]:
+    """(the Host the benchmark flags `flags` run on, a notice: '' or why the checks run on
+    the CPU). `gpus`: (the GPUs CUDA will number, why none), tfbench.measure.nvml.cuda_gpus'."""
+    p = params_of_flags(flags)
+    devices = params_lib.requested_devices(p)
+    if params_lib.cpu_requested(p):
+        return Host("cpu", devices), ""
+    if gpus[0] == 0:
+        return Host("cpu", devices), ("no GPU found (%s): the checks run where TensorFlow "
+                                      "runs the benchmark" % (gpus[1] or "NVML lists none"))
+    return Host("gpu", devices, device_name), ""
+
+
+def run_key(flags: Sequence[str], host: Host) -> dict[str, Any]:
+    """What a baseline must match, as far as the flags and NVML tell before anything runs:
+    model, precision, batch_size per device (0: the model's default), num_devices,
+    device_kind and device_name (None on CPU devices or when not known)."""
+    p = params_of_flags(flags)
+    return {"model": p.model, "precision": params_lib.resolve_precision(p),
+            "batch_size": p.batch_size, "num_devices": host.devices,
+            "device_kind": host.kind, "device_name": host.device_name}
+
+
+def human_seconds(seconds: float) -> str:
+    """'95 s', '12 min', '1.5 h'."""
+    if seconds < 120:
+        return "%d s" % round(seconds)
+    if seconds < 5400:
+        return "%d min" % round(seconds / 60.0)
+    return "%.1f h" % (seconds / 3600.0)
+
+
+def check_options(level: str, tolerance_pct: float, soak_minutes: Optional[float],
+                  min_efficiency_pct: Optional[float]) -> None:
+    """UsageError for options no plan can run."""
+    if level not in LEVELS:
+        raise errors.UsageError("--level=%s: choose one of %s" % (level, ", ".join(LEVELS)))
+    if not 0 <= tolerance_pct <= 50:
+        raise errors.UsageError("--tolerance_pct=%g: give a percentage from 0 to 50"
+                                % tolerance_pct)
+    if soak_minutes is not None:
+        if level != "long":
+            raise errors.UsageError("--soak_minutes is the soak of --level=long (got "
+                                    "--level=%s)" % level)
+        if not soak_minutes > 0:
+            raise errors.UsageError("--soak_minutes=%g: give minutes > 0" % soak_minutes)
+    if min_efficiency_pct is not None and not 0 < min_efficiency_pct <= 100:
+        raise errors.UsageError("--min_efficiency_pct=%g: give a percentage in (0, 100]"
+                                % min_efficiency_pct)
+
+
+def benchmark_flags(level: str, flags: Sequence[str], gpus: int
+                    ) -> tuple[list[str], list[str]]:
+    """(every child's benchmark flags, those added) from the user's: the defaults of
+    DEFAULT_FLAGS and the level's steps where not given, --num_gpus=<GPUs NVML sees> on GPUs
+    when neither --num_gpus nor --gpu_indices is. UsageError for a flag validate decides or
+    one a child would refuse."""
+    p = params_of_flags(flags)
+    for name, why in REFUSED_FLAGS.items():
+        if p.is_explicit(name):
+            raise errors.UsageError("--%s: %s" % (name, why))
+    added = []
+    for name, value in list(DEFAULT_FLAGS.items()) + list(LEVEL_STEPS[level].items()):
+        if not p.is_explicit(name) and not (name == "num_batches" and p.is_explicit(
+                "num_epochs")):
+            added.append("--%s=%s" % (name, value))
+    if not params_lib.cpu_requested(p) and gpus > 1 and not p.is_explicit("num_gpus") \
+            and not p.gpu_indices:
+        added.append("--num_gpus=%d" % gpus)
+    every = list(flags) + added
+    params_of_flags(every)   # refused here, not by the first child
+    return every, added
+
+
+def _model_gflops(p: Any) -> Optional[float]:
+    """Forward GFLOPs per image from the shipped table, scaled by the pixels of another image
+    size (a convolutional network's FLOPs grow with them); None for a model it lacks."""
+    table, _ = model_table.load()
+    dataset = "cifar10" if (p.data_name or "").startswith("cifar") else "imagenet"
+    found = table.get((p.model, dataset)) or table.get((p.model, "imagenet"))
+    if found is None:
+        return None
+    size, _, flops = found
+    scale = (p.image_size / size) ** 2 if p.image_size else 1.0
+    return flops * scale / 1e9
+
+
+def step_seconds(p: Any, host: Host) -> float:
+    """One training step's estimate on one device (every device computes its own batch)."""
+    gflops = _model_gflops(p)
+    if gflops is None:
+        return 1.0   # a model the table lacks: a stated second per step
+    batch = p.batch_size or BATCH_UNKNOWN
+    work = 3.0 * gflops * batch / 1e3   # TFLOPs: training = 3 x forward
+    if host.kind == "gpu":
+        found = peak.gpu_peak_tflops(host.device_name, params_lib.resolve_precision(p)) \
+            if host.device_name else None
+        tflops = found * ACHIEVED_FRACTION if found else GPU_TFLOPS_UNKNOWN
+    else:
+        tflops = CPU_TFLOPS / max(host.devices, 1)   # the CPU's cores, shared by its devices
+    return max(STEP_FLOOR_S[host.kind], work / tflops)
+
+
+def _training_estimate(p: Any, host: Host, explain: bool) -> float:
+    step = step_seconds(p, host)
+    steps = (p.num_batches or 100) + params_lib.num_warmup_batches(p)
+    seconds = STARTUP_S[host.kind] + steps * step
+    seconds += host.devices * (DEVICE_CHECK_S[host.kind] + PROBE_STEPS * step)
+    if explain:
+        seconds += host.devices * EXPLAIN_S[host.kind] + PROBE_STEPS * step
+    return seconds
+
+
+def _child_files(out_dir: str, name: str) -> list[str]:
+    return ["--csv_file=%s" % os.path.join(out_dir, "points", name + ".csv"),
+            "--json_dir=%s" % os.path.join(out_dir, "runs", name)]
+
+
+def build(level: str, flags: Sequence[str], host: Host, out_dir: str,
+          child_cmd: Sequence[str], health_cmd: Sequence[str],
+          soak_minutes: Optional[float] = None, added: Sequence[str] = (),
+          baseline: Optional[str] = None) -> Plan:
+    """The plan of `level` for benchmark flags `flags` (benchmark_flags' result) on `host`."""
+    p = params_of_flags(flags)
+    indices = ["--gpu_indices=%s" % p.gpu_indices] if p.gpu_indices else []
+    devices_what = "each device alone: its training step, a matmul, a convolution, its " \
+                   "gradients"
+
+    def health(name: str, what: str) -> Step:
+        return Step(name, HEALTH, what, tuple(health_cmd) + (
+            "--json=%s" % os.path.join(out_dir, "runs", name + ".json"),) + tuple(indices),
+            HEALTH_S)
+
+    def training(name: str, extra: Sequence[str], what: str, repeat: int = 0) -> Step:
+        args = tuple(flags) + tuple(extra)
+        explain = "--explain_scaling" in extra
+        return Step(name, DEVICES, what, tuple(child_cmd) + args + tuple(
+            _child_files(out_dir, name)), _training_estimate(p, host, explain), args, repeat)
+
+    steps = [health(HEALTH, "each GPU's health facts (NVML): ECC, memory, clocks, PCIe, "
+                            "NVLink, temperature, power; the driver")]
+    if level == "quick":
+        steps.append(training(DEVICES, ["--validate_devices"], devices_what))
+    else:
+        for i in range(1, STANDARD_REPEATS + 1):
+            steps.append(training("%s_%d" % (DEVICES, i),
+                                  ["--validate_devices", "--explain_scaling"],
+                                  ("run 1 of %d: %s; the scaling efficiency and where it "
+                                   "goes" % (STANDARD_REPEATS, devices_what)) if i == 1 else
+                                  "run %d of %d, as run 1" % (i, STANDARD_REPEATS), i))
+    if host.devices > 1:
+        probe = ("allreduce",) + tuple(ALLREDUCE_FLAGS[host.kind]) + (
+            "--json_file=%s" % os.path.join(out_dir, "runs", "allreduce.json"),)
+        steps.append(Step(ALLREDUCE, ALLREDUCE, "the gradient all-reduce alone: bus bandwidth "
+                          "against the links'", tuple(child_cmd) + probe
+                          + tuple(flags), STARTUP_S[host.kind] + ALLREDUCE_S[host.kind]))
+    if baseline:
+        against = "images/sec%s against the baseline %s" % (
+            "" if level == "quick" else ", scaling efficiency", baseline)
+    else:
+        against = "images/sec against the published range%s" % (
+            "" if level == "quick" else ", scaling efficiency against the least expected")
+    steps.append(Step(FIGURES, FIGURES, against, (), 0.0))
+    steps.append(health("health_after", "the health facts again: new ECC errors, what "
+                                        "changed"))
+    if level == "long":
+        minutes = soak_minutes or DEFAULT_SOAK_MINUTES
+        # Its --num_batches is added when it starts, from the step time measured.
+        soak_flags = tuple(strip_flags(flags, ("num_batches", "num_epochs")))
+        steps.append(Step(SOAK, SOAK, "%s of training (steps sized from the step time "
+                                      "measured): the last tenth as fast as the first"
+                          % human_seconds(minutes * 60),
+                          tuple(child_cmd) + soak_flags + tuple(_child_files(out_dir, SOAK)),
+                          STARTUP_S[host.kind] + minutes * 60.0, soak_flags))
+        steps.append(health("health_after_soak", "the health facts after the soak"))
+    return Plan(level, tuple(steps), host, tuple(flags), tuple(added),
+                soak_minutes if level == "long" else None)
+
+
+def soak_batches(minutes: float, images_per_sec: float, global_batch: float) -> int:
+    """Steps that take `minutes` at the rate measured."""
+    return max(1, math.ceil(minutes * 60.0 * images_per_sec / global_batch))
