@@ -129,7 +129,7 @@ def test_a_clean_standard_run_passes_within_its_estimate(tmp_path):
     assert warned <= {"unstable"} and (code == 7) == bool(warned)
     skipped = {(r["check"], r["reason"]) for r in data["rows"] if r["status"] == "SKIP"}
     assert {("health", "not_reported"), ("allreduce_busbw", "no_expectation")} <= skipped
-    (eff,) = [r for r in data["rows"] if r["check"] == "scaling_efficiency"]
+    (eff,) = [r for r in data["rows"] if r["check"] == "efficiency_pct"]
     assert eff["reason"] in ("no_expectation", "unstable") and "pts" in eff["figure"]
     assert len(data["measured"]["figures"]["images_per_sec"]) == 3
     assert len(data["measured"]["figures"]["efficiency_pct"]) == 3

@@ -92,7 +92,8 @@ def _train(args, todo):
                 "device_kind": "cpu", "xla": False, "variable_update": "replicated",
                 "images_per_sec": todo.get("images_per_sec", 100.0),
                 "step_times": todo.get("step_times", [0.01] * 10),
-                "notices": todo.get("notices", []), "extra": extra}
+                "notices": todo.get("notices", []), "extra": extra,
+                "csv_row": row}   # as tfbench.output.files writes a manifest
     json_dir = _option(args, "json_dir")
     os.makedirs(json_dir, exist_ok=True)
     with open(os.path.join(json_dir, row["run_id"] + ".json"), "w") as handle:

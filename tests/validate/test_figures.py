@@ -45,18 +45,18 @@ def test_no_published_figure_is_a_skip_that_still_warns_when_unstable():
 def test_scaling_efficiency_against_its_least():
     splits = ["60.0% (a)", "61.0% (b)", "64.0% (c)"]
     rows = _judge({"efficiency_pct": [60.0, 61.0, 64.0]}, splits=splits)
-    row = rows["scaling_efficiency"]
+    row = rows["efficiency_pct"]
     # median 61 < the default 80 on GPUs; the split is the median run's
     assert (row.status, row.reason, row.value, row.expected) == ("FAIL", "efficiency_low",
                                                                  61.0, 80.0)
     assert row.figure == "61.0% (b) (median of 3 runs, spread 6.6%)"
     assert row.expectation == "at least 80% (the default on GPUs)"
     assert _judge({"efficiency_pct": [60.0, 61.0, 64.0]}, least=55.0)[
-        "scaling_efficiency"].status == "PASS"
+        "efficiency_pct"].status == "PASS"
     cpu = dict(V100, device_kind="cpu")
-    assert _judge({"efficiency_pct": [30.0]}, cpu)["scaling_efficiency"].reason == \
+    assert _judge({"efficiency_pct": [30.0]}, cpu)["efficiency_pct"].reason == \
         "no_expectation"
-    assert _judge({"efficiency_pct": [30.0]}, cpu, least=25.0)["scaling_efficiency"].reason \
+    assert _judge({"efficiency_pct": [30.0]}, cpu, least=25.0)["efficiency_pct"].reason \
         == "ok"
-    assert "scaling_efficiency" not in _judge({"efficiency_pct": [100.0]},
+    assert "efficiency_pct" not in _judge({"efficiency_pct": [100.0]},
                                               dict(V100, num_devices=1))

@@ -70,7 +70,13 @@ def test_a_clean_quick_validation_passes_with_its_skips(tmp_path):
         ("/cpu:1", "step_alone", "PASS"), ("/cpu:1", "matmul", "PASS"),
         ("/cpu:1", "conv", "PASS"), ("/cpu:1", "gradients", "PASS"),
         ("host", "allreduce_busbw", "SKIP"), ("host", "images_per_sec", "SKIP")]
-    assert data["measured"]["figures"] == {"images_per_sec": [100.0], "busbw_gbs": [3.0]}
+    # The figures as a baseline reads them (run_figures): the children's images/sec and the
+    # median device's step alone; the probe's busbw is judged against the links only.
+    assert data["measured"]["figures"] == {"images_per_sec": [100.0],
+                                           "median_alone_ms": [10.0]}
+    assert [(f["figure"], f["values"], f["num_devices"]) for f in data["figures"]] == [
+        ("images_per_sec", [100.0], 2), ("median_alone_ms", [10.0], 2)]
+    assert data["summary"] == "PASS (8 PASS, 3 SKIP)"
     # The plan first, a line per step, the table, the overall line.
     lines = out.splitlines()
     assert lines[0].startswith("tfbench validate --level=quick: 5 steps, about ")
@@ -187,7 +193,7 @@ def test_standard_runs_three_repeats_and_judges_their_medians(tmp_path):
                                                       "devices_3"]
     (alone,) = _rows(data, subject="/cpu:1", check="step_alone")
     assert alone["status"] == "PASS" and "(median of 3 runs)" in alone["figure"]
-    (eff,) = _rows(data, check="scaling_efficiency")
+    (eff,) = _rows(data, check="efficiency_pct")
     assert (eff["status"], eff["reason"], eff["value"], eff["expected"]) == (
         "FAIL", "efficiency_low", 61.0, 70.0)
     assert eff["figure"] == ("61.0% (slowest device's extra compute 4.0 pts, input wait 0.0 "
@@ -231,3 +237,44 @@ def test_the_second_health_reading_is_judged_against_the_first(tmp_path):
     assert [(r["subject"], r["check"]) for r in rising] == [("GPU 1",
                                                              "ecc_errors (health after)")]
     assert code == 8
+
+
+@pytest.mark.parametrize("lower_pct, status, code", [(3, "PASS", 0), (8, "FAIL", 8)])
+def test_an_earlier_validate_json_is_the_baseline(tmp_path, lower_pct, status, code):
+    """The first validation's validate.json judges the second: images/sec 3% lower passes at
+    the default tolerance (5%), 8% lower fails, by the hand-computed limit 0.95 x 1000."""
+    first = _script(tmp_path, train=[{"device_checks": clean_devices(),
+                                      "images_per_sec": 1000.0}],
+                    allreduce={"probe": {"ranks": 2, "timings": []}})
+    code0, _, out, err = _validate(tmp_path, first)
+    assert code0 == 0, out + err
+    base = tmp_path / "baseline.json"
+    os.rename(tmp_path / "v" / "validate.json", base)
+    second_dir = tmp_path / "second"
+    second_dir.mkdir()
+    again = _script(second_dir, train=[{"device_checks": clean_devices(),
+                                        "images_per_sec": 1000.0 * (1 - lower_pct / 100.0)}],
+                    allreduce={"probe": {"ranks": 2, "timings": []}})
+    code1, data, out, err = _validate(second_dir, again, "--baseline=%s" % base)
+    (row,) = _rows(data, check="images_per_sec")
+    assert (row["status"], row["expected"]) == (status, pytest.approx(950.0)), out + err
+    assert row["reason"] == ("ok" if status == "PASS" else "below_baseline")
+    assert code1 == code and data["baseline"] == str(base)
+
+
+def test_a_baseline_of_another_model_is_refused_before_anything_runs(tmp_path):
+    first = _script(tmp_path, train=[{"device_checks": clean_devices()}],
+                    allreduce={"probe": {"ranks": 2, "timings": []}})
+    assert _validate(tmp_path, first)[0] == 0
+    base = tmp_path / "baseline.json"
+    os.rename(tmp_path / "v" / "validate.json", base)
+    out, err = io.StringIO(), io.StringIO()
+    child = [sys.executable, FAKE, first]
+    with pytest.raises(Exception) as caught:
+        cli.run(["--device=cpu", "--num_gpus=2", "--model=resnet20", "--csv_file=",
+                 "--out_dir=%s" % (tmp_path / "w"), "--baseline=%s" % base], child_cmd=child,
+                health_cmd=child + ["health"], stdout=out, stderr=err, gpus=NO_GPUS)
+    assert type(caught.value).__name__ == "UsageError"
+    assert str(caught.value).startswith("--baseline=%s is trivial fp32" % base)
+    assert "this validation runs resnet20 fp32" in str(caught.value)
+    assert not (tmp_path / "w").exists()

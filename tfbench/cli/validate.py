@@ -75,14 +75,8 @@ def _judge(args: argparse.Namespace, flags: Sequence[str], host: plan_lib.Host
         return figures.published(args.tolerance_pct, args.min_efficiency_pct)
     if not os.path.isfile(args.baseline):
         raise errors.UsageError("--baseline=%s: no such file" % args.baseline)
-    try:
-        from tfbench.validate import baseline
-    except ImportError:
-        raise errors.UsageError("--baseline: this tfbench cannot read baselines "
-                                "(tfbench.validate.baseline is missing)") from None
-    key = plan_lib.run_key(flags, host)
-    return baseline.judge_with(args.baseline, key, args.tolerance_pct,
-                               args.min_efficiency_pct)
+    return figures.with_baseline(args.baseline, plan_lib.run_key(flags, host),
+                                 args.tolerance_pct)
 
 
 def _gpus() -> tuple[tuple[int, str], Optional[str]]:

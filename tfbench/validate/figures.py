@@ -5,10 +5,11 @@ Measured holds the figures and the run's key; a FigureJudge takes it and returns
 --baseline the judge is published(): images/sec against the published range for this GPU and
 model (tfbench.measure.expected_range, the band widened by the tolerance), the scaling
 efficiency against --min_efficiency_pct (default 80 on GPUs). With --baseline FILE the judge is
-tfbench.validate.baseline's `judge_with(path, run_key, tolerance_pct, min_efficiency_pct)`,
-which reads the file when the validation starts (a UsageError for a file that is not a tfbench
-result or of another model, precision, batch or GPU model: nothing runs) and returns the
-FigureJudge that compares each figure's median with the baseline's.
+with_baseline(path, run_key, tolerance_pct), which reads the file when the validation starts
+(tfbench.validate.baseline: a UsageError for a file that is not a tfbench result or of another
+model, precision, batch or GPU model: nothing runs) and returns the FigureJudge that compares
+each figure's median with the baseline's (baseline.judge; the efficiency's split in its text).
+The figures' names and definitions are tfbench.validate.run_figures' FIGURES.
 
 Either way a figure whose repeats spread beyond the project's stability rule
 (tfbench.measure.stats.repeat_summary: (max - min) / median above 10%) is `unstable` WARN
@@ -23,12 +24,13 @@ from typing import Any, Callable, Optional, Sequence
 
 from tfbench.measure import expected_range, stats
 from tfbench.measure.health_verdicts import FAIL, PASS, SKIP, WARN
+from tfbench.validate import baseline as baseline_lib
+from tfbench.validate.run_figures import RunKey
 from tfbench.validate.verdicts import Check
 
-# The figures' names (each a list, one value per repeat).
+# The figures' names (each a list, one value per repeat): run_figures.FIGURES'.
 IMAGES_PER_SEC = "images_per_sec"       # total images/sec of a training child
 EFFICIENCY_PCT = "efficiency_pct"       # --explain_scaling's scaling efficiency, %
-BUSBW_GBS = "busbw_gbs"                 # the largest busbw of `tfbench allreduce`, GB/s
 DEFAULT_MIN_EFFICIENCY_PCT = 80.0
 
 
@@ -120,7 +122,7 @@ def _efficiency(m: Measured, min_pct: Optional[float]) -> Optional[Check]:
     figure = median_split(values, m.splits) or "%.1f%%" % median
     figure += _runs(values)
     if min_pct is None and m.key.get("device_kind") != "gpu":
-        row = Check(m.host, "host", "scaling_efficiency", SKIP, "no_expectation", figure,
+        row = Check(m.host, "host", EFFICIENCY_PCT, SKIP, "no_expectation", figure,
                     "none on logical CPU devices, which share one CPU's cores "
                     "(--min_efficiency_pct judges it)", median)
     else:
@@ -128,7 +130,7 @@ def _efficiency(m: Measured, min_pct: Optional[float]) -> Optional[Check]:
         expectation = "at least %g%% (%s)" % (least, "--min_efficiency_pct" if min_pct
                                               is not None else "the default on GPUs")
         low = median < least
-        row = Check(m.host, "host", "scaling_efficiency", FAIL if low else PASS,
+        row = Check(m.host, "host", EFFICIENCY_PCT, FAIL if low else PASS,
                     "efficiency_low" if low else "ok", figure, expectation, median, least)
     return unstable_unless_failed(row, values)
 
@@ -139,4 +141,27 @@ def published(tolerance_pct: float, min_efficiency_pct: Optional[float] = None
     def judge(m: Measured) -> list[Check]:
         rows = [_images(m, tolerance_pct), _efficiency(m, min_efficiency_pct)]
         return [r for r in rows if r is not None]
+    return judge
+
+
+def run_key(key: dict[str, Any]) -> RunKey:
+    """A Measured key, or plan.run_key's before anything runs, as a baseline matches it (batch
+    0, the model's default, and a device not read yet match any)."""
+    return RunKey(str(key.get("model") or ""), str(key.get("precision") or "fp32"),
+                  int(key.get("batch_size") or 0) or None, str(key.get("device_name") or ""),
+                  int(key.get("num_devices") or 0) or None)
+
+
+def with_baseline(path: str, key: dict[str, Any], tolerance_pct: float) -> FigureJudge:
+    """The judge against the baseline file `path` (see the module); UsageError, before anything
+    runs, for a file that is no tfbench result or holds no configuration of `key`."""
+    base = baseline_lib.load_baseline(path)
+    base.select(run_key(key))
+
+    def judge(m: Measured) -> list[Check]:
+        values = m.figures.get(EFFICIENCY_PCT) or []
+        split = median_split(values, m.splits) if values else ""
+        details = {EFFICIENCY_PCT: " (%s)" % split} if split else {}
+        return baseline_lib.judge(m.figures, base, tolerance_pct, run=run_key(m.key),
+                                  host=m.host, details=details)
     return judge

@@ -18,8 +18,8 @@ from tfbench import errors
 from tfbench.validate import verdicts
 from tfbench.validate.verdicts import Check
 
-SCHEMA = "tfbench.validate"
-SCHEMA_VERSION = 1
+# validate.json's schema, named once for its writer and its readers (the report among them).
+from tfbench.report.validation import SCHEMA, SCHEMA_VERSION  # noqa: E402
 JSON_FILE = "validate.json"
 CSV_FILE = "validate.csv"
 CSV_COLUMNS = tuple(f.name for f in dataclasses.fields(Check))
@@ -58,6 +58,8 @@ class Result:
         self.steps: list[StepRecord] = []
         self.rows: list[Check] = []
         self.measured: dict[str, Any] = {"key": {}, "figures": {}}
+        # The figures in the shape a later validation takes as its baseline (run_figures).
+        self.figures: list[dict[str, Any]] = []
         self.finished: Optional[str] = None
         self.interrupted: Optional[str] = None
         self.exit_code: Optional[int] = None
@@ -91,7 +93,9 @@ class Result:
             "steps": [s.to_json() for s in self.steps],
             "rows": [r.to_json() for r in self.rows],
             "measured": self.measured,
+            "figures": self.figures,
             "status": self.status(),
+            "summary": verdicts.summary(self.rows),
             "exit_code": self.final_exit_code() if self.finished else None,
         })
         return data

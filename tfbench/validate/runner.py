@@ -30,7 +30,7 @@ from tfbench.children.process import ChildOutcome, log_tail, run_child
 from tfbench.measure.health_read import HostHealth
 from tfbench.measure.health_verdicts import FAIL, PASS, SKIP
 from tfbench.validate import devices_step, figures, health_step, plan as plan_lib, result, \
-    together_step
+    run_figures, together_step
 from tfbench.validate.verdicts import Check
 
 CHILDREN_CSV = "children.csv"
@@ -136,6 +136,8 @@ class Validation:
     def _figures_now(self) -> None:
         measured = self.measured()
         self.result.measured = measured.to_json()
+        self.result.figures = run_figures.figures_json(measured.figures,
+                                                       figures.run_key(measured.key))
         try:
             rows = self.judge(measured) if measured.figures else []
         except errors.TfbenchError as exc:
@@ -348,16 +350,13 @@ class Validation:
                    "device_name": extra.get("device_name"), "xla": first.get("xla"),
                    "variable_update": first.get("variable_update"),
                    "image_size": first.get("image_size")}
-            values[figures.IMAGES_PER_SEC] = [m["images_per_sec"] for m in self.manifests
-                                              if m.get("images_per_sec")]
+            # The children's rows and manifests, read as a baseline reads them.
+            values = run_figures.measured_figures(
+                (m.get("csv_row") or {}, m) for m in self.manifests)
             explained = [(m.get("extra") or {}).get("scaling_explained") for m in
                          self.manifests]
             explained = [e for e in explained if e and e.get("efficiency_pct") is not None]
-            if explained:
-                values[figures.EFFICIENCY_PCT] = [e["efficiency_pct"] for e in explained]
-                splits = [together_step.efficiency_split(e) for e in explained]
-        if self.busbw:
-            values[figures.BUSBW_GBS] = list(self.busbw)
+            splits = [together_step.efficiency_split(e) for e in explained]
         return figures.Measured(self.host, key, {k: v for k, v in values.items() if v},
                                 splits)
 
