@@ -1,11 +1,12 @@
-"""The hosts of `tfbench launch` (tfbench.launch.remote): --hosts read, versions compared."""
+"""The hosts of `tfbench launch` (tfbench.launch.remote): --hosts read, the host program's
+files; versions compared (tfbench.launch.versions)."""
 
 import re
 
 import pytest
 
 from tfbench import errors
-from tfbench.launch import remote as launch_remote
+from tfbench.launch import remote as launch_remote, versions
 
 
 def test_hosts_take_the_default_port_and_a_repeated_host_the_next_one():
@@ -30,9 +31,9 @@ def test_hosts_whose_versions_differ_from_the_chiefs_are_named():
     hosts = launch_remote.parse_hosts("a,b,c")
     same = "tfbench 0.1.0 | TensorFlow 2.21.0 | Keras 3.15.1 | Python 3.11.7"
     other = "tfbench 0.1.0 | TensorFlow 2.17.1 | Keras 3.15.1 | Python 3.10.12"
-    answers = [launch_remote.Answer(hosts[0], same), launch_remote.Answer(hosts[1], same),
-               launch_remote.Answer(hosts[2], other)]
-    assert launch_remote.version_problems(answers) == [
+    answers = [versions.Answer(hosts[0], same), versions.Answer(hosts[1], same),
+               versions.Answer(hosts[2], other)]
+    assert versions.version_problems(answers) == [
         (hosts[2], "runs TensorFlow 2.17.1 where the chief (a:2222) runs TensorFlow 2.21.0")]
 
 
