@@ -36,6 +36,7 @@ CHECK_REASONS: dict[str, str] = {
     "no_expectation": "nothing to judge the figure against (no baseline, no published figure, "
                       "no expected link bandwidth)",
     "host_drags_ring": "the hosts together are slow only with this host (or link) among them",
+    "versions_differ": "the host runs another tfbench, TensorFlow or Keras than the first host",
 }
 REASONS: dict[str, str] = {**health_verdicts.REASONS, **CHECK_REASONS}
 
