@@ -37,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
         usage="tfbench launch --hosts=H1,H2,... [options] -- BENCHMARK FLAGS",
         description="Run one benchmark task per host through a remote shell (ssh), as one "
                     "MultiWorkerMirroredStrategy cluster: the chief's classic log on stdout, "
-                    "each host's log in its own file, every host's CSV row in the local CSV.",
+                    "each host's log in its own file, every host's CSV row in the local CSV. "
+                    "With `validate` first after --, validate every host alone, then the hosts "
+                    "together (tfbench launch -- validate --help).",
         epilog=FLAGS_AFTER_SEPARATOR)
     p.add_argument("--hosts", required=True, metavar="[USER@]HOST[:PORT],...",
                    help="one task per entry, the first the chief; PORT is the task's "
