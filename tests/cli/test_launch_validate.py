@@ -203,3 +203,36 @@ def test_options_every_host_refuses_end_with_its_line_and_exit_2(tmp_path):
     assert proc.returncode == errors.EXIT_USAGE, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == (
         "tfbench: error: %s: --baseline=-: of another model (resnet50, not trivial)" % H1)
+
+
+def test_sigterm_stops_every_host_and_what_was_measured_is_written(tmp_path):
+    import signal
+    rsh = tmp_path / "rsh.sh"
+    rsh.write_text('#!/bin/sh\nexport FAKE_HOST="$1"\nexec %s "$@"\n' % LOCAL_RSH)
+    rsh.chmod(0o755)
+    env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmp_path),
+               FAKE_VALIDATE="%s=hang" % H2)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tfbench", "launch", "--rsh=%s" % rsh, "--remote_cmd=" + FAKE,
+         "--out_dir=out", "--hosts=%s,%s" % (H1, H2), "--", "validate", "--json_dir="],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stdout:            # the host that does not hang has ended
+            if line.startswith("[alone] %s:" % H1):
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == errors.EXIT_SIGTERM, err
+    assert err.strip().splitlines()[-1] == ("tfbench: error: interrupted by SIGTERM; every check "
+                                            "that ended is in out/validate.json")
+    doc = _doc(tmp_path)
+    assert doc["exit_code"] == 143
+    # Both hosts' rows: the one that ended, and what the stopped one wrote when stopped.
+    assert _rows(doc, "pcie_width") == [(h, "GPU 0", "pcie_width", "PASS", "ok")
+                                        for h in (H1, H2)]
+    assert {s["name"]: s["status"] for s in doc["steps"]} == {
+        "alone %s" % H1: "ok", "alone %s" % H2: "interrupted"}
+    assert "validate: PASS (2 PASS)" in out and _leftovers(tmp_path) == []

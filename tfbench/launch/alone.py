@@ -76,23 +76,23 @@ def alone_task(cfg: LaunchConfig, index: int, name: str, validate_args: Sequence
 
 
 def run_alone(tasks: Sequence[RemoteTask], timeout: float, kill_after: float,
-              ended: Callable[[RemoteTask, bool], None]) -> None:
-    """Starts every task, calls ended(task, hung) as each ends; `timeout` s after the start the
-    tasks still running are stopped (hung = True), killed `kill_after` s later. On SIGINT or
-    SIGTERM every task is stopped the same way, `ended` called for each (hung = False), and
-    errors.Interrupted raised."""
+              ended: Callable[[RemoteTask, bool, bool], None]) -> None:
+    """Starts every task, calls ended(task, hung, interrupted) as each ends; `timeout` s after
+    the start the tasks still running are stopped (hung), killed `kill_after` s later. On
+    SIGINT or SIGTERM every task is stopped the same way, `ended` called for each with
+    interrupted = True, and errors.Interrupted raised."""
     done: set[int] = set()
     stopped_at = None
     started = time.monotonic()
 
-    def collect(force: bool) -> None:
+    def collect(force: bool, interrupted: bool = False) -> None:
         for task in tasks:
             if task.index not in done and task.proc is not None and (force or not task.running):
                 if force and task.running:
                     task.kill()
                 task.finish()
                 done.add(task.index)
-                ended(task, task.stopped and stopped_at is not None)
+                ended(task, task.stopped and stopped_at is not None, interrupted)
     try:
         for task in tasks:
             task.start()
@@ -118,7 +118,7 @@ def run_alone(tasks: Sequence[RemoteTask], timeout: float, kill_after: float,
         while any(t.proc is not None and t.running for t in tasks) and \
                 time.monotonic() < deadline:
             time.sleep(0.05)
-        collect(True)
+        collect(True, interrupted=True)
         raise interrupted from None
 
 

@@ -206,10 +206,10 @@ class Validation:
             self.interrupted = exc
             raise
 
-    def _alone_ended(self, task: RemoteTask, hung: bool) -> None:
+    def _alone_ended(self, task: RemoteTask, hung: bool, interrupted: bool) -> None:
         name = self.names[task.index]
         result, text = alone_lib.outcome(self.cfg, task, name, self.opts.host_timeout, hung,
-                                         self.interrupted is not None)
+                                         interrupted)
         if text is not None:
             path = os.path.join(self.cfg.out_dir, "hosts", file_part(name), "validate.json")
             os.makedirs(os.path.dirname(path), exist_ok=True)
