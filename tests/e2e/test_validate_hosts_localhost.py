@@ -7,11 +7,11 @@ of its --explain_scaling probe's 25 all-reduces too). Until `tfbench validate` e
 host's validation is the stand-in's (a real training child and a validate.json); the test of
 the real one runs once it does.
 
-The figures, on 2 shared CPU cores (one run: alone 800, 830 and 530 images/sec, the pair
-without the slow host 28.6% of its two alone, the pairs with it 6.5% and 6.1%): the hosts alone
-train at the same time; a pair of workers without the slow host loses most of its step to the
-gRPC ring and the cores it shares, one with it waits 0.6 s on every step, about 5 times its
-whole step. --min_efficiency_pct=13 sits between the two, about 2x from each.
+The figures, on 2 shared CPU cores (two runs: the pair without the slow host 28.6% and 64.5% of
+its two hosts alone, the pairs with it 6.1% to 8.3%): the hosts alone train at the same time, as
+their cores allow; a pair of workers without the slow host loses part of its step to the gRPC
+ring and the cores it shares, one with it waits 0.6 s on every step, several times its whole
+step. --min_efficiency_pct=15 sits between the two, about 1.8x from each.
 """
 
 import importlib.util
@@ -41,7 +41,7 @@ def _validate(tmp_path, hosts, slow, env_extra=None, timeout=480):
     proc = subprocess.run(
         [sys.executable, "-m", "tfbench", "launch", "--rsh=" + LOCAL_RSH,
          "--remote_cmd=" + STAND_IN, "--out_dir=out", "--hosts=" + ",".join(hosts), "--",
-         "validate", "--min_efficiency_pct=13", "--host_timeout_secs=300"] + FLAGS,
+         "validate", "--min_efficiency_pct=15", "--host_timeout_secs=300"] + FLAGS,
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
     with open(tmp_path / "out" / "validate.json") as handle:
         return proc, json.load(handle)
