@@ -45,10 +45,6 @@ class Alone:
     step: dict[str, Any]           # its entry in validate.json's steps
 
     @property
-    def completed(self) -> bool:
-        return self.step["exit_code"] in COMPLETED and self.step["status"] == "ok"
-
-    @property
     def passes(self) -> bool:
         return self.images_per_sec is not None and verdicts.overall(self.rows) != FAIL
 

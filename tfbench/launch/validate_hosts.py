@@ -33,7 +33,7 @@ from typing import Any, Optional, Sequence, TextIO
 
 from tfbench import errors
 from tfbench.launch import alone as alone_lib, halving
-from tfbench.launch.alone import COMPLETED, Alone, file_part
+from tfbench.launch.alone import Alone, file_part
 from tfbench.launch.hosts_verdicts import (HALVING, SCHEMA, TOGETHER, efficiency_check,
                                            expectation, finding_rows, group_subject,
                                            host_names, number, together_flags)
@@ -154,10 +154,10 @@ class Validation:
         self.write()
         self.run_alone(answered)
         self.write()
-        completed = [a for a in self.alone.values()
-                     if a.step.get("exit_code") in COMPLETED]
-        refused = [a for a in self.alone.values() if a.step.get("exit_code") == errors.EXIT_USAGE]
-        if refused and not completed:
+        # Every host that ran refused the options: the one line of a bad input, exit code 2.
+        refused = [self.alone[n] for n in self.names
+                   if n in self.alone and self.alone[n].step["exit_code"] == errors.EXIT_USAGE]
+        if refused and len(refused) == len(self.alone):
             self.usage_error = "%s: %s" % (refused[0].name, refused[0].step["error"])
             return
         if len(self.names) > 1:
