@@ -7,6 +7,10 @@ probes must find it as the run suffers it), or kinds joined by "+":
   allreduce  every gradient all-reduce (packing.PackedAllReduce, the reduction a replicated run
              and its all-reduce probe go through) waits SECONDS once the first pack's result
              (the last layers') exists
+  collective every ReplicaContext.all_reduce (the gradient sum of MultiWorkerMirroredStrategy,
+             which packs nothing, and of its all-reduce probe) gives its result SECONDS after
+             it exists: a worker whose collectives are slow, which every worker of its cluster
+             waits for at the next one
   allreduce_backward
              as allreduce, and the backward pass SECONDS longer: the first half of the
              gradients (the first layers', the backward pass's last) exist SECONDS after the
@@ -87,6 +91,18 @@ def _slow_allreduce():
     packing.PackedAllReduce.batch_reduce_implementation = slowed
 
 
+def _slow_collective():
+    from tensorflow.python.util import nest
+    all_reduce = tf.distribute.ReplicaContext.all_reduce
+
+    def slowed(self, reduce_op, value, options=None):
+        out = all_reduce(self, reduce_op, value, options)
+        flat = nest.flatten(out)
+        zero = _wait(tf.reshape(flat[0], [-1])[:1])
+        return nest.pack_sequence_as(out, [_gated(t, zero) for t in flat])
+    tf.distribute.ReplicaContext.all_reduce = slowed
+
+
 def _slow_backward():
     from tfbench.engine import steps
     gradients = steps.Steps._gradients
@@ -160,6 +176,7 @@ def _slow_input():
 
 for _kind in KIND.split("+"):
     {"allreduce": _slow_allreduce, "allreduce_backward": _slow_allreduce_and_backward,
+     "collective": _slow_collective,
      "backward": _slow_backward, "device": _slow_device, "input": _slow_input,
      "kernels": _slow_kernels, "wrong": _wrong_device}[_kind]()
 

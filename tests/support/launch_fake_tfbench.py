@@ -15,8 +15,24 @@
   --model=oom_with_2        with several workers, worker 1 runs out of memory after 0.5 s (exit
                             code 3, status oom) and the others lose it 0.5 s later (exit code 5,
                             status error); alone, a worker trains as trivial does
+  FAKE_SLOW_HOSTS=h,...     a cluster with any of these hosts among --worker_hosts (host:port,
+                            the port aside) reaches half the efficiency above
+
+  validate [options] [flags] --out_dir=D --csv_file=F
+                            a stand-in `tfbench validate`: a training row (100 images/sec, one
+                            worker) in F, and D/validate.json of the design's shape (schema
+                            tfbench.validate: its rows, status and exit code, the arguments it
+                            got, and the text of --baseline), exit code 0. The host it runs on
+                            is FAKE_HOST (the tests' remote shell sets it); FAKE_VALIDATE=
+                            host=what,... makes a host's validate:
+                              fail    a FAIL row (a straggler), exit code 8
+                              crash   no row, no validate.json, an error line, exit code 1
+                              refuse  `tfbench: error:` refusing its options, exit code 2
+                              hang    its first rows written, then wait for SIGTERM: every row
+                                      so far written, exit code 143
 """
 
+import json
 import os
 import signal
 import socket
@@ -45,10 +61,66 @@ NCCL_MULTI = """\
 """
 
 
+def _check(host, subject, check, status, reason, figure, expectation):
+    return {"host": host, "subject": subject, "check": check, "status": status,
+            "reason": reason, "figure": figure, "expectation": expectation, "value": None,
+            "expected": None}
+
+
+def validate(argv):
+    args = dict(a[2:].split("=", 1) for a in argv if a.startswith("--") and "=" in a)
+    host = os.environ.get("FAKE_HOST", socket.gethostname())
+    what = dict(x.split("=", 1) for x in os.environ.get("FAKE_VALIDATE", "").split(",")
+                if x).get(host, "pass")
+    stop = []
+    signal.signal(signal.SIGTERM, lambda s, f: stop.append(s))
+    print("tfbench validate --level=%s on %s" % (args.get("level", "quick"), host), flush=True)
+    if what == "refuse":
+        print("tfbench: error: --baseline=%s: of another model (resnet50, not trivial)"
+              % args.get("baseline", "-"), file=sys.stderr)
+        return 2
+    if what == "crash":
+        print("tfbench: error: internal error: the fake validate crashed", file=sys.stderr)
+        return 1
+    result = RunResult(model=args.get("model", "trivial"), mode="training", batch_size=32,
+                       global_batch_size=32, num_devices=1, device_kind="gpu", num_workers=1,
+                       image_size=224, num_batches=10, num_warmup_batches=5,
+                       images_per_sec=100.0)
+    result.extra["device_name"] = "NVIDIA A100-SXM4-80GB"
+    csv_out.append_row(args["csv_file"], result)
+    rows = [_check(host, "GPU 0", "pcie_width", "PASS", "ok", "x16", "x16")]
+    if what == "fail":
+        rows.append(_check(host, "GPU 0", "straggler", "FAIL", "straggler",
+                           "step alone 1.31x the median of 8 devices", "<= 1.05x"))
+    baseline = None
+    if "baseline" in args:
+        with open(args["baseline"]) as handle:
+            baseline = handle.read()
+
+    def write(status, code):
+        os.makedirs(args["out_dir"], exist_ok=True)
+        with open(os.path.join(args["out_dir"], "validate.json"), "w") as handle:
+            json.dump({"schema": "tfbench.validate", "schema_version": 1,
+                       "level": args.get("level", "quick"), "host": host, "argv": argv,
+                       "baseline_text": baseline, "rows": rows, "status": status,
+                       "exit_code": code}, handle, indent=1)
+    if what == "hang":
+        write("PASS", 0)
+        while not stop:
+            time.sleep(0.05)
+        write("PASS", 143)
+        return 143
+    code = 8 if what == "fail" else 0
+    write("FAIL" if code else "PASS", code)
+    return code
+
+
 def main(argv):
     if argv[:1] == ["--version"]:
         print(VERSION)
         return 0
+    if argv[:1] == ["validate"]:
+        return validate(argv[1:])
     args = dict(a[2:].split("=", 1) for a in argv if a.startswith("--") and "=" in a)
     workers = len(args["worker_hosts"].split(","))
     index = int(args["task_index"])
@@ -102,7 +174,9 @@ def main(argv):
         result.status, result.error = "interrupted", "interrupted by SIGTERM"
         code = 143
     else:
-        result.images_per_sec = 100.0 * workers * EFFICIENCY[workers]
+        slow = set(filter(None, os.environ.get("FAKE_SLOW_HOSTS", "").split(",")))
+        dragged = any(a.rpartition(":")[0] in slow for a in args["worker_hosts"].split(","))
+        result.images_per_sec = 100.0 * workers * EFFICIENCY[workers] * (0.5 if dragged else 1)
     if not in_container:
         csv_out.append_row(args["csv_file"], result)
     if code:

@@ -3,9 +3,12 @@
     tfbench launch --hosts=h1,h2,... [--rsh="ssh -o BatchMode=yes"] [--remote_cmd=tfbench]
                    [--port=2222] [--sweep_hosts=1,2,4] [--nccl_debug] [--out_dir=DIR]
                    -- BENCHMARK FLAGS
+    tfbench launch --hosts=h1,h2,... [options] -- validate [VALIDATE OPTIONS] [BENCHMARK FLAGS]
 
 Everything after `--` goes to every task (--flagfile is read here, so hosts need no copy);
 tfbench launch adds --job_name, --worker_hosts, --task_index and the task's --csv_file itself.
+With `validate` first after `--`, the hosts are validated (tfbench.launch.validate_hosts): the
+validate options are those of tfbench/validate/options.py.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ import sys
 from typing import Optional, Sequence, TextIO
 
 from tfbench import errors
-from tfbench.cli.guard import FLAGS_AFTER_SEPARATOR, Parser, guarded, split_benchmark_flags
+from tfbench.validate import figures, options as validate_options
+from tfbench.cli.guard import (FLAGS_AFTER_SEPARATOR, MIXED_FLAGS, Parser, guarded,
+                               split_benchmark_flags)
 from tfbench.config import params as params_lib
 from tfbench.config import presets
 from tfbench.config.argv import params_of_flags, strip_flags
-from tfbench.launch import remote as launch_remote, run as launch
+from tfbench.launch import remote as launch_remote, run as launch, validate_hosts
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
         usage="tfbench launch --hosts=H1,H2,... [options] -- BENCHMARK FLAGS",
         description="Run one benchmark task per host through a remote shell (ssh), as one "
                     "MultiWorkerMirroredStrategy cluster: the chief's classic log on stdout, "
-                    "each host's log in its own file, every host's CSV row in the local CSV.",
+                    "each host's log in its own file, every host's CSV row in the local CSV. "
+                    "With `validate` first after --, validate every host alone, then the hosts "
+                    "together (tfbench launch -- validate --help).",
         epilog=FLAGS_AFTER_SEPARATOR)
     p.add_argument("--hosts", required=True, metavar="[USER@]HOST[:PORT],...",
                    help="one task per entry, the first the chief; PORT is the task's "
@@ -62,6 +69,12 @@ def _parser() -> argparse.ArgumentParser:
 def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]:
     """Parses and checks everything; no process is started. UsageError on bad input."""
     args, flags = split_benchmark_flags(_parser(), argv, after_separator=True)
+    return args, _config(args, flags, argv)
+
+
+def _config(args: argparse.Namespace, flags: list[str],
+            argv: Sequence[str]) -> launch.LaunchConfig:
+    """The launch of `flags` on args.hosts, every check done; UsageError on bad input."""
     given = {t[2:].split("=", 1)[0] for t in flags if t.startswith("--")}
     taken = [name for name in launch.CLUSTER_FLAGS if name in given]
     if taken:
@@ -100,19 +113,90 @@ def build(argv: Sequence[str]) -> tuple[argparse.Namespace, launch.LaunchConfig]
         raise errors.UsageError("--remote_cmd is empty")
     if args.sweep_hosts is not None:
         launch.parse_counts(args.sweep_hosts, len(hosts))
-    cfg = launch.LaunchConfig(
+    return launch.LaunchConfig(
         hosts=hosts, flags=strip_flags(flags, ["csv_file"]), rsh=rsh,
         remote_cmd=args.remote_cmd.strip(), out_dir=args.out_dir or launch.default_out_dir(),
         csv_file=p.csv_file or "", cluster_timeout=float(p.cluster_timeout_secs),
         nccl_debug=args.nccl_debug, gpus_per_task=gpus_per_task,
         command=shlex.join(["tfbench", "launch"] + list(argv)))
-    return args, cfg
+
+
+def _validate_at(argv: Sequence[str]) -> Optional[int]:
+    """Where `validate` is, when it is the first word after `--`."""
+    argv = list(argv)
+    if "--" not in argv:
+        return None
+    at = argv.index("--") + 1
+    return at if argv[at:at + 1] == ["validate"] else None
+
+
+def _validate_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="tfbench launch -- validate",
+               usage="tfbench launch --hosts=H1,H2,... [options] -- validate [options] "
+                     "[BENCHMARK FLAGS]",
+               description="Validate every host alone, then the hosts together, then find the "
+                           "host or link that drags the ring (docs/validate.md).",
+               epilog=MIXED_FLAGS)
+    validate_options.add_options(p, over_hosts=True)
+    return p
+
+
+# A baseline travels inside every host's command line, one argument of the remote shell.
+MAX_BASELINE_BYTES = 64 * 1024
+
+
+def _read_baseline(path: str) -> str:
+    size = os.path.getsize(path)
+    if size > MAX_BASELINE_BYTES:
+        raise errors.UsageError("--baseline=%s is %.0f KiB: over several hosts it travels in "
+                                "each host's command, which takes at most %d KiB; give the "
+                                "validate.json of one earlier validation"
+                                % (path, size / 1024.0, MAX_BASELINE_BYTES // 1024))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise errors.UsageError("--baseline=%s: not a tfbench result (%s)"
+                                % (path, exc.strerror if isinstance(exc, OSError)
+                                   else "not text")) from None
+
+
+def build_validate(argv: Sequence[str]
+                   ) -> tuple[launch.LaunchConfig, validate_hosts.ValidateOptions]:
+    """`tfbench launch ... -- validate ...` parsed and checked; no process is started."""
+    argv = list(argv)
+    at = _validate_at(argv)
+    assert at is not None
+    args, _ = split_benchmark_flags(_parser(), argv[:at - 1], after_separator=True)
+    if args.sweep_hosts is not None:
+        raise errors.UsageError("--sweep_hosts runs a scaling series; a validation runs its own "
+                                "plan over the hosts: leave one of them out")
+    vargs, flags = split_benchmark_flags(_validate_parser(), argv[at + 1:])
+    validate_options.check(vargs, over_hosts=True)
+    cfg = _config(args, flags, argv)
+    machines = [h.machine for h in cfg.hosts]
+    shared = sorted({m for m in machines if machines.count(m) > 1})
+    if shared and cfg.gpus_per_task:
+        raise errors.UsageError("a validation checks each host's GPUs: --hosts names %s more "
+                                "than once; name each host once" % ", ".join(shared))
+    timeout = vargs.host_timeout_secs or validate_hosts.default_host_timeout(
+        vargs.level, vargs.soak_minutes)
+    return cfg, validate_hosts.ValidateOptions(
+        level=vargs.level, host_args=validate_options.host_args(vargs), host_timeout=timeout,
+        tolerance_pct=vargs.tolerance_pct,
+        min_efficiency_pct=(figures.DEFAULT_MIN_EFFICIENCY_PCT
+                            if vargs.min_efficiency_pct is None else vargs.min_efficiency_pct),
+        baseline=vargs.baseline,
+        baseline_text=_read_baseline(vargs.baseline) if vargs.baseline else None)
 
 
 def run(argv: Sequence[str], stdout: Optional[TextIO] = None,
         stderr: Optional[TextIO] = None) -> int:
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
+    if _validate_at(argv) is not None:
+        cfg, opts = build_validate(argv)
+        return validate_hosts.validate_hosts(cfg, opts, stdout, stderr)
     args, cfg = build(argv)
     if args.sweep_hosts is not None:
         counts = launch.parse_counts(args.sweep_hosts, len(cfg.hosts))

@@ -23,7 +23,7 @@ from tfbench import errors
 from tfbench.children.process import DEFAULT_CHILD
 from tfbench.cli.guard import MIXED_FLAGS, Parser, guarded, split_benchmark_flags
 from tfbench.config import flagdefs
-from tfbench.validate import console, figures, plan as plan_lib
+from tfbench.validate import console, figures, options as validate_options, plan as plan_lib
 from tfbench.validate.health_step import HEALTH_CHILD
 from tfbench.validate.runner import Options, Validation
 
@@ -38,34 +38,11 @@ def _parser() -> argparse.ArgumentParser:
                     "Each check PASS, WARN, FAIL or SKIP with a reason code "
                     "(docs/validate.md). Other flags are benchmark flags for every child.",
         epilog=MIXED_FLAGS)
-    p.add_argument("--level", default="quick",
-                   help="quick (about 2 minutes), standard (3 runs, the scaling efficiency) or "
-                        "long (standard and a soak) (default %(default)s)")
-    p.add_argument("--tolerance_pct", type=float, default=5.0,
-                   help="how far a figure may be from its expectation, 0 to 50 (default "
-                        "%(default)s): a device slower than the median of its peers by more, "
-                        "a figure below the baseline by more")
-    p.add_argument("--baseline", default=None, metavar="FILE",
-                   help="an earlier result to hold this host to: a tfbench results CSV, a "
-                        "validate.json or a JSON manifest of the same model, precision, batch "
-                        "and GPU model (default: the published range)")
-    p.add_argument("--min_efficiency_pct", type=float, default=None,
-                   help="the least scaling efficiency that passes without a baseline (default "
-                        "%g on GPUs; on logical CPU devices only when given)"
-                        % figures.DEFAULT_MIN_EFFICIENCY_PCT)
-    p.add_argument("--soak_minutes", type=float, default=None,
-                   help="--level=long: the soak's minutes of training (default %g)"
-                        % plan_lib.DEFAULT_SOAK_MINUTES)
-    p.add_argument("--out_dir", default=None,
-                   help="where validate.json, validate.csv, logs/ and each child's rows and "
-                        "manifest go (default tfbench_validate_<UTC time>)")
+    validate_options.add_options(p, over_hosts=False)
+    # One host's own: over hosts, launch writes every host's rows to its --csv_file.
     p.add_argument("--csv_file", default=flagdefs.BY_NAME["csv_file"].default,
                    help="also append the training children's rows to this CSV, as a run does "
                         "(default %(default)s; empty: only <out_dir>/children.csv)")
-    p.add_argument("--step_timeout_sec", type=float, default=None,
-                   help="stop any step's child after this many seconds (a check_failed "
-                        "'hung' row; default 3 x its estimate + %d s)"
-                        % plan_lib.TIMEOUT_MARGIN_S)
     return p
 
 
@@ -73,8 +50,6 @@ def _judge(args: argparse.Namespace, flags: Sequence[str], host: plan_lib.Host
            ) -> figures.FigureJudge:
     if not args.baseline:
         return figures.published(args.tolerance_pct, args.min_efficiency_pct)
-    if not os.path.isfile(args.baseline):
-        raise errors.UsageError("--baseline=%s: no such file" % args.baseline)
     return figures.with_baseline(args.baseline, plan_lib.run_key(flags, host),
                                  args.tolerance_pct)
 
@@ -97,8 +72,7 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
     """Parses argv into a ready Validation (nothing run, nothing written) and a notice ('' or
     one line to say before the plan)."""
     args, flags = split_benchmark_flags(_parser(), argv)
-    plan_lib.check_options(args.level, args.tolerance_pct, args.soak_minutes,
-                           args.min_efficiency_pct)
+    validate_options.check(args, over_hosts=False)
     (count, why), name = gpus if gpus is not None else _gpus()
     every, added = plan_lib.benchmark_flags(args.level, flags, count)
     host, notice = plan_lib.host_for(every, (count, why), name)

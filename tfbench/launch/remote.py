@@ -12,12 +12,14 @@ A task is `<rsh> HOST "sh -c '<program>'"`, ssh's way of running a command. The 
     (no -t) sshd sends no SIGHUP when the connection closes, a task blocked in a collective
     writes nothing and so never sees SIGPIPE, and a killed local ssh client only closes the
     connection;
-  * when the task ends, the program prints its exit code, its CSV row(s) and NCCL's log
-    (--nccl_debug) on stdout between `@@tfbench-launch:` marker lines, and removes the directory.
+  * when the task ends, the program prints its exit code, its CSV row(s), NCCL's log
+    (--nccl_debug) and any file the launcher asked back (a validation's validate.json) on
+    stdout between `@@tfbench-launch:` marker lines, and removes the directory.
 So the rows come back over the connection that is already open: no shared storage, no second
-ssh call (which could fail after the run), nothing left on the host.
+ssh call (which could fail after the run), nothing left on the host. Files the task reads (a
+baseline) go the same way, written into the directory by the program before the task starts.
 
-Before a launch every host answers `<remote_cmd> --version` (`ask_versions`); a host that does
+Before a launch every host answers `<remote_cmd> --version` (versions.py); a host that does
 not, or whose tfbench, TensorFlow or Keras differs from the chief's, is named in one line.
 
 The remote shell is any command taking `HOST COMMAND` as ssh does; scripts/local_rsh.sh runs the
@@ -29,15 +31,15 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import re
 import shlex
 import signal
 import subprocess
 import threading
 import time
-from typing import Callable, Optional, Sequence, TextIO
+from typing import Callable, Mapping, Optional, Sequence, TextIO
 
 from tfbench import errors
-from tfbench.children.process import last_line
 from tfbench.children.rows import parse_rows
 
 DEFAULT_RSH = "ssh -o BatchMode=yes"
@@ -123,10 +125,42 @@ NEEDS_SETSID = ('command -v setsid >/dev/null 2>&1 || { echo "setsid not found o
                 '(util-linux): tfbench launch needs it to stop its tasks" >&2; exit 126; }')
 
 
+# A file name inside the task's directory: no quoting needed, no way out of it.
+_TASK_FILE = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
+
+
+def _task_path(name: str) -> str:
+    if not _TASK_FILE.fullmatch(name) or ".." in name.split("/"):
+        raise ValueError("%r is not a file name inside the task's directory" % name)
+    return name
+
+
+def _write_file(name: str, text: str) -> str:
+    """POSIX sh writing `text` to $d/NAME in one line (printf's arguments, each line one, so
+    no newline and no escape sequence inside the program)."""
+    if "/" in name:
+        raise ValueError("%r: a file the task reads lies in its directory itself" % name)
+    path = '"$d/%s"' % _task_path(name)
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    if not lines:
+        return ": > %s" % path
+    return "printf '%%s\\n' %s > %s" % (" ".join(shlex.quote(ln) for ln in lines), path)
+
+
 def remote_script(remote_cmd: str, flags: Sequence[str], nccl_debug: bool = False,
-                  kill_after: float = 5.0, tag: str = "") -> str:
+                  kill_after: float = 5.0, tag: str = "", *,
+                  files_in: Optional[Mapping[str, str]] = None,
+                  dir_flags: Sequence[tuple[str, str]] = (),
+                  files_back: Sequence[str] = ()) -> str:
     """The sh program a host runs for one task (see the module docstring). `tag` names the task
-    in the watcher's command line (ps shows which task a watcher belongs to)."""
+    in the watcher's command line (ps shows which task a watcher belongs to).
+
+    files_in: NAME -> text, written into the task's directory before it starts (a text file:
+    its last line gets a newline); dir_flags: (flag, NAME) pairs the task gets as
+    --flag=<task's directory>/NAME, after `flags` and its --csv_file; files_back: NAMEs whose
+    content comes back between `file NAME` and `end` markers (RemoteTask.file_text)."""
     # The shell between the watcher and tfbench must outlive the SIGTERM sent to the group,
     # so that it waits for tfbench to write its row and hands on tfbench's exit code (a shell
     # with a trap defers it until its child ends; the child gets the default disposition).
@@ -136,12 +170,15 @@ def remote_script(remote_cmd: str, flags: Sequence[str], nccl_debug: bool = Fals
             'NCCL_DEBUG_FILE="$d/nccl.%h.%p"\n' if nccl_debug else "")
     watch = shlex.quote('while read -r _; do :; done; kill -TERM -"$1"; sleep %g; '
                         'kill -KILL -"$1"' % kill_after)
-    program = (
-        NEEDS_SETSID + "\n"
-        'd=$(mktemp -d "${TMPDIR:-/tmp}/tfbench-launch.XXXXXX") || exit 125\n'
-        + nccl +
+    inputs = "".join(_write_file(name, text) + " || exit 125\n"
+                     for name, text in (files_in or {}).items())
+    own = "".join(' "--%s=$d/%s"' % (flag, _task_path(name)) for flag, name in dir_flags)
+    back = "".join('if [ -f "$d/%s" ]; then echo "%sfile %s"; cat "$d/%s"; echo; '
+                   'echo "%send"; fi\n' % (name, MARK, name, name, MARK)
+                   for name in map(_task_path, files_back))
+    task = (
         'exec 3<&0\n'
-        'setsid sh -c %s tfbench-task %s "--csv_file=$d/rows.csv" </dev/null 3<&- &\n'
+        'setsid sh -c %s tfbench-task %s "--csv_file=$d/rows.csv"%s </dev/null 3<&- &\n'
         'p=$!\n'
         'setsid sh -c %s tfbench-watch "$p" %s <&3 >/dev/null 2>&1 &\n'
         'w=$!\n'
@@ -153,12 +190,16 @@ def remote_script(remote_cmd: str, flags: Sequence[str], nccl_debug: bool = Fals
         'if [ -s "$d/rows.csv" ]; then echo "%srows"; cat "$d/rows.csv"; echo; echo "%send"; fi\n'
         'for f in "$d"/nccl.*; do if [ -f "$f" ]; then echo "%snccl"; cat "$f"; echo; '
         'echo "%send"; fi; done\n'
-        'rm -rf "$d"\n'
-        'exit "$c"\n'
-        % (command, args, watch, shlex.quote(tag or "-"), MARK, MARK, MARK, MARK, MARK))
+        % (command, args, own, watch, shlex.quote(tag or "-"), MARK, MARK, MARK, MARK, MARK))
+    program = (NEEDS_SETSID + "\n"
+               'd=$(mktemp -d "${TMPDIR:-/tmp}/tfbench-launch.XXXXXX") || exit 125\n'
+               + inputs + nccl + task + back +
+               'rm -rf "$d"\n'
+               'exit "$c"\n')
     # One line: ssh hands the command to the user's login shell, and csh/tcsh refuse a newline
     # inside quotes ("Unmatched '."); sh reads `;` and `&` as it reads newlines.
-    return " ".join(s if s.endswith("&") else s + ";" for s in program.splitlines() if s)
+    # (Split at newlines only: a file's line may hold a carriage return, inside its quotes.)
+    return " ".join(s if s.endswith("&") else s + ";" for s in program.split("\n") if s)
 
 
 def rsh_argv(rsh: Sequence[str], host: Host, command: str) -> list[str]:
@@ -167,91 +208,9 @@ def rsh_argv(rsh: Sequence[str], host: Host, command: str) -> list[str]:
     return list(rsh) + [host.target, command]
 
 
-# --- versions ------------------------------------------------------------------------------
-
-@dataclasses.dataclass
-class Answer:
-    host: Host
-    version: Optional[str]      # the `tfbench --version` line
-    cause: str = ""             # why there is none
-
-
-def ask_version(rsh: Sequence[str], host: Host, remote_cmd: str, timeout: float) -> Answer:
-    argv = rsh_argv(rsh, host, "sh -c %s" % shlex.quote(
-        "%s; %s --version" % (NEEDS_SETSID, remote_cmd)))
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
-    except OSError as exc:
-        return Answer(host, None, "--rsh=%s cannot be started: %s"
-                      % (shlex.join(rsh), exc.strerror or exc))
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _killpg(proc)
-        proc.communicate()
-        return Answer(host, None, "no answer over `%s` within %gs (--cluster_timeout_secs)"
-                      % (shlex.join(rsh), timeout))
-    lines = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("tfbench ")]
-    if proc.returncode == 0 and lines:
-        return Answer(host, lines[-1])
-    said = last_line(err) or last_line(out) or "no output"
-    if proc.returncode == 255:
-        return Answer(host, None, "unreachable over `%s`: %s" % (shlex.join(rsh), said))
-    if proc.returncode == 127:
-        return Answer(host, None, "`%s` not found there: %s" % (remote_cmd, said))
-    return Answer(host, None, "`%s --version` failed (exit code %d): %s"
-                  % (remote_cmd, proc.returncode, said))
-
-
-def ask_versions(rsh: Sequence[str], hosts: Sequence[Host], remote_cmd: str,
-                 timeout: float) -> list[Answer]:
-    """Every host's answer, asked in parallel."""
-    answers: list[Optional[Answer]] = [None] * len(hosts)
-
-    def ask(i: int) -> None:
-        answers[i] = ask_version(rsh, hosts[i], remote_cmd, timeout)
-    threads = [threading.Thread(target=ask, args=(i,), daemon=True) for i in range(len(hosts))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return [a for a in answers if a is not None]
-
-
-VERSION_FIELDS = ("tfbench", "TensorFlow", "Keras")
-
-
-def version_fields(line: str) -> dict[str, str]:
-    """'tfbench 0.1.0 (git ..) | TensorFlow 2.21.0 | ...' -> {'tfbench': '0.1.0 (git ..)', ...}"""
-    out = {}
-    for part in line.split("|"):
-        name, _, value = part.strip().partition(" ")
-        out[name] = value.strip()
-    return out
-
-
-def version_problems(answers: Sequence[Answer]) -> list[tuple[Host, str]]:
-    """(host, cause) for hosts that did not answer, or whose versions differ from the chief's
-    (the first host's)."""
-    problems = [(a.host, a.cause) for a in answers if a.version is None]
-    if problems or not answers:
-        return problems
-    chief = version_fields(answers[0].version or "")
-    for answer in answers[1:]:
-        mine = version_fields(answer.version or "")
-        keys = [k for k in VERSION_FIELDS if mine.get(k) != chief.get(k)]
-        if keys:
-            problems.append((answer.host, "runs %s where the chief (%s) runs %s" % (
-                ", ".join("%s %s" % (k, mine.get(k) or "?") for k in keys),
-                answers[0].host.label,
-                ", ".join("%s %s" % (k, chief.get(k) or "?") for k in keys))))
-    return problems
-
-
 # --- one task --------------------------------------------------------------------------------
 
-def _killpg(proc: subprocess.Popen) -> None:
+def killpg(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -276,6 +235,7 @@ class RemoteTask:
         self.exit_code: Optional[int] = None    # the remote tfbench's, from the marker
         self.rows_text: list[str] = []
         self.nccl_text: list[str] = []
+        self.files: dict[str, list[str]] = {}    # files_back that came back: name -> lines
         self.tail: list[str] = []      # last lines of output, markers excluded
         self._lock = threading.Lock()
         self._log: Optional[TextIO] = None
@@ -313,6 +273,8 @@ class RemoteTask:
                     block = self.rows_text
                 elif word == "nccl":
                     block = self.nccl_text
+                elif word.startswith("file "):
+                    block = self.files.setdefault(word[5:].strip(), [])
                 elif word == "end":
                     block = None
                 continue
@@ -358,7 +320,7 @@ class RemoteTask:
         """Ends the local remote-shell process (and its group); the host's watcher then reads
         end-of-file too."""
         self.stop()
-        _killpg(self.proc)
+        killpg(self.proc)
 
     def finish(self) -> None:
         """Waits for the readers to drain the output (over ssh the output ends with the remote
@@ -381,6 +343,13 @@ class RemoteTask:
 
     def rows(self) -> list[dict[str, str]]:
         return parse_rows(io.StringIO("\n".join(self.rows_text)))
+
+    def file_text(self, name: str) -> Optional[str]:
+        """A file of files_back as the task left it (None when it did not come back). The
+        program ends each with a newline of its own: the lines joined are the file's text, its
+        line ends read as newlines."""
+        lines = self.files.get(name)
+        return None if lines is None else "\n".join(lines)
 
     def signal_number(self) -> Optional[int]:
         code = self.exit_code

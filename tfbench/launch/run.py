@@ -28,8 +28,8 @@ from tfbench import errors
 from tfbench.children import rows as rows_lib
 from tfbench.children.outcome import study_end
 from tfbench.launch.console import ChiefConsole
-from tfbench.launch.remote import (ask_versions,
-                                   task_flags, version_problems)
+from tfbench.launch.remote import task_flags
+from tfbench.launch.versions import ask_versions, version_problems
 from tfbench.launch.tasks import LaunchConfig, LaunchResult, host_failure_row, run_tasks
 
 if TYPE_CHECKING:
@@ -72,12 +72,12 @@ def preflight(cfg: LaunchConfig, stderr: TextIO) -> Optional[int]:
                              "%s: %s" % (host.label, cause),
                              shlex.join([cfg.remote_cmd, "--version"]), host, len(cfg.hosts))
             for host, cause in problems]
-    _save_rows(cfg, rows, os.path.join(cfg.out_dir, "rows.csv"), stderr)
+    save_rows(cfg, rows, os.path.join(cfg.out_dir, "rows.csv"), stderr)
     print(errors.error_line(message), file=stderr)
     return errors.EXIT_DISTRIBUTED
 
 
-def _save_rows(cfg: LaunchConfig, rows: list[dict[str, str]], path: str,
+def save_rows(cfg: LaunchConfig, rows: list[dict[str, str]], path: str,
                stderr: TextIO) -> None:
     """Appends the rows to `path` and the local CSV, each recording the user's command (a
     task's own is the launcher's, with a --csv_file on its host that no longer exists)."""
@@ -97,7 +97,7 @@ def launch(cfg: LaunchConfig, stdout: TextIO, stderr: TextIO) -> int:
         result = run_tasks(cfg, cfg.hosts, cfg.out_dir, console)
     except errors.Interrupted as exc:
         result = exc.launch_result    # type: ignore[attr-defined]
-    _save_rows(cfg, result.rows, os.path.join(cfg.out_dir, "rows.csv"), stderr)
+    save_rows(cfg, result.rows, os.path.join(cfg.out_dir, "rows.csv"), stderr)
     ok = sum(r["status"] == "ok" for r in result.rows)
     own = ["Launch: %d row(s) of %d task(s) (%d ok) appended to %s; host logs in %s"
            % (len(result.rows), len(result.hosts), ok, where, cfg.out_dir),
@@ -135,10 +135,10 @@ def launch_series(cfg: LaunchConfig, counts: Sequence[int], stdout: TextIO,
             except errors.Interrupted as exc:
                 result = exc.launch_result    # type: ignore[attr-defined]
                 results.append(result)
-                _save_rows(cfg, result.rows, sweep_csv, stderr)
+                save_rows(cfg, result.rows, sweep_csv, stderr)
                 raise
             results.append(result)
-            _save_rows(cfg, result.rows, sweep_csv, stderr)
+            save_rows(cfg, result.rows, sweep_csv, stderr)
             row = chief_row(result)
             print("      %s, %s images/sec, %.1f s; %s" % (
                 row["status"], row["images_per_sec"] or "-", result.seconds,

@@ -37,6 +37,7 @@ CHECK_REASONS: dict[str, str] = {
                       "no expected link bandwidth)",
     "host_drags_ring": "the hosts together are slow only with this host (or link) among them",
     "slowed_down": "the soak's last steps are slower than its first by more than the tolerance",
+    "versions_differ": "the host runs another tfbench, TensorFlow or Keras than the first host",
 }
 REASONS: dict[str, str] = {**health_verdicts.REASONS, **CHECK_REASONS}
 
