@@ -87,13 +87,13 @@ def test_three_hosts_one_slow_in_a_ring_the_halving_names_it(tmp_path):
     assert doc["halving"] == {"finding": "host", "hosts": [H3], "why": "both pairs with it "
                               "fail, the pair without it passes"}
     out = proc.stdout.splitlines()
-    assert out[-1] == ("validate: FAIL (4 FAIL, 4 PASS): hosts %s,%s,%s efficiency_low; host "
-                       "host_drags_ring (%s); hosts %s,%s efficiency_low; hosts %s,%s "
+    assert out[-1] == ("validate: FAIL (4 FAIL, 4 PASS): hosts %s,%s,%s efficiency_low; %s "
+                       "host_drags_ring; hosts %s,%s efficiency_low; hosts %s,%s "
                        "efficiency_low" % (H1, H2, H3, H3, H1, H3, H2, H3))
     assert "[halving] %s drags the ring: with %s" % (H3, H3) in proc.stdout
     header = [line for line in out if line.startswith("host ")]
     assert header and header[0].split() == ["host", "subject", "check", "status", "reason",
-                                            "figure", "expectation"]
+                                            "figure", "[expected]"]
     # The benchmark rows: 3 hosts alone, the 3 tasks together, 2 tasks of each of 3 pairs.
     rows = _csv(tmp_path / "tfbench_results.csv")
     assert [r["num_workers"] for r in rows] == ["1"] * 3 + ["3"] * 3 + ["2"] * 6

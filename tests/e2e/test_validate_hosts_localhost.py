@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 LOCAL_RSH = os.path.join(ROOT, "scripts", "local_rsh.sh")
 STAND_IN = "%s %s" % (sys.executable, os.path.join(SUPPORT, "validate_hosts_stand_in.py"))
 FLAGS = ["--device=cpu", "--model=trivial", "--batch_size=32", "--image_size=32",
-         "--num_batches=6", "--num_warmup_batches=2", "--display_every=2", "--json_dir=",
+         "--num_batches=6", "--num_warmup_batches=2", "--display_every=2",
          "--monitor_interval_ms=0", "--cluster_timeout_secs=60"]
 
 

@@ -100,6 +100,8 @@ def _name(row: Check) -> str:
     """'GPU 5 straggler'; a row of the host, or a check that did not complete, names its check
     too: 'node7 allreduce_busbw check_failed', 'GPU 2 conv check_failed'."""
     if row.subject == "host":
+        if row.check == row.reason:   # a check named for its finding: host_drags_ring
+            return "%s %s" % (row.host, row.reason)
         return "%s %s %s" % (row.host, row.check, row.reason)
     if row.reason == "check_failed":
         return "%s %s %s" % (row.subject, row.check, row.reason)
