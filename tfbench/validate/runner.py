@@ -190,14 +190,22 @@ class Validation:
     def _failed_row(self, check: str, error: str, what: str) -> Check:
         return Check(self.host, "host", check, FAIL, "check_failed", error, what)
 
-    def _health(self, step: plan_lib.Step) -> result.StepRecord:
-        json_path = next(a.split("=", 1)[1] for a in step.command if a.startswith("--json="))
+    def _json_child(self, step: plan_lib.Step, option: str
+                    ) -> tuple[ChildOutcome, str, float, str, str]:
+        """Runs a child that writes its figures to the file of its `option` (--json=FILE):
+        (outcome, log path, timeout, that file, '' or why the child failed)."""
+        json_path = next(a.split("=", 1)[1] for a in step.command
+                         if a.startswith(option + "="))
         outcome, log_path, timeout = self._child(step, step.command)
         error = ""
-        rows: list[Check] = []
         if outcome.timed_out or outcome.exit_code != 0:
             error = self._failure(outcome, log_path, timeout)
-        else:
+        return outcome, log_path, timeout, json_path, error
+
+    def _health(self, step: plan_lib.Step) -> result.StepRecord:
+        outcome, log_path, timeout, json_path, error = self._json_child(step, "--json")
+        rows: list[Check] = []
+        if not error:
             try:
                 report = health_step.read_report(json_path)
             except health_step.Unreadable as exc:
@@ -284,14 +292,9 @@ class Validation:
                             own)
 
     def _allreduce(self, step: plan_lib.Step) -> result.StepRecord:
-        json_path = next(a.split("=", 1)[1] for a in step.command
-                         if a.startswith("--json_file="))
-        outcome, log_path, timeout = self._child(step, step.command)
-        error = ""
+        outcome, log_path, timeout, json_path, error = self._json_child(step, "--json_file")
         rows: list[Check] = []
-        if outcome.timed_out or outcome.exit_code != 0:
-            error = self._failure(outcome, log_path, timeout)
-        else:
+        if not error:
             probe = together_step.read_probe(json_path)
             if probe is None:
                 error = "the all-reduce probe wrote no figures"
