@@ -254,11 +254,11 @@ def test_each_device_probe_keeps_its_own_cuda_index():
 def _recorded_host(name):
     import json
     import os
-    from helpers import fake_nvml
+    from helpers import FakeNvml
     from paths import DATA
     with open(os.path.join(DATA, "nvml_links.json")) as handle:
         host = json.load(handle)["hosts"][name]
-    return fake_nvml(host["gpus"], topology=host["topology"])
+    return FakeNvml(host["gpus"], topology=host["topology"])
 
 
 # NCCL 2.21's log on a worker of two, one InfiniBand port between the hosts.

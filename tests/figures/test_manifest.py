@@ -90,7 +90,7 @@ def _host_samples():
 
 def _summaries():
     """Each summary function that is merged into extra, on small real inputs."""
-    from tests.monitors.test_nvml import FakeNvml, a100, run_without_thread, ticking_clock
+    from helpers import FakeNvml, a100, run_without_thread, ticking_clock
     from tfbench.monitors.host import HostMonitor
     from tfbench.monitors.nvml import NvmlMonitor
     gpu = NvmlMonitor([0], interval_sec=0, nvml=FakeNvml([a100()]), clock=ticking_clock(),

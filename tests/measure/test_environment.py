@@ -8,7 +8,7 @@ import pytest
 import tfbench
 from tfbench.measure import environment
 from tfbench.output import environment as environment_text
-from tests.monitors.test_nvml import FakeNvml, a100
+from helpers import A100_DRIVER, FakeNvml, a100
 
 GB = 1 << 30
 
@@ -93,7 +93,7 @@ def test_git_hash_none_outside_a_checkout(tmp_path, monkeypatch):
 
 
 def test_gpu_info_from_nvml():
-    fake = FakeNvml([a100("GPU-0"), a100("GPU-1")])
+    fake = FakeNvml([a100("GPU-0"), a100("GPU-1")], system=A100_DRIVER)
     env = environment.capture([], import_tf=False, nvml=fake)
     nv = env["nvidia"]
     assert nv["available"] and nv["driver_version"] == "550.54.15"

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from helpers import ROOT, fake_nvml, health_host
+from helpers import ROOT, FakeNvml, health_host
 from tfbench.measure import clock_events, health, health_read
 
 PCI_ORDER = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
@@ -202,7 +202,7 @@ def test_nvml_without_cuda_s_library_fails_the_driver():
 
 
 def test_facts_nvml_does_not_report_are_skipped_not_judged():
-    host, _ = health_read.gpu_health(nvml=fake_nvml([{"uuid": "GPU-a", "name": "NVIDIA X"}]),
+    host, _ = health_read.gpu_health(nvml=FakeNvml([{"uuid": "GPU-a", "name": "NVIDIA X"}]),
                                      environ=PCI_ORDER)
     j = health.judge(host, required_cuda=(12, 3))
     assert j.status == "PASS" and {r.status for r in j.rows} == {"SKIP"}

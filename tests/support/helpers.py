@@ -8,6 +8,7 @@ import socket
 import sys
 
 import zygote
+from fake_pynvml.pynvml import FakeNvml, NVMLError, Ticks  # noqa: F401 - tests import NVMLError from here
 from paths import DATA, FAKE_PYNVML_DIR, ROOT, SUPPORT  # noqa: F401 - tests import them from here
 
 
@@ -113,15 +114,39 @@ def install_fake_horovod(monkeypatch, **kwargs) -> FakeHorovod:
     return hvd
 
 
-def fake_nvml(gpus, **kwargs):
-    """tests/support/fake_pynvml's FakeNvml over `gpus` (and its `topology`), loaded
-    without shadowing the real pynvml."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "fake_pynvml", os.path.join(FAKE_PYNVML_DIR, "pynvml.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.FakeNvml(gpus, **kwargs)
+def a100(uuid: str = "GPU-aaaa", energy: bool = True, nvlinks: int = 12) -> dict:
+    """An A100-SXM4-40GB for FakeNvml (tests/support/fake_pynvml), sampled three times by a
+    monitor (start, steady_start, end): power, utilization, temperature, SM clock, the clock
+    event mask and (with `energy`) the energy counter change between the samples."""
+    gpu = {"name": "NVIDIA A100-SXM4-40GB", "uuid": uuid, "cc": [8, 0],
+           "pcie": [4, 16, 4, 16, 4], "memory": [30 << 30, 40 << 30],
+           "power_mw": [Ticks(60000, 300000, 400000), 400000, None],
+           "utilization": [Ticks(0, 100, 100), 40], "temperature": Ticks(35, 50, 60),
+           "clocks": {"sm": [Ticks(1410, 1410, 1290), 1410, 1095]},
+           "clocks_event_reasons": Ticks(0x1, 0x0, 0x4)}
+    if nvlinks:
+        gpu["nvlink"] = {"states": [1] * nvlinks}
+    if energy:
+        gpu["energy_mj"] = Ticks(5_000_000, 6_000_000, 9_500_000)
+    return gpu
+
+
+# The driver FakeNvml's a100 hosts run, as NVML reports it.
+A100_DRIVER = {"driver": "550.54.15", "cuda": 12040, "nvml": "12.550.54.15"}
+
+
+def ticking_clock(step: float = 1.0):
+    """A monitor's clock that reads step, 2 * step, ... one tick per sample."""
+    import itertools
+    counter = itertools.count()
+    return lambda: next(counter) * step
+
+
+def run_without_thread(monitor) -> None:
+    """A monitor's start, steady_start and end samples, taken in this thread."""
+    monitor.start()
+    monitor.mark_steady()
+    monitor.stop()
 
 
 def health_host(name, changes=None):
@@ -138,7 +163,7 @@ def health_host(name, changes=None):
     for edit in edits:
         for index, readings in edit.items():
             host["gpus"][int(index)].update(copy.deepcopy(readings))
-    return fake_nvml(host["gpus"], system=host["system"])
+    return FakeNvml(host["gpus"], system=host["system"])
 
 
 def write_fake_cifar10(directory, per_file: int = 16, seed: int = 0):
