@@ -12,7 +12,7 @@ import signal
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, only_row
 from tfbench import errors
 from tfbench.config import flagdefs
 from tfbench.config.argv import parse_params
@@ -95,10 +95,8 @@ def test_a_file_of_an_older_version_is_migrated_by_name(tmp_path, version):
         writer.writerow(old)
     notice = csv_out.append_rows(str(path), [])
     assert "migrated it to schema %d (1 rows kept)" % csv_out.SCHEMA_VERSION in notice
-    with open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
-        assert reader.fieldnames == HEADERS[max(HEADERS)]
-        (row,) = list(reader)
+    row = only_row(path)
+    assert list(row) == HEADERS[max(HEADERS)]
     assert (row["run_id"], row["images_per_sec"], row["latency_ms_p99"]) == ("r1", "123.5", "9.5")
 
 
@@ -314,8 +312,7 @@ def test_the_command_ends_with_the_code_and_writes_the_status(run_benchmark, mon
     if code == 2:   # refused before any step: no row (docs/output.md, "When a row is written")
         assert not path.exists()
         return
-    with open(path, newline="") as handle:
-        (row,) = list(csv.DictReader(handle))
+    row = only_row(path)
     assert row["status"] == status
 
 

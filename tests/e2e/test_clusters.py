@@ -8,7 +8,7 @@ import pytest
 
 import zygote
 from figure_checks import check_run, read_run
-from helpers import ROOT, SUPPORT
+from helpers import ROOT, SUPPORT, only_row
 from helpers import free_ports as _free_ports
 
 pytestmark = pytest.mark.slow
@@ -283,8 +283,7 @@ def test_a_worker_killed_mid_run_stops_the_other_with_a_clear_error(tmp_path):
     assert last.startswith("tfbench: error: ") and "worker" in last, last
     assert "Traceback" not in out
     assert elapsed < 40
-    import csv
-    row = list(csv.DictReader(open(tmp_path / "w0.csv")))[0]
+    row = only_row(tmp_path / "w0.csv")
     assert row["status"] == "error" and int(row["steps_run"]) >= 3
 
 

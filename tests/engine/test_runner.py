@@ -1,12 +1,11 @@
 """Runner behaviour in-process: step counts, checkpoints, resume, precision, failures."""
 
-import csv
 import os
 
 import numpy as np
 import pytest
 
-from helpers import install_fake_horovod, run_inprocess
+from helpers import install_fake_horovod, only_row, run_inprocess
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +72,7 @@ def test_a_nan_loss_on_real_data_stops_the_run_with_status_nan(tmp_path):
     code, lines = run_inprocess(DIVERGING + ["--data_dir=%s" % data, "--csv_file=r.csv"],
                                 tmp_path)
     assert code == 4
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    row = only_row(tmp_path / "r.csv")
     assert row["status"] == "nan"
     assert row["error"].startswith("Loss became NaN at step 2 of trivial (fp32, batch 4): use "
                                    "loss scaling")
@@ -86,7 +85,7 @@ def test_a_nan_loss_on_synthetic_data_is_said_once_and_the_run_is_timed(tmp_path
     assert code == 0, lines
     said = [line for line in lines if "Loss became" in line]
     assert len(said) == 1 and "on synthetic images" in said[0], said
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    row = only_row(tmp_path / "r.csv")
     assert row["status"] == "ok" and float(row["images_per_sec"]) > 0
     assert "Loss became NaN at step 2 of trivial" in row["notices"]
     losses = [float(line.split("\t")[-1]) for line in step_lines(lines)]   # steps 1, 2, 4, 6

@@ -2,7 +2,6 @@
 deployment calls it; its outputs are the in-process model's; export and load are reported
 apart; its directory is temporary unless kept; what it cannot do is refused in one line."""
 
-import csv
 import gc
 import json
 import os
@@ -13,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers import run_inprocess, write_fake_cifar10
+from helpers import only_row, read_rows, run_inprocess, write_fake_cifar10
 from tfbench.config.params import make_params
 from tfbench.engine import base, plan as plan_lib, serving
 from tfbench.errors import UsageError
@@ -78,11 +77,6 @@ def test_the_served_step_scores_the_labels_it_is_given(exported):
 
 
 # --- the CLI -----------------------------------------------------------------------------------
-def rows(path):
-    with open(path) as handle:
-        return list(csv.DictReader(handle))
-
-
 def _watch_the_in_process_weights(monkeypatch):
     """Whether the in-process model's first variable is still alive (after a collection) at
     each served step: the served copy should be the only one left."""
@@ -110,7 +104,7 @@ def test_forward_only_serves_the_saved_model(tmp_path, monkeypatch):
     code, lines = run_inprocess(TINY + ["--forward_only", "--saved_model", "--csv_file=r.csv",
                                         "--json_dir=j"], tmp_path)
     assert code == 0, lines
-    (row,) = rows(tmp_path / "r.csv")
+    row = only_row(tmp_path / "r.csv")
     assert row["serving_path"] == "saved_model" and row["status"] == "ok"
     assert float(row["export_sec"]) > 0 and float(row["load_sec"]) > 0
     assert float(row["latency_ms_p50"]) > 0 and row["trt_mode"] == ""
@@ -161,7 +155,7 @@ def test_eval_on_real_data_scores_as_in_process(tmp_path):
         assert code == 0, lines
         accuracy[flag] = next(l for l in lines if l.startswith("Accuracy @ 1"))
     assert accuracy["--saved_model"] == accuracy["--nosaved_model"]
-    served = rows(tmp_path / "r.csv")[-1]
+    served = read_rows(tmp_path / "r.csv")[-1]
     assert (served["mode"], served["serving_path"], served["steps_run"]) == (
         "eval", "saved_model", "4")
     assert float(served["top_5_accuracy"]) > 0   # labels from the data, scored

@@ -4,7 +4,6 @@ does it: engines built before warm-up, INT8 calibrated on the run's own input, s
 as TF-TRT's summary() counts them, zero segments said, a failed conversion one error line and a
 row with its status."""
 
-import csv
 import inspect
 import json
 import os
@@ -16,7 +15,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
-from helpers import write_fake_cifar10
+from helpers import only_row, write_fake_cifar10
 from tfbench.cli import run
 from tfbench.engine import serving, tftrt
 from tfbench.measure import tensorrt
@@ -140,8 +139,7 @@ def ours(directory):
 
 
 def row_and_manifest(tmp_path):
-    with open(tmp_path / "r.csv") as handle:
-        (row,) = list(csv.DictReader(handle))
+    row = only_row(tmp_path / "r.csv")
     (name,) = os.listdir(tmp_path / "j")
     with open(tmp_path / "j" / name) as handle:
         return row, json.load(handle)

@@ -3,6 +3,8 @@ in-process."""
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import socket
 import sys
@@ -48,6 +50,24 @@ def run_inprocess(args, cwd):
     finally:
         os.chdir(old)
     return code, lines
+
+
+def csv_rows(text: str) -> list[dict[str, str]]:
+    """The rows of CSV text (header first), each {column: text}."""
+    return list(csv.DictReader(io.StringIO(text, newline="")))
+
+
+def read_rows(path) -> list[dict[str, str]]:
+    """The rows of the CSV file at `path` (a results CSV, a study's table), each {column: text}."""
+    with open(path, newline="") as handle:
+        return csv_rows(handle.read())
+
+
+def only_row(path) -> dict[str, str]:
+    """The one row of the CSV file at `path`; fails when it holds none or several."""
+    rows = read_rows(path)
+    assert len(rows) == 1, "%s holds %d rows, not one" % (path, len(rows))
+    return rows[0]
 
 
 class FakeGpu:
