@@ -18,6 +18,12 @@ sys.path.insert(0, os.path.dirname(_TESTS))
 
 import pytest  # noqa: E402
 
+import process_guard  # noqa: E402
+# A test not marked slow that starts a process fails (tests/support/process_guard.py).
+from process_guard import pytest_runtest_call, pytest_runtest_setup  # noqa: E402,F401
+
+process_guard.install()
+
 
 @pytest.fixture(autouse=True)
 def _float32_policy_after_each_test():

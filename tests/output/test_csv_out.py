@@ -4,6 +4,8 @@ import json
 import multiprocessing
 import os
 
+import pytest
+
 from helpers import csv_rows, read_rows
 from tfbench.output import csv_out
 from tfbench.results import RunResult
@@ -44,6 +46,7 @@ def _append_many(args):
         csv_out.append_row(path, _result(i))
 
 
+@pytest.mark.slow
 def test_concurrent_appends_never_interleave(tmp_path):
     path = str(tmp_path / "r.csv")
     with multiprocessing.get_context("fork").Pool(4) as pool:

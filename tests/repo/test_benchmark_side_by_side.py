@@ -284,6 +284,7 @@ FAKE = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.slow
 def test_run_side_by_side_alternates_real_subprocesses(tmp_path):
     fake = tmp_path / "fake.py"
     fake.write_text(FAKE)
@@ -324,6 +325,7 @@ def test_main_prints_interval_verdict_and_writes_tables(tmp_path, capsys):
     assert (row["target"], row["verdict"], row["pairs"]) == ("1.5", "not met", "3")
 
 
+@pytest.mark.slow
 def test_run_command_reports_failures_and_unstartable_programs(tmp_path):
     fake = tmp_path / "fake.py"
     fake.write_text(FAKE)

@@ -191,6 +191,7 @@ def test_finder_keeps_searching_past_cudnn_allocation_failures(tmp_path, model, 
                           for r in failed)
 
 
+@pytest.mark.slow
 def test_finder_names_the_precision_the_children_ran(tmp_path):
     # --use_fp16 is the legacy spelling of --precision=fp16: the table must say fp16.
     script = tmp_path / "memory_child.py"
