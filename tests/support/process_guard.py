@@ -6,7 +6,7 @@ marked slow and is not.
 
 Fixtures count as the test that sets them up (a module-scoped one that starts a cluster, for
 the first test that asks for it). The package's own glimpses of the machine while it records a
-run's environment (QUICK_TOOLS, tfbench.measure.environment) are no process a test starts.
+run's environment (QUICK_TOOLS) are no process a test starts.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from typing import Optional
 
 import pytest
 
-# Programs tfbench.measure.environment runs for a moment while it records any run's environment.
-QUICK_TOOLS = frozenset({"git", "systemd-detect-virt"})
+# Programs the package runs for a moment while it records any run's environment: git and
+# systemd-detect-virt (tfbench.measure.environment), uname -p (platform.processor(), once per
+# interpreter: in whichever test asks first).
+QUICK_TOOLS = frozenset({"git", "systemd-detect-virt", "uname"})
 
 _started: Optional[list[str]] = None   # what the running unmarked test started; None: not watched
 _installed = False
