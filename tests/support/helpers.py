@@ -186,6 +186,27 @@ def health_host(name, changes=None):
     return FakeNvml(host["gpus"], system=host["system"])
 
 
+def environment_record(**virt) -> dict:
+    """A captured environment (tfbench.measure.environment.capture's record): a Docker container
+    of NVIDIA's TensorFlow image on an 8-core AMD host without a GPU driver; `virt` sets its
+    virtualization facts."""
+    GB = 1 << 30
+    return {
+        "tfbench": {"version": "0.1.0", "git_hash": "0123456789abcdef", "git_dirty": True},
+        "tensorflow": {"version": "2.21.0", "git_version": "v2.21.0-0-gabc",
+                       "build": {"cuda_version": "12.5.1", "cudnn_version": "9"}},
+        "keras": {"version": "3.15.1"}, "python": {"version": "3.11.7"},
+        "nvidia": {"available": False, "reason": "no NVIDIA driver: NVML library not found"},
+        "cpu": {"model": "AMD EPYC 7B13", "logical_cores": 8, "physical_cores": 4,
+                "usable_cores": 8},
+        "memory": {"total_bytes": 32 * GB},
+        "os": {"system": "Linux", "kernel": "6.1.0", "distribution": "Ubuntu 22.04.4 LTS"},
+        "virtualization": {"is_vm": False, "hypervisor": None, "cloud": None, **virt},
+        "container": {"in_container": True, "runtime": "docker", "nvidia_image": "25.02-tf2"},
+        "env_vars": {"TF_GPU_THREAD_MODE": "gpu_private"},
+    }
+
+
 def write_fake_cifar10(directory, per_file: int = 16, seed: int = 0):
     """CIFAR-10's python pickle batches (data_batch_1..5, test_batch) of `per_file` random
     images each in `directory`; returns the test images, NHWC uint8, in file order."""
