@@ -62,8 +62,8 @@ def _task_gpus(cfg):
 
 
 def test_tasks_on_a_host_named_twice_get_gpus_of_their_own():
-    """Issue 26 (2.3): both tasks on one host took GPUs 0..N-1, each TensorFlow mapping nearly
-    all of their memory. The k-th task on a host takes --num_gpus GPUs from k x --num_gpus."""
+    """Two tasks on one host never share GPUs (each TensorFlow maps nearly all of a GPU's
+    memory): the k-th task on a host takes --num_gpus GPUs from k x --num_gpus."""
     _, cfg = launch_cli.build(["--hosts=gpu1,gpu1,me@gpu2,Me@GPU1:2400", "--rsh=sh", "--",
                                "--model=resnet50", "--num_gpus=2"])
     assert _task_gpus(cfg) == ["--gpu_indices=0,1", "--gpu_indices=2,3", None,

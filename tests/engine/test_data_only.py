@@ -154,7 +154,7 @@ def _epoch_labels(data_dir, monkeypatch, rank, size, train):
 
 @pytest.mark.parametrize("train", [True, False])
 def test_horovod_processes_read_disjoint_shares_of_real_data(tmp_path, monkeypatch, train):
-    """Issue 23.3: every rank used to read the same batches."""
+    """Each Horovod rank reads batches of its own: no two ranks read the same examples."""
     from multiworker_checks import write_labelled_split
     labels = write_labelled_split(str(tmp_path), "train" if train else "validation", 4, 2, 1)
     parts = [_epoch_labels(str(tmp_path), monkeypatch, rank, 2, train) for rank in range(2)]

@@ -210,7 +210,7 @@ HOROVOD_TRAIN_DIR = BASE + ["--variable_update=horovod", "--num_warmup_batches=1
 
 
 def test_horovod_rank_0_resumes_then_broadcasts_its_restored_state(tmp_path, monkeypatch):
-    """Issue A3: rank 0 broadcast its initial variables before restoring the checkpoint."""
+    """Rank 0 restores the checkpoint before it broadcasts its variables to the other ranks."""
     train_dir = tmp_path / "ckpt"
     args = HOROVOD_TRAIN_DIR + ["--train_dir=%s" % train_dir]
     _horovod(monkeypatch, rank=0)
@@ -227,7 +227,8 @@ def test_horovod_rank_0_resumes_then_broadcasts_its_restored_state(tmp_path, mon
 
 def test_horovod_rank_1_writes_nothing_into_train_dir_and_takes_rank_0s_state(
         tmp_path, monkeypatch):
-    """Issue A3: every rank saved the same step into one --train_dir; the ranks collided."""
+    """Only rank 0 saves into --train_dir (every rank saving the same step into one directory
+    collides); the others start from the state rank 0 broadcasts."""
     train_dir = tmp_path / "ckpt"
     args = HOROVOD_TRAIN_DIR + ["--train_dir=%s" % train_dir]
     _horovod(monkeypatch, rank=0)

@@ -124,7 +124,7 @@ def test_no_matches(tmp_path):
     assert load.read_results([a]).shape[0] == 2
 
 
-# --- what was matched, and spreads in one unit (issue 19 item 12) ---------------------------
+# --- what was matched, and spreads in one unit ----------------------------------------------
 
 def test_rows_show_the_keys_that_identify_them(tmp_path):
     # Every key is the same in all rows but the batch size: the table still says which model,

@@ -207,8 +207,8 @@ def test_finder_names_the_precision_the_children_ran(tmp_path):
 
 
 def test_probe_lengths_leave_a_given_num_epochs_alone():
-    # --num_epochs and --num_batches exclude each other: adding --num_batches=2 to a base with
-    # --num_epochs made every probe a usage error.
+    # --num_epochs and --num_batches exclude each other: a probe adds no --num_batches to a
+    # base with --num_epochs, which would make every probe a usage error.
     args, engine = sweep_cli.build(["--find_max_batch_size", "--num_epochs=0.001"])
     sweep_cli._probe_flags(engine.config, io.StringIO())
     p = parse_params(["tfbench"] + engine.config.base_flags)   # as each probe's child
