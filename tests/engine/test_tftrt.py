@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
-from helpers import only_row, write_fake_cifar10
+from helpers import only_row, run_inprocess, write_fake_cifar10
 from tfbench.cli import run
 from tfbench.engine import serving, tftrt
 from tfbench.measure import tensorrt
@@ -45,13 +45,10 @@ def _linked_tensorrt():
      "--freeze_when_forward_only=True", "--batch_size=16", "--use_fp16=True", "--trt_mode=FP16"],
     TINY + ["--trt_mode=INT8"],
 ], ids=["legacy_leading_indicator", "legacy_fp16", "int8_on_cpu"])
-def test_refused_here_in_one_line_with_exit_2(argv, tmp_path, capsys, monkeypatch):
+def test_refused_here_in_one_line_with_exit_2(argv, tmp_path, capsys):
     if _linked_tensorrt() != (0, 0, 0) or tf.config.list_physical_devices("GPU"):
         pytest.skip("this TensorFlow has TensorRT or a GPU: the refusal differs")
-    monkeypatch.chdir(tmp_path)
-    lines = []
-    code = run.run_benchmark(["tfbench"] + argv + ["--csv_file=r.csv", "--json_dir=j"],
-                             emit=lines.append)
+    code, lines = run_inprocess(argv + ["--csv_file=r.csv", "--json_dir=j"], tmp_path)
     mode = argv[-1].split("=")[1]
     assert code == 2
     assert capsys.readouterr().err.splitlines() == [
