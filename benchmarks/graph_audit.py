@@ -6,7 +6,7 @@ step exactly as `tfbench --device=gpu ...` does (flags, Resolved, strategy, mode
 with the strategy's devices replaced by logical CPU devices and TensorFlow's GPU test
 (`_is_gpu_device` in mirrored_strategy and mirrored_run, TF 2.17 to 2.21) answering yes for
 them, so TensorFlow takes the branches it takes on GPUs. It only traces the step (an XLA
-collective cannot run on a CPU) and prints, per configuration (tfbench.measure.step_graph):
+collective cannot run on a CPU) and prints, per configuration (step_graph.py, beside it):
 
   update kernels   per copy of a trainable variable: fewest-most, and the most common kind
   all-reduce       collective packs per device, their dtypes and bytes per device; or, for
@@ -150,8 +150,9 @@ def trace(flags: list[str], iterator: bool = False):
     from tfbench.distribute import strategy as strategy_lib
     from tfbench.engine import train
     from tfbench.engine.resolved import resolve
-    from tfbench.measure import step_graph
     from tfbench.results import RunResult
+
+    import step_graph   # beside this script
 
     p = parse_params(["tfbench", *flags])
     resolved = resolve(p)
@@ -171,7 +172,7 @@ def trace(flags: list[str], iterator: bool = False):
 
 
 def summarize(row: dict, audit, sp) -> dict:
-    from tfbench.measure import step_graph
+    import step_graph
     low, high = audit.kernels_per_copy()
     collectives, sums = audit.collectives(), audit.sums()
     per_device = audit.reduced_bytes_per_device()

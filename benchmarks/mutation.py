@@ -39,13 +39,13 @@ TARGETS: dict[str, tuple[str, list[str], list[str]]] = {
     "stats": ("tfbench/measure/stats.py", [],
               ["tests/measure/test_stats.py", "tests/output/test_classic_log.py"]),
     "cuda_visible": ("tfbench/measure/cuda_visible.py", [],
-                     ["tests/measure/test_cuda_visible.py", "tests/monitors/test_nvml.py",
+                     ["tests/measure/test_cuda_visible.py", "tests/measure/test_nvml.py",
                       "tests/sweep/test_evaluation.py"]),
     # The NVML side of the CUDA_VISIBLE_DEVICES reader (cuda_visible.py holds the rest).
     "nvml_visible": ("tfbench/measure/nvml.py",
                      ["*parse_visible*", "*_resolve_entry*", "*_lookup*", "*cuda_device_count*",
                       "*resolve_handles*", "*_by_uuid*", "*_cuda_order*", "*_as_cuda_sees*"],
-                     ["tests/measure/test_cuda_visible.py", "tests/monitors/test_nvml.py",
+                     ["tests/measure/test_cuda_visible.py", "tests/measure/test_nvml.py",
                       "tests/sweep/test_evaluation.py"]),
     "memory": ("tfbench/measure/memory.py", [], ["tests/measure/test_memory.py"]),
     "estimate": ("tfbench/measure/estimate.py", [], ["tests/measure/test_estimate.py"]),
@@ -61,7 +61,8 @@ TARGETS: dict[str, tuple[str, list[str], list[str]]] = {
     "benchmark_logger": ("tfbench/output/benchmark_logger.py", [],
                          ["tests/output/test_benchmark_logger.py"]),
     "output_environment": ("tfbench/output/environment.py", [],
-                           ["tests/measure/test_environment.py"]),
+                           ["tests/output/test_environment.py",
+                            "tests/measure/test_environment.py"]),
     "studies": ("tfbench/report/studies.py", [], ["tests/report/test_studies.py"]),
     # The runner's timed loop (TrainRunner._timed_loop), whole benchmarks in this process on a
     # fake clock: the tests that run the command in a child process are not seen by mutmut's

@@ -11,12 +11,20 @@ os.environ.setdefault("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS", "0")
 # tests/support (helpers, fakes, check scripts: not collected) is imported by module name
 # (`import helpers`); the checkout's root goes first, so its tfbench is the one imported.
 _TESTS = os.path.dirname(os.path.abspath(__file__))
-if os.path.isdir(os.path.join(_TESTS, "support")):
-    sys.path.insert(0, os.path.join(_TESTS, "support"))
+_SUPPORT = os.path.join(_TESTS, "support")
+if os.path.isdir(_SUPPORT):
+    sys.path.insert(0, _SUPPORT)
 sys.path.insert(0, os.path.dirname(_TESTS))
 
 
 import pytest  # noqa: E402
+
+if os.path.isdir(_SUPPORT):
+    # A test not marked slow that starts a process fails (tests/support/process_guard.py).
+    import process_guard
+    from process_guard import pytest_runtest_call, pytest_runtest_setup  # noqa: F401
+
+    process_guard.install()
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ import signal
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, only_row
 from tfbench import errors
 from tfbench.config import flagdefs
 from tfbench.config.argv import parse_params
@@ -50,14 +50,14 @@ spread_pct unstable synthetic_images_per_sec input_only_images_per_sec input_bou
 estimated_train_hours expected_range tf_version keras_version tfbench_version hostname notices
 command
 """.split()
-_V3 = _V2 + ["expected_range_source"]   # appended with like-with-like published ranges (issue 28)
+_V3 = _V2 + ["expected_range_source"]   # where a published range came from
 _V4 = _V3 + """
 allreduce_ms allreduce_mib allreduce_algbw_gbs allreduce_busbw_gbs one_device_step_ms
 slowest_device_step_ms slowest_device slowest_device_ratio input_step_ms link expected_busbw_gbs
-""".split()   # --explain_scaling's probes (issue 29)
+""".split()   # --explain_scaling's probes
 _V5 = _V4 + ["serving_path", "export_sec", "load_sec", "trt_mode", "trt_precisions",
              "trt_segments", "trt_ops_in_tensorrt", "trt_ops_in_tensorflow", "trt_convert_sec",
-             "trt_build_sec", "trt_calibration_batches", "tensorrt_version"]   # issue 30
+             "trt_build_sec", "trt_calibration_batches", "tensorrt_version"]   # --saved_model, TF-TRT
 _V6 = _V5 + """
 devices_checked slowest_alone_device slowest_alone_ratio slowest_matmul_device slowest_matmul_ratio
 slowest_conv_device slowest_conv_ratio devices_differing max_grad_rel_diff
@@ -95,10 +95,8 @@ def test_a_file_of_an_older_version_is_migrated_by_name(tmp_path, version):
         writer.writerow(old)
     notice = csv_out.append_rows(str(path), [])
     assert "migrated it to schema %d (1 rows kept)" % csv_out.SCHEMA_VERSION in notice
-    with open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
-        assert reader.fieldnames == HEADERS[max(HEADERS)]
-        (row,) = list(reader)
+    row = only_row(path)
+    assert list(row) == HEADERS[max(HEADERS)]
     assert (row["run_id"], row["images_per_sec"], row["latency_ms_p99"]) == ("r1", "123.5", "9.5")
 
 
@@ -314,8 +312,7 @@ def test_the_command_ends_with_the_code_and_writes_the_status(run_benchmark, mon
     if code == 2:   # refused before any step: no row (docs/output.md, "When a row is written")
         assert not path.exists()
         return
-    with open(path, newline="") as handle:
-        (row,) = list(csv.DictReader(handle))
+    row = only_row(path)
     assert row["status"] == status
 
 

@@ -2,12 +2,12 @@
 flags, its own rows and how an abnormal end marks them, appending to the study's file and to
 --csv_file."""
 
-import csv
 
 import pytest
 
 from tfbench.children import rows
 from tfbench.children.process import ChildOutcome
+from helpers import read_rows
 
 
 def test_failure_row_describes_the_configuration():
@@ -76,10 +76,8 @@ def test_rows_go_to_the_study_file_and_to_the_csv_file(tmp_path):
     one = rows.failure_row(["--batch_size=8"], "error", "x", "c")
     rows.save_rows([one], str(study), str(mine), said.append)
     rows.save_rows([dict(one, run_id="r2")], str(study), "", said.append)
-    with open(study, newline="") as handle:
-        assert [r["run_id"] for r in csv.DictReader(handle)] == [one["run_id"], "r2"]
-    with open(mine, newline="") as handle:
-        assert [r["run_id"] for r in csv.DictReader(handle)] == [one["run_id"]]
+    assert [r["run_id"] for r in read_rows(study)] == [one["run_id"], "r2"]
+    assert [r["run_id"] for r in read_rows(mine)] == [one["run_id"]]
     assert said == []
 
 

@@ -2,7 +2,6 @@
 directory, progress, resuming an interrupted evaluation, refusing other settings, failed runs,
 and `tfbench compare DIR_A DIR_B` over two evaluations."""
 
-import csv
 import io
 import os
 import subprocess
@@ -15,6 +14,7 @@ from tfbench.cli import compare as compare_cli
 from tfbench.cli import evaluate as cli
 from tfbench.measure import tensorrt
 from tfbench.report import compare, tables
+from helpers import read_rows
 
 pytestmark = pytest.mark.slow
 
@@ -32,9 +32,8 @@ def evaluate(argv, child, gpus=(1, "")):
     return code, out.getvalue(), err.getvalue()
 
 
-def rows(path):
-    with open(os.path.join(path, "evaluation.csv")) as handle:
-        return list(csv.DictReader(handle))
+def rows(out):
+    return read_rows(os.path.join(out, "evaluation.csv"))
 
 
 def test_one_directory_holds_rows_logs_manifests_and_the_report(tmp_path, child):
@@ -122,8 +121,8 @@ def test_fp16_chosen_for_a_gpu_tensorflow_cannot_use_stops_at_the_first_run(tmp_
     assert "pip install \".[gpu]\"" in str(exc.value)
     # The row measured is kept apart from the evaluation's ...
     assert "its row is in %s.cpu" % os.path.join(out, "evaluation.csv") in str(exc.value)
-    with open(os.path.join(out, "evaluation.csv.cpu")) as handle:
-        assert [r["device_kind"] for r in csv.DictReader(handle)] == ["cpu"]
+    assert [r["device_kind"] for r in read_rows(os.path.join(out, "evaluation.csv.cpu"))] == [
+        "cpu"]
     # ... so that, once TensorFlow uses the GPU, the same command starts over.
     monkeypatch.delenv("FAKE_DEVICE")
     code, _, stderr = evaluate(SMALL + ["--out_dir=" + out], child, gpus=(1, ""))

@@ -4,7 +4,6 @@ scripts/local_rsh.sh (the command runs on this machine, as over ssh) and a stand
 (tests/support/launch_fake_tfbench.py), so no TensorFlow starts here; real TensorFlow tasks are
 in e2e/test_launch_localhost.py."""
 
-import csv
 import os
 import re
 import subprocess
@@ -13,7 +12,7 @@ import time
 
 import pytest
 
-from helpers import ROOT, SUPPORT
+from helpers import ROOT, SUPPORT, read_rows
 from tfbench import errors
 from tfbench.cli import launch as launch_cli
 from tfbench.launch import remote as launch_remote, run as launch
@@ -63,8 +62,8 @@ def _task_gpus(cfg):
 
 
 def test_tasks_on_a_host_named_twice_get_gpus_of_their_own():
-    """Issue 26 (2.3): both tasks on one host took GPUs 0..N-1, each TensorFlow mapping nearly
-    all of their memory. The k-th task on a host takes --num_gpus GPUs from k x --num_gpus."""
+    """Two tasks on one host never share GPUs (each TensorFlow maps nearly all of a GPU's
+    memory): the k-th task on a host takes --num_gpus GPUs from k x --num_gpus."""
     _, cfg = launch_cli.build(["--hosts=gpu1,gpu1,me@gpu2,Me@GPU1:2400", "--rsh=sh", "--",
                                "--model=resnet50", "--num_gpus=2"])
     assert _task_gpus(cfg) == ["--gpu_indices=0,1", "--gpu_indices=2,3", None,
@@ -103,11 +102,6 @@ def _launch(tmp_path, args, rsh=LOCAL_RSH, remote_cmd=FAKE, timeout=120):
     return proc, time.monotonic() - started
 
 
-def _rows(path):
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
-
-
 def _leftovers(tmp_path):
     return [n for n in os.listdir(tmp_path) if n.startswith("tfbench-launch.")]
 
@@ -128,7 +122,7 @@ def test_a_scaling_series_prints_efficiency_with_the_interconnect_each_point_saw
                             "mlx5_1) with GPUDirect RDMA; within a host P2P/IPC")
     # every host's row, in the sweep's and the local CSV: 1 + 2 + 3 tasks
     for path in (tmp_path / "out" / "sweep.csv", tmp_path / "tfbench_results.csv"):
-        rows = _rows(path)
+        rows = read_rows(path)
         assert [r["num_workers"] for r in rows] == ["1", "2", "2", "3", "3", "3"]
         assert {r["status"] for r in rows} == {"ok"}
     log = (tmp_path / "out" / "logs" / "002_hosts-3" / "worker2_127.0.0.1-3.log").read_text()
@@ -153,7 +147,7 @@ def test_a_series_with_a_failed_point_writes_everything_then_exits_6(tmp_path):
         r"tfbench: error: 1 of 2 points did not finish ok \(1 oom\); first: 2 host\(s\): "
         r"127\.0\.0\.1:2 \(worker 1\): OOM when allocating tensor with shape \[64\]; the other 1 "
         r"task\(s\) ended within [0-9.]+ s; rows in out/sweep\.csv, logs in out/logs", last), last
-    rows = _rows(tmp_path / "out" / "sweep.csv")
+    rows = read_rows(tmp_path / "out" / "sweep.csv")
     assert [(r["num_workers"], r["status"]) for r in rows] == [
         ("1", "ok"), ("2", "error"), ("2", "oom")]
     assert "## All points" in proc.stdout and (tmp_path / "out" / "summary.md").exists()
@@ -168,12 +162,12 @@ def test_the_chief_names_where_its_row_went_and_rows_record_the_users_command(tm
     proc, _ = _launch(tmp_path, args)
     assert proc.returncode == 0, proc.stderr
     (said,) = [line for line in proc.stdout.splitlines() if line.startswith("Results: ")]
-    rows = _rows(tmp_path / "mine.csv")
+    rows = read_rows(tmp_path / "mine.csv")
     assert said == "Results: ok row appended to mine.csv (run %s)" % rows[0]["run_id"]
     typed = "tfbench launch --rsh=%s '--remote_cmd=%s' --out_dir=out %s" % (
         LOCAL_RSH, FAKE, " ".join(args))
     assert [r["command"] for r in rows] == [typed, typed]
-    assert [r["command"] for r in _rows(tmp_path / "out" / "rows.csv")] == [typed, typed]
+    assert [r["command"] for r in read_rows(tmp_path / "out" / "rows.csv")] == [typed, typed]
     assert _leftovers(tmp_path) == []
 
 
@@ -188,7 +182,7 @@ def test_a_row_that_did_not_come_back_from_a_container_is_named_with_the_mount(t
         "row did not come back: the task writes it under ${TMPDIR:-/tmp} on its host, which a "
         "--remote_cmd that starts a container must mount (docker run -v "
         "\"${TMPDIR:-/tmp}:${TMPDIR:-/tmp}\"); its classic log is in the host's log file")
-    rows = _rows(tmp_path / "tfbench_results.csv")
+    rows = read_rows(tmp_path / "tfbench_results.csv")
     assert [(r["status"], r["hostname"]) for r in rows] == [("error", "127.0.0.1")] * 2
     assert "docker run -e NCCL_DEBUG -e NCCL_DEBUG_SUBSYS -e NCCL_DEBUG_FILE" in proc.stdout
     assert _leftovers(tmp_path) == []
@@ -207,7 +201,7 @@ def test_a_failing_task_is_named_and_the_others_are_stopped_within_the_timeout(t
                            "tensor with shape [64]; the other 2 task(s) ended within ")
     assert float(last.rsplit(" ", 2)[1]) < 5          # --cluster_timeout_secs
     assert "Traceback" not in proc.stderr
-    rows = _rows(tmp_path / "tfbench_results.csv")
+    rows = read_rows(tmp_path / "tfbench_results.csv")
     assert [(r["status"], r["error"]) for r in rows] == [
         ("interrupted", "interrupted by SIGTERM"),
         ("oom", "OOM when allocating tensor with shape [64]"),
@@ -230,7 +224,7 @@ def test_a_hung_task_is_named_once_the_others_lost_it(tmp_path):
         r"from worker 1 \(hung, or cut off from this host\)\); stopped: killed by SIGKILL, "
         r"[\d.]+ s after it", last), last
     assert float(last.rsplit(" ", 4)[1]) < 5            # --cluster_timeout_secs
-    rows = _rows(tmp_path / "tfbench_results.csv")
+    rows = read_rows(tmp_path / "tfbench_results.csv")
     assert [(r["status"], r["error"][:30]) for r in rows] == [
         ("error", "worker 0: lost the cluster (Un"), ("error", "killed by SIGKILL"),
         ("error", "worker 2: lost the cluster (Un")]
@@ -261,7 +255,7 @@ def test_an_unreachable_host_is_named_and_nothing_starts(tmp_path):
         "tfbench: error: gpu-node7:2: unreachable over `%s`: ssh: Could not resolve "
         "hostname gpu-node7: Name or service not known" % LOCAL_RSH)
     assert proc.stdout == ""
-    (row,) = _rows(tmp_path / "tfbench_results.csv")
+    (row,) = read_rows(tmp_path / "tfbench_results.csv")
     assert row["status"] == "error" and row["hostname"] == "gpu-node7"
     assert row["error"].startswith("gpu-node7:2: unreachable over")
     assert row["num_workers"] == "2"
@@ -281,7 +275,7 @@ def test_a_host_with_other_versions_is_named_and_nothing_starts(tmp_path):
     assert proc.stderr.strip().splitlines()[-1] == (
         "tfbench: error: 127.0.0.2:2: runs TensorFlow 2.17.1, Keras 3.8.0 where the "
         "chief (127.0.0.1:1) runs TensorFlow 2.21.0, Keras 3.15.1")
-    (row,) = _rows(tmp_path / "tfbench_results.csv")
+    (row,) = read_rows(tmp_path / "tfbench_results.csv")
     assert row["status"] == "error" and row["hostname"] == "127.0.0.2"
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import csv
-import io
 
 import pytest
 
+from helpers import csv_rows
 from tfbench import cli
 from tfbench.cli import models as models_cli
 from tfbench.measure import flops
@@ -32,7 +31,7 @@ def test_table_lists_every_model_without_flops(capsys):
 @pytest.mark.slow
 def test_csv_has_the_documented_columns_and_graph_flops(capsys):
     out = _run(capsys, "--format=csv", "--image_size=64", "--model=resnet20,resnet20_v2")
-    rows = list(csv.DictReader(io.StringIO(out)))
+    rows = csv_rows(out)
     assert list(rows[0])[:7] == ["name", "dataset", "image_size", "default_batch_size", "params",
                                  "gflops", "family"]
     assert [r["name"] for r in rows] == ["resnet20", "resnet20_v2"]

@@ -1,7 +1,6 @@
 """Whole sweeps with a fake child (tfbench.cli.sweep over tfbench.sweep.runner): isolation of
 failing points, study tables, interrupts, exit codes."""
 
-import csv
 import io
 import os
 import subprocess
@@ -15,6 +14,7 @@ from tfbench.sweep import grid
 from tfbench.cli import sweep as sweep_cli
 from tfbench.report import tables
 import paths
+from helpers import read_rows
 
 pytestmark = pytest.mark.slow
 
@@ -98,11 +98,6 @@ def run_sweep(argv, child):
     return code, out.getvalue(), err.getvalue()
 
 
-def read_csv(path):
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
-
-
 # --- whole sweeps with the fake child -------------------------------------------------------
 
 def test_crash_oom_nan_are_isolated_and_the_study_goes_on(tmp_path, child):
@@ -116,7 +111,7 @@ def test_crash_oom_nan_are_isolated_and_the_study_goes_on(tmp_path, child):
     assert err.splitlines()[-1] == (
         "tfbench: error: 4 of 6 points did not finish ok (2 error, 1 oom, 1 nan); rows in "
         "%s, logs in %s" % (out_dir / "sweep.csv", out_dir / "logs"))
-    rows = read_csv(out_dir / "sweep.csv")
+    rows = read_rows(out_dir / "sweep.csv")
     assert [(r["model"], r["status"]) for r in rows] == [
         ("trivial", "ok"), ("crash", "error"), ("oomrow", "oom"), ("nan", "nan"),
         ("okthenfail", "error"), ("trivial2", "ok")]
@@ -125,11 +120,11 @@ def test_crash_oom_nan_are_isolated_and_the_study_goes_on(tmp_path, child):
     assert crash["batch_size"] == "64"
     assert rows[2]["error"] == "OOM when allocating tensor"
     assert "exited abnormally after writing its row" in rows[4]["error"]
-    assert read_csv(user_csv) == rows
+    assert read_rows(user_csv) == rows
     # Each point's log is its own file, with the child's output.
     log = (out_dir / "logs" / "001_model-crash.log").read_text()
     assert "RuntimeError: segfault-ish crash" in log
-    index = read_csv(out_dir / "points.csv")
+    index = read_rows(out_dir / "points.csv")
     assert [(r["name"], r["status"], r["exit_code"]) for r in index][:2] == [
         ("000_model-trivial", "ok", "0"), ("001_model-crash", "error", "1")]
     assert "6/6 points | elapsed" in err and "| ETA 0:00:00 | done" in err
@@ -165,7 +160,7 @@ def test_batch_precision_resolution_studies_and_repeats(tmp_path, child):
                               "fp32+0,fp16+0,fp16+1", "--repeats=2",
                               "--out_dir=%s" % out_dir], child)
     assert code == 0
-    assert len(read_csv(out_dir / "sweep.csv")) == 24
+    assert len(read_rows(out_dir / "sweep.csv")) == 24
     batch = tables.parse_markdown((out_dir / "batch_size.md").read_text())
     fp32 = [r for r in batch if r["Precision"] == "fp32"]
     assert [(r["Batch/device"], r["% of best"], r["Knee"]) for r in fp32] == [
@@ -206,7 +201,7 @@ def test_repeats_show_their_spread_and_an_unstable_knee_says_so(tmp_path, child)
         in out
     assert "stable as in tfbench evaluate (unstable above 10%). Unstable: model=noisy, " \
         "device_name=FakeGPU, batch_size=16 (spread 43.1% over 2 repeats)" in out
-    table = read_csv(out_dir / "batch_size.csv")
+    table = read_rows(out_dir / "batch_size.csv")
     assert [(r["batch_size"], r["spread_pct"][:4], r["stable"]) for r in table] == [
         ("16", "43.1", "no"), ("32", "0.0", "yes"), ("64", "0.51", "yes")]
     report = build.build_report([str(out_dir / "sweep.csv")], str(tmp_path / "report"))
@@ -229,7 +224,7 @@ def test_the_readmes_sweep_then_report_pair_gives_the_study(tmp_path, child, cap
     code, _, _ = run_sweep(["--model=resnet50", "--sweep=batch_size=16,32,64,128",
                             "--repeats=3", "--out_dir=study"], child)
     assert code == 0
-    assert len(read_csv(tmp_path / "tfbench_results.csv")) == 12
+    assert len(read_rows(tmp_path / "tfbench_results.csv")) == 12
     assert cli.main(["tfbench", "report", "tfbench_results.csv", "--out", "report/"]) == 0
     printed = capsys.readouterr().out
     assert " in report/plots\n" in printed and "//" not in printed
@@ -251,7 +246,7 @@ def test_usage_error_in_first_point_stops_the_study(tmp_path, child):
     with pytest.raises(errors.UsageError, match="first point failed with a usage error: "
                                                  "tfbench: error: --model=usage"):
         run_sweep(["--sweep=model=usage,trivial", "--out_dir=%s" % (tmp_path / "u")], child)
-    assert len(read_csv(tmp_path / "u" / "sweep.csv")) == 1
+    assert len(read_rows(tmp_path / "u" / "sweep.csv")) == 1
 
 
 def test_a_point_whose_flags_the_child_would_refuse_stops_the_sweep_before_it_runs(tmp_path,
@@ -272,7 +267,7 @@ def test_existing_out_dir_is_refused(tmp_path, child):
 def test_timeout_marks_the_point(tmp_path, child):
     code, out, _ = run_sweep(["--sweep=model=sleep,trivial", "--point_timeout_sec=1",
                               "--out_dir=%s" % tmp_path], child)
-    rows = read_csv(tmp_path / "sweep.csv")
+    rows = read_rows(tmp_path / "sweep.csv")
     assert rows[0]["status"] == "error" and rows[0]["error"].startswith("timed out after")
     assert rows[1]["status"] == "ok"
 
@@ -323,7 +318,7 @@ def test_interrupt_stops_the_child_keeps_its_row_and_writes_the_tables(tmp_path,
     code, out, err = run_sweep(["--sweep=model=trivial,sleep,trivial2",
                                 "--out_dir=%s" % tmp_path], child)
     assert code == errors.EXIT_SIGINT
-    rows = read_csv(tmp_path / "sweep.csv")
+    rows = read_rows(tmp_path / "sweep.csv")
     assert [(r["model"], r["status"]) for r in rows] == [("trivial", "ok"),
                                                          ("sleep", "interrupted")]
     assert "sweep interrupted; writing the tables for the 2 finished run(s)" in err

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import FakeGpu
-from tests.monitors.test_nvml import FakeNvml, a100
+from helpers import A100_DRIVER, FakeNvml, a100
 from tfbench.distribute import devices
 from tfbench.errors import UsageError
 from tfbench.config.params import make_params
@@ -76,11 +76,11 @@ def test_explicit_cpu_devices_are_not_a_gpu_request():
     (CUDA12, FakeNvml([], init_error=12), {},
      "NVML: no NVIDIA driver: NVML library not found; TensorFlow built for CUDA 12.5.1",
      "no NVIDIA driver, or one older than CUDA 12 needs (525.60.13 or newer)"),
-    (CUDA12, FakeNvml([a100("GPU-0"), a100("GPU-1")]), {"CUDA_VISIBLE_DEVICES": ""},
+    (CUDA12, FakeNvml([a100("GPU-0"), a100("GPU-1")], system=A100_DRIVER), {"CUDA_VISIBLE_DEVICES": ""},
      "CUDA_VISIBLE_DEVICES=''; NVML: 2 x NVIDIA A100-SXM4-40GB, driver 550.54.15 (CUDA 12.4); "
      "TensorFlow built for CUDA 12.5.1",
      "CUDA_VISIBLE_DEVICES hiding the GPUs"),
-    ({"is_cuda_build": False}, FakeNvml([a100("GPU-0")]), {},
+    ({"is_cuda_build": False}, FakeNvml([a100("GPU-0")], system=A100_DRIVER), {},
      "NVML: 1 x NVIDIA A100-SXM4-40GB, driver 550.54.15 (CUDA 12.4)",
      "this TensorFlow has no GPU support (tensorflow-cpu, or a CPU wheel): install "
      "tensorflow[and-cuda]"),

@@ -167,8 +167,9 @@ def test_other_peer_failures_keep_tensorflows_cause_without_the_trace():
 @pytest.mark.slow
 @pytest.mark.parametrize("job", ["worker", "ps"])
 def test_a_parameter_server_task_serves_with_the_runtime_its_flags_set(job):
-    """Issue A4: tf.distribute.Server was created without config=, so a worker ignored
-    --num_gpus, --gpu_indices, --gpu_memory_limit_mb, --allow_growth and the thread flags."""
+    """A worker's or parameter server's tf.distribute.Server gets its config=: without it the task
+    would ignore --num_gpus, --gpu_indices, --gpu_memory_limit_mb, --allow_growth and the thread
+    flags."""
     import os
     import zygote
     from helpers import ROOT

@@ -39,7 +39,7 @@ def test_pipeline_shard(args, shard):
 
 
 def test_horovod_ranks_read_their_own_part_of_the_data(fake_horovod):
-    """--variable_update=horovod: rank 3 of 4 reads examples 3, 7, 11, ... (issue 23.3)."""
+    """--variable_update=horovod: rank 3 of 4 reads examples 3, 7, 11, ..."""
     sp = strategy_lib.make_strategy(make_params({"variable_update": "horovod", "device": "cpu"}),
                                     CPU1)
     assert pipelines.process_rank(sp.strategy) == (3, 4)

@@ -1,10 +1,8 @@
 """--accum_steps in whole runs: every image counted, real data's batch split into micro-batches."""
 
-import csv
-
 import pytest
 
-from helpers import run_inprocess
+from helpers import only_row, run_inprocess
 
 
 ARGS = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=2",
@@ -18,7 +16,7 @@ def test_cli_counts_every_image(tmp_path):
     assert "Gradient accumulation: 3 micro-batches of 2 per device per update " \
            "(6 images per device per step)" in lines
     assert "Batch size:  6 global" in lines and "             2 per device" in lines
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    row = only_row(tmp_path / "r.csv")
     assert row["accum_steps"] == "3" and row["global_batch_size"] == "6"
 
 

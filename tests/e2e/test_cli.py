@@ -1,13 +1,12 @@
 """End-to-end: the real CLI in a subprocess, read the way legacy parsers read it."""
 
-import csv
 import json
 import os
 
 import pytest
 
 import zygote
-from helpers import ROOT, run_cli
+from helpers import ROOT, only_row, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -59,10 +58,7 @@ def test_header_and_step_lines(training_run):
 
 def test_csv_row_and_json_manifest(training_run):
     _, _, cwd = training_run
-    with open(os.path.join(cwd, "tfbench_results.csv")) as handle:
-        rows = list(csv.DictReader(handle))
-    assert len(rows) == 1
-    row = rows[0]
+    row = only_row(os.path.join(cwd, "tfbench_results.csv"))
     assert row["status"] == "ok" and row["model"] == "trivial" and row["mode"] == "training"
     assert row["batch_size"] == "32" and row["global_batch_size"] == "32"
     assert row["device_kind"] == "cpu" and row["num_devices"] == "1"

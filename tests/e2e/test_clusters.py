@@ -8,7 +8,7 @@ import pytest
 
 import zygote
 from figure_checks import check_run, read_run
-from helpers import ROOT, SUPPORT
+from helpers import ROOT, SUPPORT, only_row
 from helpers import free_ports as _free_ports
 
 pytestmark = pytest.mark.slow
@@ -134,9 +134,9 @@ def test_tfbench_allreduce_probes_the_collective_of_two_workers(tmp_path):
 
 
 def test_only_worker_0_writes_train_dir_and_every_worker_resumes_from_its_state(collective_run):
-    """Issue A3: both workers saved each step into one --train_dir (colliding temp files), and
-    each resumed from its own directory. Run 1 shares one directory (a shared file system);
-    in run 2 worker 1's is empty (hosts without one): it resumes from worker 0's state."""
+    """Only worker 0 saves into --train_dir (two workers saving each step into one directory
+    collide on its temp files), and every worker resumes from worker 0's state. Run 1 shares
+    one directory (a shared file system); in run 2 worker 1's is empty (hosts without one)."""
     outs, tmp_path = collective_run["outs"], collective_run["cwd"]
     shared, scratch = collective_run["shared"], collective_run["scratch"]
     own = tmp_path / "worker1"
@@ -199,8 +199,9 @@ def ps_cluster(tmp_path_factory):
 
 
 def test_parameter_server_cluster_counts_the_images_the_workers_compute(ps_cluster):
-    """Issue A4: images/sec counted the controller's devices; TensorFlow runs one replica per
-    worker GPU (here: one CPU replica per worker, while the controller has 2 CPU devices)."""
+    """images/sec counts the workers' replicas, not the controller's devices: TensorFlow runs one
+    replica per worker GPU (here: one CPU replica per worker, while the controller has 2 CPU
+    devices)."""
     ps_out, w0_out, w1_out, out = ps_cluster["outs"]
     assert "Running parameter server 0" in ps_out.splitlines()
     assert "Starting worker 1" in w1_out.splitlines()
@@ -283,8 +284,7 @@ def test_a_worker_killed_mid_run_stops_the_other_with_a_clear_error(tmp_path):
     assert last.startswith("tfbench: error: ") and "worker" in last, last
     assert "Traceback" not in out
     assert elapsed < 40
-    import csv
-    row = list(csv.DictReader(open(tmp_path / "w0.csv")))[0]
+    row = only_row(tmp_path / "w0.csv")
     assert row["status"] == "error" and int(row["steps_run"]) >= 3
 
 
@@ -378,10 +378,10 @@ def test_two_workers_on_real_data_count_the_images_synthetic_data_counts(tmp_pat
 
 
 def test_parameter_server_workers_keep_synthetic_images_on_their_replica_devices(tmp_path):
-    """Issue 26 (2.5): parameter-server workers read synthetic images from a per-worker
-    `from_tensors(...).repeat()` dataset, on the worker's CPU, copied to the GPU every step; the
-    legacy script kept them on the device. Each replica's batch is now a variable on its
-    worker's replica device, read there by the step: no iterator in the step."""
+    """Parameter-server workers keep synthetic images on the device, as the legacy script does
+    (not a per-worker `from_tensors(...).repeat()` dataset on the worker's CPU, copied to the GPU
+    every step): each replica's batch is a variable on its worker's replica device, read there
+    by the step, with no iterator in the step."""
     ps, w0, w1, controller = ("127.0.0.1:%d" % p for p in _free_ports(4))
     common = ["--device=cpu", "--model=trivial", "--ps_hosts=" + ps, "--worker_hosts=%s,%s" % (
         w0, w1), "--controller_host=" + controller, "--cluster_timeout_secs=60", "--json_dir=",

@@ -3,13 +3,12 @@ each run a real `python -m tfbench` child on the CPU; the report, and its browse
 Chromium is installed. (The method's logic is tested with a fake child in
 cli/test_evaluate.py.)"""
 
-import csv
 import json
 import os
 
 import pytest
 
-from helpers import run_cli
+from helpers import read_rows, run_cli
 from tfbench.report import browser_check, tables
 
 pytestmark = pytest.mark.slow
@@ -23,8 +22,7 @@ def test_a_tiny_quick_evaluation_on_the_cpu(tmp_path):
          "--repeats=2", "--device=cpu", "--out_dir=%s" % out], cwd=str(tmp_path), timeout=600,
         merged=False)
     assert code == 0, errors_[-3000:]
-    with open(out / "evaluation.csv") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = read_rows(out / "evaluation.csv")
     assert [(r["model"], r["mode"], r["precision"], r["status"]) for r in rows] == [
         ("vit_tiny", kind, prec, "ok") for prec in ("fp32", "bf16") for kind in ("training", "forward_only")]
     assert {(r["image_size"], r["num_runs"]) for r in rows} == {("32", "2")}

@@ -8,7 +8,6 @@ variant: 56k parameters, a few ms per step on 2 logical CPU devices), so the att
 on a loaded 2-core machine; the timing assertions are only these, about the injected cost.
 """
 
-import csv
 import json
 import os
 import pickle
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 
 import zygote
-from helpers import SUPPORT
+from helpers import SUPPORT, only_row
 
 pytestmark = pytest.mark.slow
 
@@ -148,8 +147,7 @@ def test_validate_devices_finds_the_slow_device_and_the_wrong_one(tmp_path):
     assert wrong["loss"] == entries["/cpu:0"]["loss"]   # only its gradients are wrong
     assert extra["devices_differing"] == 1
     assert extra["max_grad_rel_diff"] == pytest.approx(2.0 ** -10, rel=1e-3)
-    with open(tmp_path / "r.csv") as handle:
-        row = next(csv.DictReader(handle))
+    row = only_row(tmp_path / "r.csv")
     assert (row["devices_checked"], row["slowest_alone_device"], row["devices_differing"]) == (
         "3", "/cpu:1", "1")
     lines = out.rstrip("\n").split("\n")

@@ -2,13 +2,12 @@
 traceback is, never the exception's text; the CSV row is still written, the text kept in the
 JSON manifest."""
 
-import csv
 import json
 import os
 
 import pytest
 
-from helpers import run_inprocess
+from helpers import only_row, run_inprocess
 from tfbench.engine import steps
 
 pytestmark = pytest.mark.slow
@@ -33,7 +32,7 @@ def test_the_line_says_internal_error_and_where_the_traceback_is(tmp_path, monke
     _failing_train_step(monkeypatch)
     code, _ = run_inprocess(ARGS + ["--json_dir=runs"], tmp_path)
     assert code == 1
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    row = only_row(tmp_path / "r.csv")
     path = os.path.join(str(tmp_path), "runs", row["run_id"] + ".json")
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line == ("tfbench: error: internal error in tfbench (a bug, not something you did "
@@ -55,4 +54,4 @@ def test_without_a_manifest_the_line_says_how_to_keep_the_traceback(tmp_path, mo
     assert "run again with --json_dir=DIR to keep its traceback" in line
     assert "ValueError" not in line and "Dropout" not in line
     assert not os.path.exists(tmp_path / "runs")
-    assert list(csv.DictReader(open(tmp_path / "r.csv")))[0]["status"] == "error"
+    assert only_row(tmp_path / "r.csv")["status"] == "error"

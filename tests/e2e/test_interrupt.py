@@ -1,6 +1,5 @@
 """SIGINT / SIGTERM: steps already timed are reported and written with status=interrupted."""
 
-import csv
 import os
 import signal
 import subprocess
@@ -10,7 +9,7 @@ import time
 import pytest
 
 import zygote
-from helpers import ROOT
+from helpers import ROOT, only_row
 
 
 @pytest.mark.slow
@@ -36,7 +35,7 @@ def test_interrupt_writes_partial_results(tmp_path, signum, code):
     assert err.strip().splitlines()[-1] == "tfbench: error: interrupted by %s" % \
         signal.Signals(signum).name
     assert "Traceback" not in err
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    row = only_row(tmp_path / "r.csv")
     assert row["status"] == "interrupted"
     assert int(row["steps_run"]) >= 5 and float(row["images_per_sec"]) > 0
 

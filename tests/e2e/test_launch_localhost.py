@@ -2,7 +2,6 @@
 chief's classic log, every host's row, and the two ways a run is cut short (a task killed, the
 launcher stopped), with no process or temporary directory left behind."""
 
-import csv
 import os
 import signal
 import subprocess
@@ -11,7 +10,7 @@ import time
 
 import pytest
 
-from helpers import ROOT, free_ports
+from helpers import ROOT, free_ports, read_rows
 from tfbench.output import files
 
 pytestmark = pytest.mark.slow
@@ -37,8 +36,7 @@ def _hosts(n):
 
 
 def _rows(tmp_path):
-    with open(tmp_path / "tfbench_results.csv", newline="") as handle:
-        return list(csv.DictReader(handle))
+    return read_rows(tmp_path / "tfbench_results.csv")
 
 
 def _processes_of(hosts):

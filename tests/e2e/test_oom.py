@@ -1,11 +1,9 @@
 """Out of memory: one message naming model, batch size and precision; status=oom; exit 3."""
 
-import csv
-
 import pytest
 import tensorflow as tf
 
-from helpers import run_inprocess
+from helpers import only_row, run_inprocess
 from tfbench import errors
 from tfbench.engine import steps
 
@@ -21,7 +19,7 @@ def test_oom_is_reported_with_remedies(tmp_path, monkeypatch):
                                  "--batch_size=512", "--num_batches=2", "--precision=bf16",
                                  "--csv_file=r.csv", "--json_dir="], tmp_path)
     assert code == 3
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    row = only_row(tmp_path / "r.csv")
     assert row["status"] == "oom"
     message = row["error"]
     assert "trivial" in message and "batch size 512" in message and "bf16" in message
@@ -157,7 +155,7 @@ def test_the_runner_reports_them_as_oom(tmp_path, monkeypatch, error_class, mess
                             "--batch_size=4", "--num_batches=2", "--csv_file=r.csv",
                             "--json_dir="], tmp_path)
     assert got == code
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    row = only_row(tmp_path / "r.csv")
     if code == 3:
         assert row["status"] == "oom"
         evidence = errors.out_of_memory_evidence(message, error_class)

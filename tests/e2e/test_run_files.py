@@ -1,7 +1,6 @@
 """What a run leaves behind: the files docs/output.md lists and nothing else, in the current
 directory and in $TMPDIR; the repository's .gitignore covers every default output path."""
 
-import csv
 import os
 import re
 import shutil
@@ -9,7 +8,7 @@ import subprocess
 
 import pytest
 
-from helpers import ROOT, run_cli
+from helpers import ROOT, only_row, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -29,8 +28,7 @@ def test_a_run_leaves_only_the_documented_files(tmp_path):
     temp.mkdir()
     code, out = run_cli(TINY, work, env_extra={"TMPDIR": str(temp)})
     assert code == 0, out
-    with open(work / "tfbench_results.csv", newline="") as handle:
-        run_id = next(csv.DictReader(handle))["run_id"]
+    run_id = only_row(work / "tfbench_results.csv")["run_id"]
     assert _listing(work) == ["tfbench_results.csv", "tfbench_runs/%s.json" % run_id]
     assert _listing(temp) == []
     with open(os.path.join(ROOT, "docs", "output.md")) as handle:

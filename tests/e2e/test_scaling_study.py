@@ -2,13 +2,12 @@
 points all run on logical CPU devices, and a point whose flags cannot run on the devices asked
 (NCCL on a CPU) stops the study before any child starts."""
 
-import csv
 import os
 import re
 
 import pytest
 
-from helpers import ROOT, run_cli
+from helpers import ROOT, read_rows, run_cli
 
 pytestmark = pytest.mark.slow   # the sweep and its children are processes
 
@@ -30,8 +29,7 @@ def test_the_documented_scaling_study_runs_its_two_device_point_on_a_cpu(tmp_pat
                        "--explain_scaling", "--device=cpu"]
     code, out, err = run_cli(command + SMALL + ["--out_dir=study"], tmp_path, merged=False)
     assert code == 0, err[-3000:]
-    with open(tmp_path / "study" / "sweep.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = read_rows(tmp_path / "study" / "sweep.csv")
     assert [(r["num_devices"], r["status"], r["variable_update"]) for r in rows] == [
         ("1", "ok", "replicated"), ("2", "ok", "replicated")]
     assert "## Where the scaling efficiency goes" in out

@@ -1,11 +1,9 @@
 """Real data through the runner: header, data-only log, input diagnosis, faults."""
 
-import csv
-
 import numpy as np
 import pytest
 
-from helpers import install_fake_horovod, run_cli, run_inprocess
+from helpers import install_fake_horovod, only_row, run_cli, run_inprocess
 from tfbench.data.fake_imagenet import write_fake_imagenet
 
 pytestmark = pytest.mark.slow
@@ -26,7 +24,7 @@ def test_real_data_header_and_csv(tmp_path, fake_dir):
     code, lines = run_inprocess(BASE + ["--data_dir=" + fake_dir, "--csv_file=r.csv"], tmp_path)
     assert code == 0, lines
     assert "Dataset:     imagenet" in lines
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    row = only_row(tmp_path / "r.csv")
     assert row["data_source"] == "imagenet_tfrecord" and row["status"] == "ok"
 
 
@@ -96,7 +94,7 @@ def test_diagnose_input_writes_three_figures(tmp_path, fake_dir):
     assert code == 0, lines
     verdict = [l for l in lines if l.startswith("Input diagnosis: ") and "images/sec" in l]
     assert len(verdict) == 1 and "synthetic" in verdict[0] and "real data" in verdict[0]
-    row = list(csv.DictReader(open(tmp_path / "d.csv")))[0]
+    row = only_row(tmp_path / "d.csv")
     for key in ("synthetic_images_per_sec", "input_only_images_per_sec", "images_per_sec"):
         assert float(row[key]) > 0
     assert row["input_bound"] in ("0", "1")
@@ -156,7 +154,7 @@ def _epoch_labels(data_dir, monkeypatch, rank, size, train):
 
 @pytest.mark.parametrize("train", [True, False])
 def test_horovod_processes_read_disjoint_shares_of_real_data(tmp_path, monkeypatch, train):
-    """Issue 23.3: every rank used to read the same batches."""
+    """Each Horovod rank reads batches of its own: no two ranks read the same examples."""
     from multiworker_checks import write_labelled_split
     labels = write_labelled_split(str(tmp_path), "train" if train else "validation", 4, 2, 1)
     parts = [_epoch_labels(str(tmp_path), monkeypatch, rank, 2, train) for rank in range(2)]

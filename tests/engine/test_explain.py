@@ -2,7 +2,6 @@
 captured for them on GPUs, the run's own split and its console lines. The probes themselves run
 in test_explain_injected.py (a run on logical devices, with a known cost injected)."""
 
-import csv
 import dataclasses
 import os
 
@@ -10,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import zygote
-from helpers import ROOT, run_inprocess
+from helpers import ROOT, only_row, run_inprocess
 from tfbench.config.argv import parse_params
 from tfbench.engine import explain
 from tfbench.engine.resolved import resolve
@@ -127,7 +126,7 @@ def test_the_error_line_names_the_kept_nccl_log(monkeypatch, tmp_path):
                              "--batch_size=2", "--num_batches=2", "--csv_file=r.csv",
                              "--json_dir="], tmp_path)
     assert code == 1
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    row = only_row(tmp_path / "r.csv")
     assert row["error"] == (
         "TensorFlow's runtime failed running trivial on CPU (fp32, batch size 2 per device): "
         "%s; NCCL's log (2 warnings) is kept in %s" % (TF_NCCL_ERROR, path))
@@ -168,7 +167,7 @@ def test_probes_stopped_by_nccl_keep_its_log_and_the_runs_figures(tmp_path):
         "--json_dir="])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.rstrip("\n").split("\n")[-1] == "-" * 64
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    row = only_row(tmp_path / "r.csv")
     assert float(row["images_per_sec"]) > 0
     assert ("--explain_scaling: the probes stopped, TensorFlow failed: %s; NCCL's log "
             "(2 warnings) is kept in %s; the run's own figures stand" % (TF_NCCL_ERROR, path)
@@ -253,11 +252,11 @@ def test_each_device_probe_keeps_its_own_cuda_index():
 def _recorded_host(name):
     import json
     import os
-    from helpers import fake_nvml
+    from helpers import FakeNvml
     from paths import DATA
     with open(os.path.join(DATA, "nvml_links.json")) as handle:
         host = json.load(handle)["hosts"][name]
-    return fake_nvml(host["gpus"], topology=host["topology"])
+    return FakeNvml(host["gpus"], topology=host["topology"])
 
 
 # NCCL 2.21's log on a worker of two, one InfiniBand port between the hosts.

@@ -9,6 +9,7 @@ import pytest
 
 from tfbench.engine import lean_import
 from paths import ROOT
+from helpers import only_row
 
 
 def test_hidden_modules_raise_import_error_inside_and_import_after():
@@ -78,7 +79,6 @@ def test_collector_paused_inside_then_frozen_and_restored(enabled_before):
 @pytest.mark.slow
 def test_a_numpy_1_tensorflow_beside_numpy_2_ends_in_one_line_before_importing_it(tmp_path):
     """As after `pip install .` into TensorFlow 2.17: pip upgraded numpy for pandas."""
-    import csv
     site = tmp_path / "site"
     for name, version, requires in (
             ("tf-nightly", "2.17.0.dev20240601", ["numpy<2.0.0,>=1.23.5"]),
@@ -97,5 +97,5 @@ def test_a_numpy_1_tensorflow_beside_numpy_2_ends_in_one_line_before_importing_i
     assert out.stderr.startswith("tfbench: error: TensorFlow ")
     assert "is built for numpy 1.x and cannot import with numpy 2.0.0: pip install " \
            "\"numpy<2\" pandas matplotlib repairs it" in out.stderr
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    row = only_row(tmp_path / "r.csv")
     assert row["status"] == "error" and out.stderr.strip().endswith(row["error"])

@@ -26,7 +26,7 @@ IDLE_W = 50.0
 BATCH = 4
 
 
-class FakeGpu:
+class MeteredGpu:
     """A clock, a power draw and the energy counter that integrates it."""
 
     def __init__(self):
@@ -51,7 +51,7 @@ class FakeNvmlMonitor(Monitor):
 
     name = "nvml"
 
-    def __init__(self, gpu: FakeGpu):
+    def __init__(self, gpu: MeteredGpu):
         super().__init__(0, clock=gpu.now)
         self.gpu = gpu
 
@@ -67,7 +67,7 @@ CLOCK = base.Clock()   # the runner's clock: the fake GPU's while the `gpu` fixt
 
 @pytest.fixture
 def gpu(monkeypatch):
-    g = FakeGpu()
+    g = MeteredGpu()
     monkeypatch.setitem(globals(), "CLOCK", base.Clock(perf_counter=g.now, sleep=g.sleep))
     monkeypatch.setattr(measurements.monitors, "create", lambda *a, **k: [FakeNvmlMonitor(g)])
 

@@ -139,9 +139,8 @@ def test_step_lines_count_the_workers_images_legacy_counts(variable_update, batc
 
 
 def test_a_parameter_server_controller_reads_a_folder_dataset_once(tmp_path, monkeypatch):
-    """Issue 26 (2.8): the controller resolved the whole plan again once its strategy counted the
-    workers' replicas, walking a folder dataset's tree (and listing the GPUs) a second time.
-    Only the batch arithmetic runs again."""
+    """Once its strategy has counted the workers' replicas, the controller redoes only the batch
+    arithmetic: it walks a folder dataset's tree (and lists the GPUs) once."""
     from tfbench.data import folder
     from tfbench.distribute import devices
     from tfbench.engine import runner

@@ -1,12 +1,11 @@
 """Runner behaviour in-process: step counts, checkpoints, resume, precision, failures."""
 
-import csv
 import os
 
 import numpy as np
 import pytest
 
-from helpers import install_fake_horovod, run_inprocess
+from helpers import install_fake_horovod, only_row, run_inprocess
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +72,7 @@ def test_a_nan_loss_on_real_data_stops_the_run_with_status_nan(tmp_path):
     code, lines = run_inprocess(DIVERGING + ["--data_dir=%s" % data, "--csv_file=r.csv"],
                                 tmp_path)
     assert code == 4
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    row = only_row(tmp_path / "r.csv")
     assert row["status"] == "nan"
     assert row["error"].startswith("Loss became NaN at step 2 of trivial (fp32, batch 4): use "
                                    "loss scaling")
@@ -86,7 +85,7 @@ def test_a_nan_loss_on_synthetic_data_is_said_once_and_the_run_is_timed(tmp_path
     assert code == 0, lines
     said = [line for line in lines if "Loss became" in line]
     assert len(said) == 1 and "on synthetic images" in said[0], said
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    row = only_row(tmp_path / "r.csv")
     assert row["status"] == "ok" and float(row["images_per_sec"]) > 0
     assert "Loss became NaN at step 2 of trivial" in row["notices"]
     losses = [float(line.split("\t")[-1]) for line in step_lines(lines)]   # steps 1, 2, 4, 6
@@ -211,7 +210,7 @@ HOROVOD_TRAIN_DIR = BASE + ["--variable_update=horovod", "--num_warmup_batches=1
 
 
 def test_horovod_rank_0_resumes_then_broadcasts_its_restored_state(tmp_path, monkeypatch):
-    """Issue A3: rank 0 broadcast its initial variables before restoring the checkpoint."""
+    """Rank 0 restores the checkpoint before it broadcasts its variables to the other ranks."""
     train_dir = tmp_path / "ckpt"
     args = HOROVOD_TRAIN_DIR + ["--train_dir=%s" % train_dir]
     _horovod(monkeypatch, rank=0)
@@ -228,7 +227,8 @@ def test_horovod_rank_0_resumes_then_broadcasts_its_restored_state(tmp_path, mon
 
 def test_horovod_rank_1_writes_nothing_into_train_dir_and_takes_rank_0s_state(
         tmp_path, monkeypatch):
-    """Issue A3: every rank saved the same step into one --train_dir; the ranks collided."""
+    """Only rank 0 saves into --train_dir (every rank saving the same step into one directory
+    collides); the others start from the state rank 0 broadcasts."""
     train_dir = tmp_path / "ckpt"
     args = HOROVOD_TRAIN_DIR + ["--train_dir=%s" % train_dir]
     _horovod(monkeypatch, rank=0)

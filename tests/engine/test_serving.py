@@ -2,7 +2,6 @@
 deployment calls it; its outputs are the in-process model's; export and load are reported
 apart; its directory is temporary unless kept; what it cannot do is refused in one line."""
 
-import csv
 import gc
 import json
 import os
@@ -13,8 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers import write_fake_cifar10
-from tfbench.cli import run
+from helpers import only_row, read_rows, run_inprocess, write_fake_cifar10
 from tfbench.config.params import make_params
 from tfbench.engine import base, resolved as resolved_lib, serving
 from tfbench.errors import UsageError
@@ -79,18 +77,6 @@ def test_the_served_step_scores_the_labels_it_is_given(exported):
 
 
 # --- the CLI -----------------------------------------------------------------------------------
-def run_cli(args, cwd, monkeypatch):
-    monkeypatch.chdir(cwd)
-    lines = []
-    code = run.run_benchmark(["tfbench"] + args, emit=lines.append)
-    return code, lines
-
-
-def rows(path):
-    with open(path) as handle:
-        return list(csv.DictReader(handle))
-
-
 def _watch_the_in_process_weights(monkeypatch):
     """Whether the in-process model's first variable is still alive (after a collection) at
     each served step: the served copy should be the only one left."""
@@ -115,10 +101,10 @@ def test_forward_only_serves_the_saved_model(tmp_path, monkeypatch):
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     alive = _watch_the_in_process_weights(monkeypatch)
-    code, lines = run_cli(TINY + ["--forward_only", "--saved_model", "--csv_file=r.csv",
-                                  "--json_dir=j"], tmp_path, monkeypatch)
+    code, lines = run_inprocess(TINY + ["--forward_only", "--saved_model", "--csv_file=r.csv",
+                                        "--json_dir=j"], tmp_path)
     assert code == 0, lines
-    (row,) = rows(tmp_path / "r.csv")
+    row = only_row(tmp_path / "r.csv")
     assert row["serving_path"] == "saved_model" and row["status"] == "ok"
     assert float(row["export_sec"]) > 0 and float(row["load_sec"]) > 0
     assert float(row["latency_ms_p50"]) > 0 and row["trt_mode"] == ""
@@ -138,24 +124,24 @@ def test_forward_only_serves_the_saved_model(tmp_path, monkeypatch):
     assert alive == [False] * 4   # warm-up and timed steps hold one copy of the weights
 
 
-def test_saved_model_dir_keeps_it_and_must_be_new(tmp_path, monkeypatch, capsys):
+def test_saved_model_dir_keeps_it_and_must_be_new(tmp_path, capsys):
     keep = tmp_path / "keep"
-    code, _ = run_cli(TINY + ["--forward_only", "--saved_model", "--saved_model_dir=keep",
-                              "--csv_file=", "--json_dir="], tmp_path, monkeypatch)
+    code, _ = run_inprocess(TINY + ["--forward_only", "--saved_model", "--saved_model_dir=keep",
+                                    "--csv_file=", "--json_dir="], tmp_path)
     assert code == 0
     assert os.listdir(keep) == ["saved_model"]
     assert "saved_model.pb" in os.listdir(keep / "saved_model")
     loaded = tf.saved_model.load(str(keep / "saved_model"))
     assert list(loaded.signatures) == ["serving_default"]
     capsys.readouterr()
-    code, lines = run_cli(TINY + ["--forward_only", "--saved_model", "--saved_model_dir=keep",
-                                  "--csv_file=r.csv"], tmp_path, monkeypatch)
+    code, lines = run_inprocess(TINY + ["--forward_only", "--saved_model",
+                                        "--saved_model_dir=keep", "--csv_file=r.csv"], tmp_path)
     assert code == 2 and not (tmp_path / "r.csv").exists()
     assert capsys.readouterr().err.splitlines() == [
         "tfbench: error: --saved_model_dir=keep is not empty: give a new or empty directory"]
 
 
-def test_eval_on_real_data_scores_as_in_process(tmp_path, monkeypatch):
+def test_eval_on_real_data_scores_as_in_process(tmp_path):
     data = tmp_path / "cifar"
     data.mkdir()
     write_fake_cifar10(data)
@@ -165,12 +151,11 @@ def test_eval_on_real_data_scores_as_in_process(tmp_path, monkeypatch):
         str(tmp_path / "ckpt" / "model.ckpt"))
     accuracy = {}
     for flag in ("--nosaved_model", "--saved_model"):
-        code, lines = run_cli(common + ["--eval", "--num_eval_batches=4", flag], tmp_path,
-                              monkeypatch)
+        code, lines = run_inprocess(common + ["--eval", "--num_eval_batches=4", flag], tmp_path)
         assert code == 0, lines
         accuracy[flag] = next(l for l in lines if l.startswith("Accuracy @ 1"))
     assert accuracy["--saved_model"] == accuracy["--nosaved_model"]
-    served = rows(tmp_path / "r.csv")[-1]
+    served = read_rows(tmp_path / "r.csv")[-1]
     assert (served["mode"], served["serving_path"], served["steps_run"]) == (
         "eval", "saved_model", "4")
     assert float(served["top_5_accuracy"]) > 0   # labels from the data, scored

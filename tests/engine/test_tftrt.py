@@ -4,7 +4,6 @@ does it: engines built before warm-up, INT8 calibrated on the run's own input, s
 as TF-TRT's summary() counts them, zero segments said, a failed conversion one error line and a
 row with its status."""
 
-import csv
 import inspect
 import json
 import os
@@ -16,7 +15,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
-from helpers import write_fake_cifar10
+from helpers import only_row, run_inprocess, write_fake_cifar10
 from tfbench.cli import run
 from tfbench.engine import serving, tftrt
 from tfbench.measure import tensorrt
@@ -46,13 +45,10 @@ def _linked_tensorrt():
      "--freeze_when_forward_only=True", "--batch_size=16", "--use_fp16=True", "--trt_mode=FP16"],
     TINY + ["--trt_mode=INT8"],
 ], ids=["legacy_leading_indicator", "legacy_fp16", "int8_on_cpu"])
-def test_refused_here_in_one_line_with_exit_2(argv, tmp_path, capsys, monkeypatch):
+def test_refused_here_in_one_line_with_exit_2(argv, tmp_path, capsys):
     if _linked_tensorrt() != (0, 0, 0) or tf.config.list_physical_devices("GPU"):
         pytest.skip("this TensorFlow has TensorRT or a GPU: the refusal differs")
-    monkeypatch.chdir(tmp_path)
-    lines = []
-    code = run.run_benchmark(["tfbench"] + argv + ["--csv_file=r.csv", "--json_dir=j"],
-                             emit=lines.append)
+    code, lines = run_inprocess(argv + ["--csv_file=r.csv", "--json_dir=j"], tmp_path)
     mode = argv[-1].split("=")[1]
     assert code == 2
     assert capsys.readouterr().err.splitlines() == [
@@ -140,8 +136,7 @@ def ours(directory):
 
 
 def row_and_manifest(tmp_path):
-    with open(tmp_path / "r.csv") as handle:
-        (row,) = list(csv.DictReader(handle))
+    row = only_row(tmp_path / "r.csv")
     (name,) = os.listdir(tmp_path / "j")
     with open(tmp_path / "j" / name) as handle:
         return row, json.load(handle)

@@ -2,7 +2,6 @@
 converter (2.21's `_pywrap_profiler_plugin`, 2.17's `_pywrap_profiler`), and one notice line
 for each file that cannot be written."""
 
-import csv
 import importlib
 import json
 import sys
@@ -11,7 +10,7 @@ import types
 import pytest
 import tensorflow as tf
 
-from helpers import run_inprocess
+from helpers import only_row, run_inprocess
 from tfbench.engine import tracing
 
 pytestmark = pytest.mark.slow
@@ -194,5 +193,5 @@ def test_cli_says_a_trace_not_written_and_keeps_the_results(tmp_path, monkeypatc
     assert lines.index("Dumping trace to t.json") < said[0] < lines.index("Done warm up")
     assert any(line.startswith("total images/sec:") for line in lines)
     assert lines[-1].startswith("-" * 20)
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    row = only_row(tmp_path / "r.csv")
     assert float(row["images_per_sec"]) > 0

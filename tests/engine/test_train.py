@@ -73,7 +73,7 @@ def test_stop_at_top_1_accuracy(tmp_path, monkeypatch):
 
 def test_peak_memory_covers_the_timed_steps_and_an_evaluation_has_its_own(tmp_path,
                                                                           monkeypatch):
-    """Issue 26 (2.4): peak_mem_gb was read after the final evaluation and checkpoint. A stand-in
+    """peak_mem_gb is read before the final evaluation and checkpoint. A stand-in
     allocator (TensorFlow keeps no statistics for CPU devices) holds 4 GiB while training and
     9 GiB while evaluating; the timed steps' peak is 4 GiB, the evaluations' 9 GiB."""
     import json

@@ -6,13 +6,12 @@ Control state (a parameter-server task, training with evaluations, an early stop
 between steps, the manifest's path) is a typed RunResult field, never an `extra` key."""
 
 import ast
-import csv
 import json
 import os
 
 import pytest
 
-from helpers import ROOT, run_inprocess
+from helpers import ROOT, read_rows, run_inprocess
 from tfbench import figures
 from tfbench.measure import estimate, memory, stats
 from tfbench.monitors import aggregate
@@ -90,7 +89,7 @@ def _host_samples():
 
 def _summaries():
     """Each summary function that is merged into extra, on small real inputs."""
-    from tests.monitors.test_nvml import FakeNvml, a100, run_without_thread, ticking_clock
+    from helpers import FakeNvml, a100, run_without_thread, ticking_clock
     from tfbench.monitors.host import HostMonitor
     from tfbench.monitors.nvml import NvmlMonitor
     gpu = NvmlMonitor([0], interval_sec=0, nvml=FakeNvml([a100()]), clock=ticking_clock(),
@@ -144,8 +143,7 @@ def test_a_real_runs_manifest_holds_declared_figures_only_and_its_row_reads_as_d
             "batch_norm_folded_convolutions", "peak_mem_source"} <= keys
     assert _undeclared(keys) == [] and not keys & set(CONTROL)
     assert all(m["json_file"].endswith(m["run_id"] + ".json") for m in manifests)
-    with open(tmp_path / "results.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = read_rows(tmp_path / "results.csv")
     assert len(rows) == 2
     read = {"int": int, "bool": lambda v: {"0": 0, "1": 1}[v], "float": float, "text": str}
     for row in rows:

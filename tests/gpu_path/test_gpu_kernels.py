@@ -140,7 +140,7 @@ def test_every_gpu_step_updates_each_variable_with_one_training_kernel(traced):
     (each optimizer, precision, loss scaling, accumulation, clipping, replica count and variable
     update) updates every copy of every trainable variable with exactly one kernel, its
     optimizer's (with the per-variable ops of _update_ops where the flags ask for them), as
-    tfbench.measure.step_graph counts them (the kernels' GPU registrations:
+    benchmarks/step_graph.py counts them (the kernels' GPU registrations:
     test_every_op_of_every_gpu_step_has_a_gpu_kernel)."""
     import gpu_kernel_checks as checker
     configs = checker.configurations(os.environ.get("TFBENCH_GPU_KERNEL_MODELS", ""))

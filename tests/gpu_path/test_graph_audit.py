@@ -1,4 +1,4 @@
-"""Issue 28's properties of the GPU path's step, read from its traced graph on 2 logical CPU
+"""Properties of the GPU path's step, read from its traced graph on 2 logical CPU
 devices answering as GPUs (tests/support/graph_audit_checks.py, benchmarks/graph_audit.py).
 
 - fp16 runs all-reduce their gradients in fp16 (--compact_gradient_transfer, the legacy

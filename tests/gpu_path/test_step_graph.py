@@ -1,4 +1,4 @@
-"""tfbench.measure.step_graph: what a traced step does, on steps whose answers are known.
+"""benchmarks/step_graph.py: what a traced step does, on steps whose answers are known.
 
 The steps are built in a fresh process on 2 logical CPU devices
 (tests/support/step_graph_checks.py).
@@ -60,7 +60,7 @@ def test_xla_coverage_follows_jit_compile(checks):
 
 
 def test_short_device_keeps_type_and_index():
-    from tfbench.measure.step_graph import short_device
+    from step_graph import short_device
     assert short_device("/job:localhost/replica:0/task:0/device:GPU:3") == "GPU:3"
     assert short_device("/cpu:0") == "CPU:0"
     assert short_device("") == ""

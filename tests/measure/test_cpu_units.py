@@ -1,4 +1,4 @@
-"""fp16 on a CPU (issue 26, 2.7): the x86 units read from /proc/cpuinfo, and the one line a CPU
+"""fp16 on a CPU: the x86 units read from /proc/cpuinfo, and the one line a CPU
 run in fp16 gets before it starts."""
 
 import pytest

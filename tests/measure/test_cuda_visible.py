@@ -24,7 +24,7 @@ The readers: tfbench.measure.nvml's GPU count (cuda_gpus: the evaluation's, and
 
 import pytest
 
-from helpers import fake_nvml
+from helpers import FakeNvml
 from tfbench.measure import cuda_visible, nvml
 
 A = "GPU-aaaa0000-1111-2222-3333-444444444444"
@@ -69,7 +69,7 @@ def _env(value):
 
 @pytest.mark.parametrize("value, shown, source", RULES, ids=[str(r[0]) for r in RULES])
 def test_every_reader_follows_the_drivers_rules(value, shown, source):
-    fake = fake_nvml(FOUR)
+    fake = FakeNvml(FOUR)
     env = _env(value)
     assert nvml.cuda_device_count(fake, env) == len(shown), source
     mapped = nvml.resolve_handles(fake, None, env)
@@ -79,7 +79,7 @@ def test_every_reader_follows_the_drivers_rules(value, shown, source):
 
 
 def test_the_monitor_maps_tfbench_gpu_indices_through_the_list():
-    fake = fake_nvml(FOUR)
+    fake = FakeNvml(FOUR)
     # The list ends at x: CUDA numbers one GPU, so tfbench's GPU 1 does not exist.
     for value, why in [("3,x,0", "entry 'x' is not an ordinal"),
                        ("3,-1", "entry '-1' is not an ordinal"),
@@ -94,7 +94,7 @@ def test_the_monitor_maps_tfbench_gpu_indices_through_the_list():
         assert str(info.value) == "GPU 1: CUDA sees %d GPU(s) (CUDA_VISIBLE_DEVICES=%r; %s)" % (
             shown, value, why)
     with pytest.raises(nvml.UnmappedGpu) as info:
-        nvml.resolve_handles(fake_nvml(MIG_HOST), [1], _env("%s,0" % MIG_A))
+        nvml.resolve_handles(FakeNvml(MIG_HOST), [1], _env("%s,0" % MIG_A))
     assert str(info.value).endswith("entry '0' is not a MIG id)")
     with pytest.raises(nvml.UnmappedGpu) as info:
         nvml.resolve_handles(fake, [4], _env(None))
@@ -120,14 +120,14 @@ MIG_RULES = [
 
 @pytest.mark.parametrize("value, shown, source", MIG_RULES, ids=[r[0] for r in MIG_RULES])
 def test_mig_slices(value, shown, source):
-    fake = fake_nvml(MIG_HOST)
+    fake = FakeNvml(MIG_HOST)
     assert nvml.cuda_device_count(fake, _env(value)) == len(shown), source
     mapped = nvml.resolve_handles(fake, None, _env(value))
     assert [(i, h["uuid"]) for i, h in mapped] == list(enumerate(shown)), source
 
 
 def test_a_gpu_in_mig_mode_counts_once_but_is_not_mapped_to_a_guessed_slice():
-    fake = fake_nvml(MIG_HOST)
+    fake = FakeNvml(MIG_HOST)
     assert nvml.cuda_device_count(fake, _env("1,0")) == 2
     assert nvml.cuda_device_count(fake, _env(D)) == 1
     with pytest.raises(nvml.UnmappedGpu, match="GPU 0 is in MIG mode with 2 slices"):
@@ -143,7 +143,7 @@ def test_entries_before_any_device_is_looked_up(value, listed):
 
 
 def test_the_process_environment_is_read_when_none_is_given(monkeypatch):
-    fake = fake_nvml(FOUR)
+    fake = FakeNvml(FOUR)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0,x")
     monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     assert nvml.cuda_device_count(fake) == 2
@@ -154,9 +154,9 @@ def test_the_process_environment_is_read_when_none_is_given(monkeypatch):
 def test_two_gpus_numbered_fastest_first_cannot_be_mapped(order):
     env = {} if order is None else {"CUDA_DEVICE_ORDER": order}
     with pytest.raises(nvml.UnmappedGpu) as info:
-        nvml.resolve_handles(fake_nvml(FOUR[:2]), [0], env)
+        nvml.resolve_handles(FakeNvml(FOUR[:2]), [0], env)
     assert str(info.value) == (
         "CUDA numbers GPUs fastest first (CUDA_DEVICE_ORDER=%s), an order NVML cannot tell; "
         "set CUDA_DEVICE_ORDER=PCI_BUS_ID or name the GPUs by UUID in CUDA_VISIBLE_DEVICES"
         % (order or "unset"))
-    assert nvml.cuda_device_count(fake_nvml(FOUR[:2]), dict(env, CUDA_VISIBLE_DEVICES="1,0")) == 2
+    assert nvml.cuda_device_count(FakeNvml(FOUR[:2]), dict(env, CUDA_VISIBLE_DEVICES="1,0")) == 2

@@ -6,9 +6,9 @@ import subprocess
 import pytest
 
 import tfbench
+from helpers import A100_DRIVER, FakeNvml, a100, environment_record
 from tfbench.measure import environment
 from tfbench.output import environment as environment_text
-from tests.monitors.test_nvml import FakeNvml, a100
 
 GB = 1 << 30
 
@@ -93,7 +93,7 @@ def test_git_hash_none_outside_a_checkout(tmp_path, monkeypatch):
 
 
 def test_gpu_info_from_nvml():
-    fake = FakeNvml([a100("GPU-0"), a100("GPU-1")])
+    fake = FakeNvml([a100("GPU-0"), a100("GPU-1")], system=A100_DRIVER)
     env = environment.capture([], import_tf=False, nvml=fake)
     nv = env["nvidia"]
     assert nv["available"] and nv["driver_version"] == "550.54.15"
@@ -153,49 +153,15 @@ def test_arm_cpu_model(monkeypatch):
     assert cpu["model"] == "Arm Neoverse-V2" and cpu["hypervisor_flag"] is False
 
 
-def _fake_env(**virt):
-    return {
-        "tfbench": {"version": "0.1.0", "git_hash": "0123456789abcdef", "git_dirty": True},
-        "tensorflow": {"version": "2.21.0", "git_version": "v2.21.0-0-gabc",
-                       "build": {"cuda_version": "12.5.1", "cudnn_version": "9"}},
-        "keras": {"version": "3.15.1"}, "python": {"version": "3.11.7"},
-        "nvidia": {"available": False, "reason": "no NVIDIA driver: NVML library not found"},
-        "cpu": {"model": "AMD EPYC 7B13", "logical_cores": 8, "physical_cores": 4,
-                "usable_cores": 8},
-        "memory": {"total_bytes": 32 * GB},
-        "os": {"system": "Linux", "kernel": "6.1.0", "distribution": "Ubuntu 22.04.4 LTS"},
-        "virtualization": {"is_vm": False, "hypervisor": None, "cloud": None, **virt},
-        "container": {"in_container": True, "runtime": "docker", "nvidia_image": "25.02-tf2"},
-        "env_vars": {"TF_GPU_THREAD_MODE": "gpu_private"},
-    }
-
-
-def test_summary_lines_format():
-    lines = environment_text.summary_lines(_fake_env(is_vm=True, hypervisor="kvm",
-                                                cloud="Google Compute Engine"))
-    assert lines == [
-        "tfbench 0.1.0 (git 0123456789, modified) | TensorFlow 2.21.0 (v2.21.0-0-gabc, "
-        "CUDA 12.5.1, cuDNN 9) | Keras 3.15.1 | Python 3.11.7",
-        "GPU: none visible to NVML (no NVIDIA driver: NVML library not found)",
-        "CPU: AMD EPYC 7B13 (8 logical / 4 physical cores), 32.0 GiB RAM | Linux 6.1.0 "
-        "(Ubuntu 22.04.4 LTS) | VM: kvm, Google Compute Engine | container: docker "
-        "(NVIDIA TensorFlow 25.02-tf2)",
-        "Env: TF_GPU_THREAD_MODE=gpu_private",
-    ]
-    bare = environment_text.summary_lines(_fake_env(cloud="Amazon EC2"))
-    assert bare[2].endswith("| Amazon EC2 (bare metal) | container: docker "
-                            "(NVIDIA TensorFlow 25.02-tf2)")
-
-
 def test_vm_warning():
-    vm = _fake_env(is_vm=True, hypervisor="kvm", cloud="Amazon EC2")
+    vm = environment_record(is_vm=True, hypervisor="kvm", cloud="Amazon EC2")
     assert environment.vm_warning(vm) == (
         "Running in a virtual machine (kvm, Amazon EC2): virtualised disk and network I/O make "
         "real-data results noisy; prefer synthetic data (omit --data_dir) when comparing "
         "hardware")
     assert environment.vm_warning(vm, using_real_data=False) is None
-    assert environment.vm_warning(_fake_env()) is None
-    unknown = _fake_env(is_vm=True, hypervisor="unknown")
+    assert environment.vm_warning(environment_record()) is None
+    unknown = environment_record(is_vm=True, hypervisor="unknown")
     assert "(hypervisor detected)" in environment.vm_warning(unknown)
 
 
@@ -207,7 +173,7 @@ def test_this_machine_is_detected_as_vm(env):
 
 
 def test_diff_flags_changes_and_ignores_volatile():
-    before = _fake_env()
+    before = environment_record()
     before.update(captured_at="t0", capture_sec=0.1,
                   memory={"total_bytes": 1, "available_bytes": 5})
     before["nvidia"] = {"available": True, "driver_version": "550.54.15",
@@ -234,60 +200,3 @@ def test_diff_flags_changes_and_ignores_volatile():
     assert environment.diff(before, after)[2] == {"field": "nvidia.gpus.0.power_limit_w",
                                                   "before": 400.0, "after": 300.0}
     assert len(environment.diff(before, after, ignore=["env_vars.*"])) == 2
-
-
-def test_text_report_lists_fields(env):
-    text = environment_text.text_report(env)
-    assert "cpu.logical_cores:" in text and "tfbench.version:" in text
-
-
-def test_summary_lines_with_gpus_limits_and_long_variables():
-    env = _fake_env()
-    env["tfbench"] = {"version": "0.1.0"}
-    env["tensorflow"] = {"version": "2.17.1", "build": {}}
-    env["nvidia"] = {"available": True, "driver_version": "550.54.15",
-                     "cuda_driver_version": "12.4", "gpus": [
-                         {"name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 80 * GB,
-                          "pcie_gen_max": 5, "pcie_width_max": 16, "nvlink_active_links": 18},
-                         {"name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 80 * GB},
-                         {"name": None}]}
-    env["cpu"] = {"model": "Intel Xeon", "logical_cores": 16, "physical_cores": 8,
-                  "usable_cores": 4, "cgroup_cpu_limit": 2.5}
-    env["memory"] = {}
-    env["os"] = {"system": "Linux", "kernel": "5.15"}
-    env["container"] = {"in_container": True, "runtime": "podman"}
-    env["virtualization"] = {"is_vm": True, "hypervisor": "unknown"}
-    env["env_vars"] = {"XLA_FLAGS": "x" * 300}
-    assert environment_text.summary_lines(env) == [
-        "tfbench 0.1.0 | TensorFlow 2.17.1 | Keras 3.15.1 | Python 3.11.7",
-        "GPU: 2 x NVIDIA H100 80GB HBM3 (80.0 GiB, PCIe gen5 x16, 18 NVLinks), 1 x unknown GPU "
-        "| driver 550.54.15 (CUDA 12.4)",
-        "CPU: Intel Xeon (16 logical / 8 physical cores, 4 usable, cgroup limit 2.5) | Linux "
-        "5.15 | VM | container: podman",
-        "Env: XLA_FLAGS=" + "x" * 187 + "..."]
-    env["nvidia"] = {"available": True, "driver_version": "550", "gpus": []}
-    env["env_vars"] = {"A": "1", "B": "x" * 194}            # 200 characters: shown whole
-    lines = environment_text.summary_lines(env)
-    assert lines[1] == "GPU: none | driver 550"
-    assert lines[3] == "Env: A=1 B=" + "x" * 194
-    env["tfbench"] = {"version": "0.1.0", "git_hash": "0123456789abcdef", "git_dirty": False}
-    env["tensorflow"]["build"] = {"cudnn_version": "9"}
-    assert environment_text.summary_lines(env)[0].startswith(
-        "tfbench 0.1.0 (git 0123456789) | TensorFlow 2.17.1 (cuDNN 9) |")
-    env["virtualization"] = {"cloud": "Amazon EC2"}
-    assert environment_text.summary_lines(env)[2].startswith("CPU: Intel Xeon (16 logical")
-    assert environment_text.summary_lines(env)[2].endswith(
-        "| Linux 5.15 | Amazon EC2 (bare metal) | container: podman")
-    env["virtualization"] = {"is_vm": True, "hypervisor": "unknown"}
-    env["nvidia"], env["env_vars"] = {}, {}
-    assert environment_text.summary_lines(env)[1:] == [
-        "GPU: none visible to NVML (not available)", lines[2]]
-
-
-def test_text_report_aligns_every_field():
-    text = environment_text.text_report({"a": {"b": 1, "long_name": None}, "c": "x"})
-    assert text.splitlines() == ["a.b:          1", "a.long_name:  ", "c:            x"]
-    wide = environment_text.text_report({"k" * 60: 1, "b": 2}).splitlines()
-    assert wide == ["k" * 60 + ":  1", "b:" + " " * 49 + "2"]   # labels pad to 49 at most
-    assert environment_text.change_lines([{"field": "f"}]) == [
-        "Environment changed during the run: f: <unset> -> <unset>"]

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from helpers import ROOT, fake_nvml, health_host
-from tfbench.measure import clock_events, health, health_read
+from helpers import ROOT, FakeNvml, health_host
+from tfbench.measure import health, health_read
 
 PCI_ORDER = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 CHECKS = ["persistence_mode", "ecc_mode", "ecc_errors", "retired_pages", "row_remap",
@@ -202,7 +202,7 @@ def test_nvml_without_cuda_s_library_fails_the_driver():
 
 
 def test_facts_nvml_does_not_report_are_skipped_not_judged():
-    host, _ = health_read.gpu_health(nvml=fake_nvml([{"uuid": "GPU-a", "name": "NVIDIA X"}]),
+    host, _ = health_read.gpu_health(nvml=FakeNvml([{"uuid": "GPU-a", "name": "NVIDIA X"}]),
                                      environ=PCI_ORDER)
     j = health.judge(host, required_cuda=(12, 3))
     assert j.status == "PASS" and {r.status for r in j.rows} == {"SKIP"}
@@ -337,18 +337,3 @@ def test_every_reason_code_is_snake_case_and_documented():
     for code in health.REASONS:
         assert re.fullmatch(r"[a-z][a-z0-9_]*", code), code
         assert "`%s`" % code in doc, "docs/validate.md does not name %s" % code
-
-
-def test_the_clock_event_bits_are_nvidia_ml_py_s():
-    pynvml = pytest.importorskip("pynvml")   # the installed nvidia-ml-py, not the fake
-
-    def camel(name):
-        return "".join(part.title() for part in name.split("_"))
-    names = {"hw_power_brake_slowdown": "HwPowerBrakeSlowdown", "sw_power_cap": "SwPowerCap",
-             "hw_slowdown": "HwSlowdown", "sw_thermal_slowdown": "SwThermalSlowdown",
-             "hw_thermal_slowdown": "HwThermalSlowdown"}
-    for bit, name in clock_events.REASONS:
-        constant = names.get(name, camel(name))
-        value = getattr(pynvml, "nvmlClocksEventReason" + constant,
-                        getattr(pynvml, "nvmlClocksThrottleReason" + constant, None))
-        assert value == bit, name

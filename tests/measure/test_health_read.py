@@ -4,7 +4,7 @@ does not support, fails or lacks read as "not reported" with why, never as a val
 
 import pytest
 
-from helpers import fake_nvml, health_host
+from helpers import FakeNvml, health_host
 from tfbench.measure import health_read
 
 PCI_ORDER = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
@@ -63,7 +63,7 @@ def test_a_v100_has_retired_pages_and_no_row_remapping():
 
 
 def test_a_gpu_that_answers_only_its_name_reads_every_other_fact_as_not_supported():
-    host = _read(fake_nvml([{"uuid": "GPU-a", "name": "NVIDIA GeForce RTX 4090"}]))
+    host = _read(FakeNvml([{"uuid": "GPU-a", "name": "NVIDIA GeForce RTX 4090"}]))
     g = host.gpus[0]
     assert g.name == "NVIDIA GeForce RTX 4090" and not g.lost
     values = [g.persistence, g.ecc, g.ecc_uncorrected_volatile, g.retired_pages_pending,
@@ -134,7 +134,7 @@ def test_a_mig_slice_reads_the_whole_gpu_that_holds_it():
     base = health_host("hgx_h100")
     gpus = [dict(g) for g in base.gpus[:2]]
     gpus[1]["mig"] = [{"uuid": "MIG-1b2c3d4e-0000-5000-8000-000000000001", "gi": 1, "ci": 0}]
-    host = _read(fake_nvml(gpus, system=base.system),
+    host = _read(FakeNvml(gpus, system=base.system),
                  environ=dict(PCI_ORDER, CUDA_VISIBLE_DEVICES=gpus[1]["mig"][0]["uuid"]))
     g = host.gpus[0]
     assert (g.gpu, g.uuid, g.name) == (0, gpus[1]["uuid"], "NVIDIA H100 80GB HBM3")

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from helpers import fake_nvml
+from helpers import FakeNvml
 from paths import DATA
 from tfbench.measure import links
 
@@ -17,7 +17,7 @@ with open(os.path.join(DATA, "nvml_links.json")) as _handle:
 
 def _host(name):
     host = HOSTS[name]
-    return fake_nvml(host["gpus"], topology=host["topology"])
+    return FakeNvml(host["gpus"], topology=host["topology"])
 
 
 @pytest.fixture(autouse=True)
@@ -118,7 +118,7 @@ def test_gpus_outside_the_run_and_unknown_far_ends(monkeypatch):
     # links), and rings over PCIe.
     gpus = [dict(g, nvlink={"version": 2, "states": [1] * 6})
             for g in HOSTS["dgx1_v100"]["gpus"]]
-    found, _ = links.gpu_links(range(8), fake_nvml(gpus))
+    found, _ = links.gpu_links(range(8), FakeNvml(gpus))
     assert not found.over_nvlink and found.expected_busbw_gbs() == pytest.approx(15.76)
 
 
@@ -139,7 +139,7 @@ def test_the_nvlink_generation_and_rate_follow_the_architecture(name, arch, cc, 
                                                                  link_gbs):
     gpu = {"uuid": "GPU-x", "name": name, "arch": arch, "cc": list(cc), "pcie": [4, 16, 4, 16, 4],
            "nvlink": {"version": version, "states": [1, 1]}}
-    found, _ = links.gpu_links([0], fake_nvml([gpu]))
+    found, _ = links.gpu_links([0], FakeNvml([gpu]))
     assert found.gpus[0].nvlink == "NVLink %s x2" % label
     assert found.gpus[0].nvlink_link_gbs() == link_gbs
 
@@ -147,7 +147,7 @@ def test_the_nvlink_generation_and_rate_follow_the_architecture(name, arch, cc, 
 def test_nvml_s_own_version_name_where_no_architecture_is_known():
     for version, label in ((3, "2.2"), (5, "3.1"), (8, "6.0")):   # 8: NVML_NVLINK_VERSION_6_0
         gpu = {"uuid": "GPU-x", "nvlink": {"version": version, "states": [1]}}
-        found, _ = links.gpu_links([0], fake_nvml([gpu]))
+        found, _ = links.gpu_links([0], FakeNvml([gpu]))
         assert found.gpus[0].nvlink == "NVLink %s x1" % label
         assert found.gpus[0].nvlink_link_gbs() is None
 
@@ -162,10 +162,10 @@ def _pair_host(name, arch, cc, links_between):
 
 
 def test_a_bridged_pair_at_ga10x_s_rate_and_a_generation_of_unknown_rate():
-    found, _ = links.gpu_links([0, 1], fake_nvml(_pair_host("NVIDIA RTX A6000", 7, (8, 6), 4)))
+    found, _ = links.gpu_links([0, 1], FakeNvml(_pair_host("NVIDIA RTX A6000", 7, (8, 6), 4)))
     assert found.expected_busbw_gbs() == pytest.approx(56.25)    # 4 x 14.0625
     # Rubin (NVML_DEVICE_ARCH_RUBIN = 13): NVLink 6.0, no rate per link tfbench knows.
-    found, _ = links.gpu_links([0, 1], fake_nvml(_pair_host("", 13, (10, 0), 4)))
+    found, _ = links.gpu_links([0, 1], FakeNvml(_pair_host("", 13, (10, 0), 4)))
     assert found.gpus[0].nvlink == "NVLink 6.0 x4"
     assert found.expectation() == links.Expectation(
         None, "no expected busbw: the rate of GPU 0's NVLink 6.0 links is not known")
@@ -202,7 +202,7 @@ def test_no_driver_is_a_reason_not_an_error():
 
 def test_calls_a_driver_does_not_support_leave_the_fact_unknown():
     gpus = [{"uuid": "GPU-old-0", "bus": 1}, {"uuid": "GPU-old-1", "bus": 2}]
-    found, why = links.gpu_links([0, 1], fake_nvml(gpus))
+    found, why = links.gpu_links([0, 1], FakeNvml(gpus))
     assert why == ""
     assert found.gpus[0] == links.GpuLink(gpu=0)
     assert found.topology == {}

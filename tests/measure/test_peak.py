@@ -1,10 +1,8 @@
 """Peak TFLOP/s (datasheet table and measured probe) and MFU."""
 
-import csv
-
 import pytest
 
-from helpers import run_inprocess
+from helpers import only_row, run_inprocess
 from tfbench.cli import peak as peak_cli
 from tfbench.measure import peak
 
@@ -98,7 +96,7 @@ def test_probe_caches_and_runs_use_it(tmp_path, monkeypatch, capsys):
                                  "--batch_size=4", "--num_batches=2", "--num_warmup_batches=1",
                                  "--csv_file=r.csv", "--json_dir="], tmp_path)
     assert code == 0
-    row = list(csv.DictReader(open(tmp_path / "r.csv")))[0]
+    row = only_row(tmp_path / "r.csv")
     assert float(row["peak_tflops"]) == pytest.approx(measured, rel=1e-4)
     assert float(row["mfu_pct"]) == pytest.approx(
         100 * float(row["tflops_per_sec"]) / measured, rel=1e-3)

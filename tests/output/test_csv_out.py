@@ -1,10 +1,12 @@
 """The results CSV: schema, concurrent appends, older-schema migration, atomic JSON."""
 
-import csv
 import json
 import multiprocessing
 import os
 
+import pytest
+
+from helpers import csv_rows, read_rows
 from tfbench.output import csv_out
 from tfbench.results import RunResult
 
@@ -44,13 +46,14 @@ def _append_many(args):
         csv_out.append_row(path, _result(i))
 
 
+@pytest.mark.slow
 def test_concurrent_appends_never_interleave(tmp_path):
     path = str(tmp_path / "r.csv")
     with multiprocessing.get_context("fork").Pool(4) as pool:
         pool.map(_append_many, [(path, k * 100) for k in range(4)])
     with open(path) as handle:
         text = handle.read()
-    rows = list(csv.DictReader(text.splitlines()))
+    rows = csv_rows(text)
     assert len(rows) == 100
     assert text.count("schema_version") == 1
     assert sorted(int(r["batch_size"]) for r in rows) == sorted(
@@ -64,7 +67,7 @@ def test_older_schema_is_migrated_with_a_notice(tmp_path):
     path.write_text("run_id,model,images_per_sec\nabc,resnet50,123.4\n")
     notice = csv_out.append_row(str(path), _result(1))
     assert "older column set" in notice and "1 rows kept" in notice
-    rows = list(csv.DictReader(open(path)))
+    rows = read_rows(path)
     assert [r["model"] for r in rows] == ["resnet50", "m1"]
     assert rows[0]["images_per_sec"] == "123.4" and rows[0]["status"] == ""
 
@@ -75,7 +78,7 @@ def test_unknown_schema_moves_the_file_aside(tmp_path):
     notice = csv_out.append_row(str(path), _result(1))
     assert "moved to" in notice
     assert os.path.exists(str(path) + ".unknown-schema.bak")
-    assert len(list(csv.DictReader(open(path)))) == 1
+    assert len(read_rows(path)) == 1
 
 
 def test_json_written_atomically(tmp_path):
@@ -134,5 +137,4 @@ def test_migration_notices_word_for_word(tmp_path):
     assert csv_out.append_row(str(other), _result(1)) == (
         "%s had columns tfbench does not know (a, b, c); it was moved to %s.unknown-schema.bak "
         "and a new file started" % (other, other))
-    with open(other, newline="") as handle:
-        assert [r["model"] for r in csv.DictReader(handle)] == ["m1"]
+    assert [r["model"] for r in read_rows(other)] == ["m1"]

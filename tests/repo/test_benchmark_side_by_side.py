@@ -1,15 +1,14 @@
 """benchmarks/side_by_side.py: log parsing, pairing and medians, config selection, output tables,
 and the alternation loop against fake programs (no TensorFlow runs here)."""
 
-import csv
 import importlib.util
-import io
 import os
 import sys
 import textwrap
 
 import pytest
 import paths
+from helpers import csv_rows, only_row
 
 _PATH = os.path.join(paths.BENCHMARKS, "side_by_side.py")
 _spec = importlib.util.spec_from_file_location("side_by_side", _PATH)
@@ -259,7 +258,7 @@ def test_format_table_text():
 
 
 def test_format_csv_and_markdown():
-    rows = list(csv.DictReader(io.StringIO(sbs.format_csv([_summary(), _summary(None)]))))
+    rows = csv_rows(sbs.format_csv([_summary(), _summary(None)]))
     assert rows[0]["median_ratio"] == "1.25" and rows[0]["mode"] == "train"
     assert (rows[0]["ratio_low"], rows[0]["ratio_high"], rows[0]["interval_confidence"]) == \
         ("1.0", "1.5", "0.75")
@@ -285,6 +284,7 @@ FAKE = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.slow
 def test_run_side_by_side_alternates_real_subprocesses(tmp_path):
     fake = tmp_path / "fake.py"
     fake.write_text(FAKE)
@@ -321,10 +321,11 @@ def test_main_prints_interval_verdict_and_writes_tables(tmp_path, capsys):
         "at least 95%" in md.read_text()
     assert sbs.main(argv + ["--target=1.5"]) == 0
     assert capsys.readouterr().out.splitlines()[2] == "targets: 1 not met"
-    row = next(csv.DictReader(table.open()))
+    row = only_row(table)
     assert (row["target"], row["verdict"], row["pairs"]) == ("1.5", "not met", "3")
 
 
+@pytest.mark.slow
 def test_run_command_reports_failures_and_unstartable_programs(tmp_path):
     fake = tmp_path / "fake.py"
     fake.write_text(FAKE)

@@ -8,7 +8,6 @@ built without pip of its own; the system's pip installs into it, without depende
 isolation, from a copy of the checkout (pip builds in the source tree).
 """
 
-import csv
 import os
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ import sys
 
 import pytest
 
-from helpers import ROOT, free_ports
+from helpers import ROOT, free_ports, read_rows
 
 pytestmark = pytest.mark.slow
 
@@ -110,7 +109,6 @@ def test_launch_with_the_local_rsh_preset_and_a_nested_preset_flagfile(venv, emp
                       "--", "--flagfile=mine.flags", "--cluster_timeout_secs=60"], empty)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "Mode:        forward only" in out.stdout
-    with open(empty / "tfbench_results.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = read_rows(empty / "tfbench_results.csv")
     assert [(r["status"], r["mode"], r["batch_size"], r["model"]) for r in rows] == [
         ("ok", "forward_only", "1", "trivial")]

@@ -1,10 +1,8 @@
 """`tfbench compare`: matching, ratios, noise verdicts and output formats."""
 
-import csv
-import io
-
 import pytest
 
+from helpers import csv_rows
 from tfbench.output import csv_out
 from tfbench import errors
 from tfbench.report import compare, load, tables
@@ -89,7 +87,7 @@ def test_cli_formats(tmp_path, capsys, fmt):
     out = capsys.readouterr().out
     assert out == out_file.read_text()
     if fmt == "csv":
-        rows = list(csv.DictReader(io.StringIO(out)))
+        rows = csv_rows(out)
         assert rows[0]["ratio"] == "1.2" and rows[0]["verdict"] == "faster"
     elif fmt == "markdown":
         parsed = tables.parse_markdown(out)
@@ -126,7 +124,7 @@ def test_no_matches(tmp_path):
     assert load.read_results([a]).shape[0] == 2
 
 
-# --- what was matched, and spreads in one unit (issue 19 item 12) ---------------------------
+# --- what was matched, and spreads in one unit ----------------------------------------------
 
 def test_rows_show_the_keys_that_identify_them(tmp_path):
     # Every key is the same in all rows but the batch size: the table still says which model,

@@ -194,7 +194,7 @@ def test_scaling_tables_drop_strong_groups_that_are_weak_study_by_products():
     assert set(studies.scaling_tables(df)["scaling"]) == {"strong"}
 
 
-# --- scaling relates like with like (issue 19 item 11) ------------------------------------
+# --- scaling relates like with like --------------------------------------------------------
 
 def test_scaling_keeps_variable_update_series_apart():
     df = frame(row(images_per_sec=100, variable_update="parameter_server"),

@@ -16,13 +16,13 @@ docs/measurements.md's:
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
 import re
 import statistics
 from typing import Any, Optional
+from helpers import only_row
 
 GIB = 2.0 ** 30
 STEP_LINE = re.compile(r"^(\d+)\timages/sec: (\S+) \+/- (\S+) \(jitter = (\S+)\)\t(\S+)")
@@ -106,8 +106,7 @@ def read_run(cwd, out: str, csv_name: Optional[str] = "tfbench_results.csv",
             manifest = json.load(handle)
         row = manifest["csv_row"]
     else:
-        with open(os.path.join(cwd, csv_name), newline="") as handle:
-            (row,) = list(csv.DictReader(handle))
+        row = only_row(os.path.join(cwd, csv_name))
         with open(os.path.join(cwd, json_dir, row["run_id"] + ".json")) as handle:
             manifest = json.load(handle)
     return {"lines": out.rstrip("\n").split("\n"), "row": row, "manifest": manifest}

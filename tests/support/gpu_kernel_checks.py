@@ -33,10 +33,10 @@ from tensorflow.core.framework import types_pb2  # noqa: E402
 from tensorflow.python.framework import kernels  # noqa: E402
 from tensorflow.python.framework import op_def_registry  # noqa: E402
 
+import step_graph  # noqa: E402 - benchmarks/, on sys.path by paths
 from helpers import FakeGpu  # noqa: E402
 from tfbench.distribute import devices, strategy as strategy_lib
 from tfbench.engine import train  # noqa: E402
-from tfbench.measure import step_graph  # noqa: E402
 from tfbench.engine.resolved import resolve  # noqa: E402
 from tfbench.data.fake_imagenet import write_fake_imagenet  # noqa: E402
 from tfbench.models import catalog

@@ -3,11 +3,14 @@ in-process."""
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import socket
 import sys
 
 import zygote
+from fake_pynvml.pynvml import FakeNvml, NVMLError, Ticks  # noqa: F401 - tests import NVMLError from here
 from paths import DATA, FAKE_PYNVML_DIR, ROOT, SUPPORT  # noqa: F401 - tests import them from here
 
 
@@ -47,6 +50,24 @@ def run_inprocess(args, cwd):
     finally:
         os.chdir(old)
     return code, lines
+
+
+def csv_rows(text: str) -> list[dict[str, str]]:
+    """The rows of CSV text (header first), each {column: text}."""
+    return list(csv.DictReader(io.StringIO(text, newline="")))
+
+
+def read_rows(path) -> list[dict[str, str]]:
+    """The rows of the CSV file at `path` (a results CSV, a study's table), each {column: text}."""
+    with open(path, newline="") as handle:
+        return csv_rows(handle.read())
+
+
+def only_row(path) -> dict[str, str]:
+    """The one row of the CSV file at `path`; fails when it holds none or several."""
+    rows = read_rows(path)
+    assert len(rows) == 1, "%s holds %d rows, not one" % (path, len(rows))
+    return rows[0]
 
 
 class FakeGpu:
@@ -113,15 +134,39 @@ def install_fake_horovod(monkeypatch, **kwargs) -> FakeHorovod:
     return hvd
 
 
-def fake_nvml(gpus, **kwargs):
-    """tests/support/fake_pynvml's FakeNvml over `gpus` (and its `topology`), loaded
-    without shadowing the real pynvml."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "fake_pynvml", os.path.join(FAKE_PYNVML_DIR, "pynvml.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.FakeNvml(gpus, **kwargs)
+def a100(uuid: str = "GPU-aaaa", energy: bool = True, nvlinks: int = 12) -> dict:
+    """An A100-SXM4-40GB for FakeNvml (tests/support/fake_pynvml), sampled three times by a
+    monitor (start, steady_start, end): power, utilization, temperature, SM clock, the clock
+    event mask and (with `energy`) the energy counter change between the samples."""
+    gpu = {"name": "NVIDIA A100-SXM4-40GB", "uuid": uuid, "cc": [8, 0],
+           "pcie": [4, 16, 4, 16, 4], "memory": [30 << 30, 40 << 30],
+           "power_mw": [Ticks(60000, 300000, 400000), 400000, None],
+           "utilization": [Ticks(0, 100, 100), 40], "temperature": Ticks(35, 50, 60),
+           "clocks": {"sm": [Ticks(1410, 1410, 1290), 1410, 1095]},
+           "clocks_event_reasons": Ticks(0x1, 0x0, 0x4)}
+    if nvlinks:
+        gpu["nvlink"] = {"states": [1] * nvlinks}
+    if energy:
+        gpu["energy_mj"] = Ticks(5_000_000, 6_000_000, 9_500_000)
+    return gpu
+
+
+# The driver FakeNvml's a100 hosts run, as NVML reports it.
+A100_DRIVER = {"driver": "550.54.15", "cuda": 12040, "nvml": "12.550.54.15"}
+
+
+def ticking_clock(step: float = 1.0):
+    """A monitor's clock that reads step, 2 * step, ... one tick per sample."""
+    import itertools
+    counter = itertools.count()
+    return lambda: next(counter) * step
+
+
+def run_without_thread(monitor) -> None:
+    """A monitor's start, steady_start and end samples, taken in this thread."""
+    monitor.start()
+    monitor.mark_steady()
+    monitor.stop()
 
 
 def health_host(name, changes=None):
@@ -138,7 +183,28 @@ def health_host(name, changes=None):
     for edit in edits:
         for index, readings in edit.items():
             host["gpus"][int(index)].update(copy.deepcopy(readings))
-    return fake_nvml(host["gpus"], system=host["system"])
+    return FakeNvml(host["gpus"], system=host["system"])
+
+
+def environment_record(**virt) -> dict:
+    """A captured environment (tfbench.measure.environment.capture's record): a Docker container
+    of NVIDIA's TensorFlow image on an 8-core AMD host without a GPU driver; `virt` sets its
+    virtualization facts."""
+    GB = 1 << 30
+    return {
+        "tfbench": {"version": "0.1.0", "git_hash": "0123456789abcdef", "git_dirty": True},
+        "tensorflow": {"version": "2.21.0", "git_version": "v2.21.0-0-gabc",
+                       "build": {"cuda_version": "12.5.1", "cudnn_version": "9"}},
+        "keras": {"version": "3.15.1"}, "python": {"version": "3.11.7"},
+        "nvidia": {"available": False, "reason": "no NVIDIA driver: NVML library not found"},
+        "cpu": {"model": "AMD EPYC 7B13", "logical_cores": 8, "physical_cores": 4,
+                "usable_cores": 8},
+        "memory": {"total_bytes": 32 * GB},
+        "os": {"system": "Linux", "kernel": "6.1.0", "distribution": "Ubuntu 22.04.4 LTS"},
+        "virtualization": {"is_vm": False, "hypervisor": None, "cloud": None, **virt},
+        "container": {"in_container": True, "runtime": "docker", "nvidia_image": "25.02-tf2"},
+        "env_vars": {"TF_GPU_THREAD_MODE": "gpu_private"},
+    }
 
 
 def write_fake_cifar10(directory, per_file: int = 16, seed: int = 0):

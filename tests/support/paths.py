@@ -2,7 +2,8 @@
 
 Importing it puts the checkout's root first on sys.path, so a check script started as
 `python tests/support/NAME.py` (its own folder first on sys.path) imports the tfbench it sits
-beside, not an installed one.
+beside, not an installed one; and benchmarks/ last, so the tests import what only they and the
+benchmarks use (benchmarks/step_graph.py, `import step_graph`) by name.
 """
 
 import os
@@ -16,3 +17,5 @@ BENCHMARKS = os.path.join(ROOT, "benchmarks")
 
 if sys.path[:1] != [ROOT]:
     sys.path.insert(0, ROOT)
+if BENCHMARKS not in sys.path:
+    sys.path.append(BENCHMARKS)

@@ -18,7 +18,7 @@ from tfbench.config.params import make_params  # noqa: E402
 from tfbench.distribute import sync, variables  # noqa: E402
 from tfbench.engine import optimizers, steps  # noqa: E402
 from tfbench.distribute.spread import SpreadStorageStrategy  # noqa: E402
-from tfbench.measure.step_graph import short_device  # noqa: E402
+from step_graph import short_device  # noqa: E402 - benchmarks/, on sys.path by paths
 
 
 def misplaced_checks(strategy) -> dict:

@@ -21,7 +21,7 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from tfbench.measure import step_graph  # noqa: E402
+import step_graph  # noqa: E402 - benchmarks/, on sys.path by paths
 
 DEVICES = ("/cpu:0", "/cpu:1")
 

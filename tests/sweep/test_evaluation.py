@@ -8,7 +8,7 @@ import pytest
 
 from evaluation_fakes import result, write
 from helpers import ROOT
-from tests.monitors.test_nvml import FakeNvml, FakeNvmlError
+from helpers import FakeNvml, NVMLError
 from tfbench import errors
 from tfbench.measure import nvml as nvml_lib, tensorrt
 from tfbench.sweep import evaluation as ev
@@ -159,7 +159,7 @@ def test_unset_counts_the_gpus_this_process_may_open():
     class Denied(FakeNvml):
         def nvmlDeviceGetHandleByIndex(self, i):
             if i == 1:
-                raise FakeNvmlError(4)   # NVML_ERROR_NO_PERMISSION
+                raise NVMLError(4)   # NVML_ERROR_NO_PERMISSION
             return super().nvmlDeviceGetHandleByIndex(i)
     assert nvml_lib.cuda_device_count(Denied([{"uuid": "GPU-a"}, {"uuid": "GPU-b"}]), {}) == 1
     assert ev.resolve_mixed_precision("auto", [], (2, "")) == ("fp16", "2 NVIDIA GPUs visible")

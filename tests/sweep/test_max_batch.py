@@ -1,6 +1,5 @@
 """Max batch size finder: the search itself, and OOM-safe probes in memory-capped children."""
 
-import csv
 import io
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from tfbench.children import process as child
 from tfbench.sweep import max_batch
 from tfbench.report import tables
 import paths
+from helpers import read_rows
 
 
 @pytest.fixture(autouse=True)
@@ -139,8 +139,7 @@ def test_finder_with_memory_capped_children(tmp_path):
         assert not fits_directly(str(script), largest + 1, precision, direct)
     assert 4 < got[("row", "fp32")] < got[("row", "fp16")] < 40
     assert found[0]["Images/sec"] == "%.1f" % (10.0 * got[("row", "fp32")])
-    with open(tmp_path / "mb" / "sweep.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = read_rows(tmp_path / "mb" / "sweep.csv")
     died = [r for r in rows if r["model"] == "die" and r["status"] != "ok"]
     assert died and all(r["status"] == "oom" and "MemoryError" in r["error"] for r in died)
     assert "max batch size probes run with --num_batches=2 --num_warmup_batches=1" in \
@@ -187,12 +186,12 @@ def test_finder_keeps_searching_past_cudnn_allocation_failures(tmp_path, model, 
                   child_cmd=[sys.executable, str(script)], stdout=out, stderr=err)
     found_rows = tables.parse_markdown((tmp_path / "mb" / "max_batch.md").read_text())
     assert found_rows[0]["Max batch/device"] == found
-    with open(tmp_path / "mb" / "sweep.csv", newline="") as handle:
-        failed = [r for r in csv.DictReader(handle) if r["status"] != "ok"]
+    failed = [r for r in read_rows(tmp_path / "mb" / "sweep.csv") if r["status"] != "ok"]
     assert failed and all(r["status"] == ("oom" if model == "cudnn" else "error")
                           for r in failed)
 
 
+@pytest.mark.slow
 def test_finder_names_the_precision_the_children_ran(tmp_path):
     # --use_fp16 is the legacy spelling of --precision=fp16: the table must say fp16.
     script = tmp_path / "memory_child.py"
@@ -208,8 +207,8 @@ def test_finder_names_the_precision_the_children_ran(tmp_path):
 
 
 def test_probe_lengths_leave_a_given_num_epochs_alone():
-    # --num_epochs and --num_batches exclude each other: adding --num_batches=2 to a base with
-    # --num_epochs made every probe a usage error.
+    # --num_epochs and --num_batches exclude each other: a probe adds no --num_batches to a
+    # base with --num_epochs, which would make every probe a usage error.
     args, engine = sweep_cli.build(["--find_max_batch_size", "--num_epochs=0.001"])
     sweep_cli._probe_flags(engine.config, io.StringIO())
     p = parse_params(["tfbench"] + engine.config.base_flags)   # as each probe's child

@@ -12,7 +12,7 @@ import collections
 import dataclasses
 from typing import Optional
 
-from tfbench.measure.graph_walk import (
+from graph_walk import (
     CONDS, FREE, Graph, Node, data_inputs, in_backward)
 
 # Ops between a gradient and the reduction that carries it (a pack: reshape, concat, cast).

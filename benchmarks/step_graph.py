@@ -21,7 +21,7 @@ own, and reports:
   forward, backward, all-reduce, update;
 - overlap: for each gradient reduction (a pack's collective on one device, or a
   parameter-server sum), whether it waits for the backward pass's last gradient, and for how
-  many of the step's gradients (tfbench.measure.step_overlap).
+  many of the step's gradients (step_overlap.py).
 
 Devices are compared by type and index only ("CPU:3"), so a step traced on logical CPU devices
 reads as the same step on GPUs would, device for device.
@@ -35,11 +35,11 @@ from typing import Iterable, Optional
 
 import tensorflow as tf
 
-from tfbench.measure import step_overlap
-from tfbench.measure.graph_walk import (
+import step_overlap
+from graph_walk import (
     ASSIGNS, COLLECTIVES, FREE, SUMS, WRITE_PREFIXES, Graph, Node, backward, data_inputs,
     in_backward, nbytes, short_device)
-from tfbench.measure.step_overlap import ReductionWait
+from step_overlap import ReductionWait
 
 __all__ = ["VariableCopy", "Reduction", "ReductionWait", "StepAudit", "describe_variables",
            "held_bytes", "audit", "xla_label", "short_device", "COLLECTIVES"]
