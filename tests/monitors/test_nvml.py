@@ -521,18 +521,3 @@ def test_pause_and_resume_take_boundary_samples():
     assert s["joules_per_image"] == pytest.approx(61.0)
     assert s["power_w_mean"] == pytest.approx((310.0 + 320.0) / 2)
     assert s["gpu_util_pct_mean"] == 100
-
-
-def test_the_name_is_of_the_gpu_cuda_numbers_not_nvml_s(monkeypatch):
-    # NVML lists a V100 first; CUDA, in bus order behind CUDA_VISIBLE_DEVICES, numbers others.
-    gpus = [on_bus("GPU-v", 0x3b, name="Tesla V100-PCIE-16GB"),
-            on_bus("GPU-h", 0x07, name="NVIDIA H100 80GB HBM3"),
-            on_bus("GPU-m", 0x1a, mig=[None, mig("MIG-only", 3, 0)])]
-    env = dict(PCI, CUDA_VISIBLE_DEVICES="1,0")     # bus order: GPU-h, GPU-m, GPU-v
-    assert nvml_mod.cuda_gpu_name(0, env, FakeNvml(gpus)) == "NVIDIA A100-SXM4-40GB MIG 1g.5gb"
-    assert nvml_mod.cuda_gpu_name(1, env, FakeNvml(gpus)) == "NVIDIA H100 80GB HBM3"
-    assert nvml_mod.cuda_gpu_name(0, PCI, FakeNvml(gpus)) == "NVIDIA H100 80GB HBM3"
-    # Which GPU is CUDA's 0 is not known (fastest first), or there is none: no name.
-    assert nvml_mod.cuda_gpu_name(0, {}, FakeNvml(gpus)) is None
-    assert nvml_mod.cuda_gpu_name(2, env, FakeNvml(gpus)) is None
-    assert nvml_mod.cuda_gpu_name(0, {}, FakeNvml([], init_error=9)) is None

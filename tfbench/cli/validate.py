@@ -59,9 +59,9 @@ def _gpus(first: int = 0, nvml_module: Any = None
           ) -> tuple[tuple[int, str], Optional[str]]:
     """(NVIDIA GPUs CUDA will number and why none, the name of the first GPU the run uses:
     CUDA's GPU `first`, not NVML's)."""
-    from tfbench.measure import nvml
+    from tfbench.measure import cuda_gpu_name, nvml
     count, why = nvml.cuda_gpus(nvml=nvml_module)
-    name = nvml.cuda_gpu_name(first, nvml=nvml_module) if count else None
+    name = cuda_gpu_name.cuda_gpu_name(first, nvml=nvml_module) if count else None
     return (count, why), name
 
 

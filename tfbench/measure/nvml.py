@@ -406,23 +406,6 @@ def cuda_gpus(environ: Optional[Mapping[str, str]] = None, nvml: Any = None
     return 0, "NVML lists no GPU this process may open"
 
 
-def cuda_gpu_name(index: int = 0, environ: Optional[Mapping[str, str]] = None,
-                  nvml: Any = None) -> Optional[str]:
-    """NVML's name of the GPU CUDA numbers `index` (CUDA_VISIBLE_DEVICES and CUDA's order
-    applied; a MIG slice's own name, '... MIG 1g.10gb'), None when NVML cannot say which GPU
-    that is: NVML's GPU `index` may be another model."""
-    module, _ = open_nvml(nvml)
-    if module is None:
-        return None
-    try:
-        (_, handle), = resolve_handles(module, [index], environ)
-        return text(module.nvmlDeviceGetName(handle))
-    except Exception:  # noqa: BLE001 - NVMLError, UnmappedGpu: the name is not known
-        return None
-    finally:
-        close_nvml(module)
-
-
 def main(nvml: Any = None) -> int:
     """`python -m tfbench.measure.nvml`: prints how many GPUs CUDA will number (cuda_gpus) and
     nothing else on stdout, for scripts; why none, when none, goes to stderr."""
