@@ -180,8 +180,11 @@ def test_a_page_waiting_for_retirement_fails_and_a_v100_has_no_row_remapping():
 
 
 def test_the_driver_s_cuda_against_what_tensorflow_needs():
+    # CUDA 12.4's driver under a TensorFlow built with 12.5 (the 2.21.0 wheel's build_info):
+    # minor-version compatibility runs it, XLA warns: WARN, not FAIL.
     assert _row(_judge("hgx_h100", required_cuda=(12, 5)), None, "driver") == (
-        "FAIL", "driver_cuda_too_old", "CUDA 12.4 (driver 550.90.07)", "CUDA 12.5 or newer")
+        "WARN", "driver_cuda_older_minor", "CUDA 12.4 (driver 550.90.07)",
+        "CUDA 12.5 or newer")
     assert _row(_judge("hgx_h100", required_cuda=(12, 4)), None, "driver")[:2] == ("PASS", "ok")
     assert _row(_judge("hgx_h100"), None, "driver") == (
         "PASS", "ok", "CUDA 12.4 (driver 550.90.07)", "no CUDA version required")

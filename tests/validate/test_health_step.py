@@ -51,11 +51,15 @@ def test_faults_are_failed_rows_on_their_gpu():
         ("GPU 5", "pcie_width")] == ("FAIL", "pcie_width_degraded")
     assert _statuses(health_step.judge(_report("hgx_h100_gpu3_nvlink3_down"), "h")[0])[
         ("GPU 3", "nvlink")] == ("FAIL", "nvlink_down")
-    # The driver's CUDA 12.4 against a TensorFlow built with CUDA 12.5.
-    (row,) = [r for r in health_step.judge(_report("hgx_h100", (12, 5)), "h")[0]
+    # The driver's CUDA 12.4 against a TensorFlow built with CUDA 13.0: too old; with 12.5,
+    # one minor version older, which CUDA's minor-version compatibility runs: a warning.
+    (row,) = [r for r in health_step.judge(_report("hgx_h100", (13, 0)), "h")[0]
               if r.check == "driver"]
     assert (row.status, row.reason, row.figure, row.expectation) == (
-        "FAIL", "driver_cuda_too_old", "CUDA 12.4 (driver 550.90.07)", "CUDA 12.5 or newer")
+        "FAIL", "driver_cuda_too_old", "CUDA 12.4 (driver 550.90.07)", "CUDA 13.0 or newer")
+    (row,) = [r for r in health_step.judge(_report("hgx_h100", (12, 5)), "h")[0]
+              if r.check == "driver"]
+    assert (row.status, row.reason) == ("WARN", "driver_cuda_older_minor")
 
 
 def test_no_nvml_is_one_skip_row_with_why():

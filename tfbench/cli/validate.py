@@ -17,12 +17,13 @@ import argparse
 import datetime
 import os
 import sys
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from tfbench import errors
 from tfbench.children.process import DEFAULT_CHILD
 from tfbench.cli.guard import MIXED_FLAGS, Parser, guarded, split_benchmark_flags
-from tfbench.config import flagdefs
+from tfbench.config import flagdefs, params as params_lib
+from tfbench.config.argv import params_of_flags
 from tfbench.validate import console, figures, options as validate_options, plan as plan_lib
 from tfbench.validate.health_step import HEALTH_CHILD
 from tfbench.validate.runner import Options, Validation
@@ -54,15 +55,20 @@ def _judge(args: argparse.Namespace, flags: Sequence[str], host: plan_lib.Host
                                  args.tolerance_pct)
 
 
-def _gpus() -> tuple[tuple[int, str], Optional[str]]:
-    """(NVIDIA GPUs CUDA will number and why none, the first one's name)."""
-    from tfbench.measure import nvml
-    count, why = nvml.cuda_gpus()
-    name = None
-    if count:
-        listed = nvml.static_info().get("gpus") or []
-        name = listed[0].get("name") if listed else None
+def _gpus(first: int = 0, nvml_module: Any = None
+          ) -> tuple[tuple[int, str], Optional[str]]:
+    """(NVIDIA GPUs CUDA will number and why none, the name of the first GPU the run uses:
+    CUDA's GPU `first`, not NVML's)."""
+    from tfbench.measure import cuda_gpu_name, nvml
+    count, why = nvml.cuda_gpus(nvml=nvml_module)
+    name = cuda_gpu_name.cuda_gpu_name(first, nvml=nvml_module) if count else None
     return (count, why), name
+
+
+def _first_gpu(flags: Sequence[str]) -> int:
+    """The CUDA index of the run's first GPU: --gpu_indices' first, else 0."""
+    indices = params_lib.gpu_indices(params_of_flags(flags))
+    return indices[0] if indices else 0
 
 
 def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
@@ -73,7 +79,7 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
     one line to say before the plan)."""
     args, flags = split_benchmark_flags(_parser(), argv)
     validate_options.check(args, over_hosts=False)
-    (count, why), name = gpus if gpus is not None else _gpus()
+    (count, why), name = gpus if gpus is not None else _gpus(_first_gpu(flags))
     every, added = plan_lib.benchmark_flags(args.level, flags, count)
     host, notice = plan_lib.host_for(every, (count, why), name)
     judge = _judge(args, every, host)

@@ -68,8 +68,13 @@ def _driver(host: HostHealth, required: Optional[tuple[int, int]]) -> list[Verdi
         return _unread(host, "driver", "cuda", want)
     figure = "CUDA %s (driver %s)" % (_version(host.cuda_driver_version),
                                        host.driver_version or "version not reported")
-    if required and host.cuda_driver_version < tuple(required):
+    if required and host.cuda_driver_version[0] < required[0]:
         return [Verdict(None, "driver", FAIL, "driver_cuda_too_old", figure, want)]
+    if required and host.cuda_driver_version < tuple(required):
+        # CUDA's minor-version compatibility runs a 12.5 build on a 12.x driver; XLA only
+        # warns and compiles serially (nvptx_compiler.cc, ChooseLinkingMethod), and a GPU
+        # the wheel has only PTX for may refuse PTX newer than its driver.
+        return [Verdict(None, "driver", WARN, "driver_cuda_older_minor", figure, want)]
     return [Verdict(None, "driver", PASS, "ok", figure, want)]
 
 

@@ -17,7 +17,9 @@ REASONS: dict[str, str] = {
     "not_reported": "NVML does not report this fact on this GPU or driver",
     "nvml_error": "NVML failed to read this fact",
     "gpu_lost": "NVML says the GPU has fallen off the bus",
-    "driver_cuda_too_old": "the driver's CUDA version is below what TensorFlow needs",
+    "driver_cuda_too_old": "the driver's CUDA major version is below what TensorFlow needs",
+    "driver_cuda_older_minor": "the driver's CUDA version is of TensorFlow's major version but "
+                               "an older minor one",
     "cuda_library_missing": "NVML answers but CUDA's driver library (libcuda) is not found",
     "persistence_mode_off": "persistence mode is off",
     "ecc_off": "ECC is off on a GPU that has it",
