@@ -59,7 +59,7 @@ def test_the_subcommand_is_listed():
 def test_the_gpu_named_is_the_first_one_the_run_uses(monkeypatch):
     """NVML's GPU 0 is not CUDA's under CUDA_VISIBLE_DEVICES or --gpu_indices: the plan's
     estimate and the baseline's GPU model are those of the GPUs the children run on."""
-    from tests.monitors.test_nvml import PCI, FakeNvml, on_bus
+    from helpers import PCI, FakeNvml, on_bus
     gpus = [on_bus("GPU-v", 0x01, name="Tesla V100-PCIE-16GB"),
             on_bus("GPU-a", 0x02, name="NVIDIA A100-SXM4-80GB"),
             on_bus("GPU-h", 0x03, name="NVIDIA H100 80GB HBM3")]

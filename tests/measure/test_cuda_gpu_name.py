@@ -1,7 +1,7 @@
 """tfbench.measure.cuda_gpu_name: the name of the GPU CUDA numbers, never NVML's GPU of that
-index, over the fake NVML of tests/monitors/test_nvml.py."""
+index, over the fake NVML of tests/support (helpers.on_bus)."""
 
-from tests.monitors.test_nvml import PCI, FakeNvml, mig, on_bus
+from helpers import PCI, FakeNvml, mig, on_bus
 from tfbench.measure import cuda_gpu_name
 
 

@@ -4,23 +4,12 @@ count with why there is none, over tests/support/fake_pynvml."""
 
 import pytest
 
-from helpers import FakeNvml, NVMLError, a100
+from helpers import PCI, FakeNvml, NVMLError, a100, mig, on_bus
 from tfbench.measure import nvml as nvml_mod
-
-
-PCI = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
 def uuids(handles):
     return [(i, h["uuid"]) for i, h in handles]
-
-
-def on_bus(uuid, bus, **extra):
-    return dict(a100(uuid), bus=bus, **extra)
-
-
-def mig(uuid, gi, ci):
-    return {"uuid": uuid, "name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "gi": gi, "ci": ci}
 
 
 # NVML's index order (the list order) is not the PCI bus order here.

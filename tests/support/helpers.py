@@ -151,6 +151,20 @@ def a100(uuid: str = "GPU-aaaa", energy: bool = True, nvlinks: int = 12) -> dict
     return gpu
 
 
+# CUDA numbers GPUs in PCI bus order under this (tfbench.config.startup_env sets it).
+PCI = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
+def on_bus(uuid: str, bus: int, **extra) -> dict:
+    """An a100() at PCI bus `bus`, with `extra` keys (name, mig) over it."""
+    return dict(a100(uuid), bus=bus, **extra)
+
+
+def mig(uuid: str, gi: int, ci: int) -> dict:
+    """A MIG instance of an A100 for on_bus(..., mig=[...])."""
+    return {"uuid": uuid, "name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "gi": gi, "ci": ci}
+
+
 # The driver FakeNvml's a100 hosts run, as NVML reports it.
 A100_DRIVER = {"driver": "550.54.15", "cuda": 12040, "nvml": "12.550.54.15"}
 
