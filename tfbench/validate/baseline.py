@@ -1,5 +1,6 @@
 """A validation's figures against a baseline: an earlier result of the same model, precision,
-batch per device and GPU model, or, without one, the published expected range.
+batch per device and GPU model (without one, tfbench.validate.figures.published judges them
+against the published expected range).
 
 A baseline file is a tfbench results CSV (its ok training rows, tfbench.children.rows.read_rows),
 a run's JSON manifest (what --json_dir writes: the run's `csv_row` and its `extra`), or a
@@ -23,7 +24,7 @@ from tfbench.errors import UsageError
 from tfbench.measure import expected_range as er
 from tfbench.measure import stats
 from tfbench.validate.run_figures import (FIGURES, SCHEMA, SCHEMA_VERSION, VALIDATE_JSON,
-                                          Figure, RunKey, count, gpu_text, number, run_figures,
+                                          Figure, RunKey, count, number, run_figures,
                                           run_key, same_configuration)
 from tfbench.validate.verdicts import FAIL, PASS, SKIP, WARN, Check
 
@@ -251,30 +252,7 @@ def _against_baseline(host: str, figure: Figure, values: Sequence[float], base: 
                  expected=limit)
 
 
-def _against_published(host: str, values: Sequence[float], run: RunKey, tolerance_pct: float,
-                       threshold_pct: float) -> Check:
-    median = statistics.median(values)
-    j = er.judge(run.gpu, run.model, "training", run.precision, run.num_devices or 1, median,
-                 tolerance=tolerance_pct / 100.0, batch_per_gpu=run.batch_size)
-    if j is None or j.verdict is None:
-        why = er.describe(j) if j is not None else \
-            "no baseline given, and no published figure for %s" % gpu_text(run.gpu)
-        return _skip(host, "images_per_sec", values, why)
-    published = min(r["images_per_sec"] for r in j.references)
-    text = "%s (%s)" % (_with_unit(median, "images/sec"), _of(values))
-    expectation = ">= %s (%g%% of the published %s: %s)" % (
-        _fmt(j.low), 100 - tolerance_pct, _fmt(published), er.reference_used(j))
-    spread = _spread(values, threshold_pct)
-    if spread and max(values) >= j.low:
-        return Check(host, "host", "images_per_sec", WARN, "unstable", text + "; " + spread,
-                     expectation + " (repeats within %g%% to judge)" % threshold_pct,
-                     value=median, expected=j.low)
-    status, reason = (FAIL, "below_expected_range") if j.verdict == "below" else (PASS, "ok")
-    return Check(host, "host", "images_per_sec", status, reason, text, expectation,
-                 value=median, expected=j.low)
-
-
-def judge(measured: Mapping[str, Sequence[float]], baseline: Optional[Baseline],
+def judge(measured: Mapping[str, Sequence[float]], baseline: Baseline,
           tolerance_pct: float = DEFAULT_TOLERANCE_PCT, *, run: RunKey, host: str,
           unstable_threshold_pct: float = stats.DEFAULT_UNSTABLE_THRESHOLD_PCT,
           details: Optional[Mapping[str, str]] = None) -> list[Check]:
@@ -283,18 +261,13 @@ def judge(measured: Mapping[str, Sequence[float]], baseline: Optional[Baseline],
     baseline's / that share); WARN `unstable` when this run's or the baseline's repeats spread
     above the stability rule's threshold (tfbench.measure.stats.repeat_summary, as every
     table applies it), unless every repeat misses the limit; else FAIL (below_baseline,
-    efficiency_low). Without a baseline: images/sec against the published expected range
-    (below_expected_range), SKIP `no_expectation` where none matches. A baseline of another
+    efficiency_low). A baseline of another
     configuration than `run` (found only now, when the run's batch was not known before):
     SKIP rows that say so. `details` adds words to a figure's text (the efficiency's split)."""
     details = details or {}
     measured = {name: [float(v) for v in values if number(v) is not None]
                 for name, values in measured.items() if name in FIGURES}
     measured = {name: values for name, values in measured.items() if values}
-    if baseline is None:
-        return [_against_published(host, measured["images_per_sec"], run, tolerance_pct,
-                                   unstable_threshold_pct)] if "images_per_sec" in measured \
-            else []
     label = baseline.path
     try:
         base = baseline.select(run)
