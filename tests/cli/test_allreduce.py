@@ -42,21 +42,3 @@ def test_a_flagfile_may_hold_the_probes_own_options(tmp_path):
     preset.write_text("--model=trivial\n--max_bytes=12Q\n")
     with pytest.raises(UsageError, match=r"^--max_bytes=12Q: give a size"):
         cli.run(["--flagfile=%s" % preset])
-
-
-def test_the_json_file_holds_the_table_and_the_links():
-    import json
-    summary = {"median_ms": 2.0, "spread_pct": 12.5}
-    probe = type("Probe", (), {
-        "ranks": 8, "workers": 1, "reduction": "NCCL all-reduce", "notices": [],
-        "link": "NVLink 4.0 x18; expected busbw from NVSwitch", "expected_busbw_gbs": 450.0,
-        "timings": [allreduce_probe.Timing("64 MiB", 1, 64 << 20, "float32", 8, (0.002,),
-                                           summary)]})()
-    data = json.loads(json.dumps(cli.probe_json(probe)))
-    assert (data["ranks"], data["expected_busbw_gbs"], data["link"]) == (
-        8, 450.0, "NVLink 4.0 x18; expected busbw from NVSwitch")
-    (t,) = data["timings"]
-    # 64 MiB in 2 ms: 33.55 GB/s algbw; busbw x 2 (8 - 1) / 8 = 58.72 GB/s
-    assert (t["bytes"], t["time_ms"], t["at_variables"]) == (64 << 20, 2.0, False)
-    assert t["algbw_gbs"] == pytest.approx(33.554432)
-    assert t["busbw_gbs"] == pytest.approx(33.554432 * 1.75)

@@ -242,3 +242,42 @@ def test_a_failure_outside_any_one_device_ends_the_checks_and_keeps_the_run(tmp_
     assert "devices_differing" not in run["extra"] and run["images_per_sec"] > 0
     assert _console(lines).endswith("conv 1.00x (/cpu:0)")
     assert not tf_config.is_op_determinism_enabled()
+
+
+# --- which checks run, and the all-reduce file (tfbench.engine.resolved refuses) --------------
+@pytest.mark.parametrize("flags, message", [
+    (["--validate_devices", "--validate_device_checks=kernels,speed"],
+     "--validate_device_checks=kernels,speed: give one or more of step,kernels,numeric"),
+    (["--validate_device_checks=kernels"],
+     "--validate_device_checks chooses --validate_devices' checks: add --validate_devices"),
+    (["--validate_allreduce_json=ar.json"],
+     "--validate_allreduce_json: one device has no all-reduce to time (give --num_gpus=N, "
+     "N > 1)"),
+    (["--num_gpus=2", "--forward_only", "--validate_allreduce_json=ar.json"],
+     "--validate_allreduce_json times the training run's all-reduce: not in forward-only "
+     "mode"),
+    (["--num_gpus=2", "--validate_allreduce_json=no/such/ar.json"],
+     "--validate_allreduce_json=no/such/ar.json: the folder %s does not exist"
+     % os.path.abspath("no/such"))])
+def test_the_validate_options_that_cannot_apply_are_refused(flags, message):
+    p = parse_params(["tfbench", "--device=cpu", "--model=trivial"] + flags)
+    with pytest.raises(UsageError) as caught:
+        resolved_lib.resolve(p)
+    assert str(caught.value) == message
+
+
+def test_the_checks_chosen_run_and_no_others(tmp_path):
+    code, lines = run_inprocess(ONE_DEVICE + ["--validate_device_checks=step,numeric"],
+                                tmp_path)
+    assert code == 0, lines
+    extra = _manifest(tmp_path)["extra"]
+    assert extra["device_checks_run"] == ["step", "numeric"]
+    (entry,) = extra["device_checks"]
+    assert entry["alone_ms"] > 0 and entry["agrees"] is True
+    assert entry["matmul_tflops"] is None and entry["conv_tflops"] is None
+    assert "slowest_matmul_device" not in extra and extra["devices_differing"] == 0
+    assert ("Checking each device alone: the training step of trivial and one forward and "
+            "backward pass on the same batch from the same weights (op determinism on)"
+            ) in lines
+    line = _console(lines)
+    assert "matmul" not in line and "step alone 1.00x (/cpu:0)" in line

@@ -4,7 +4,9 @@ writes."""
 
 import os
 import re
+import json
 import subprocess
+import sys
 
 import pytest
 
@@ -69,3 +71,28 @@ def test_the_tftrt_engine_checks_read_the_manifest_tfbench_writes(stand_in, tmp_
     assert {name for name, _ in checks} == {"tftrt_fp16", "tftrt_int8", "tftrt_legacy"}
     for _, expression in checks:
         assert _evaluate(expression, manifest) is passes
+
+
+def _validate_check():
+    """The script's check of `tfbench validate --level=quick`'s validate.json."""
+    script = open(SCRIPT).read()
+    return script.split("validate_quick/validate.json\" <<'PY'\n", 1)[1].split("\nPY\n", 1)[0]
+
+
+@pytest.mark.parametrize("status, busbw, passes", [
+    ("ok", "busbw_below_expected", True),   # a host's FAIL is a verdict, not a broken step
+    ("ok", "check_failed", False),          # the training child did not time the all-reduce
+    ("hung", "ok", False)])
+def test_the_validate_check_reads_validate_json(tmp_path, status, busbw, passes):
+    path = tmp_path / "validate.json"
+    path.write_text(json.dumps({
+        "plan": [{"name": "devices", "estimate_s": 111.3}, {"name": "allreduce",
+                                                            "estimate_s": 0.0}],
+        "steps": [{"name": "devices", "status": status, "seconds": 97.25},
+                  {"name": "allreduce", "status": "ok", "seconds": 0.0}],
+        "rows": [{"check": "allreduce_busbw", "reason": busbw}]}))
+    proc = subprocess.run([sys.executable, "-", str(path)], input=_validate_check(), text=True,
+                          capture_output=True)
+    assert proc.returncode == (0 if passes else 1), proc.stderr
+    assert proc.stdout.splitlines()[0] == (
+        "  devices        %-8s   97.2 s, estimate  111.3 s" % status)

@@ -5,12 +5,14 @@ tests/cli/test_validate.py), without TensorFlow:
     python validate_fake_child.py SCRIPT [allreduce] BENCHMARK FLAGS... --csv_file=F --json_dir=D
 
 SCRIPT is a JSON file: {"health": [what each health child does, in turn], "train": [what each
-training child does, in turn], "allreduce": what the allreduce child does}. What a child does:
+training child does, in turn], "allreduce": what the all-reduce probe does (in the training
+child given --validate_allreduce_json, or an allreduce child)}. What a child does:
   {"sleep": seconds first, "exit": code, "stdout": "last line", "write": false (write nothing)}
   health: "report": the JSON it writes (tfbench.measure.health_read.report's shape)
   train: "images_per_sec", "device_checks": [entries], "numeric": {...}, "explained": {...},
          "step_times": [...], "notices": [...], "status": "ok"
-  allreduce: "probe": the JSON it writes (tfbench.cli.allreduce.probe_json's shape)
+  allreduce: "probe": the JSON it writes (tfbench.engine.allreduce_run.AllReduceProbe.to_json's
+             shape); "write": false writes none
 Each child appends its argv to SCRIPT + ".calls" (one JSON line), so a test sees what ran.
 """
 
@@ -67,18 +69,37 @@ def main():
             with open(_option(args, "json_file"), "w") as handle:
                 json.dump(todo.get("probe", {"ranks": 2, "timings": []}), handle)
         else:
-            _train(args, todo)
+            _train(args, todo, script_path)
     sys.stdout.flush()
     return int(todo.get("exit", 0))
 
 
-def _train(args, todo):
+def _probe(script_path, path):
+    with open(script_path) as handle:
+        todo = json.load(handle).get("allreduce") or {}
+    if todo.get("write", True):
+        with open(path, "w") as handle:
+            json.dump(todo.get("probe", {"ranks": 2, "timings": []}), handle)
+
+
+def _train(args, todo, script_path):
+    if todo.get("exit", 0) == 0 and _option(args, "validate_allreduce_json"):
+        _probe(script_path, _option(args, "validate_allreduce_json"))
     flags = [a for a in args if not a.startswith(("--csv_file=", "--json_dir="))]
     row = rows_lib.failure_row(flags, todo.get("status", "ok"), "", " ".join(sys.argv))
     row["images_per_sec"] = str(todo.get("images_per_sec", 100.0))
     csv_out.append_rows(_option(args, "csv_file"), [row])
+    checks = todo.get("device_checks")
+    chosen = _option(args, "validate_device_checks")
+    if chosen and checks:   # as the real child: the figures of the checks it ran only
+        names = chosen.split(",")
+        drop = {"step": ("alone_ms", "together_ms"), "kernels": ("matmul_tflops",
+                                                                 "conv_tflops")}
+        checks = [dict(e, **{k: None for c, keys in drop.items() if c not in names
+                             for k in keys}) for e in checks]
     extra = {"device_name": todo.get("device_name"),
-             "device_checks": todo.get("device_checks"),
+             "device_checks": checks,
+             "device_checks_run": chosen.split(",") if chosen else None,
              "device_checks_numeric": todo.get("numeric", {"reference": "/cpu:0",
                                                            "deterministic": True,
                                                            "bound": 1e-5})}

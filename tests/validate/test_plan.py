@@ -31,19 +31,28 @@ def test_the_children_get_the_levels_flags_and_their_files():
     quick = {s.name: s for s in _plan("quick").steps}
     assert quick["devices"].command == ("tfbench",) + tuple(CPU) + (
         "--variable_update=replicated", "--num_batches=10", "--num_warmup_batches=5",
-        "--validate_devices", "--csv_file=out/points/devices.csv",
-        "--json_dir=out/runs/devices")
-    assert quick["allreduce"].command[:6] == ("tfbench", "allreduce", "--max_bytes=1M",
-                                              "--repeats=10", "--warmup=2",
-                                              "--json_file=out/runs/allreduce.json")
+        "--validate_devices", "--validate_device_checks=kernels,numeric",
+        "--validate_allreduce_json=out/runs/allreduce.json",
+        "--csv_file=out/points/devices.csv", "--json_dir=out/runs/devices")
+    # The all-reduce is timed in the training child: its step runs no child of its own.
+    assert quick["allreduce"].command == () and quick["allreduce"].estimate_s == 0
+    assert plan.allreduce_source(_plan("quick"))[1] == "out/runs/allreduce.json"
     assert quick["health"].command == ("health_read", "--json=out/runs/health.json")
     standard = {s.name: s for s in _plan("standard").steps}
-    assert "--explain_scaling" in standard["devices_2"].command
-    assert "--num_batches=100" in standard["devices_2"].command
+    for name in ("devices_1", "devices_2", "devices_3"):
+        assert "--explain_scaling" in standard[name].command
+        assert "--num_batches=100" in standard[name].command
+        # every check at standard: the flag's default
+        assert not any(a.startswith("--validate_device_checks") for a in standard[name].command)
+    assert [n for n in standard if "--validate_allreduce_json=out/runs/allreduce.json"
+            in standard[n].command] == ["devices_1"]
+    one = {s.name: s for s in _plan("quick", CPU[:1] + ["--model=trivial"],
+                                    plan.Host("cpu", 1)).steps}
+    assert not any(a.startswith("--validate_allreduce_json") for a in one["devices"].command)
     soak = {s.name: s for s in _plan("long", soak=2.0).steps}["soak"]
     # Its --num_batches comes from the step time measured, when it starts.
     assert not any(a.startswith(("--num_batches", "--validate_devices")) for a in soak.command)
-    assert soak.estimate_s == 8.0 + 120.0
+    assert soak.estimate_s == 5.0 + 2 * 4.5 + 120.0
 
 
 def test_defaults_are_added_only_where_not_given():
@@ -93,17 +102,26 @@ def test_the_estimate_by_hand_on_logical_cpu_devices():
     # images is 3x: 6.3e-8 TFLOP at 0.05 / 2 TFLOP/s per device = 2.5 us, so the 0.03 s floor.
     step = {s.name: s for s in p.steps}
     assert plan.step_seconds(plan.params_of_flags(p.flags), p.host) == 0.03
-    # start-up 8 + 15 steps x 0.03 + 2 devices x (2 s of checks + 13 probe steps x 0.03)
-    assert step["devices"].estimate_s == pytest.approx(8 + 15 * 0.03 + 2 * (2 + 13 * 0.03))
-    assert step["allreduce"].estimate_s == 8 + 6
+    # start-up 5 + 2 replicas x 4.5 + 15 steps x 0.03; then per device: its model 1, the
+    # kernels 0.5, the numeric pass 2.5 + one step 0.03; then the all-reduce's sizes 6
+    devices = 5 + 2 * 4.5 + 15 * 0.03 + 2 * (1 + 0.5 + 2.5 + 0.03) + 6
+    assert step["devices"].estimate_s == pytest.approx(devices)
+    assert step["allreduce"].estimate_s == 0
     assert step["health"].estimate_s == step["health_after"].estimate_s == 3
-    assert p.estimate_s == pytest.approx(13.23 + 14 + 6)
-    assert step["devices"].timeout_s == pytest.approx(3 * 13.23 + 120)
-    assert p.lines()[0] == ("tfbench validate --level=quick: 5 steps, about 33 s on 2 logical "
+    assert p.estimate_s == pytest.approx(devices + 6)
+    assert step["devices"].timeout_s == pytest.approx(3 * devices + 120)
+    assert p.lines()[0] == ("tfbench validate --level=quick: 5 steps, about 35 s on 2 logical "
                             "CPU devices")
+    # standard adds the step alone (2 + 13 probe steps) and the explain probes (3 per device
+    # + 13 steps); only its first child times the all-reduce
+    standard = {s.name: s for s in _plan("standard").steps}
+    steps = 5 + 2 * 4.5 + 110 * 0.03 + 2 * (1 + 2 + 13 * 0.03 + 0.5 + 2.5 + 0.03) \
+        + 2 * 3 + 13 * 0.03
+    assert standard["devices_2"].estimate_s == pytest.approx(steps)
+    assert standard["devices_1"].estimate_s == pytest.approx(steps + 6)
 
 
-def test_the_estimate_by_hand_on_eight_h100s():
+def test_quick_fits_in_two_minutes_on_eight_h100s_by_its_own_estimate():
     host = plan.Host("gpu", 8, "NVIDIA H100 80GB HBM3")
     p = _plan("quick", ["--batch_size=64"], host, gpus=8)
     # resnet50: 7.716 GFLOPs an image forward; a step of 64 in fp32 (TF32 on an H100: 494.7
@@ -111,9 +129,16 @@ def test_the_estimate_by_hand_on_eight_h100s():
     step_s = 3 * 7.715950592 * 64 / 1e3 / (494.7 * 0.2)
     assert plan.step_seconds(plan.params_of_flags(p.flags), host) == pytest.approx(step_s)
     devices = {s.name: s for s in p.steps}["devices"]
-    assert devices.estimate_s == pytest.approx(45 + 15 * step_s + 8 * (10 + 13 * step_s))
-    assert p.lines()[0].endswith("on 8 GPUs (NVIDIA H100 80GB HBM3)")
+    # start-up 20 + 8 replicas x 3 + 15 steps; per device: its model 1, the kernels 1, the
+    # numeric pass 4.5 + a step; the all-reduce's sizes 15
+    assert devices.estimate_s == pytest.approx(20 + 8 * 3 + 15 * step_s
+                                               + 8 * (1 + 1 + 4.5 + step_s) + 15)
+    assert p.estimate_s == pytest.approx(devices.estimate_s + 2 * 3)
+    assert p.estimate_s <= 120   # the limit for --level=quick on 8 GPUs
+    assert p.lines()[0].endswith("about 117 s on 8 GPUs (NVIDIA H100 80GB HBM3)")
     assert "--num_gpus=8" in p.added
+    standard = _plan("standard", ["--batch_size=64"], host, gpus=8)
+    assert standard.estimate_s <= 15 * 60   # standard's limit
 
 
 def test_the_soak_is_sized_from_the_rate_measured():

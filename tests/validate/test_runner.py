@@ -63,20 +63,22 @@ def test_a_clean_quick_validation_passes_with_its_skips(tmp_path):
                                                   "health_after"]
     assert all(s["status"] == "ok" for s in data["steps"])
     assert data["status"] == "PASS" and data["exit_code"] == 0 and data["finished"]
+    # quick checks each device's kernels and gradients, not its step alone
     assert [(r["subject"], r["check"], r["status"]) for r in data["rows"]] == [
         ("host", "health", "SKIP"),
-        ("/cpu:0", "step_alone", "PASS"), ("/cpu:0", "matmul", "PASS"),
-        ("/cpu:0", "conv", "PASS"), ("/cpu:0", "gradients", "PASS"),
-        ("/cpu:1", "step_alone", "PASS"), ("/cpu:1", "matmul", "PASS"),
-        ("/cpu:1", "conv", "PASS"), ("/cpu:1", "gradients", "PASS"),
+        ("/cpu:0", "matmul", "PASS"), ("/cpu:0", "conv", "PASS"),
+        ("/cpu:0", "gradients", "PASS"),
+        ("/cpu:1", "matmul", "PASS"), ("/cpu:1", "conv", "PASS"),
+        ("/cpu:1", "gradients", "PASS"),
         ("host", "allreduce_busbw", "SKIP"), ("host", "images_per_sec", "SKIP")]
-    # The figures as a baseline reads them (run_figures): the children's images/sec and the
-    # median device's step alone; the probe's busbw is judged against the links only.
-    assert data["measured"]["figures"] == {"images_per_sec": [100.0],
-                                           "median_alone_ms": [10.0]}
+    (busbw,) = _rows(data, check="allreduce_busbw")
+    assert busbw["figure"] == "busbw 3 GB/s (1 MiB, 2 ranks)"
+    # The figures as a baseline reads them (run_figures): the children's images/sec (no step
+    # alone was timed at quick); the probe's busbw is judged against the links only.
+    assert data["measured"]["figures"] == {"images_per_sec": [100.0]}
     assert [(f["figure"], f["values"], f["num_devices"]) for f in data["figures"]] == [
-        ("images_per_sec", [100.0], 2), ("median_alone_ms", [10.0], 2)]
-    assert data["summary"] == "PASS (8 PASS, 3 SKIP)"
+        ("images_per_sec", [100.0], 2)]
+    assert data["summary"] == "PASS (6 PASS, 3 SKIP)"
     # The plan first, a line per step, the table, the overall line.
     lines = out.splitlines()
     assert lines[0].startswith("tfbench validate --level=quick: 5 steps, about ")
@@ -84,15 +86,19 @@ def test_a_clean_quick_validation_passes_with_its_skips(tmp_path):
     assert [l.split()[:3] for l in lines if l[:2] in ("1/", "2/", "3/", "4/", "5/")] == [
         ["1/5", "health", "ok"], ["2/5", "devices", "ok"], ["3/5", "allreduce", "ok"],
         ["4/5", "figures", "ok"], ["5/5", "health_after", "ok"]]
-    assert "validate: PASS (8 PASS, 3 SKIP)" in lines
-    # What every child ran: the level's steps added to the flags, its files in the out_dir.
+    assert "validate: PASS (6 PASS, 3 SKIP)" in lines
+    # What every child ran: the level's steps added to the flags, its files in the out_dir;
+    # the training child timed the all-reduce (no allreduce child).
     with open(script + ".calls") as handle:
         calls = [json.loads(line) for line in handle]
-    assert [c["kind"] for c in calls] == ["health", "train", "allreduce", "health"]
+    assert [c["kind"] for c in calls] == ["health", "train", "health"]
     train = calls[1]["argv"]
     assert train[:3] == FLAGS[:3]   # --csv_file is validate's own option
     assert "--num_batches=10" in train and "--num_warmup_batches=5" in train
     assert "--validate_devices" in train and "--explain_scaling" not in train
+    assert "--validate_device_checks=kernels,numeric" in train
+    assert "--validate_allreduce_json=%s" % (tmp_path / "v" / "runs" / "allreduce.json") \
+        in train
     assert "--variable_update=replicated" in train
     with open(tmp_path / "v" / "children.csv") as handle:
         assert len(handle.readlines()) == 2   # the header and the training child's row
@@ -110,8 +116,14 @@ def test_a_child_that_hangs_is_a_failed_check_and_the_next_step_runs(tmp_path):
     (row,) = _rows(data, check="devices")
     assert (row["status"], row["reason"], row["figure"]) == (
         "FAIL", "check_failed", "hung: no end after 2 s")
-    assert steps["allreduce"]["status"] == "ok" and steps["health_after"]["status"] == "ok"
-    assert "validate: FAIL (1 FAIL" in out
+    # the all-reduce it was to time is a failed check of its own; the next steps run
+    assert steps["allreduce"]["status"] == "skipped"
+    (row,) = _rows(data, check="allreduce_busbw")
+    assert (row["status"], row["reason"], row["figure"]) == (
+        "FAIL", "check_failed", "devices ended before its all-reduce probe (hung: no end "
+                                "after 2 s)")
+    assert steps["health_after"]["status"] == "ok"
+    assert "validate: FAIL (2 FAIL" in out
 
 
 def test_a_crashed_child_and_a_probe_without_figures_are_failed_checks(tmp_path):
@@ -123,11 +135,32 @@ def test_a_crashed_child_and_a_probe_without_figures_are_failed_checks(tmp_path)
     assert code == 8
     figures = {r["check"]: r["figure"] for r in _rows(data, reason="check_failed")}
     assert figures == {"devices": "error: Segmentation fault in the kernel (exit code 1)",
-                       "allreduce_busbw": "the all-reduce probe wrote no figures",
+                       "allreduce_busbw": "devices ended before its all-reduce probe "
+                                          "(error: Segmentation fault in the kernel (exit "
+                                          "code 1))",
                        "health_after": "error: NVML went away (exit code 1)"}
     # The failed child's row is written for it from its flags.
     with open(tmp_path / "v" / "children.csv") as handle:
         assert "Segmentation fault in the kernel" in handle.read()
+
+
+@pytest.mark.parametrize("allreduce, figure", [
+    ({"write": False}, "devices wrote no all-reduce figures"),
+    ({"probe": {"error": "TensorFlow's runtime failed in the all-reduce probe: NCCL error",
+                "timings": []}},
+     "the all-reduce probe in devices: TensorFlow's runtime failed in the all-reduce probe: "
+     "NCCL error")])
+def test_a_training_child_that_did_not_time_the_all_reduce_fails_that_check(
+        tmp_path, allreduce, figure):
+    script = _script(tmp_path, train=[{"device_checks": clean_devices()}], allreduce=allreduce)
+    code, data, out, err = _validate(tmp_path, script)
+    assert code == 8
+    (row,) = _rows(data, check="allreduce_busbw")
+    assert (row["status"], row["reason"], row["figure"]) == ("FAIL", "check_failed", figure)
+    steps = {s["name"]: s for s in data["steps"]}
+    assert steps["devices"]["status"] == "ok"   # its own checks stand
+    assert steps["allreduce"]["status"] == ("skipped" if "write" in allreduce else "failed")
+    assert len(_rows(data, status="PASS")) == 6
 
 
 def test_a_usage_error_of_the_benchmark_stops_the_validation(tmp_path):

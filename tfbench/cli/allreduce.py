@@ -1,5 +1,5 @@
 """`tfbench allreduce`: the gradient all-reduce of a run, timed alone (in the spirit of NCCL's
-all_reduce_perf; the probe itself is tfbench.engine.explain.allreduce_probe_run).
+all_reduce_perf; the probe itself is tfbench.engine.allreduce_run.allreduce_probe_run).
 
     tfbench allreduce [--min_bytes=1K] [--max_bytes=64M] [--step_factor=4] [--repeats=20]
                       [--warmup=5] [--json_file=FILE] [BENCHMARK FLAGS: --model, --num_gpus, --variable_update,
@@ -78,19 +78,6 @@ def table_lines(probe) -> list[str]:
     return lines
 
 
-def probe_json(probe) -> dict:
-    """What --json_file holds: the ranks, the reduction, the links and their expected busbw
-    (GB/s, None: none expected; `link` ends with what decides it), one entry per tensor set."""
-    return {
-        "ranks": probe.ranks, "workers": probe.workers, "reduction": probe.reduction,
-        "link": probe.link or "", "expected_busbw_gbs": probe.expected_busbw_gbs,
-        "notices": list(probe.notices),
-        "timings": [{"label": t.label, "count": t.count, "bytes": t.nbytes, "dtype": t.dtype,
-                     "time_ms": t.time_ms, "algbw_gbs": t.algbw_gbs, "busbw_gbs": t.busbw_gbs,
-                     "spread_pct": t.summary.get("spread_pct"), "at_variables": t.at_variables}
-                    for t in probe.timings]}
-
-
 def run(argv: list[str], stdout: Optional[TextIO] = None) -> int:
     stdout = stdout or sys.stdout
     args, rest = split_benchmark_flags(_parser(), argv)
@@ -103,9 +90,9 @@ def run(argv: list[str], stdout: Optional[TextIO] = None) -> int:
     p = params_of_flags(rest)
     from tfbench.engine import lean_import
     lean_import.import_frameworks()
-    from tfbench.engine import explain
-    probe = explain.allreduce_probe_run(p, min_bytes, max_bytes, args.step_factor,
-                                        args.repeats, args.warmup)
+    from tfbench.engine import allreduce_run
+    probe = allreduce_run.allreduce_probe_run(p, allreduce_run.Sizes(
+        min_bytes, max_bytes, args.step_factor, args.repeats, args.warmup))
     out = ["%s" % notice for notice in probe.notices]
     out.append("All-reduce probe: %d ranks (%d worker%s); %s" % (
         probe.ranks, probe.workers, "" if probe.workers == 1 else "s", probe.reduction))
@@ -119,7 +106,7 @@ def run(argv: list[str], stdout: Optional[TextIO] = None) -> int:
     if args.json_file:
         import json
         with open(args.json_file, "w") as handle:
-            json.dump(probe_json(probe), handle, indent=1)
+            json.dump(probe.to_json(), handle, indent=1)
     flush_native_stdout()   # NCCL's own stdout lines (a user's NCCL_DEBUG) above the table
     stdout.write("\n".join(out) + "\n")
     stdout.flush()

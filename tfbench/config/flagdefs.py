@@ -40,6 +40,8 @@ def _t(kind, name, default, help, **kw):
 
 
 DEVICE_VALUES = ("cpu", "gpu", "CPU", "GPU")
+# --validate_device_checks' names (tfbench.engine.device_checks runs them in this order).
+DEVICE_CHECKS = ("step", "kernels", "numeric")
 
 LEGACY_FLAGS: tuple[FlagSpec, ...] = (
     # --- core / run control -------------------------------------------------------------
@@ -310,6 +312,15 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
        "forward and backward pass from the same weights on the same batch under TensorFlow's "
        "op determinism, whose gradients every device must reproduce bit for bit "
        "(docs/validate.md)."),
+    _t("list", "validate_device_checks", list(DEVICE_CHECKS),
+       "--validate_devices: which checks run on each device: step (the training step alone), "
+       "kernels (the matmul and the convolution), numeric (the gradients every device must "
+       "reproduce); `tfbench validate --level=quick` runs kernels,numeric."),
+    _t("string", "validate_allreduce_json", "",
+       "Training runs on several devices: after the timed steps (and --validate_devices' "
+       "checks), time the all-reduce probe of `tfbench allreduce` on the run's own strategy "
+       "and model (the gradients, then sizes up to 64 MiB on GPUs, 1 MiB on CPU devices) and "
+       "write its JSON to this file, for `tfbench validate` (docs/validate.md)."),
 )
 
 ALL_FLAGS: tuple[FlagSpec, ...] = LEGACY_FLAGS + TFBENCH_FLAGS

@@ -1,5 +1,6 @@
 """--validate_devices: after the timed steps of a training run, each of this worker's devices
 checked alone, for `tfbench validate` (docs/validate.md, "Each GPU alone: the device checks").
+--validate_device_checks chooses which of these run (all three by default):
 
   step     the run's training step on each device alone, one device after the other: the
            one-device step --explain_scaling times (explain.DeviceSteps, shared with it; with
@@ -31,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfbench import errors
+from tfbench.config.flagdefs import DEVICE_CHECKS
 from tfbench.engine import explain, optimizers, steps
 from tfbench.engine.base import ModeRunner
 from tfbench.engine.resolved import TRAINING
@@ -54,20 +56,29 @@ def check(runner: ModeRunner, res: RunResult, shared: explain.DeviceSteps,
     plan = runner.plan
     entries = [dict({"device": label}, **dict.fromkeys(ENTRY_KEYS), errors={})
                for label in shared.labels]
+    chosen = [c for c in DEVICE_CHECKS if c in runner.p.validate_device_checks]
     res.extra["device_checks"] = entries
-    log.notice("Checking each device alone: the training step of %s, a matmul and a 3x3 "
-               "convolution in %s, and one forward and backward pass on the same batch from "
-               "the same weights (op determinism on)" % (plan.spec.name, plan.precision))
+    res.extra["device_checks_run"] = chosen
+    what = {"step": "the training step of %s" % plan.spec.name,
+            "kernels": "a matmul and a 3x3 convolution in %s" % plan.precision,
+            "numeric": "one forward and backward pass on the same batch from the same weights "
+                       "(op determinism on)"}
+    log.notice("Checking each device alone: %s" % _and([what[c] for c in chosen]))
+    work = {"step": lambda: _steps(runner, shared, entries, res),
+            "kernels": lambda: _kernels(runner, shared, entries),
+            "numeric": lambda: _numeric(runner, shared, entries, res)}
     try:
-        _steps(runner, shared, entries, res)
-        raise_if_stopped()
-        _kernels(runner, shared, entries)
-        raise_if_stopped()
-        _numeric(runner, shared, entries, res)
+        for name in chosen:
+            work[name]()
+            raise_if_stopped()
     except (tf.errors.OpError, MemoryError) as exc:   # outside any one device's check
         res.notices.append("--validate_devices: the checks stopped, %s; the run's own figures "
                            "stand" % _reason(exc))
     summarise(entries, res)
+
+
+def _and(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _reason(exc: BaseException) -> str:

@@ -64,9 +64,9 @@ def prepare(p, plan: Resolved) -> list[str]:
     when rank 0 makes its first communicator, at the run's first all-reduce, so it lands among
     the step lines, above the footer, and logs a copy to the file; NCCL >= 2.22 logs it to
     the file only. INFO and WARN lines go to the file (opened unbuffered)."""
-    if not p.explain_scaling:
+    if not (p.explain_scaling or p.validate_allreduce_json):
         return []
-    if plan.mode not in (TRAINING, FORWARD_ONLY):
+    if p.explain_scaling and plan.mode not in (TRAINING, FORWARD_ONLY):
         return ["--explain_scaling applies to training and forward-only runs; not in %s mode"
                 % plan.mode]
     notices = []
@@ -76,9 +76,10 @@ def prepare(p, plan: Resolved) -> list[str]:
         subsys = os.environ.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET")
         os.environ[NCCL_LOG_ENV] = path
         if not nccl_log.subsys_logs_init(subsys):
-            notices.append("--explain_scaling: your NCCL_DEBUG_SUBSYS=%s leaves out INIT, "
-                           "where NCCL names the transport it uses: the transport is not read"
-                           % subsys)
+            notices.append("%s: your NCCL_DEBUG_SUBSYS=%s leaves out INIT, where NCCL "
+                           "names the transport it uses: the transport is not read" % (
+                               "--explain_scaling" if p.explain_scaling
+                               else "--validate_allreduce_json", subsys))
     return notices
 
 
@@ -207,14 +208,14 @@ def _links(plan: Resolved, found: dict, res: RunResult, workers: int = 1) -> Non
         res.extra["link"] = "logical CPU devices (host memory)" \
             if plan.device.num_devices > 1 else "one CPU device per worker"
         return
-    links, why, res.extra["link"], expected = _gpu_links(plan, workers)
+    links, why, res.extra["link"], expected = gpu_links(plan, workers)
     found["links"] = links.to_json() if links is not None else {"not_read": why}
     res.extra["expected_busbw_gbs"] = expected.gbs
     if links is not None:
         found["degraded"] = links.degraded()
 
 
-def _gpu_links(plan: Resolved, workers: int = 1
+def gpu_links(plan: Resolved, workers: int = 1
                ) -> tuple[Optional[links_lib.Links], str, str, links_lib.Expectation]:
     """(the run's GPUs' links as NVML reads them, or None; why not; the link line: NVML's
     description, or why it has none, the transport NCCL logged and what decides the busbw to
@@ -347,74 +348,3 @@ def _together(calls: list[Callable[[], object]], repeats: int,
     if failures:
         raise (real or failures)[0]
     return results
-
-
-# --- `tfbench allreduce`: the probe on its own --------------------------------------------
-
-@dataclasses.dataclass
-class AllReduceProbe:
-    """What `tfbench allreduce` measured: the model's gradient set, then each size."""
-    ranks: int
-    workers: int
-    reduction: str                        # BuiltStrategy.reduction: what reduces the gradients
-    notices: list[str]
-    timings: list[allreduce_probe.Timing]
-    link: str = ""
-    expected_busbw_gbs: Optional[float] = None
-
-
-def allreduce_probe_run(p, min_bytes: int = 0, max_bytes: int = 0, factor: int = 2,
-                        repeats: int = allreduce_probe.REPEATS,
-                        warmup: int = allreduce_probe.WARMUP, log: RunLog = SilentLog()
-                        ) -> AllReduceProbe:
-    """`tfbench allreduce`: the strategy a run of Params `p` builds reduces the model's
-    gradients, then one tensor per size from min_bytes to max_bytes (x factor each; none when
-    max_bytes is 0) in the gradients' dtype."""
-    from tfbench.distribute import devices
-    from tfbench.distribute import strategy as strategy_lib
-    from tfbench.engine.resolved import resolve
-    plan = resolve(p)
-    notices = list(plan.notices) + devices.prepare_runtime(p, plan.device)
-    notices += prepare(p.replace(explain_scaling=True), plan)
-    try:
-        sp = strategy_lib.make_strategy(p, plan.device)
-    finally:
-        errors.release_sigterm()
-    notices += list(sp.notices)
-    strategy = sp.strategy
-    why = allreduce_probe.not_probed(strategy)
-    if why is not None:
-        raise errors.UsageError("nothing to probe: %s" % why)
-    runner = ModeRunner(p=p, plan=plan, strategy=strategy, log=log)
-    variables = runner.build_model().trainable_variables
-    sets = [allreduce_probe.gradient_set("%s gradients" % plan.spec.name, variables)]
-    if max_bytes and allreduce_probe.at_variables(strategy):
-        notices.append("sizes: --variable_update=parameter_server sums gradients at the "
-                       "variables' devices, not in an all-reduce: only the model's own are "
-                       "probed")
-    elif max_bytes:
-        dtype = sets[0].dtypes[0] if sets[0].count else "float32"
-        sets += allreduce_probe.size_sets(min_bytes, max_bytes, factor, dtype)
-    compiled, _ = strategies.replica_step_compilation(strategy, xla=plan.xla)
-    timings = []
-    try:
-        for tensors in sets:
-            timings.append(allreduce_probe.time_all_reduce(
-                strategy, tensors, repeats, warmup, compiled, runner.clock.perf_counter,
-                variables))
-            raise_if_stopped()
-    except tf.errors.OpError as exc:
-        lines = (exc.message or "").strip().splitlines() or [type(exc).__name__]
-        kept = keep_nccl_log(exc.message or "")
-        discard_nccl_log()
-        raise errors.TfbenchError("TensorFlow's runtime failed in the all-reduce probe: %s%s"
-                                  % (lines[0], "; " + kept if kept else "")) from None
-    except BaseException:
-        discard_nccl_log()
-        raise
-    probe = AllReduceProbe(allreduce_probe.ranks(strategy), sp.num_workers, sp.reduction,
-                           notices, timings)
-    if plan.device.kind == "gpu":
-        _, _, probe.link, expected = _gpu_links(plan, sp.num_workers)
-        probe.expected_busbw_gbs = expected.gbs
-    return probe

@@ -234,6 +234,7 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
                              " with parameter servers" if _parameter_server(p) else ""))
     if p.validate_devices:
         _validate_devices_applies(p, mode)
+    _validate_options(p, mode, replicas * num_workers)
     if f.train_and_eval and p.num_runs > 1:
         raise UsageError("--num_runs cannot be combined with --eval_during_training_*")
     num_runs = 1 if mode == EVAL else p.num_runs
@@ -308,6 +309,35 @@ def _validate_devices_applies(p, mode: str) -> None:
         raise UsageError("--validate_devices checks the devices of the process that runs the "
                          "steps: with --ps_hosts the workers run them, not the controller (nor "
                          "a ps task); validate each worker's host in a run of its own")
+
+
+def _validate_options(p, mode: str, devices: int) -> None:
+    """Refuses (UsageError) --validate_device_checks and --validate_allreduce_json where they
+    cannot apply."""
+    if p.is_explicit("validate_device_checks"):
+        unknown = [c for c in p.validate_device_checks if c not in flagdefs.DEVICE_CHECKS]
+        if unknown or not p.validate_device_checks:
+            raise UsageError("--validate_device_checks=%s: give one or more of %s" % (
+                ",".join(p.validate_device_checks), ",".join(flagdefs.DEVICE_CHECKS)))
+        if not p.validate_devices:
+            raise UsageError("--validate_device_checks chooses --validate_devices' checks: "
+                             "add --validate_devices")
+    if not p.validate_allreduce_json:
+        return
+    if mode != TRAINING:
+        raise UsageError("--validate_allreduce_json times the training run's all-reduce: not "
+                         "in %s mode" % mode.replace("_", "-"))
+    if devices < 2:
+        raise UsageError("--validate_allreduce_json: one device has no all-reduce to time "
+                         "(give --num_gpus=N, N > 1)")
+    if _parameter_server(p):
+        raise UsageError("--validate_allreduce_json: with --ps_hosts the workers run the "
+                         "steps, not the controller; time the all-reduce with `tfbench "
+                         "allreduce`")
+    folder = os.path.dirname(os.path.abspath(p.validate_allreduce_json))
+    if not os.path.isdir(folder):
+        raise UsageError("--validate_allreduce_json=%s: the folder %s does not exist"
+                         % (p.validate_allreduce_json, folder))
 
 
 def _parameter_server(p) -> bool:

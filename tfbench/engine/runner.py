@@ -24,7 +24,7 @@ import tensorflow as tf
 from tfbench.config import data_source
 from tfbench.distribute import devices
 from tfbench.distribute import strategy as strategy_lib, strategies
-from tfbench.engine import device_checks, explain, measurements
+from tfbench.engine import allreduce_run, device_checks, explain, measurements
 from tfbench.engine.base import Clock, ModeRunner, say
 from tfbench.engine.data_only import DataOnlyRunner
 from tfbench.engine.eval_runner import EvalRunner
@@ -106,6 +106,8 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
             explain.probe(runner, sp, res, log, shared)
         if p.validate_devices:
             device_checks.check(runner, res, shared, log)
+        if p.validate_allreduce_json:
+            allreduce_run.after_run(runner, sp, res, p.validate_allreduce_json, log)
     finally:
         explain.discard_nccl_log()
     return res

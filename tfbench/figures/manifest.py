@@ -40,6 +40,8 @@ MANIFEST_ONLY: tuple[Figure, ...] = (
     _j("device_checks", "--validate_devices: each device's entry (its step alone, kernels, and "
        "loss and gradients against the first device's)"),
     _j("device_checks_numeric", "--validate_devices: the numeric check's settings"),
+    _j("device_checks_run", "--validate_devices: the checks that ran (step, kernels, numeric: "
+       "--validate_device_checks)"),
     # --- beside the step statistics ---------------------------------------------------------
     _j("num_warmup_steps", "warm-up steps run", "int", workers="same"),
     _j("first_step_vs_steady", "first_step_sec / steady_step_sec_mean", "float",

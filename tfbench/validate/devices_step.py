@@ -11,7 +11,8 @@ median of them):
   gradients   the numeric check: a device that does not agree with the reference device in any
               run is `wrong_results` (bit-exact expected under op determinism, else
               max_rel_diff within the bound)
-The median device is the median over every device that measured the check, the device itself
+A check the runs did not include (--validate_device_checks; the step alone at --level=quick)
+has no rows. The median device is the median over every device that measured the check, the device itself
 included (as the manifest's slowest_*_ratio figures are). A check that failed on a device in any
 run (its entry's `errors`) is that device's `check_failed` row, with the error.
 """
@@ -57,6 +58,12 @@ def _by_device(runs: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
     return found
 
 
+def ran(extra: dict[str, Any], check: str) -> bool:
+    """Whether a run's device checks included `check` (step, kernels, numeric:
+    --validate_device_checks; a manifest without device_checks_run ran them all)."""
+    return check in (extra.get("device_checks_run") or (check,))
+
+
 def speed_checks(runs: Sequence[dict[str, Any]], host: str, tolerance_pct: float
                  ) -> list[Check]:
     """The step_alone, matmul and conv rows of every device."""
@@ -64,6 +71,8 @@ def speed_checks(runs: Sequence[dict[str, Any]], host: str, tolerance_pct: float
     limit = 1.0 + tolerance_pct / 100.0
     rows: list[Check] = []
     for check, (figure, error_key, unit, reason, faster) in KERNELS.items():
+        if not any(ran(extra, error_key) for extra in runs):
+            continue
         medians: dict[str, float] = {}
         counts: dict[str, int] = {}
         for device, entries in devices.items():
@@ -109,6 +118,8 @@ def _difference(entry: dict[str, Any]) -> str:
 def gradient_checks(runs: Sequence[dict[str, Any]], host: str) -> list[Check]:
     """The gradients row of every device: wrong_results when it disagrees in any run."""
     rows: list[Check] = []
+    if not any(ran(extra, "numeric") for extra in runs):
+        return rows
     settings = [extra.get("device_checks_numeric") or {} for extra in runs]
     for device, entries in _by_device(runs).items():
         expectation = _numeric_expectation(settings[entries[0]["_run"] - 1])

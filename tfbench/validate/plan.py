@@ -1,18 +1,25 @@
 """The plan of a validation level: a fixed, ordered list of steps, each with its command and an
 estimate of its seconds, printed before anything runs.
 
-  quick     health -> devices (one training child, --validate_devices, 10 steps after 5)
-            -> allreduce (`tfbench allreduce`) -> figures -> health again
-  standard  health -> devices 1/3, 2/3, 3/3 (--validate_devices --explain_scaling, 100 steps
-            after 10, each a child of its own: the figures are the median of 3) -> allreduce
-            -> figures -> health again
+  quick     health -> devices (one training child, 10 steps after 5, then each device's kernels
+            and numeric check, --validate_device_checks=kernels,numeric, then the all-reduce
+            probe with sizes, --validate_allreduce_json) -> allreduce (judges what the devices
+            child timed) -> figures -> health again
+  standard  health -> devices 1/3, 2/3, 3/3 (--validate_devices --explain_scaling, every check,
+            100 steps after 10, each a child of its own: the figures are the median of 3; the
+            first also times the all-reduce probe) -> allreduce -> figures -> health again
   long      standard, then a soak (one training child of --soak_minutes, its steps sized from
             the step time measured) -> health again
 
-`figures` runs no child: it judges what the devices and allreduce steps measured (against a
-baseline, the published range, --min_efficiency_pct). The estimate of a child is its start-up
-(importing TensorFlow, building the model, the first step's tracing and compilation, autotuning:
-a constant per device kind) plus its work: steps x the step time, from the model's FLOPs
+The all-reduce probe runs in a training child, on its strategy and model, rather than in a
+`tfbench allreduce` child of its own: that saves a TensorFlow start, the GPUs' initialisation and
+NCCL's set-up, which is what lets quick fit in 2 minutes on 8 GPUs. `allreduce` and `figures` run
+no child: they judge what the training children measured (against the links, a baseline, the
+published range, --min_efficiency_pct).
+
+The estimate of a training child is its start-up (importing TensorFlow, starting the devices,
+building the model: a constant per device kind) plus tracing the first step's replica on each
+device, plus its work: steps x the step time, from the model's FLOPs
 (tfbench.measure.model_table) over the device's achievable TFLOP/s (the GPU's datasheet peak x
 ACHIEVED_FRACTION when tfbench.measure.peak knows it, else a stated constant), never below a
 per-step floor; each device's checks, the explain probes and the all-reduce probe add stated
@@ -46,14 +53,17 @@ LEVEL_STEPS = {"quick": {"num_batches": 10, "num_warmup_batches": 5},
 # added when the user gave none: the legacy defaults (trivial, parameter_server) have neither
 # a published range nor an all-reduce to check.
 DEFAULT_FLAGS = {"model": "resnet50", "variable_update": "replicated"}
-# `tfbench allreduce` sizes: all_reduce_perf's range up to 64 MiB on GPUs; small on CPU devices,
-# whose all-reduce copies through host memory and has no link to judge.
-ALLREDUCE_FLAGS = {"gpu": ["--max_bytes=64M"],
-                   "cpu": ["--max_bytes=1M", "--repeats=10", "--warmup=2"]}
+ALLREDUCE_OPTION = "--validate_allreduce_json"
+# --validate_devices' checks at each level (all of them above quick, where tracing each
+# device's step alone would not fit in 2 minutes on 8 GPUs).
+LEVEL_CHECKS = {"quick": ("kernels", "numeric"), "standard": ("step", "kernels", "numeric"),
+                "long": ("step", "kernels", "numeric")}
 # Flags validate decides or that run no training step on this host's devices.
 REFUSED_FLAGS = {
     "validate_devices": "validate adds --validate_devices itself",
     "explain_scaling": "validate adds --explain_scaling at --level=standard and long",
+    "validate_device_checks": "each level runs its own checks (docs/validate.md)",
+    "validate_allreduce_json": "validate times the all-reduce in its first training child",
     "num_runs": "validate repeats a run in children of their own (3 at --level=standard)",
     "json_dir": "validate keeps each child's JSON manifest in --out_dir's runs/",
     "forward_only": "validate checks the training step", "eval": "validate checks the "
@@ -64,12 +74,21 @@ REFUSED_FLAGS = {
     "controller_host": "validate checks one host",
 }
 
-# The estimate's constants (seconds; see the module docstring).
-STARTUP_S = {"gpu": 45.0, "cpu": 8.0}           # a TensorFlow child until its first step ends
+# The estimate's constants (seconds; see the module docstring). CPU: measured with resnet50
+# at 64 px on 2 logical devices of an AMD EPYC (2 cores, TensorFlow 2.21; docs/validate.md,
+# "How long each level takes"). GPU: allowances not yet measured on a GPU (validate.json keeps
+# each step's seconds beside its estimate): the host's share as on the CPU, plus cuDNN's
+# autotuning of each new shape on each device.
+STARTUP_S = {"gpu": 20.0, "cpu": 5.0}            # import TensorFlow, start devices, build model
+REPLICA_S = {"gpu": 3.0, "cpu": 4.5}             # per device: its replica of the first step
 STEP_FLOOR_S = {"gpu": 0.01, "cpu": 0.03}        # host work of a step, however small the model
-DEVICE_CHECK_S = {"gpu": 10.0, "cpu": 2.0}       # per device: build, kernels, numeric pass
+# Per device checked alone (tfbench.engine.device_checks): its own model and optimizer, then
+# each check: the step's tracing and first call, the two kernels, the numeric pass's tracing.
+DEVICE_BUILD_S = {"gpu": 1.0, "cpu": 1.0}
+CHECK_S = {"step": {"gpu": 4.0, "cpu": 2.0}, "kernels": {"gpu": 1.0, "cpu": 0.5},
+           "numeric": {"gpu": 4.5, "cpu": 2.5}}
 EXPLAIN_S = {"gpu": 6.0, "cpu": 3.0}             # per device: the explain probes' builds
-ALLREDUCE_S = {"gpu": 15.0, "cpu": 6.0}          # `tfbench allreduce`'s sizes after start-up
+ALLREDUCE_S = {"gpu": 15.0, "cpu": 6.0}          # the all-reduce probe's sizes
 HEALTH_S = 3.0                                   # a Python child reading NVML
 CPU_TFLOPS = 0.05                                # a CPU's achievable TFLOP/s, all its devices
 GPU_TFLOPS_UNKNOWN = 20.0                        # a GPU the peak table does not know
@@ -242,13 +261,22 @@ def step_seconds(p: Any, host: Host) -> float:
     return max(STEP_FLOOR_S[host.kind], work / tflops)
 
 
-def _training_estimate(p: Any, host: Host, explain: bool) -> float:
+def _training_estimate(p: Any, host: Host, checks: Sequence[str], explain: bool,
+                       allreduce: bool) -> float:
+    kind, n = host.kind, host.devices
     step = step_seconds(p, host)
     steps = (p.num_batches or 100) + params_lib.num_warmup_batches(p)
-    seconds = STARTUP_S[host.kind] + steps * step
-    seconds += host.devices * (DEVICE_CHECK_S[host.kind] + PROBE_STEPS * step)
+    seconds = STARTUP_S[kind] + n * REPLICA_S[kind] + steps * step
+    per_device = DEVICE_BUILD_S[kind] + sum(CHECK_S[c][kind] for c in checks)
+    if "step" in checks:
+        per_device += PROBE_STEPS * step
+    if "numeric" in checks:
+        per_device += step
+    seconds += n * per_device
     if explain:
-        seconds += host.devices * EXPLAIN_S[host.kind] + PROBE_STEPS * step
+        seconds += n * EXPLAIN_S[kind] + PROBE_STEPS * step
+    if allreduce:
+        seconds += ALLREDUCE_S[kind]
     return seconds
 
 
@@ -272,29 +300,40 @@ def build(level: str, flags: Sequence[str], host: Host, out_dir: str,
             "--json=%s" % os.path.join(out_dir, "runs", name + ".json"),) + tuple(indices),
             HEALTH_S)
 
-    def training(name: str, extra: Sequence[str], what: str, repeat: int = 0) -> Step:
+    def training(name: str, extra: Sequence[str], what: str, repeat: int = 0,
+                 allreduce: bool = False) -> Step:
+        checks = LEVEL_CHECKS[level]
+        extra = list(extra) + ["--validate_devices"]
+        if checks != LEVEL_CHECKS["standard"]:
+            extra.append("--validate_device_checks=%s" % ",".join(checks))
+        if allreduce:
+            extra.append("%s=%s" % (ALLREDUCE_OPTION, allreduce_json))
         args = tuple(flags) + tuple(extra)
         explain = "--explain_scaling" in extra
         return Step(name, DEVICES, what, tuple(child_cmd) + args + tuple(
-            _child_files(out_dir, name)), _training_estimate(p, host, explain), args, repeat)
+            _child_files(out_dir, name)), _training_estimate(p, host, checks, explain,
+                                                             allreduce), args, repeat)
 
+    together = host.devices > 1
+    allreduce_json = os.path.join(out_dir, "runs", "allreduce.json")
     steps = [health(HEALTH, "each GPU's health facts (NVML): ECC, memory, clocks, PCIe, "
                             "NVLink, temperature, power; the driver")]
     if level == "quick":
-        steps.append(training(DEVICES, ["--validate_devices"], devices_what))
+        steps.append(training(DEVICES, [], "each device alone: a matmul, a convolution, its "
+                              "gradients%s" % ("; then the all-reduce alone" if together
+                                               else ""), allreduce=together))
     else:
         for i in range(1, STANDARD_REPEATS + 1):
-            steps.append(training("%s_%d" % (DEVICES, i),
-                                  ["--validate_devices", "--explain_scaling"],
+            steps.append(training("%s_%d" % (DEVICES, i), ["--explain_scaling"],
                                   ("run 1 of %d: %s; the scaling efficiency and where it "
-                                   "goes" % (STANDARD_REPEATS, devices_what)) if i == 1 else
-                                  "run %d of %d, as run 1" % (i, STANDARD_REPEATS), i))
-    if host.devices > 1:
-        probe = ("allreduce",) + tuple(ALLREDUCE_FLAGS[host.kind]) + (
-            "--json_file=%s" % os.path.join(out_dir, "runs", "allreduce.json"),)
-        steps.append(Step(ALLREDUCE, ALLREDUCE, "the gradient all-reduce alone: bus bandwidth "
-                          "against the links'", tuple(child_cmd) + probe
-                          + tuple(flags), STARTUP_S[host.kind] + ALLREDUCE_S[host.kind]))
+                                   "goes%s" % (STANDARD_REPEATS, devices_what,
+                                               "; then the all-reduce alone" if together
+                                               else "")) if i == 1 else
+                                  "run %d of %d, as run 1" % (i, STANDARD_REPEATS), i,
+                                  allreduce=together and i == 1))
+    if together:
+        steps.append(Step(ALLREDUCE, ALLREDUCE, "the gradient all-reduce's bus bandwidth (timed "
+                          "by %s) against the links'" % steps[1].name, (), 0.0))
     if baseline:
         against = "images/sec%s against the baseline %s" % (
             "" if level == "quick" else ", scaling efficiency", baseline)
@@ -312,10 +351,20 @@ def build(level: str, flags: Sequence[str], host: Host, out_dir: str,
                                       "measured): the last tenth as fast as the first"
                           % human_seconds(minutes * 60),
                           tuple(child_cmd) + soak_flags + tuple(_child_files(out_dir, SOAK)),
-                          STARTUP_S[host.kind] + minutes * 60.0, soak_flags))
+                          STARTUP_S[host.kind] + host.devices * REPLICA_S[host.kind]
+                          + minutes * 60.0, soak_flags))
         steps.append(health("health_after_soak", "the health facts after the soak"))
     return Plan(level, tuple(steps), host, tuple(flags), tuple(added),
                 soak_minutes if level == "long" else None)
+
+
+def allreduce_source(plan: Plan) -> tuple[Step, str]:
+    """(the training step that times the all-reduce probe, the file it writes it to)."""
+    for step in plan.steps:
+        for arg in step.command:
+            if arg.startswith(ALLREDUCE_OPTION + "="):
+                return step, arg.split("=", 1)[1]
+    raise LookupError("no step of the plan times the all-reduce")
 
 
 def soak_batches(minutes: float, images_per_sec: float, global_batch: float) -> int:

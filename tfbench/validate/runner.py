@@ -292,22 +292,30 @@ class Validation:
                             own)
 
     def _allreduce(self, step: plan_lib.Step) -> result.StepRecord:
-        outcome, log_path, timeout, json_path, error = self._json_child(step, "--json_file")
+        """Judges the all-reduce probe the first training child timed (its check_failed row
+        when that child wrote none)."""
+        source, path = plan_lib.allreduce_source(self.plan)
+        ran = next((r for r in self.result.steps if r.name == source.name), None)
+        probe = together_step.read_probe(path)
         rows: list[Check] = []
-        if not error:
-            probe = together_step.read_probe(json_path)
-            if probe is None:
-                error = "the all-reduce probe wrote no figures"
-            else:
-                row = together_step.busbw_check(probe, self.host, self.plan.host.kind)
-                busbw, _ = together_step.best_busbw(probe)
-                if busbw is not None:
-                    self.busbw.append(busbw)
-                rows = [row]
-        if error and outcome.interrupted is None:
+        error = "" if probe is not None else "%s wrote no all-reduce figures" % source.name
+        if probe is None and (ran is None or ran.status != result.STEP_OK):
+            error = "%s ended before its all-reduce probe%s" % (
+                source.name, " (%s)" % ran.error if ran is not None and ran.error else "")
+        elif probe is not None and probe.get("error"):
+            error = "the all-reduce probe in %s: %s" % (source.name, probe["error"])
+        elif probe is not None:
+            rows = [together_step.busbw_check(probe, self.host, self.plan.host.kind)]
+            busbw, _ = together_step.best_busbw(probe)
+            if busbw is not None:
+                self.busbw.append(busbw)
+        if error:
             rows = [self._failed_row(together_step.CHECK, error, "the all-reduce timed")]
-        return self._finish(step, step.command, outcome, log_path, timeout, error, step.name,
-                            rows)
+        status = result.STEP_SKIPPED if probe is None else \
+            result.STEP_FAILED if error else result.STEP_OK
+        self.result.steps.append(result.StepRecord(step.name, status, 0.0, "", "", error))
+        self.groups[step.name] = rows
+        return self.result.steps[-1]
 
     def _soak(self, step: plan_lib.Step) -> result.StepRecord:
         images = [m["images_per_sec"] for m in self.manifests if m.get("images_per_sec")]
