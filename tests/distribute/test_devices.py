@@ -167,7 +167,7 @@ def test_a_slurm_task_drives_every_gpu_it_sees_unless_num_gpus_is_given(gpus, mo
     """Slurm binds the job's GPUs through CUDA_VISIBLE_DEVICES; the count reaches
     MultiWorkerMirroredStrategy as the resolver's num_accelerators (strategy._multi_host passes
     the plan's GPU count)."""
-    from tests.distribute.test_slurm import SLURM_TASK_2
+    from slurm_env import SLURM_TASK_2
     from tfbench.distribute import cluster
     monkeypatch.delenv("TF_CONFIG", raising=False)
     for name, value in dict(SLURM_TASK_2, CUDA_VISIBLE_DEVICES="4,5,6,7").items():

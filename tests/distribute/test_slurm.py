@@ -8,6 +8,7 @@ from tfbench.distribute import cluster
 from tfbench.distribute import slurm
 from tfbench.errors import UsageError
 from tfbench.config.params import make_params
+from slurm_env import SLURM_TASK_2
 
 
 def _plan(env=None, **flags):
@@ -17,14 +18,6 @@ def _plan(env=None, **flags):
 # An srun step of 3 tasks, one per node (`srun -N3 --ntasks-per-node=1 tfbench ...` in job
 # 48213), as seen by task 2: Slurm's documented variables in the forms slurmstepd writes them
 # (composed from the srun/sbatch manual pages, not captured on a cluster).
-SLURM_TASK_2 = {
-    "SLURM_JOB_ID": "48213", "SLURM_STEP_ID": "0", "SLURM_PROCID": "2", "SLURM_LOCALID": "0",
-    "SLURM_NODEID": "2", "SLURM_NTASKS": "3", "SLURM_STEP_NUM_TASKS": "3",
-    "SLURM_STEP_NUM_NODES": "3", "SLURM_STEP_NODELIST": "dgx[8-10]",
-    "SLURM_JOB_NODELIST": "dgx[8-10]", "SLURM_STEP_TASKS_PER_NODE": "1(x3)",
-    "SLURM_TASKS_PER_NODE": "1(x3)", "SLURMD_NODENAME": "dgx10", "SLURM_GPUS_ON_NODE": "8",
-    "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7",
-}
 
 
 @pytest.mark.parametrize("text,hosts", [

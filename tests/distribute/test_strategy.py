@@ -163,7 +163,7 @@ def test_multi_host_misuse_is_a_usage_error(flags, plan, needle):
 
 
 def test_a_slurm_step_picks_the_strategy_as_worker_hosts_do(monkeypatch):
-    from tests.distribute.test_slurm import SLURM_TASK_2
+    from slurm_env import SLURM_TASK_2
     monkeypatch.delenv("TF_CONFIG", raising=False)
     for name, value in SLURM_TASK_2.items():
         monkeypatch.setenv(name, value)

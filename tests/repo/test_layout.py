@@ -158,3 +158,24 @@ def test_the_cli_package_lists_the_subcommands():
                      if n.endswith(".py") and n != "__init__.py")
     # guard: how the long-running subcommands end (one error line, signals), shared by them
     assert modules == sorted(["run", "guard"] + list(SUBCOMMANDS))
+
+
+def test_no_test_module_imports_another():
+    """What tests share lives in tests/support (on sys.path, not collected): a test module that
+    imports another runs, or breaks with, that module's imports and fixtures."""
+    found = []
+    for folder, _, names in os.walk(os.path.join(ROOT, "tests")):
+        if os.path.basename(folder) == "support":
+            continue
+        for name in names:
+            if not (name.startswith("test_") and name.endswith(".py")):
+                continue
+            path = os.path.join(folder, name)
+            with open(path) as handle:
+                tree = ast.parse(handle.read())
+            for node in ast.walk(tree):
+                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                found += ["%s imports %s" % (os.path.relpath(path, ROOT), m) for m in modules
+                          if m.split(".")[0] == "tests" or m.split(".")[-1].startswith("test_")]
+    assert found == []

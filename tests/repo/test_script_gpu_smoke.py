@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from helpers import ROOT
-from tests.engine.test_tftrt import (  # noqa: F401 - stand_in: fixture
+from tftrt_runs import (  # noqa: F401 - stand_in: fixture
     row_and_manifest, run_logged, stand_in)
 from tftrt_stand_in import StandInConverter
 

@@ -7,24 +7,8 @@ import pytest
 
 from tfbench.output import csv_out
 from tfbench.report import build, load, plots, tables
+from run_results import a100_result as result, write_results_csv as write_csv
 from tfbench.cli import report as cli
-from tfbench.results import RunResult
-
-
-def result(**kw):
-    extra = kw.pop("extra", {})
-    r = RunResult(model=kw.pop("model", "resnet50"), mode=kw.pop("mode", "training"),
-                  precision=kw.pop("precision", "fp32"), batch_size=kw.pop("batch_size", 64),
-                  num_devices=kw.pop("num_devices", 1), image_size=kw.pop("image_size", 224),
-                  device_kind="gpu", **kw)
-    r.global_batch_size = r.batch_size * r.num_devices
-    r.extra.update({"device_name": "NVIDIA A100-SXM4-40GB", **extra})
-    return r
-
-
-def write_csv(path, results):
-    csv_out.append_rows(str(path), [csv_out.row_for(r) for r in results])
-    return str(path)
 
 
 @pytest.fixture()

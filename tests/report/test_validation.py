@@ -110,7 +110,7 @@ def test_a_validate_json_renders_its_verdict_table_fail_first(tmp_path):
 
 
 def test_a_directory_holding_validate_json_and_a_csv_give_validation_first(tmp_path):
-    from tests.report.test_build import result, write_csv
+    from run_results import a100_result as result, write_results_csv as write_csv
     out_dir = tmp_path / "tfbench_validate_x"
     out_dir.mkdir()
     shutil.copy(RECORDED, out_dir / "validate.json")

@@ -5,26 +5,13 @@ import json
 
 import pytest
 
+from run_results import H100, RUN, h100_result as result
 from tfbench.config.argv import params_of_flags
 from tfbench.errors import UsageError
 from tfbench.output import csv_out, files
-from tfbench.results import RunResult
 from tfbench.validate import baseline as bl
 from tfbench.validate import run_figures as rf
 from tfbench.validate.run_figures import RunKey
-
-H100 = "NVIDIA H100 80GB HBM3"
-RUN = RunKey("resnet50", "fp16", 64, H100, 8)
-
-
-def result(images_per_sec, *, model="resnet50", precision="fp16", batch=64, devices=8,
-           gpu=H100, extra=None, **kw):
-    r = RunResult(model=model, mode="training", precision=precision, batch_size=batch,
-                  num_devices=devices, device_kind="gpu", images_per_sec=images_per_sec, **kw)
-    r.global_batch_size = batch * devices
-    r.extra.update({"device_name": gpu, **(extra or {})})
-    return r
-
 
 def write_csv(tmp_path, results, name="results.csv"):
     path = str(tmp_path / name)

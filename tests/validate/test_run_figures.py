@@ -6,7 +6,7 @@ import pytest
 from tfbench.output import csv_out
 from tfbench.validate import run_figures as rf
 from tfbench.validate.run_figures import RunKey
-from tests.validate.test_baseline import H100, RUN, result
+from run_results import H100, RUN, h100_result as result
 
 
 

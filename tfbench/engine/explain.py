@@ -132,7 +132,7 @@ def probe(runner: ModeRunner, sp: BuiltStrategy, res: RunResult,
           log: RunLog = SilentLog(), shared: Optional["DeviceSteps"] = None) -> None:
     """Runs every probe after the run's timed steps; their figures go into res.extra (each
     device's one-device step is `shared`'s when given, which --validate_devices shares)."""
-    p, plan, strategy = runner.p, runner.plan, runner.strategy
+    plan = runner.plan
     if plan.total_devices < 2:
         res.notices.append("--explain_scaling: one device, no scaling to explain")
         return
