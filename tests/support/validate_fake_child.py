@@ -2,11 +2,11 @@
 tests/cli/test_validate.py), without TensorFlow:
 
     python validate_fake_child.py SCRIPT health --json=FILE ...
-    python validate_fake_child.py SCRIPT [allreduce] BENCHMARK FLAGS... --csv_file=F --json_dir=D
+    python validate_fake_child.py SCRIPT BENCHMARK FLAGS... --csv_file=F --json_dir=D
 
 SCRIPT is a JSON file: {"health": [what each health child does, in turn], "train": [what each
-training child does, in turn], "allreduce": what the all-reduce probe does (in the training
-child given --validate_allreduce_json, or an allreduce child)}. What a child does:
+training child does, in turn], "allreduce": what the all-reduce probe of a training child given
+--validate_allreduce_json does}. What a child does:
   {"sleep": seconds first, "exit": code, "stdout": "last line", "write": false (write nothing)}
   health: "report": the JSON it writes (tfbench.measure.health_read.report's shape)
   train: "images_per_sec", "device_checks": [entries], "numeric": {...}, "explained": {...},
@@ -54,8 +54,7 @@ def _take(script_path, kind):
 
 def main():
     script_path, args = sys.argv[1], sys.argv[2:]
-    kind = "health" if args[:1] == ["health"] else "allreduce" if args[:1] == ["allreduce"] \
-        else "train"
+    kind = "health" if args[:1] == ["health"] else "train"
     todo = _take(script_path, kind)
     time.sleep(todo.get("sleep", 0))
     if todo.get("stdout"):
@@ -65,9 +64,6 @@ def main():
             with open(_option(args, "json"), "w") as handle:
                 json.dump(todo.get("report", {"readings": None, "why": "no NVIDIA driver"}),
                           handle)
-        elif kind == "allreduce":
-            with open(_option(args, "json_file"), "w") as handle:
-                json.dump(todo.get("probe", {"ranks": 2, "timings": []}), handle)
         else:
             _train(args, todo, script_path)
     sys.stdout.flush()
