@@ -3,9 +3,12 @@ and helper scripts come with the package and the documented relative paths find 
 (--flagfile=flags/..., nested ones too, --rsh=scripts/local_rsh.sh), `tfbench presets` lists
 them, and a missing flagfile is one clean line.
 
-The virtual environment sees the system's packages (TensorFlow is not installed again) and is
-built without pip of its own; the system's pip installs into it, without dependencies or build
-isolation, from a copy of the checkout (pip builds in the source tree).
+The virtual environment sees the test run's own packages (TensorFlow is not installed again) and
+is built without pip of its own; the test run's pip installs into it, without dependencies, from
+a copy of the checkout, building in isolation as a user's `pip install .` does. It sees them
+through a .pth file naming the running interpreter's site-packages, not through
+`--system-site-packages`, which from inside a venv gives the base interpreter's packages (where
+setuptools may be too old to build a wheel, and TensorFlow may be missing).
 """
 
 import os
@@ -35,11 +38,11 @@ def venv(tmp_path_factory):
     for folder in ("tfbench", "flags", "scripts"):
         shutil.copytree(os.path.join(ROOT, folder), src / folder, ignore=ignore)
     env_dir = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
-                    str(env_dir)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
     python = str(env_dir / "bin" / "python")
+    _see_this_environment(python)
     done = subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps",
-                           "--no-build-isolation", "--no-cache-dir", str(src)],
+                           "--no-cache-dir", str(src)],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           cwd=base, env=_env(str(env_dir / "bin"), base))
     assert done.returncode == 0, done.stdout[-3000:]
@@ -49,6 +52,17 @@ def venv(tmp_path_factory):
                              text=True, check=True).stdout.strip()
     assert package.startswith(str(env_dir)), package   # the installed copy, not a checkout
     return str(env_dir / "bin"), package
+
+
+def _see_this_environment(python):
+    """The new venv imports what this interpreter's site-packages hold, after its own. Plain path
+    lines: the .pth files there (an editable tfbench's finder among them) are not run."""
+    own = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    ours = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
+    with open(os.path.join(own, "tfbench-test-outer.pth"), "w") as handle:
+        handle.write("".join(p + "\n" for p in ours))
 
 
 def _env(bin_dir, tmp):

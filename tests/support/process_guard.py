@@ -20,8 +20,9 @@ import pytest
 
 # Programs the package runs for a moment while it records any run's environment: git and
 # systemd-detect-virt (tfbench.measure.environment), uname -p (platform.processor(), once per
-# interpreter: in whichever test asks first).
-QUICK_TOOLS = frozenset({"git", "systemd-detect-virt", "uname"})
+# interpreter: in whichever test asks first); and lscpu, which numpy < 2.0 runs once when
+# numpy.testing is first imported (its check_support_sve(), on the TF 2.17 container's numpy 1.26).
+QUICK_TOOLS = frozenset({"git", "systemd-detect-virt", "uname", "lscpu"})
 
 _started: Optional[list[str]] = None   # what the running unmarked test started; None: not watched
 _installed = False
