@@ -71,8 +71,9 @@ def test_the_figures_each_table_aggregates_and_shows():
     assert {name: figures.AGGREGATED.get(name) for name in AGGREGATED} == AGGREGATED
     assert _in_order(("latency_ms_p50", "latency_ms_p99", "peak_mem_gb", "power_w_mean",
                       "images_per_sec_per_watt"), compare.RATIO_METRICS)
-    assert build.SUMMARY_COLUMNS[:9] == ["model", "device_name", "devices", "mode", "precision",
-                                         "xla", "batch_size", "image_size", "data_source"]
+    assert build.SUMMARY_COLUMNS[:11] == ["model", "device_name", "devices", "mode",
+                                          "precision", "xla", "serving_path", "trt_mode",
+                                          "batch_size", "image_size", "data_source"]
     assert build.SUMMARY_COLUMNS[-1] == "efficiency_pct"
     assert _in_order([
         "model", "device_name", "devices", "mode", "precision", "xla", "batch_size",

@@ -163,3 +163,33 @@ def test_pivot_by_model_and_device(tmp_path):
          "Tesla V100-SXM2-16GB, fp32": "380.0"},
         {"Model": "vgg16", "NVIDIA A100-SXM4-40GB, fp32": "300.0",
          "Tesla V100-SXM2-16GB, fp32": ""}]
+
+
+def test_pivot_never_mixes_image_sizes_or_serving_paths(tmp_path):
+    """A 32 px run beside 64 px ones gets its own column, not the 64 px column's best; a
+    SavedModel's inference its own column beside the in-process one's; the Results table says
+    which row is which in the Serving column, the one tfbench compare shows (figures'
+    serving_path)."""
+    rs = [result(images_per_sec=900.0, image_size=64),
+          result(images_per_sec=3000.0, image_size=32),
+          result(model="vgg16", images_per_sec=300.0, image_size=64),
+          result(mode="forward_only", images_per_sec=2000.0),
+          result(mode="forward_only", images_per_sec=1500.0,
+                 extra={"serving_path": "saved_model"})]
+    path = write_csv(tmp_path / "r.csv", rs)
+    md = open(build.build_report([path], str(tmp_path / "o")).markdown_path).read()
+    train = tables.parse_markdown(md[md.index("## Training images/sec by model and device"):])
+    assert train == [
+        {"Model": "resnet50", "NVIDIA A100-SXM4-40GB, fp32, 64 px": "900.0",
+         "NVIDIA A100-SXM4-40GB, fp32, 32 px": "3,000.0"},
+        {"Model": "vgg16", "NVIDIA A100-SXM4-40GB, fp32, 64 px": "300.0",
+         "NVIDIA A100-SXM4-40GB, fp32, 32 px": ""}]
+    infer = tables.parse_markdown(md[md.index("## Inference images/sec by model and device"):])
+    assert infer == [{"Model": "resnet50", "NVIDIA A100-SXM4-40GB, fp32, in-process": "2,000.0",
+                      "NVIDIA A100-SXM4-40GB, fp32, saved_model": "1,500.0"}]
+    results = tables.parse_markdown(md[md.index("## Results"):])
+    assert [(r["Mode"], r["Serving"], r["Images/sec"]) for r in results[-2:]] == [
+        ("forward_only", "in-process", "2,000.0"), ("forward_only", "saved_model", "1,500.0")]
+    # compare names the same column the same way
+    assert tables.display_frame(load.rows_frame([csv_out.row_for(rs[-1])]),
+                                ["serving_path"]).columns.tolist() == ["Serving"]

@@ -50,7 +50,8 @@ class Figure:
     identifies: bool = False  # one of the columns that identify a configuration
     title: str = ""          # its column title in report tables, unit included ("": its name)
     format: str = ""         # a report cell: str.format spec ("{:,.1f}"); bool "yes|no" texts;
-    #                          text "first clause" (up to the first ';')
+    #                          text "first clause" (up to the first ';'), or
+    #                          "empty=WORD" (the value, WORD where it is empty)
     repeats: str = "none"    # REPEATS
     workers: str = "none"    # WORKERS
     shows: frozenset[str] = frozenset()   # SHOWS

@@ -253,13 +253,13 @@ FIGURES: tuple[Figure, ...] = (
     # --- serving path: --saved_model, --trt_mode (docs/serving.md) --------------------------
     _config("serving_path", "what the timed steps called: empty = the model in-process; "
             "saved_model = the loaded SavedModel's serving signature; tftrt = the same after "
-            "TF-TRT conversion", "text"),
+            "TF-TRT conversion", "text", "Serving", format="empty=in-process"),
     _f("export_sec", "writing the SavedModel with its serving signature, before warm-up", "s",
        "export", line="Serving path"),
     _f("load_sec", "tf.saved_model.load of the SavedModel the steps call (the converted one with "
        "--trt_mode), before warm-up", "s", "load", line="Serving path"),
     _config("trt_mode", "--trt_mode: the precision TF-TRT was asked for (FP32, FP16 or INT8)",
-            "text"),
+            "text", "TF-TRT mode"),
     _f("trt_precisions", "the precision_mode of the TensorRT engines in the converted graph "
        "('+'-joined when they differ; empty when TF-TRT made none)",
        type="text", workers="same"),

@@ -23,8 +23,9 @@ from tfbench.report import load, plots, repeats, studies, tables, validation
 
 # The Results table: what tells its rows apart, the figures that show there (Figure.shows
 # "summary", from images_per_sec on), and the scaling efficiency of the configuration's series.
-SUMMARY_COLUMNS = ["model", "device_name", "devices", "mode", "precision", "xla", "batch_size",
-                   "image_size", "data_source", *figures.shown("summary"), "efficiency_pct"]
+SUMMARY_COLUMNS = ["model", "device_name", "devices", "mode", "precision", "xla", "serving_path",
+                   "trt_mode", "batch_size", "image_size", "data_source",
+                   *figures.shown("summary"), "efficiency_pct"]
 _ALWAYS = ("model", "device_name", "devices", "mode", "precision", "batch_size")
 
 
@@ -65,14 +66,34 @@ def summary_frame(df: pd.DataFrame,
     return summary, sorted(set(lines))
 
 
+# What a by-device table's column names beyond the device, precision and XLA, when its rows
+# differ in it: every other configuration column but the batch, whose best the cell is (so a
+# 32 px run never lands in a 64 px column, nor a SavedModel's in the in-process one).
+_PIVOT_SETTINGS = tuple(c for c in figures.CONFIGURATION if c not in (
+    "model", "mode", "precision", "xla", "batch_size", "global_batch_size", "num_devices",
+    "num_workers", "device_kind", "device_name"))
+
+
+def _setting(column: str, value: object) -> str:
+    """One setting in a column title, as report tables show its cell: with its unit ('64 px'),
+    after its name where the cell alone is a bare number ('accum_steps 2')."""
+    figure, text = figures.BY_NAME[column], tables.cell(column, value)
+    if not text or figure.unit:
+        return ("%s %s" % (text, figure.unit)).strip()
+    return text if figure.type == "text" else "%s %s" % (column, text)
+
+
 def pivot_frame(summary: pd.DataFrame, mode: str) -> pd.DataFrame:
     """Model x device: the best images/sec over batch sizes, one column per device and
-    precision (the table people publish)."""
+    precision (the table people publish), and per any other setting its rows differ in
+    (_PIVOT_SETTINGS: image size, serving path, ...)."""
     rows = summary[summary["mode"] == mode]
     if rows.empty:
         return pd.DataFrame()
-    column = [("%s, %s%s" % (plots.device_label(r), r["precision"], " + XLA" if r["xla"] else ""))
-              for _, r in rows.iterrows()]
+    differ = studies.varying(rows, _PIVOT_SETTINGS, ())
+    column = [", ".join(part for part in [
+        plots.device_label(r), r["precision"] + (" + XLA" if r["xla"] else "")]
+        + [_setting(c, r[c]) for c in differ] if part) for _, r in rows.iterrows()]
     table = rows.assign(column=column).pivot_table(index="model", columns="column",
                                                    values="images_per_sec", aggfunc="max")
     table = table[list(dict.fromkeys(column))]  # columns in order of appearance, not sorted

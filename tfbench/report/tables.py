@@ -41,6 +41,9 @@ def figure_style(figure: figures.Figure) -> Style:
     if figure.type == "bool" and "|" in fmt:
         yes, no = fmt.split("|")
         return title, lambda v: yes if int(v) else no
+    if figure.type == "text" and fmt.startswith("empty="):
+        empty = fmt[len("empty="):]
+        return title, lambda v: str(v) or empty
     if figure.type == "text":
         return title, (lambda v: str(v).split(";")[0]) if fmt == "first clause" else str
     if fmt:
@@ -120,7 +123,8 @@ COLUMN_STYLE: dict[str, Style] = {
     **{f.name: figure_style(f) for f in figures.CSV_FIGURES if f.title}, **REPORT_COLUMNS}
 
 
-def _cell(column: str, value: object) -> str:
+def cell(column: str, value: object) -> str:
+    """`value` as a report table shows it in `column` (empty for a missing value)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     try:
@@ -138,7 +142,7 @@ def _cell(column: str, value: object) -> str:
 def display_frame(df: pd.DataFrame, columns: Optional[list[str]] = None) -> pd.DataFrame:
     """Strings with titled columns, ready to print."""
     columns = [c for c in (columns or list(df.columns)) if c in df.columns]
-    out = pd.DataFrame({COLUMN_STYLE.get(c, (c, str))[0]: [_cell(c, v) for v in df[c]]
+    out = pd.DataFrame({COLUMN_STYLE.get(c, (c, str))[0]: [cell(c, v) for v in df[c]]
                         for c in columns})
     return out
 
