@@ -95,6 +95,22 @@ def test_cpu_rows_leave_power_empty_and_say_why(tmp_path):
     assert "stays within 5/10%" in evaluation_report.method_note(df, "native", [5.0, 10.0])
 
 
+def test_a_cpu_first_table_leaves_out_the_columns_no_row_has(tmp_path):
+    """On a CPU, MFU (no `tfbench peak`), power, images/sec per W and temperature are empty in
+    every row: the table printed and written leaves them out (the README's excerpt); a column
+    one row has stays, its other cells empty."""
+    path = write_evaluation(str(tmp_path / "ev"), MODELS, ("native",), device="AMD EPYC")
+    table = ev.first_table(frame(path), MODELS)
+    shown = tables.display_frame(table, ev.first_table_columns(table))
+    assert list(shown.columns) == [
+        "Model", "Device", "Training images/sec", "GFLOPs per image (forward)",
+        "Achieved TFLOP/s", "Inference p50 (ms, batch 1)", "Inference p99 (ms, batch 1)",
+        "Peak training memory (GiB, largest device)", "Stable?"]
+    table.loc[1, "mfu_pct"] = 12.5
+    shown = tables.display_frame(table, ev.first_table_columns(table))
+    assert list(shown["MFU (%)"]) == ["", "12.5"]
+
+
 def test_mode_matrix_speedups_over_native(eval_dir):
     df = frame(eval_dir)
     train = ev.mode_matrix(df, "training", MODELS)

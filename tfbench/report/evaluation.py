@@ -153,9 +153,13 @@ def first_table(df: pd.DataFrame, models: Sequence[str] = (),
 
 
 def first_table_columns(table: pd.DataFrame) -> list[str]:
-    """The published shape's columns; the published-range verdict only when a row has one."""
-    has_range = "expected_range" in table and (table["expected_range"] != "").any()
-    return [c for c in FIRST_COLUMNS if c != "expected_range" or has_range]
+    """The published shape's columns that some row has: on a CPU, MFU without `tfbench peak`,
+    power, images/sec per W and temperature are empty in every row and left out, as is the
+    published-range verdict where no row has one."""
+    def held(column: str) -> bool:
+        return column in ("model", "device_label") or (
+            column in table and table[column].replace("", np.nan).notna().any())
+    return [c for c in FIRST_COLUMNS if held(c)]
 
 
 def mode_labels(df: pd.DataFrame, kind: Optional[str] = None) -> dict[str, str]:

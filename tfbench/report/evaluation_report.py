@@ -70,7 +70,8 @@ def method_note(df: pd.DataFrame, mode: Optional[str], thresholds: Sequence[floa
                                                  _unique(df["data_source"])))
     if (df["device_kind"] == "cpu").any():
         parts.append("On a CPU, peak memory is the process's peak host RSS, and power, "
-                     "temperature and images/sec per W are empty (they need an NVIDIA GPU).")
+                     "temperature and images/sec per W are empty (they need an NVIDIA GPU); "
+                     "the first table leaves out a column no row has.")
     parts.append("FLOPs: forward pass, multiply-add = 2; achieved TFLOP/s counts training as 3x "
                  "forward; MFU needs a peak (datasheet for known GPUs, `tfbench peak` on "
                  "CPUs). Stable? = the spread (max - min) / median of the repeats stays within "
