@@ -24,6 +24,7 @@ from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 TF_RANGE = ">=2.17,<2.22"
+PSYCOPG = "psycopg[binary]>=3.1,<3.4"
 # The presets and helper scripts, kept once in the checkout (flags/, scripts/) and copied into the
 # built package as tfbench/presets/ (tfbench.config.presets finds them from any directory).
 PRESETS = ("flags/**/*.flags", "scripts/*.sh")
@@ -65,6 +66,7 @@ setup(
         "matplotlib>=3.6,<3.12",
         "rich>=13,<16",          # the sweep's progress bar, console tables (Keras 3 installs it too)
         "tabulate>=0.9,<0.11",   # pandas' DataFrame.to_markdown (report and sweep tables)
+        "SQLAlchemy>=2.0,<2.2",  # the results history (SQLite built in; PostgreSQL: extra)
     ],
     extras_require={
         "cpu": ["tensorflow-cpu" + TF_RANGE],
@@ -73,7 +75,8 @@ setup(
         "tfds": ["tensorflow-datasets"],
         # pytest 9.2 runs a loadgroup's module fixture once per worker with pytest-xdist 3.8
         # (xdist renames items through Item._nodeid, which 9.2 no longer reads).
-        "test": ["pytest>=9.0,<9.2", "pytest-xdist>=3.8,<3.9"],
+        "postgresql": [PSYCOPG],   # a team's history on a PostgreSQL server
+        "test": ["pytest>=9.0,<9.2", "pytest-xdist>=3.8,<3.9", PSYCOPG],
     },
     entry_points={
         "console_scripts": [

@@ -4,6 +4,10 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# No test adds to the user's real results history (~/.local/share/tfbench, or theirs in
+# TFBENCH_HISTORY): off for every run and child; the history's tests name their own stores.
+os.environ["TFBENCH_HISTORY"] = ""
+os.environ.pop("TFBENCH_HISTORY_SOURCE", None)
 # TensorFlow reads this once per process, and in-process tests train after forward-only runs:
 # keep oneDNN's frozen-weight caching off here (distribute/test_devices_frozen_weights runs it in
 # its own process).

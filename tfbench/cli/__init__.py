@@ -82,6 +82,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print_error("unknown subcommand '%s'; choose one of: %s (or pass benchmark "
                         "flags such as --model=resnet50)" % (name, ", ".join(SUBCOMMANDS)))
             return EXIT_USAGE
+        if name in ("sweep", "evaluate", "validate", "launch"):
+            # The results of its tfbench children are this command's (the history's source).
+            from tfbench.history.record import SOURCE_VAR
+            os.environ.setdefault(SOURCE_VAR, name)
         module = importlib.import_module(SUBCOMMANDS[name][0])
         try:
             return int(module.main(args[1:]) or 0)

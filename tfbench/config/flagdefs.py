@@ -264,6 +264,10 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
     _t("float", "cooldown_secs", 0.0, "Seconds to wait between repeated runs.", lower_bound=0),
     _t("float", "unstable_threshold_pct", 10.0,
        "Mark a repeated result unstable when (max - min) / median exceeds this, %.",
+    _t("string", "history", None,
+       "The results history every result is added to: a SQLite file or a postgresql:// URL; "
+       "empty disables; unset = $TFBENCH_HISTORY, else ~/.local/share/tfbench/history.sqlite "
+       "(docs/history.md)."),
        lower_bound=0),
     _t("int", "estimate_dataset_size", 0,
        "Training runs: print and record the hours to train this many samples "

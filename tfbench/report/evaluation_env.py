@@ -57,6 +57,7 @@ KEY_FIELDS: tuple[tuple[str, Callable[[dict], Optional[str]]], ...] = (
     ("TensorFlow", _joined("tensorflow.version", "tensorflow.git_version")),
     ("Keras", _joined("keras.version")),
     ("Container", _container),
+    ("Kernel", _joined("os.kernel")),
     ("CPU", _joined("cpu.model")),
     ("Host", _joined("hostname")),
     ("tfbench", _joined("tfbench.version", "tfbench.git_hash")),

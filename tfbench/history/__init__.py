@@ -1,0 +1,1 @@
+"""The results history: every result in one store, series, change points and the fleet."""

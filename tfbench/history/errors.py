@@ -1,0 +1,39 @@
+"""Why a history store could not be opened or written, in words a user can act on (never the
+driver's exception text)."""
+
+from __future__ import annotations
+
+# (text the SQLite or PostgreSQL driver's message holds, lower case) -> what it means.
+_CAUSES = (
+    ("database is locked", "another process held it locked for over a minute"),
+    ("readonly database", "the file is read-only for this user"),
+    ("read-only", "the file is read-only for this user"),
+    ("permission denied", "this user may not write there"),
+    ("disk is full", "the disk is full"),
+    ("no space left", "the disk is full"),
+    ("disk i/o error", "the disk reported an I/O error"),
+    ("unable to open database file", "the file cannot be opened or created"),
+    ("file is not a database", "the file is not a SQLite database"),
+    ("database disk image is malformed", "the SQLite file is damaged"),
+    ("connection refused", "the server refused the connection (is it running?)"),
+    ("could not translate host name", "the server's host name is unknown"),
+    ("name or service not known", "the server's host name is unknown"),
+    ("timeout expired", "the server did not answer within 10 s"),
+    ("password authentication failed", "the server refused the user name or password"),
+    ("does not exist", "the database named in the URL does not exist on the server"),
+)
+
+
+def why(exc: BaseException) -> str:
+    """One phrase for an exception raised while opening or writing the history."""
+    from tfbench.history.store import HistoryVersionError
+    if isinstance(exc, HistoryVersionError):
+        return str(exc).split(":", 1)[0]
+    if isinstance(exc, ModuleNotFoundError):
+        return ("the %s module is not installed: pip install 'tfbench[postgresql]'"
+                % (exc.name or "database driver"))
+    text = str(exc).lower()
+    for needle, meaning in _CAUSES:
+        if needle in text:
+            return meaning
+    return "the database refused the write"

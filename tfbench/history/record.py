@@ -1,0 +1,145 @@
+"""What tfbench adds to the history, from a run, a results CSV's rows or a JSON manifest, and the
+one line the console prints about it. A store that cannot be written never costs the run: the
+line says so and gives the `tfbench history import` command that adds the result later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from tfbench import figures
+from tfbench.history.store import Recorded, Worker
+
+# Sources a result comes from (the `results.source` column). A command that runs tfbench
+# children (sweep, evaluate, validate, launch) names itself to them in SOURCE_VAR.
+SOURCES = ("run", "sweep", "evaluate", "validate", "launch", "import")
+SOURCE_VAR = "TFBENCH_HISTORY_SOURCE"
+
+
+def facts(env: Optional[Mapping[str, Any]]) -> dict[str, str]:
+    """The environment facts a result depends on, from an environment capture (the run's
+    `before`): the key fields the evaluation report compares (driver, CUDA, cuDNN, TensorFlow,
+    Keras, container, kernel, CPU, tfbench and its commit), the host left out (it is the
+    machine's identity, not a fact that changes under it)."""
+    from tfbench.report.evaluation_env import key_values
+    return {k: v for k, v in key_values(dict(env or {})).items()
+            if v not in (None, "") and k != "Host"}
+
+
+def _used_gpus(env: Mapping[str, Any], row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """NVML's GPUs the run used: those CUDA_VISIBLE_DEVICES names (ordinals, or UUID prefixes),
+    else all, in CUDA's order (tfbench sets CUDA_DEVICE_ORDER=PCI_BUS_ID, NVML's order), the
+    first num_devices of them. None on a CPU run."""
+    if str(row.get("device_kind") or "") != "gpu":
+        return []
+    gpus = list((env.get("nvidia") or {}).get("gpus") or [])
+    visible = (env.get("env_vars") or {}).get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        chosen = []
+        for entry in (e.strip() for e in str(visible).split(",") if e.strip()):
+            if entry.isdigit():
+                chosen += [g for g in gpus if g.get("nvml_index") == int(entry)]
+            else:
+                chosen += [g for g in gpus if str(g.get("uuid") or "").startswith(entry)]
+        gpus = chosen
+    try:
+        count = int(float(row.get("num_devices") or 0))
+    except ValueError:
+        count = 0
+    return gpus[:count] if count else gpus
+
+
+def worker(row: Mapping[str, Any], env: Optional[Mapping[str, Any]]) -> Worker:
+    """One worker's row with the machine's identity its environment capture gives. Its key is
+    its host and a digest of its row, so the same row recorded by its own process and again by
+    the launcher that gathered it (or an import) is one worker, not two."""
+    env = env or {}
+    host = str(row.get("hostname") or env.get("hostname") or "")
+    gpus = _used_gpus(env, row)
+    gpu_model = " + ".join(dict.fromkeys(str(g.get("name")) for g in gpus if g.get("name")))
+    if not gpu_model and str(row.get("device_kind") or "") == "gpu":
+        gpu_model = str(row.get("device_name") or "")
+    csv_cells = {f.name: str(row[f.name]) for f in figures.CSV_FIGURES
+                 if row.get(f.name) not in (None, "")}   # what every source of the row holds
+    digest = hashlib.sha1(json.dumps(csv_cells, sort_keys=True).encode()).hexdigest()[:12]
+    return Worker(key="%s#%s" % (host, digest), row=dict(row), hostname=host,
+                  cpu_model=str((env.get("cpu") or {}).get("model") or ""),
+                  gpu_model=gpu_model,
+                  gpu_uuids=tuple(str(g["uuid"]) for g in gpus if g.get("uuid")))
+
+
+def from_run(row: Mapping[str, str], result_extra: Mapping[str, Any],
+             environment: Mapping[str, Any], run_id: str, source: str = "run") -> Recorded:
+    """A finished (or failed) run: its CSV row, the figures only its manifest keeps, its
+    environment before the run."""
+    cells: dict[str, Any] = dict(row)
+    for name, value in result_extra.items():
+        figure = figures.BY_NAME.get(name)
+        if figure is not None and not figure.csv and figure.type != "json" and name not in cells:
+            cells[name] = value
+    env = environment.get("before") or {}
+    return Recorded(run_id=run_id, source=source, workers=(worker(cells, env),),
+                    environment=facts(env))
+
+
+def from_rows(rows: Sequence[Mapping[str, str]], source: str,
+              manifests: Optional[Mapping[str, Mapping[str, Any]]] = None) -> list[Recorded]:
+    """Results from a results CSV's rows: the rows of one run id are its workers (a launch's
+    CSV holds one per host); a manifest, where one is known, gives the environment."""
+    manifests = manifests or {}
+    by_run: dict[str, list[Mapping[str, str]]] = {}
+    for row in rows:
+        if row.get("run_id"):
+            by_run.setdefault(str(row["run_id"]), []).append(row)
+    out = []
+    for run_id, run_rows in by_run.items():
+        manifest = manifests.get(run_id) or {}
+        env = (manifest.get("environment") or {}).get("before") or {}
+        cells = [dict(r) for r in run_rows]
+        if len(cells) == 1:
+            for name, value in (manifest.get("extra") or {}).items():
+                figure = figures.BY_NAME.get(name)
+                if figure is not None and not figure.csv and figure.type != "json":
+                    cells[0].setdefault(name, value)
+        out.append(Recorded(run_id=run_id, source=source,
+                            workers=tuple(worker(r, env if i == 0 else None)
+                                          for i, r in enumerate(cells)),
+                            environment=facts(env)))
+    return out
+
+
+def import_command(paths: Iterable[str]) -> str:
+    """The command that adds these files' results to the history later."""
+    return "tfbench history import " + " ".join(shlex.quote(os.path.abspath(p)) for p in paths)
+
+
+def write(url: Optional[str], results: Sequence[Recorded],
+          files: Sequence[str] = ()) -> Optional[str]:
+    """Adds the results; returns the console line (None when the history is off). Never raises:
+    a store that cannot be written gives one line with the import command for `files` (the CSV
+    and manifests that hold the results)."""
+    if url is None or not results:
+        return None
+    from tfbench.history import location
+    where = location.describe(url)
+    try:
+        from tfbench.history.store import Store
+        store = Store(url)
+        try:
+            outcomes = [store.add(r) for r in results]
+        finally:
+            store.close()
+    except Exception as exc:  # noqa: BLE001 - the run's results are safe in its CSV and manifest
+        from tfbench.history.errors import why
+        later = (": add it later with `%s`" % import_command(files)) if files else ""
+        return "History: not written to %s (%s)%s" % (where, why(exc), later)
+    added = sum(o.outcome != "already" for o in outcomes)
+    if len(results) == 1:
+        verb = "added to" if added else "already in"
+        return "History: result %s %s (run %s)" % (verb, where, results[0].run_id)
+    return "History: %d result(s) added to %s, %d already there" % (
+        added, where, len(results) - added)

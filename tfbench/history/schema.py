@@ -1,0 +1,85 @@
+"""The history's tables (SQLAlchemy Core), derived from the figure table: a figure added there
+is a column here with no hand-written change (docs/history.md lists the tables).
+
+  history_meta     key, value: the store's version (STORE_VERSION) and when it was made
+  results          one row per result (run_id unique): where it came from (source), when it was
+                   added, its series and configuration keys, the machine's identity, then one
+                   column per declared figure (a multi-worker run's workers combined as the
+                   figure table declares)
+  result_workers   one row per worker of a result: its host, CPU, GPUs (model, UUIDs) and its
+                   own row (JSON)
+  environment      run_id, fact, value: the environment facts a result depends on (NVIDIA
+                   driver, CUDA, cuDNN, TensorFlow, Keras, tfbench and its commit, container,
+                   kernel, CPU)
+Standard library and SQLAlchemy only.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from tfbench import figures
+
+# 1: the first store. A newer tfbench migrates an older store when it opens it; an older one
+# refuses a newer store (store.HistoryVersionError).
+STORE_VERSION = 1
+
+# The store's own columns of `results`, before the figures'.
+OWN_COLUMNS = ("id", "source", "recorded_at", "series_key", "config_key", "machine",
+               "gpu_model", "gpu_count", "gpu_uuids", "cpu_model", "worker_count")
+
+SQL_TYPES = {"float": sa.Float, "int": sa.BigInteger, "bool": sa.Integer, "text": sa.Text}
+
+
+def figure_columns() -> list[tuple[str, str]]:
+    """(name, figure type) of every declared figure the store keeps a column for: every figure
+    but the manifest's structures (type json)."""
+    return [(f.name, f.type) for f in figures.FIGURES if f.type in SQL_TYPES]
+
+
+def _check_names() -> None:
+    clash = set(OWN_COLUMNS) & {name for name, _ in figure_columns()}
+    if clash:   # a figure named like a store column would be lost: fail at import, not later
+        raise ValueError("figures named like the history's own columns: %s" % sorted(clash))
+
+
+_check_names()
+
+metadata = sa.MetaData()
+
+meta = sa.Table(
+    "history_meta", metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False))
+
+results = sa.Table(
+    "results", metadata,
+    sa.Column("id", sa.Integer, sa.Identity(), primary_key=True),
+    sa.Column("source", sa.String(32), nullable=False),
+    sa.Column("recorded_at", sa.String(32), nullable=False),
+    sa.Column("series_key", sa.String(40), nullable=False, index=True),
+    sa.Column("config_key", sa.String(40), nullable=False, index=True),
+    sa.Column("machine", sa.Text),
+    sa.Column("gpu_model", sa.Text),
+    sa.Column("gpu_count", sa.Integer),
+    sa.Column("gpu_uuids", sa.Text),
+    sa.Column("cpu_model", sa.Text),
+    sa.Column("worker_count", sa.Integer),
+    *[sa.Column(name, SQL_TYPES[kind]()) for name, kind in figure_columns()],
+    sa.UniqueConstraint("run_id", name="results_run_id"))
+
+result_workers = sa.Table(
+    "result_workers", metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("worker", sa.String(200), primary_key=True),
+    sa.Column("hostname", sa.Text),
+    sa.Column("cpu_model", sa.Text),
+    sa.Column("gpu_model", sa.Text),
+    sa.Column("gpu_uuids", sa.Text),
+    sa.Column("row_json", sa.Text, nullable=False))
+
+environment = sa.Table(
+    "environment", metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("fact", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False))

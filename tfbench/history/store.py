@@ -1,0 +1,289 @@
+"""The results history store: open (create, migrate, refuse a newer one), add results, read them.
+
+SQLite (the default, one file per user) and PostgreSQL (a team's server), through SQLAlchemy
+Core. Writers are serialised per result: SQLite takes its write lock at BEGIN (IMMEDIATE), so a
+writer waits for another instead of failing half-way; PostgreSQL takes a transaction advisory
+lock on the run id, so the workers of one run combine into one result. A result is only ever
+added whole, in one transaction: a writer killed half-way leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import sqlalchemy as sa
+
+from tfbench import figures
+from tfbench.errors import UsageError
+from tfbench.history import schema
+
+# How long a writer waits for another's lock before the store counts as locked.
+LOCK_WAIT_S = 60.0
+
+
+class HistoryError(Exception):
+    """The store cannot be opened or written; the message is one line for the user."""
+
+
+class HistoryVersionError(UsageError):
+    """A store written by a newer tfbench."""
+
+
+@dataclass(frozen=True)
+class Added:
+    """What add() did with a result: 'added', 'updated' (another worker's row of a run already
+    there) or 'already' (the same rows were there)."""
+    run_id: str
+    outcome: str
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _sqlite_connect(dbapi_connection, _record) -> None:
+    # pysqlite's own transaction handling defers BEGIN; tfbench issues it (below).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout = %d" % int(LOCK_WAIT_S * 1000))
+    cursor.execute("PRAGMA journal_mode = WAL")   # readers never wait for the writer
+    cursor.close()
+
+
+def _sqlite_begin(conn) -> None:
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def engine_for(url: str) -> sa.Engine:
+    """An engine on the store at `url` (nothing is connected yet)."""
+    if url.startswith("sqlite"):
+        import os
+        path = url[len("sqlite:///"):]
+        if path:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        engine = sa.create_engine(url, connect_args={"timeout": LOCK_WAIT_S},
+                                  poolclass=sa.pool.NullPool)
+        sa.event.listen(engine, "connect", _sqlite_connect)
+        sa.event.listen(engine, "begin", _sqlite_begin)
+        return engine
+    return sa.create_engine(url, poolclass=sa.pool.NullPool,
+                            connect_args={"connect_timeout": 10})
+
+
+class Store:
+    """One history store. Opening it creates the tables where there are none, migrates an older
+    store and adds a column for each figure declared since; a newer store is refused."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = engine_for(url)
+        self._open()
+
+    # --- schema -------------------------------------------------------------------------
+    def _open(self) -> None:
+        with self.engine.begin() as conn:
+            schema.metadata.create_all(conn, checkfirst=True)
+            found = conn.execute(sa.select(schema.meta.c.value).where(
+                schema.meta.c.key == "store_version")).scalar()
+            if found is None:
+                self._insert_ignoring_duplicates(conn, schema.meta, [
+                    {"key": "store_version", "value": str(schema.STORE_VERSION)},
+                    {"key": "created_at", "value": _now()}], ["key"])
+            elif int(found) > schema.STORE_VERSION:
+                raise HistoryVersionError(
+                    "the history at %s was written by a newer tfbench (store version %s; this "
+                    "tfbench reads up to %d): upgrade tfbench, or choose another --history"
+                    % (self.where(), found, schema.STORE_VERSION))
+            elif int(found) < schema.STORE_VERSION:
+                self._migrate(conn, int(found))
+            self._add_figure_columns(conn)
+
+    def _migrate(self, conn, found: int) -> None:
+        """Brings a store of version `found` to STORE_VERSION (each step a function of its own,
+        added with the version that needs it)."""
+        conn.execute(schema.meta.update().where(schema.meta.c.key == "store_version")
+                     .values(value=str(schema.STORE_VERSION)))
+
+    def _add_figure_columns(self, conn) -> None:
+        have = {c["name"] for c in sa.inspect(conn).get_columns("results")}
+        for name, kind in schema.figure_columns():
+            if name not in have:
+                column = sa.Column(name, schema.SQL_TYPES[kind]())
+                ddl = column.type.compile(dialect=conn.dialect)
+                conn.exec_driver_sql('ALTER TABLE results ADD COLUMN "%s" %s' % (name, ddl))
+
+    def where(self) -> str:
+        from tfbench.history import location
+        return location.describe(self.url)
+
+    # --- writing ------------------------------------------------------------------------
+    def _insert_ignoring_duplicates(self, conn, table: sa.Table, rows: list[dict],
+                                    keys: list[str]) -> int:
+        if not rows:
+            return 0
+        if conn.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        # The rows RETURNING gives are the ones inserted (rowcount is -1 on some drivers).
+        done = conn.execute(insert(table).values(rows).on_conflict_do_nothing(
+            index_elements=keys).returning(table.c[keys[0]]))
+        return len(done.fetchall())
+
+    def add(self, result: "Recorded") -> Added:
+        """Adds one result (all its workers' rows, or one worker's of a run whose other workers
+        add theirs): idempotent by run id and worker."""
+        with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"),
+                             {"k": result.run_id})
+            new_workers = self._insert_ignoring_duplicates(
+                conn, schema.result_workers, [w.as_row(result.run_id) for w in result.workers],
+                ["run_id", "worker"])
+            self._insert_ignoring_duplicates(
+                conn, schema.environment,
+                [{"run_id": result.run_id, "fact": k, "value": v}
+                 for k, v in result.environment.items() if v not in (None, "")],
+                ["run_id", "fact"])
+            exists = conn.execute(sa.select(schema.results.c.id).where(
+                schema.results.c.run_id == result.run_id)).scalar()
+            if exists is not None and not new_workers:
+                return Added(result.run_id, "already")
+            rows = [json.loads(r) for r in conn.execute(
+                sa.select(schema.result_workers.c.row_json)
+                .where(schema.result_workers.c.run_id == result.run_id)
+                .order_by(schema.result_workers.c.worker)).scalars()]
+            workers = conn.execute(sa.select(schema.result_workers).where(
+                schema.result_workers.c.run_id == result.run_id)).mappings().all()
+            values = result.summary(rows, workers)
+            if exists is None:
+                conn.execute(schema.results.insert().values(**values))
+                return Added(result.run_id, "added")
+            conn.execute(schema.results.update().where(
+                schema.results.c.id == exists).values(**values))
+            return Added(result.run_id, "updated")
+
+    # --- reading ------------------------------------------------------------------------
+    def frame(self, where: Optional[Any] = None):
+        """Every result (pandas DataFrame, one row per result, oldest first), optionally
+        filtered by a SQLAlchemy condition on `results`."""
+        import pandas as pd
+        query = sa.select(schema.results)
+        if where is not None:
+            query = query.where(where)
+        query = query.order_by(schema.results.c.timestamp, schema.results.c.id)
+        with self.engine.connect() as conn:
+            return pd.DataFrame(conn.execute(query).mappings().all(),
+                                columns=[c.name for c in schema.results.columns])
+
+    def environment(self, run_ids: Optional[Iterable[str]] = None) -> dict[str, dict[str, str]]:
+        """run_id -> {fact: value}."""
+        query = sa.select(schema.environment)
+        if run_ids is not None:
+            query = query.where(schema.environment.c.run_id.in_(list(run_ids)))
+        out: dict[str, dict[str, str]] = {}
+        with self.engine.connect() as conn:
+            for row in conn.execute(query):
+                out.setdefault(row.run_id, {})[row.fact] = row.value
+        return out
+
+    def count(self) -> int:
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.count()).select_from(schema.results)).scalar()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+# --- what is recorded -----------------------------------------------------------------------
+def _key(values: Sequence[Any]) -> str:
+    return hashlib.sha1(json.dumps([None if v in ("", None) else str(v) for v in values])
+                        .encode()).hexdigest()
+
+
+def _typed(name: str, value: Any) -> Any:
+    """A figure's cell as the store keeps it: None when empty (never 0.0 for 'not measured')."""
+    if value is None or (isinstance(value, str) and value.strip() == ""):
+        return None
+    kind = figures.BY_NAME[name].type
+    if kind == "text":
+        return str(value)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(number) or math.isinf(number):
+        return None
+    return int(number) if kind in ("int", "bool") else number
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One worker's row of a result and the machine it ran on."""
+    key: str                 # unique within the run: host and position
+    row: Mapping[str, Any]   # its figures, by name (CSV cells or values)
+    hostname: str = ""
+    cpu_model: str = ""
+    gpu_model: str = ""
+    gpu_uuids: tuple[str, ...] = ()
+
+    def as_row(self, run_id: str) -> dict[str, Any]:
+        return {"run_id": run_id, "worker": self.key, "hostname": self.hostname or None,
+                "cpu_model": self.cpu_model or None, "gpu_model": self.gpu_model or None,
+                "gpu_uuids": ",".join(self.gpu_uuids) or None,
+                "row_json": json.dumps({k: v for k, v in self.row.items()
+                                        if v not in (None, "")}, sort_keys=True, default=str)}
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A result as the store takes it: its run id, where it came from, its workers' rows and
+    the environment facts of the run (tfbench.history.facts)."""
+    run_id: str
+    source: str
+    workers: tuple[Worker, ...]
+    environment: Mapping[str, str]
+
+    def summary(self, rows: list[dict], workers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """The `results` row from every stored worker row: combined as the figure table
+        declares, typed; the series and configuration keys; the machine's identity."""
+        combined = combine(rows)
+        values = {name: _typed(name, combined.get(name)) for name, _ in schema.figure_columns()}
+        values["run_id"] = self.run_id
+        config = [values.get(name) for name in figures.CONFIGURATION]
+        hosts = sorted({w["hostname"] for w in workers if w["hostname"]})
+        machine = ",".join(hosts) or values.get("hostname") or ""
+        uuids = sorted({u for w in workers for u in (w["gpu_uuids"] or "").split(",") if u})
+        gpu_models = sorted({w["gpu_model"] for w in workers if w["gpu_model"]})
+        cpu_models = sorted({w["cpu_model"] for w in workers if w["cpu_model"]})
+        values.update({
+            "source": self.source, "recorded_at": _now(),
+            "config_key": _key(config)[:16], "series_key": _key(config + [machine])[:16],
+            "machine": machine or None, "gpu_model": " + ".join(gpu_models) or None,
+            "gpu_count": len(uuids) or None, "gpu_uuids": ",".join(uuids) or None,
+            "cpu_model": " + ".join(cpu_models) or None, "worker_count": len(rows)})
+        return values
+
+
+def combine(rows: list[dict]) -> dict[str, Any]:
+    """One result's figures from its workers' rows (one row: itself), each figure combined as
+    it declares (tfbench.report.load.combine_workers, the reports' one rule)."""
+    if len(rows) == 1:
+        return dict(rows[0])
+    import pandas as pd
+    from tfbench.report.load import combine_workers
+    names = sorted({k for r in rows for k in r})
+    frame = pd.DataFrame([{k: r.get(k) for k in names} for r in rows], dtype=object)
+    return {k: (None if _missing(v) else v) for k, v in combine_workers(frame).items()}
+
+
+def _missing(value: Any) -> bool:
+    try:
+        return value is None or bool(value != value)
+    except (TypeError, ValueError):
+        return False
