@@ -99,10 +99,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def entry_point() -> None:
     """Console-script entry: nothing may reach stdout or stderr after the footer."""
-    # CUDA_DEVICE_ORDER=PCI_BUS_ID before TensorFlow starts CUDA (tfbench.config.startup_env).
+    # CUDA_DEVICE_ORDER and TF_CPP_MIN_LOG_LEVEL before TensorFlow starts, each recorded as
+    # tfbench's (tfbench.config.startup_env.STARTUP_ENV: set nothing here besides it).
     startup_env.apply()
-    # Keep TF's C++ INFO chatter off stderr; warnings and errors still show.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     try:
         code = main(sys.argv)
         sys.stdout.flush()
