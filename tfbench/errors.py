@@ -31,6 +31,7 @@ EXIT_DISTRIBUTED = 5
 EXIT_INCOMPLETE = 6
 EXIT_VALIDATE_WARN = 7
 EXIT_VALIDATE_FAIL = 8
+EXIT_REGRESSION = 9   # `tfbench history changes --since`, `tfbench compare --threshold_pct`
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 

@@ -24,6 +24,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("tfbench.cli.report", "Markdown/HTML tables and PNG plots from result CSVs, "
                "and validate.json's verdicts"),
     "compare": ("tfbench.cli.compare", "compare two result CSVs with a noise verdict"),
+    "history": ("tfbench.cli.history", "the results history: series, change points with what "
+                "changed, the fleet; import, page"),
     "launch": ("tfbench.cli.launch", "run on several hosts over ssh: one task per host, "
                                      "rows gathered, scaling series"),
     "env": ("tfbench.cli.env", "print the environment manifest"),

@@ -31,6 +31,10 @@ REPEATS = ("median", "min", "max", "first", "none")
 #   none        each worker's own record (run_id, hostname, notices): the chief's row's, which
 #               is no figure of the other workers
 WORKERS = ("same", "sum", "max", "min", "mean", "per_worker", "none")
+# Which way a figure is better, for the history's changes and the gates (tfbench.history):
+# "higher" (images/sec), "lower" (latency, memory, power, energy per image), "" (neither: what
+# ran, a count, a description).
+BETTER = ("higher", "lower", "")
 # Report tables a figure is a column of, beside the study tables (which take every figure whose
 # `repeats` is not "none"): "summary" (tfbench report's Results), "compare" (tfbench compare's
 # B/A ratio columns).
@@ -56,6 +60,7 @@ class Figure:
     workers: str = "none"    # WORKERS
     shows: frozenset[str] = frozenset()   # SHOWS
     sentence: str = ""       # the whole console sentence that says it, %d for the value
+    better: str = ""         # BETTER
 
     def __post_init__(self) -> None:
         for field, value, allowed in (("type", self.type, TYPES), ("role", self.role, ROLES),
@@ -64,6 +69,12 @@ class Figure:
             if value not in allowed:
                 raise ValueError("figure %s: %s %r is none of %s"
                                  % (self.name, field, value, ", ".join(allowed)))
+        if self.better not in BETTER:
+            raise ValueError("figure %s: better %r is none of %s"
+                             % (self.name, self.better, ", ".join(repr(b) for b in BETTER)))
+        if self.better and self.type not in ("float", "int"):
+            raise ValueError("figure %s: a %s figure has no better direction"
+                             % (self.name, self.type))
         if not set(self.shows) <= set(SHOWS):
             raise ValueError("figure %s: shows %s, not among %s"
                              % (self.name, sorted(self.shows), ", ".join(SHOWS)))

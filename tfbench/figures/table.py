@@ -23,10 +23,12 @@ SCHEMA_VERSION = 6   # 2: warmup_peak_mem_gb; 3: expected_range_source; 4: --exp
 def _f(name: str, definition: str, unit: str = "", label: str = "", csv: bool = True,
        line: str = "", *, type: str = "float", role: str = "measure", identifies: bool = False,
        title: str = "", format: str = "", repeats: str = "none", workers: str = "none",
-       shows: frozenset[str] | set[str] = frozenset(), sentence: str = "") -> Figure:
+       shows: frozenset[str] | set[str] = frozenset(), sentence: str = "",
+       better: str = "") -> Figure:
     return Figure(name, definition, unit, label, csv, line, type=type, role=role,
                   identifies=identifies, title=title, format=format, repeats=repeats,
-                  workers=workers, shows=frozenset(shows), sentence=sentence)
+                  workers=workers, shows=frozenset(shows), sentence=sentence,
+                  better=better or BETTER.get(name, ""))
 
 
 def _config(name: str, definition: str, type: str, title: str = "", *, unit: str = "",
@@ -38,6 +40,26 @@ def _config(name: str, definition: str, type: str, title: str = "", *, unit: str
 
 
 IPS = "images/sec"
+
+# Which way each figure with a direction is better (Figure.better): the history's changes say
+# "worse" or "better" by it, and its gates fail on "worse".
+BETTER: dict[str, str] = {
+    **dict.fromkeys(("images_per_sec", "step_images_per_sec", "tflops_per_sec", "mfu_pct",
+                     "images_per_sec_per_gb", "images_per_sec_per_watt", "top_1_accuracy",
+                     "top_5_accuracy", "images_per_sec_median", "images_per_sec_min",
+                     "images_per_sec_max", "synthetic_images_per_sec",
+                     "input_only_images_per_sec", "allreduce_algbw_gbs",
+                     "allreduce_busbw_gbs"), "higher"),
+    **dict.fromkeys(("latency_ms_p50", "latency_ms_p90", "latency_ms_p99", "latency_ms_mean",
+                     "latency_ms_min", "latency_ms_max", "first_step_sec", "warmup_sec",
+                     "peak_mem_gb", "warmup_peak_mem_gb", "eval_peak_mem_gb",
+                     "host_peak_rss_gb", "power_w_mean", "power_w_max", "energy_j",
+                     "joules_per_image", "temp_c_max", "jitter", "spread_pct",
+                     "estimated_train_hours", "allreduce_ms", "one_device_step_ms",
+                     "slowest_device_step_ms", "input_step_ms", "steady_step_sec_mean",
+                     "host_ms_between_steps", "export_sec", "load_sec", "trt_convert_sec",
+                     "trt_build_sec"), "lower"),
+}
 
 FIGURES: tuple[Figure, ...] = (
     # --- what ran -------------------------------------------------------------------------
@@ -351,3 +373,7 @@ FIGURES: tuple[Figure, ...] = (
     _f("input_settings", "--diagnose_input: the real-data runs' tf.data threads and host "
        "buffers", csv=False, line="Input settings", type="text", workers="same"),
 )
+
+_UNDECLARED = set(BETTER) - {f.name for f in FIGURES}
+if _UNDECLARED:   # a direction for a figure the table does not have (a typo, a rename)
+    raise ValueError("BETTER names figures the table does not declare: %s" % sorted(_UNDECLARED))

@@ -1,0 +1,263 @@
+"""The history's series: one configuration on one machine, one figure, in time order; their
+change points with the environment facts that changed across each; the fleet.
+
+A series' configuration is the figure table's CONFIGURATION (what ran, on which device model and
+count); its machine is the host (the hosts, for a multi-host run). Failed results are counted
+but hold no value. Pure pandas over the store's `results` frame: no TensorFlow, no SQL.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+import pandas as pd
+
+from tfbench import figures
+from tfbench.errors import UsageError
+from tfbench.history import changes as cp
+
+SPARK = "▁▂▃▄▅▆▇█"
+# What a series is called, from its configuration (in this order, where set).
+NAME_PARTS = ("model", "mode", "precision", "batch_size", "image_size", "xla", "variable_update",
+              "data_source", "serving_path", "trt_mode", "num_workers", "accum_steps")
+
+
+def numeric_figures() -> list[str]:
+    """The figures a series can follow: every numeric one the store keeps."""
+    return [f.name for f in figures.FIGURES if f.type in ("float", "int") and f.role == "measure"]
+
+
+def check_figure(name: str) -> figures.Figure:
+    if name not in numeric_figures():
+        close = fnmatch.filter(numeric_figures(), "*%s*" % name)[:5]
+        raise UsageError("--figure=%s is not a numeric figure of the history%s (docs/csv.md "
+                         "lists them)" % (name, "; did you mean %s?" % ", ".join(close)
+                                          if close else ""))
+    return figures.BY_NAME[name]
+
+
+def _date(value: Optional[str], what: str) -> Optional[pd.Timestamp]:
+    if not value:
+        return None
+    text = value.strip().lower()
+    if text[:-1].isdigit() and text[-1:] in ("d", "h"):
+        amount = int(text[:-1])
+        delta = pd.Timedelta(days=amount) if text.endswith("d") else pd.Timedelta(hours=amount)
+        return pd.Timestamp.now(tz="UTC") - delta
+    try:
+        stamp = pd.Timestamp(value)
+    except (ValueError, TypeError):
+        raise UsageError("%s=%s is not a date (YYYY-MM-DD, an ISO time, or 7d / 24h ago)"
+                         % (what, value)) from None
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+
+
+def filtered(frame: pd.DataFrame, model: Optional[str] = None, host: Optional[str] = None,
+             gpu: Optional[str] = None, after: Optional[str] = None,
+             before: Optional[str] = None) -> pd.DataFrame:
+    """The results that pass the filters (fnmatch patterns; dates as --after/--before)."""
+    out = frame.copy()
+    out["when"] = pd.to_datetime(out["timestamp"], utc=True, errors="coerce", format="ISO8601")
+    keep = pd.Series(True, index=out.index)
+
+    def match(column: pd.Series, pattern: str) -> pd.Series:
+        return column.fillna("").astype(str).map(
+            lambda v: any(fnmatch.fnmatch(part.lower(), pattern.lower())
+                          for part in v.split(",")))
+    if model:
+        keep &= match(out["model"], model)
+    if host:
+        keep &= match(out["machine"], host)
+    if gpu:
+        keep &= match(out["gpu_model"].fillna(out["device_name"]), gpu)
+    start, end = _date(after, "--after"), _date(before, "--before")
+    if start is not None:
+        keep &= out["when"] >= start
+    if end is not None:
+        keep &= out["when"] < end
+    return out[keep]
+
+
+def spread_of(row: Mapping[str, Any], figure: str) -> Optional[float]:
+    """A result's own noise as a fraction (coefficient of variation), where it is known: for
+    images/sec, its repeats' spread ((max - min) / median, about 2 standard deviations for a
+    few repeats, so halved) or its Step lines' jitter (1.4826 x MAD of per-step speeds, a
+    standard deviation) over their mean."""
+    if figure != "images_per_sec":
+        return None
+    runs = _num(row.get("num_runs"))
+    spread = _num(row.get("spread_pct"))
+    if runs and runs > 1 and spread is not None:
+        return spread / 100.0 / 2.0
+    jitter, step = _num(row.get("jitter")), _num(row.get("step_images_per_sec"))
+    if jitter is not None and step:
+        return jitter / step
+    return None
+
+
+def _num(value: Any) -> Optional[float]:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def describe(row: Mapping[str, Any]) -> str:
+    """'resnet50 training fp16 bs64 224px xla ... on 8 x H100 @ gpu-node-1'."""
+    parts = []
+    for name in NAME_PARTS:
+        value = row.get(name)
+        if value in (None, "") or (isinstance(value, float) and math.isnan(value)):
+            continue
+        if name == "batch_size":
+            parts.append("bs%d" % int(value))
+        elif name == "image_size":
+            parts.append("%dpx" % int(value))
+        elif name == "xla":
+            if int(value):
+                parts.append("xla")
+        elif name in ("num_workers", "accum_steps"):
+            if int(value) > 1:
+                parts.append("%s=%d" % (name, int(value)))
+        else:
+            parts.append(str(value))
+    count = int(_num(row.get("num_devices")) or 1)
+    device = row.get("gpu_model") or row.get("device_name") or row.get("device_kind") or "?"
+    return "%s on %s%s @ %s" % (" ".join(parts), "%d x " % count if count > 1 else "", device,
+                                row.get("machine") or row.get("hostname") or "?")
+
+
+@dataclass
+class Series:
+    key: str
+    name: str
+    figure: str
+    rows: pd.DataFrame             # every result of the series, oldest first
+    ok: pd.DataFrame               # those with a value of the figure
+    segmentation: Optional[cp.Segmentation] = None
+    facts: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def values(self) -> list[float]:
+        return [float(v) for v in self.ok[self.figure]]
+
+    def segment(self) -> cp.Segmentation:
+        if self.segmentation is None:
+            spreads = [spread_of(r, self.figure) for r in self.ok.to_dict("records")]
+            self.segmentation = cp.find_changes(self.values, spreads)
+        return self.segmentation
+
+    def current(self) -> tuple[Optional[float], Optional[float]]:
+        """(median of the current segment, its change in % against the segment before)."""
+        values = self.values
+        if not values:
+            return None, None
+        found = self.segment().changes
+        if not found:
+            return float(pd.Series(values).median()), None
+        last = found[-1]
+        return last.after, last.pct
+
+
+def build(frame: pd.DataFrame, figure: str) -> list[Series]:
+    """The series of `frame`'s results for `figure`, by configuration and machine."""
+    out = []
+    for key, rows in frame.groupby("series_key", sort=False):
+        rows = rows.sort_values(["when", "id"])
+        values = pd.to_numeric(rows[figure], errors="coerce")
+        ok = rows[(rows["status"] == "ok") & values.notna()].copy()
+        ok[figure] = values[ok.index]
+        out.append(Series(str(key), describe(rows.iloc[-1].to_dict()), figure, rows, ok))
+    return sorted(out, key=lambda s: s.name)
+
+
+def sparkline(values: Sequence[float], width: int = 24) -> str:
+    """The last `width` values as block characters, lowest to highest."""
+    values = list(values)[-width:]
+    if not values:
+        return ""
+    low, high = min(values), max(values)
+    if high - low <= 1e-12 * max(abs(high), 1.0):
+        return SPARK[3] * len(values)
+    return "".join(SPARK[min(len(SPARK) - 1, int((v - low) / (high - low) * len(SPARK)))]
+                   for v in values)
+
+
+# --- what changed with a change point -------------------------------------------------------
+def fact_changes(before: Sequence[Mapping[str, str]],
+                 after: Sequence[Mapping[str, str]]) -> list[tuple[str, str, str]]:
+    """(fact, before, after) for each environment fact that differs between the runs before a
+    change and the runs after it: the value most runs before had against the one most runs
+    after have (a fact one side never recorded is left out: nothing is known to have changed)."""
+    def usual(side: Sequence[Mapping[str, str]]) -> dict[str, str]:
+        counts: dict[str, dict[str, int]] = {}
+        for facts in side:
+            for k, v in facts.items():
+                counts.setdefault(k, {}).setdefault(v, 0)
+                counts[k][v] += 1
+        return {k: max(c.items(), key=lambda item: item[1])[0] for k, c in counts.items()}
+    old, new = usual(before), usual(after)
+    return [(k, old[k], new[k]) for k in old if k in new and old[k] != new[k]]
+
+
+def attribution(series: Series, change: cp.Change, facts: Mapping[str, Mapping[str, str]],
+                window: int = 5) -> str:
+    """'NVIDIA driver 570.86.15 -> 580.65.06; TensorFlow 2.20.0 -> 2.21.0', or 'no recorded
+    environment change', comparing the `window` runs on each side of the change."""
+    ids = list(series.ok["run_id"])
+    before = [facts.get(r, {}) for r in ids[max(0, change.index - window):change.index]]
+    after = [facts.get(r, {}) for r in ids[change.index:change.index + window]]
+    found = fact_changes(before, after)
+    if not found:
+        return "no recorded environment change"
+    return "; ".join("%s %s -> %s" % item for item in found)
+
+
+def direction(figure: str, pct: float) -> str:
+    """'worse', 'better' or 'changed' (a figure with no declared direction)."""
+    better = figures.BY_NAME[figure].better
+    if not better:
+        return "changed"
+    return "better" if (pct > 0) == (better == "higher") else "worse"
+
+
+# --- the fleet ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FleetRow:
+    config: str          # the configuration (without the machine)
+    gpu_model: str
+    member: str          # a host, or a GPU by UUID
+    latest: float
+    median: float        # the fleet's: the median of every member's latest value
+    members: int
+    pct: float           # latest / median - 1, %
+    when: str
+
+
+def fleet(frame: pd.DataFrame, figure: str, by: str = "host") -> list[FleetRow]:
+    """For each configuration and GPU model: every host's (by='host') or single-GPU result's
+    GPU's (by='gpu', by UUID) latest value against the median of all of them."""
+    ok = frame[frame["status"] == "ok"].copy()
+    ok["value"] = pd.to_numeric(ok[figure], errors="coerce")
+    ok = ok[ok["value"].notna()]
+    if by == "gpu":
+        ok = ok[ok["gpu_count"].fillna(0).astype(int) == 1]
+        ok["member"] = ok["gpu_uuids"]
+    else:
+        ok["member"] = ok["machine"]
+    ok = ok[ok["member"].fillna("") != ""]
+    ok["gpu"] = ok["gpu_model"].fillna(ok["device_name"]).fillna("")
+    rows = []
+    for (config, gpu), group in ok.groupby(["config_key", "gpu"], sort=False):
+        latest = group.sort_values(["when", "id"]).groupby("member").tail(1)
+        median = float(latest["value"].median())
+        name = describe(dict(latest.iloc[-1].to_dict(), machine="fleet")).rsplit(" @ ", 1)[0]
+        for _, r in latest.iterrows():
+            pct = (r["value"] / median - 1.0) * 100.0 if median else float("nan")
+            rows.append(FleetRow(name, str(gpu), str(r["member"]), float(r["value"]), median,
+                                 len(latest), pct, str(r["timestamp"])))
+    return rows

@@ -1,0 +1,148 @@
+"""What `tfbench history`, `history changes` and `history fleet` print (and `history page`
+writes), from the store: tables in text, Markdown or CSV. Exit codes: docs/history.md."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any, TextIO
+
+import pandas as pd
+
+from tfbench import errors
+from tfbench.history import series as hs
+from tfbench.history.store import Store
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return "{:,.1f}".format(value) if abs(value) >= 100 else "{:.{}g}".format(value, digits)
+    return str(value)
+
+
+def _pct(value: Any) -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) \
+        else "%+.1f%%" % value
+
+
+def _write(out: TextIO, frame: pd.DataFrame, fmt: str, empty: str) -> None:
+    from tfbench.report import tables
+    if frame.empty:
+        out.write(empty + "\n")
+    elif fmt == "csv":
+        out.write(frame.to_csv(index=False))
+    elif fmt == "markdown":
+        out.write(tables.markdown(frame, list(frame.columns)))
+    else:
+        out.write(tables.text(frame, list(frame.columns)))
+
+
+def _series(store: Store, args: argparse.Namespace) -> list[hs.Series]:
+    hs.check_figure(args.figure)
+    frame = hs.filtered(store.frame(), args.model, args.host, args.gpu, args.after, args.before)
+    return hs.build(frame, args.figure)
+
+
+def list_table(found: list[hs.Series]) -> pd.DataFrame:
+    rows = []
+    for s in found:
+        level, change = s.current()
+        rows.append({
+            "Series": s.name, "Runs": str(len(s.rows)), "Failed": str(len(s.rows) - len(s.ok)),
+            "First": str(s.rows["timestamp"].iloc[0])[:10],
+            "Last": str(s.rows["timestamp"].iloc[-1])[:10],
+            "Last value": _fmt(s.values[-1]) if s.values else "",
+            "Current level (median)": _fmt(level),
+            "Change vs previous level": _pct(change),
+            "Trend": hs.sparkline(s.values)})
+    return pd.DataFrame(rows)
+
+
+def changes_table(found: list[hs.Series], facts: dict[str, dict[str, str]],
+                  since: Any = None) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+    """(the change points, the outliers, whether a regression starts on or after `since`)."""
+    rows, outliers, regression = [], [], False
+    for s in found:
+        seg = s.segment()
+        ok = s.ok.reset_index(drop=True)
+        for c in seg.changes:
+            first = ok.iloc[c.index]
+            when = first["when"]
+            if since is not None and not (pd.notna(when) and when >= since):
+                continue
+            way = hs.direction(s.figure, c.pct)
+            regression |= way == "worse"
+            rows.append({
+                "Series": s.name, "First run after": str(first["run_id"]),
+                "Date": str(first["timestamp"])[:19],
+                "Before (median)": _fmt(c.before), "After (median)": _fmt(c.after),
+                "Change": _pct(c.pct), "Direction": way, "p": "%.2g" % c.p_value,
+                "Runs before/after": "%d/%d" % (c.runs_before, c.runs_after),
+                "What changed": hs.attribution(s, c, facts)})
+        for i in seg.outliers:
+            run = ok.iloc[i]
+            if since is not None and not (pd.notna(run["when"]) and run["when"] >= since):
+                continue
+            outliers.append({"Series": s.name, "Run": str(run["run_id"]),
+                             "Date": str(run["timestamp"])[:19],
+                             "Value": _fmt(float(run[s.figure]))})
+    return pd.DataFrame(rows), pd.DataFrame(outliers), regression
+
+
+def fleet_table(rows: list[hs.FleetRow], threshold_pct: float, by: str) -> pd.DataFrame:
+    out = []
+    for r in sorted(rows, key=lambda r: (r.config, r.gpu_model, r.pct)):
+        far = not math.isnan(r.pct) and abs(r.pct) > threshold_pct
+        out.append({"Configuration": r.config, "GPU": r.gpu_model,
+                    ("Host" if by == "host" else "GPU UUID"): r.member,
+                    "Latest": _fmt(r.latest), "Fleet median": _fmt(r.median),
+                    "Members": str(r.members), "vs median": _pct(r.pct),
+                    "Outlier": ("%s: %.1f%% %s the median of %d" % (
+                        r.member, abs(r.pct), "below" if r.pct < 0 else "above", r.members))
+                    if far else ""})
+    return pd.DataFrame(out)
+
+
+def main(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    figure = args.figure
+    if args.command == "page":
+        from tfbench.history import page
+        return page.main(store, args, out)
+    found = _series(store, args)
+    label = "%s (%s)" % (figure, hs.figures.BY_NAME[figure].unit or "value")
+    if args.command == "fleet":
+        frame = hs.filtered(store.frame(), args.model, args.host, args.gpu, args.after,
+                            args.before)
+        for by in ("host", "gpu"):
+            rows = hs.fleet(frame, figure, by)
+            if by == "gpu" and not rows:
+                continue
+            if args.format != "csv":
+                out.write("Fleet by %s, %s: each member's latest value against the median of "
+                          "the members' latest values\n" % (by, label))
+            _write(out, fleet_table(rows, args.threshold_pct, by), args.format,
+                   "no results with a value of %s" % figure)
+        return errors.EXIT_OK
+    if args.command == "changes":
+        since = hs._date(args.since, "--since")
+        facts = store.environment()
+        table, outliers, regression = changes_table(found, facts, since)
+        if args.format != "csv":
+            out.write("Change points of %s, in %d series%s\n" % (
+                label, len(found), " since %s" % since.isoformat()[:19] if since is not None
+                else ""))
+        _write(out, table, args.format, "no change points")
+        if not outliers.empty and args.format != "csv":
+            out.write("\nOutliers (single runs far from their level; not changes):\n")
+            _write(out, outliers, args.format, "")
+        if regression and since is not None:
+            return errors.EXIT_REGRESSION
+        return errors.EXIT_OK
+    if args.format != "csv":
+        out.write("History at %s: %d series of %s\n" % (store.where(), len(found), label))
+    _write(out, list_table(found), args.format,
+           "no results%s" % (" match the filters" if any(
+               (args.model, args.host, args.gpu, args.after, args.before)) else " yet"))
+    return errors.EXIT_OK
