@@ -124,3 +124,10 @@ def save_rows(rows: list[dict[str, str]], study_path: str, csv_file: Optional[st
             notice = csv_out.append_rows(path, rows)
             if notice:
                 say(notice)
+    # The history: what a child recorded itself is already there (said only when this adds
+    # something, such as the failure row of a child that wrote none, or cannot write).
+    from tfbench.history import location, record
+    line = record.write(location.resolve(None), record.from_rows(rows, record.source()),
+                        [study_path], quiet_when_already=True)
+    if line:
+        say(line)

@@ -84,12 +84,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print_error("unknown subcommand '%s'; choose one of: %s (or pass benchmark "
                         "flags such as --model=resnet50)" % (name, ", ".join(SUBCOMMANDS)))
             return EXIT_USAGE
-        if name in ("sweep", "evaluate", "validate", "launch"):
-            # The results of its tfbench children are this command's (the history's source).
-            from tfbench.history.record import SOURCE_VAR
-            os.environ.setdefault(SOURCE_VAR, name)
         module = importlib.import_module(SUBCOMMANDS[name][0])
         try:
+            if name in ("sweep", "evaluate", "validate", "launch"):
+                _history_for_children(name, args[1:])
             return int(module.main(args[1:]) or 0)
         except TfbenchError as exc:
             print_error(str(exc))
@@ -97,6 +95,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except SystemExit as exc:   # argparse's --help
             return exc.code if isinstance(exc.code, int) else EXIT_OK
     return run.run_benchmark([argv[0]] + args)
+
+
+def _history_for_children(name: str, args: Sequence[str]) -> None:
+    """A command that runs tfbench children (sweep, evaluate, validate, launch) and its children
+    add to one history, named as theirs: its --history (refused here, before anything runs, when
+    malformed) goes to them and to itself through the environment."""
+    from tfbench.history import location
+    from tfbench.history.record import SOURCE_VAR
+    os.environ.setdefault(SOURCE_VAR, name)
+    value = None
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg.startswith("--history="):
+            value = arg.split("=", 1)[1]
+        elif arg == "--history" and i + 1 < len(args):
+            value = args[i + 1]
+    location.resolve(value)
+    if value is not None:
+        os.environ[location.ENV_VAR] = value
 
 
 def entry_point() -> None:

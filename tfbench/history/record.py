@@ -20,6 +20,12 @@ SOURCES = ("run", "sweep", "evaluate", "validate", "launch", "import")
 SOURCE_VAR = "TFBENCH_HISTORY_SOURCE"
 
 
+def source() -> str:
+    """The source of the results this process adds: its parent command's, else a run."""
+    named = os.environ.get(SOURCE_VAR, "run")
+    return named if named in SOURCES else "run"
+
+
 def facts(env: Optional[Mapping[str, Any]]) -> dict[str, str]:
     """The environment facts a result depends on, from an environment capture (the run's
     `before`): the key fields the evaluation report compares (driver, CUDA, cuDNN, TensorFlow,
@@ -117,8 +123,8 @@ def import_command(paths: Iterable[str]) -> str:
     return "tfbench history import " + " ".join(shlex.quote(os.path.abspath(p)) for p in paths)
 
 
-def write(url: Optional[str], results: Sequence[Recorded],
-          files: Sequence[str] = ()) -> Optional[str]:
+def write(url: Optional[str], results: Sequence[Recorded], files: Sequence[str] = (),
+          quiet_when_already: bool = False) -> Optional[str]:
     """Adds the results; returns the console line (None when the history is off). Never raises:
     a store that cannot be written gives one line with the import command for `files` (the CSV
     and manifests that hold the results)."""
@@ -138,6 +144,8 @@ def write(url: Optional[str], results: Sequence[Recorded],
         later = (": add it later with `%s`" % import_command(files)) if files else ""
         return "History: not written to %s (%s)%s" % (where, why(exc), later)
     added = sum(o.outcome != "already" for o in outcomes)
+    if quiet_when_already and not added:
+        return None
     if len(results) == 1:
         verb = "added to" if added else "already in"
         return "History: result %s %s (run %s)" % (verb, where, results[0].run_id)

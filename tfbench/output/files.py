@@ -73,7 +73,6 @@ def add_to_history(p, result: RunResult, files: list[str]) -> Optional[str]:
     """Adds the run to the results history (tfbench.history); the console line about it."""
     from tfbench.history import location, record
     url = location.resolve(p.history)
-    source = os.environ.get(record.SOURCE_VAR, "run")
     recorded = record.from_run(csv_out.row_for(result), result.extra, result.environment,
-                               result.run_id, source if source in record.SOURCES else "run")
+                               result.run_id, record.source())
     return record.write(url, [recorded], files)
