@@ -138,3 +138,38 @@ def test_migration_notices_word_for_word(tmp_path):
         "%s had columns tfbench does not know (a, b, c); it was moved to %s.unknown-schema.bak "
         "and a new file started" % (other, other))
     assert [r["model"] for r in read_rows(other)] == ["m1"]
+
+
+@pytest.fixture(params=[0o022, 0o027, 0o077])
+def umask(request):
+    """The process umask for one test, put back after it."""
+    old = os.umask(request.param)
+    yield request.param
+    os.umask(old)
+
+
+def test_files_written_through_a_temporary_file_respect_the_umask(tmp_path, umask):
+    # A JSON manifest, the peak cache and a migrated results CSV end as open() would create
+    # them, 0666 less the umask: 0644 under 022, so colleagues on a shared host read them.
+    expected = 0o666 & ~umask
+    manifest = tmp_path / "runs" / "run.json"
+    csv_out.write_json_atomic(str(manifest), {"a": 1})
+    csv_out.write_json_atomic(str(manifest), {"a": 2})      # replaced: still the umask's mode
+    old = tmp_path / "old.csv"
+    old.write_text("run_id,model\nabc,resnet50\n")
+    os.chmod(old, expected)
+    assert "older column set" in csv_out.append_row(str(old), _result(1))
+    new = tmp_path / "new.csv"
+    csv_out.append_row(str(new), _result(1))
+    for path in (manifest, old, new):
+        assert oct(os.stat(path).st_mode & 0o777) == oct(expected), path
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["new.csv", "old.csv", "run.json",
+                                                          "runs"]
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary_one(tmp_path):
+    path = tmp_path / "x.json"
+    csv_out.write_json_atomic(str(path), {"a": 1})
+    with pytest.raises(TypeError):
+        csv_out.write_json_atomic(str(path), {1j: "a complex key json cannot write"})
+    assert json.load(open(path)) == {"a": 1} and os.listdir(tmp_path) == ["x.json"]

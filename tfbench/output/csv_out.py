@@ -13,8 +13,8 @@ import fcntl
 import io
 import json
 import os
-import tempfile
-from typing import Any, Iterator, Optional
+import uuid
+from typing import Any, Iterator, Optional, TextIO
 
 from tfbench import figures
 from tfbench.results import FIELD_NAMES, RunResult
@@ -124,22 +124,43 @@ def _migrate(path: str, existing: str, header: list[str]) -> str:
         return ("%s had columns tfbench does not know (%s); it was moved to %s and a new file "
                 "started" % (path, ", ".join(unknown[:3]), backup))
     rows = list(csv.DictReader(io.StringIO(existing)))
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".csv.tmp")
-    with os.fdopen(fd, "w", newline="") as out:
+    with replacing(path, newline="") as out:
         writer = csv.DictWriter(out, fieldnames=COLUMN_NAMES)
         writer.writeheader()
         for row in rows:
             writer.writerow({c: row.get(c, "") for c in COLUMN_NAMES})
-    os.replace(tmp, path)
     return "%s used an older column set; migrated it to schema %d (%d rows kept)" % (
         path, SCHEMA_VERSION, len(rows))
 
 
-def write_json_atomic(path: str, data: Any) -> None:
+@contextlib.contextmanager
+def replacing(path: str, newline: Optional[str] = None) -> Iterator[TextIO]:
+    """A text file written beside `path` that replaces it once complete (os.replace: a reader
+    sees the old file or the new one, never half of one; a failed write leaves no temporary
+    file). It is created with mode 0666 less the umask, as open() creates a file:
+    tempfile.mkstemp's 0600 would hide results from the colleagues a shared host's umask lets
+    read them."""
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=parent, suffix=".json.tmp")
-    with os.fdopen(fd, "w") as out:
+    while True:
+        tmp = os.path.join(parent, ".%s.%s.tmp" % (os.path.basename(path), uuid.uuid4().hex[:12]))
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue
+    try:
+        with os.fdopen(fd, "w", newline=newline) as out:
+            yield out
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def write_json_atomic(path: str, data: Any) -> None:
+    """`data` as indented JSON in `path`, replaced atomically (see replacing)."""
+    with replacing(path) as out:
         json.dump(data, out, indent=1, sort_keys=True, default=str)
         out.write("\n")
-    os.replace(tmp, path)
