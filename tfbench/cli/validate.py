@@ -116,6 +116,11 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
     stdout.write(console.overall_line(res.rows) + "\n")
     stdout.write("results: %s, %s; logs in %s\n" % (res.json_path, res.csv_path,
                                                    os.path.join(res.out_dir, "logs")))
+    from tfbench.history import location, record
+    line = record.write_validation(location.resolve(None), res.meta,
+                                   [c.to_json() for c in res.rows], res.json_path)
+    if line:
+        stdout.write(line + "\n")
     stdout.flush()
     return res.final_exit_code()
 

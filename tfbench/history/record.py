@@ -151,3 +151,28 @@ def write(url: Optional[str], results: Sequence[Recorded], files: Sequence[str] 
         return "History: result %s %s (run %s)" % (verb, where, results[0].run_id)
     return "History: %d result(s) added to %s, %d already there" % (
         added, where, len(results) - added)
+
+
+def write_validation(url: Optional[str], meta: Mapping[str, Any],
+                     checks: Sequence[Mapping[str, Any]], json_path: str) -> Optional[str]:
+    """Adds a validation's verdict rows (its training runs added themselves); the console
+    line, as write()'s."""
+    if url is None or not checks:
+        return None
+    from tfbench.history import location
+    where = location.describe(url)
+    identity = "%s@%s" % (meta.get("host") or "", meta.get("started") or "")
+    try:
+        from tfbench.history.store import Store
+        store = Store(url)
+        try:
+            store.add_validation(identity, str(meta.get("started") or ""),
+                                 str(meta.get("level") or ""), checks)
+        finally:
+            store.close()
+    except Exception as exc:  # noqa: BLE001 - the verdicts are safe in validate.json
+        from tfbench.history.errors import why
+        return "History: not written to %s (%s): add it later with `%s`" % (
+            where, why(exc), import_command([json_path]))
+    return "History: %d verdict(s) of validation %s added to %s" % (len(checks), identity,
+                                                                    where)

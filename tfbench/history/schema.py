@@ -11,6 +11,8 @@ is a column here with no hand-written change (docs/history.md lists the tables).
   environment      run_id, fact, value: the environment facts a result depends on (NVIDIA
                    driver, CUDA, cuDNN, TensorFlow, Keras, tfbench and its commit, container,
                    kernel, CPU)
+  validation_checks  one row per verdict of a `tfbench validate` (its host and start time are
+                   its identity); its training runs are results like any other
 Standard library and SQLAlchemy only.
 """
 
@@ -77,6 +79,22 @@ result_workers = sa.Table(
     sa.Column("gpu_model", sa.Text),
     sa.Column("gpu_uuids", sa.Text),
     sa.Column("row_json", sa.Text, nullable=False))
+
+validation_checks = sa.Table(
+    "validation_checks", metadata,
+    sa.Column("validation_id", sa.String(200), primary_key=True),
+    sa.Column("row", sa.Integer, primary_key=True),
+    sa.Column("started", sa.String(32)),
+    sa.Column("level", sa.String(32)),
+    sa.Column("host", sa.Text),
+    sa.Column("subject", sa.Text),
+    sa.Column("check", sa.Text),
+    sa.Column("status", sa.String(8)),
+    sa.Column("reason", sa.Text),
+    sa.Column("figure", sa.Text),
+    sa.Column("expectation", sa.Text),
+    sa.Column("value", sa.Float),
+    sa.Column("expected", sa.Float))
 
 environment = sa.Table(
     "environment", metadata,

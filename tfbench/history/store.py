@@ -22,6 +22,9 @@ from tfbench import figures
 from tfbench.errors import UsageError
 from tfbench.history import schema
 
+# A validation's verdict row (tfbench.validate.verdicts.Check) as the store keeps it.
+VALIDATION_FIELDS = ("host", "subject", "check", "status", "reason", "figure", "expectation",
+                     "value", "expected")
 # How long a writer waits for another's lock before the store counts as locked.
 LOCK_WAIT_S = 60.0
 
@@ -167,6 +170,17 @@ class Store:
             conn.execute(schema.results.update().where(
                 schema.results.c.id == exists).values(**values))
             return Added(result.run_id, "updated")
+
+    def add_validation(self, validation_id: str, started: str, level: str,
+                       checks: Sequence[Mapping[str, Any]]) -> Added:
+        """Adds a validation's verdict rows (idempotent by validation id)."""
+        with self.engine.begin() as conn:
+            rows = [{"validation_id": validation_id, "row": i, "started": started,
+                     "level": level, **{k: c.get(k) for k in VALIDATION_FIELDS}}
+                    for i, c in enumerate(checks)]
+            added = self._insert_ignoring_duplicates(conn, schema.validation_checks, rows,
+                                                     ["validation_id", "row"])
+        return Added(validation_id, "added" if added else "already")
 
     # --- reading ------------------------------------------------------------------------
     def frame(self, where: Optional[Any] = None):
