@@ -83,8 +83,26 @@ class RunResult:
     def steps_run(self) -> int:
         return len(self.step_times)
 
+    def unmeasured(self) -> list[str]:
+        """The figures of UNTIL_MEASURED this run never measured: those still at their 0.0
+        when no timed step ran (a run stopped in warm-up or before); none once one ran."""
+        if self.step_times:
+            return []
+        return [name for name in UNTIL_MEASURED if not getattr(self, name)]
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field as plain data; a figure never measured is None (an empty cell in the
+        CSV), not 0."""
+        data = dataclasses.asdict(self)
+        data.update(dict.fromkeys(self.unmeasured()))
+        return data
+
+
+# The figures of the timed steps that RunResult holds as 0.0 until a timed step measures them.
+# A run that timed none (stopped in warm-up) has no such figure: its CSV row and manifest leave
+# them empty (RunResult.unmeasured), and its status says why.
+UNTIL_MEASURED: tuple[str, ...] = ("images_per_sec", "step_images_per_sec",
+                                   "step_images_per_sec_plusminus", "jitter")
 
 
 # Names `extra` must never use: RunResult's fields and the figures derived from them. A figure

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -31,7 +32,7 @@ REPO = paths.ROOT
 # csv_out like the real runner. Throughput: 100 img/s per device at batch >= 64 (less below),
 # x0.9 per doubling of devices; fp16 x2, xla x1.25; halves per doubling of image size.
 FAKE_CHILD = textwrap.dedent("""\
-    import signal, sys, time
+    import os, signal, sys, time
     # As tfbench's CLI does: handle SIGINT even when started with it ignored (a background job).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, %r)
@@ -55,6 +56,15 @@ FAKE_CHILD = textwrap.dedent("""\
         sys.exit(2)
     if model == "sleep":
         time.sleep(30)
+    if model == "warmup":   # as tfbench's runner: stopped in warm-up, its row times no step
+        try:
+            open(os.path.join(os.path.dirname(args["csv_file"]), "warming-up"), "w").close()
+            time.sleep(30)
+        except KeyboardInterrupt:
+            csv_out.append_row(args["csv_file"], RunResult(
+                model=model, mode="training", batch_size=bs, status="interrupted",
+                error="interrupted by SIGINT", warmup_times=[0.5]))
+            sys.exit(130)
     r = RunResult(model=model, mode="forward_only" if args.get("forward_only") == "true"
                   else "training", batch_size=bs, global_batch_size=bs * gpus, num_devices=gpus,
                   image_size=size, precision=args.get("precision") or "fp32",
@@ -321,8 +331,46 @@ def test_interrupt_stops_the_child_keeps_its_row_and_writes_the_tables(tmp_path,
     rows = read_rows(tmp_path / "sweep.csv")
     assert [(r["model"], r["status"]) for r in rows] == [("trivial", "ok"),
                                                          ("sleep", "interrupted")]
-    assert "sweep interrupted; writing the tables for the 2 finished run(s)" in err
+    # The point the signal stopped did not finish; the sweep ends as a run does on a signal.
+    assert "sweep interrupted; writing the tables for the 1 finished run(s)" in err
+    assert err.splitlines()[-1] == "tfbench: error: interrupted by SIGINT; rows in %s, logs in " \
+        "%s" % (tmp_path / "sweep.csv", tmp_path / "logs")
+    assert [l for l in err.splitlines() if l.startswith("tfbench: error:")] == \
+        err.splitlines()[-1:]
     assert (tmp_path / "summary.md").exists() and "## All points" in out
+
+
+def test_a_point_stopped_in_warm_up_has_no_images_per_sec(tmp_path, child, monkeypatch):
+    real_wait = subprocess.Popen.wait
+    calls = []
+
+    def wait(self, timeout=None):
+        # Ctrl-C once the second point ('warmup') is in its warm-up.
+        calls.append(1)
+        if len(calls) == 2:
+            deadline = time.monotonic() + 60
+            while not (tmp_path / "points" / "warming-up").exists() and \
+                    time.monotonic() < deadline:
+                time.sleep(0.05)
+            raise KeyboardInterrupt
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", wait)
+    code, out, err = run_sweep(["--sweep=model=trivial,warmup,trivial2",
+                                "--out_dir=%s" % tmp_path], child)
+    assert code == errors.EXIT_SIGINT
+    rows = read_rows(tmp_path / "sweep.csv")
+    assert [(r["model"], r["status"], r["steps_run"]) for r in rows] == [
+        ("trivial", "ok", "0"), ("warmup", "interrupted", "0")]
+    # No timed step, no figure: an empty cell (never 0), in the rows and in the tables.
+    assert float(rows[0]["images_per_sec"]) > 0 and rows[1]["images_per_sec"] == ""
+    points = read_rows(tmp_path / "points.csv")
+    assert [r["images_per_sec"] for r in points][1] == ""
+    table = [l.split("|")[1:-1] for l in out.splitlines() if l.startswith("| 00")]
+    header = next(l.split("|")[1:-1] for l in out.splitlines() if "| Point" in l)
+    column = [h.strip() for h in header].index("Images/sec")
+    assert [bool(row[column].strip()) for row in table] == [True, False]
+    assert "sweep interrupted; writing the tables for the 1 finished run(s)" in err
 
 
 def test_the_tables_read_the_points_flags_not_the_base_flags_alone(tmp_path, child):

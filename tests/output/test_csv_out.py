@@ -173,3 +173,24 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary_one(tmp_path):
     with pytest.raises(TypeError):
         csv_out.write_json_atomic(str(path), {1j: "a complex key json cannot write"})
     assert json.load(open(path)) == {"a": 1} and os.listdir(tmp_path) == ["x.json"]
+
+
+def test_a_run_stopped_in_warm_up_has_no_throughput_figures():
+    # No timed step ran: images/sec and the Step line's figures were never measured, so their
+    # cells are empty (never 0) in the row and None in the manifest; its status says why.
+    stopped = RunResult(status="interrupted", error="interrupted by SIGINT", batch_size=4,
+                        warmup_times=[0.3, 0.2])
+    row = csv_out.row_for(stopped)
+    assert [row[n] for n in ("images_per_sec", "step_images_per_sec",
+                             "step_images_per_sec_plusminus", "jitter")] == ["", "", "", ""]
+    assert (row["status"], row["steps_run"], row["batch_size"]) == ("interrupted", "0", "4")
+    data = stopped.to_dict()
+    assert data["images_per_sec"] is None and data["jitter"] is None
+    assert data["warmup_times"] == [0.3, 0.2]
+    # One timed step measured them: a one-step run's +/- and jitter are 0 (legacy), kept.
+    timed = RunResult(status="interrupted", step_times=[0.1], images_per_sec=40.0,
+                      step_images_per_sec=40.0)
+    row = csv_out.row_for(timed)
+    assert (row["images_per_sec"], row["step_images_per_sec_plusminus"], row["jitter"]) == (
+        "40", "0", "0")
+    assert timed.to_dict()["jitter"] == 0.0

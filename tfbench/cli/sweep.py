@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import signal
 import sys
 from typing import Optional, Sequence
 
@@ -110,7 +111,8 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
     """The whole command; returns the exit code once every row and table is written: 0 when
     every point ended ok, 6 (errors.EXIT_INCOMPLETE) when some did not (a failed point does not
     stop the study; it is marked in the tables, and one error line counts them), 1 when none
-    did, 130/143 when interrupted (the tables are still written for the finished points). With
+    did, 130/143 when interrupted (the tables are still written for the points run, then one
+    error line says so, as a single run's does). With
     --find_max_batch_size a point is a search: an oom probe is its answer, not a failure; a
     search that stopped on another status, or where nothing fits, is one."""
     stdout = stdout or sys.stdout
@@ -119,6 +121,7 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
     config = engine.config
     max_results: Optional[list] = None
     exit_code = errors.EXIT_OK
+    interrupted: Optional[errors.Interrupted] = None
     try:
         if args.find_max_batch_size:
             _probe_flags(config, stderr)
@@ -131,9 +134,13 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
                                       config.base_flags)
             engine.run(points)
     except (KeyboardInterrupt, errors.Interrupted) as exc:
-        exit_code = exc.exit_code if isinstance(exc, errors.Interrupted) else errors.EXIT_SIGINT
-        print("\nsweep interrupted; writing the tables for the %d finished run(s)"
-              % len(engine.records), file=stderr)
+        interrupted = exc if isinstance(exc, errors.Interrupted) else \
+            errors.Interrupted(signal.SIGINT)
+        exit_code = interrupted.exit_code
+        # The point the signal stopped has a row (status interrupted) but did not finish.
+        finished = sum(rows_status(r.rows) != "interrupted" for r in engine.records)
+        print("\nsweep interrupted; writing the tables for the %d finished run(s)" % finished,
+              file=stderr)
     if engine.records:
         from tfbench.report import tables
         sections = summary.study_sections(engine.records, config, args.knee_pct, max_results)
@@ -150,6 +157,11 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
             config.rows_path, os.path.join(config.out_dir, "logs")))
         if line:
             print(errors.error_line(line), file=stderr)
+    if interrupted is not None:
+        # As a single run ends on a signal: one error line, after the tables.
+        where = "; rows in %s, logs in %s" % (config.rows_path, os.path.join(
+            config.out_dir, "logs")) if engine.records else ""
+        print(errors.error_line("%s%s" % (interrupted, where)), file=stderr)
     return exit_code
 
 

@@ -56,6 +56,7 @@ def row_for(result: RunResult) -> dict[str, str]:
     for name, value in result.extra.items():
         if name in COLUMN_NAMES and name not in values and name not in FIELD_NAMES:
             values[name] = value
+    values.update(dict.fromkeys(result.unmeasured()))   # no timed step: empty, never 0
     return {name: _fmt(values.get(name)) for name in COLUMN_NAMES}
 
 
