@@ -17,7 +17,7 @@ Exit codes (documented in docs/output.md):
 from __future__ import annotations
 
 import re
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 # Every failure ends with this one line on stderr, whatever the command (docs/output.md).
 ERROR_PREFIX = "tfbench: error: "
@@ -174,6 +174,21 @@ def out_of_memory_evidence(text: str, error_class: str = "") -> Optional[str]:
 def is_out_of_memory(text: str, error_class: str = "") -> bool:
     """Whether an error (message, or a log's tail) and its class name mean out of memory."""
     return out_of_memory_evidence(text, error_class) is not None
+
+
+def oom_remedies(device_kind: str, precision: str, bf16_units: Sequence[str] = ()) -> str:
+    """What a run out of memory can change, fitting its device: on a GPU a smaller batch or,
+    from fp32, mixed precision; on a CPU a smaller batch or image size, and bf16 only from fp32
+    on a CPU with bf16 units (`bf16_units`: avx512_bf16, amx_bf16), never fp16, which a CPU
+    without fp16 units runs in software, far slower than fp32."""
+    text = "reduce --batch_size (--accum_steps keeps the effective batch)"
+    if device_kind == "cpu":
+        text += " or --image_size"
+        if precision == "fp32" and bf16_units:
+            text += ", or use --precision=bf16 (this CPU has %s)" % ", ".join(bf16_units)
+    elif precision == "fp32":
+        text += ", or use mixed precision (--precision=bf16 or fp16)"
+    return text
 
 
 def interrupt_on_signals(signums: tuple[int, ...] = ()) -> "Callable[[], None]":

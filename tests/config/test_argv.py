@@ -76,3 +76,28 @@ def test_the_strategy_refuses_with_the_same_words_once_tensorflow_runs():
     with pytest.raises(errors.UsageError) as raised:
         strategy.collective_implementation("nccl", DeviceSet("cpu", 1, ("/cpu:0",), "NHWC"))
     assert str(raised.value) == NCCL_ON_CPU_WORKERS
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--precision=fp8", "flag --precision=fp8: value should be one of fp32, fp16 or bf16, or "
+                        "empty (the default: fp16 with --use_fp16, else fp32)"),
+    ("--trt_mode=fp16", "flag --trt_mode=fp16: value should be one of FP32, FP16 or INT8, or "
+                        "empty (the default: no TF-TRT)"),
+    ("--optimizer=lamb", "flag --optimizer=lamb: value should be one of momentum, sgd, rmsprop "
+                         "or adam"),
+])
+def test_a_refused_enum_names_its_choices_and_what_empty_means(flag, message):
+    """absl's own words show an empty value as an empty choice: '<|fp32|fp16|bf16>'."""
+    with pytest.raises(errors.UsageError) as caught:
+        params_of_flags([flag])
+    assert str(caught.value) == message
+
+
+def test_every_enum_that_accepts_empty_says_what_it_means():
+    from tfbench.config import flagdefs
+    takes_empty = [s.name for s in flagdefs.ALL_FLAGS if "" in (s.enum_values or ())]
+    assert {"precision", "trt_mode", "job_name"} <= set(takes_empty)
+    assert all(flagdefs.BY_NAME[name].empty for name in takes_empty)
+    with pytest.raises(ValueError, match="say what it means"):
+        flagdefs.FlagSpec("x", "enum", "", "help", enum_values=("", "a"))
+    assert params_of_flags(["--precision="]).precision == ""    # empty is still accepted

@@ -8,7 +8,7 @@ from tfbench import cli
 
 CASES = [
     # flags and values
-    (["--model=nosuchnet"], "Invalid model name 'nosuchnet'. Valid names:"),
+    (["--model=nosuchnet"], "Invalid model name 'nosuchnet': did you mean nasnet?"),
     (["--model=resnet20", "--data_name=imagenet"], "for dataset 'imagenet'"),
     (["--batch_size=0"], "--batch_size must be a positive integer"),
     (["--batch_size=-1"], "--batch_size must be a positive integer"),

@@ -133,7 +133,8 @@ def test_legacy_script_path_and_flagfile(tmp_path):
 
 # The full bad-input matrix runs in-process (test_bad_input.py); these check real processes.
 @pytest.mark.parametrize("args, message", [
-    (["--model=nosuchnet"], "Invalid model name 'nosuchnet'. Valid names: "),
+    (["--model=nosuchnet"], "Invalid model name 'nosuchnet': did you mean nasnet? `tfbench "
+                            "models` lists all"),
     (["--device=gpu"], "--device=gpu asks for GPUs but none is visible"),
     (["--distortions", "False"], "Received unknown positional arguments: False"),
 ])

@@ -26,6 +26,30 @@ def test_oom_is_reported_with_remedies(tmp_path, monkeypatch):
     assert "--accum_steps" in message and "--batch_size" in message
 
 
+@pytest.mark.slow
+def test_oom_advice_on_a_cpu_never_suggests_fp16(tmp_path, monkeypatch):
+    """fp16 on a CPU runs in software: the advice there is a smaller batch or image, and bf16
+    only where this CPU has bf16 units."""
+    from tfbench.measure import cpu_units
+
+    def failing_step(self, from_iterator=False):
+        def step(inputs):
+            raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+        return step
+    monkeypatch.setattr(steps.Steps, "train_step", failing_step)
+    code, _ = run_inprocess(["--device=cpu", "--model=trivial", "--image_size=16",
+                             "--batch_size=512", "--num_batches=2", "--csv_file=r.csv",
+                             "--json_dir="], tmp_path)
+    assert code == 3
+    message = only_row(tmp_path / "r.csv")["error"]
+    advice = message.split(" in fp32: ", 1)[1].split(" [", 1)[0]
+    units = sorted(set((cpu_units.cpu_flags() or ())) & {"avx512_bf16", "amx_bf16"})
+    assert advice.startswith("reduce --batch_size (--accum_steps keeps the effective batch) "
+                             "or --image_size")
+    assert "fp16" not in advice
+    assert ("--precision=bf16 (this CPU has %s)" % ", ".join(units) in advice) == bool(units)
+
+
 # Failures as TensorFlow 2.17-2.21 report them on a GPU near its memory limit, composed from the
 # format strings of the sources named (TensorFlow, XLA's stream_executor, cuDNN 9's and cuBLAS 12's
 # own status texts); tfbench never sees them on CPU.

@@ -19,7 +19,7 @@ def test_parse_axis_values_and_zipped_keys():
     ("num_gpus", "expected KEY=V1,V2"),
     ("no_such_flag=1,2", "unknown flag 'no_such_flag'"),
     ("num_gpus=1,two", "'two' is not an int"),
-    ("precision=fp32,fp8", "'fp8' is not one of fp32, fp16, bf16"),
+    ("precision=fp32,fp8", "'fp8' is not one of fp32, fp16 or bf16, or empty"),
     ("xla=maybe", "'maybe' is not true/false"),
     ("csv_file=a.csv", "csv_file is set by the sweep itself"),
     ("precision+xla=fp32", "needs 2 '+'-separated values"),

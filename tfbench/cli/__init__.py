@@ -55,7 +55,7 @@ def helpfull() -> str:
     out = [usage(), "", "flags:"]
     for spec in flagdefs.ALL_FLAGS:
         extra = " (TF1-only: accepted, no effect)" if spec.role == "G" else ""
-        values = " one of %s" % list(spec.enum_values) if spec.enum_values else ""
+        values = " One of %s." % flagdefs.choices(spec) if spec.enum_values else ""
         out.append("  --%s: %s%s%s\n    (default: %r)" % (spec.name, spec.help, values, extra,
                                                         spec.default))
     return "\n".join(out)

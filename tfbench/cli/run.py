@@ -45,6 +45,17 @@ class _Printer:
         sys.stdout.flush()
 
 
+def _refuse_unknown_model(name: str) -> None:
+    """A --model no model has is refused before TensorFlow is imported (3 s on a small CPU):
+    the names come from the table shipped with tfbench, which lists every registered model (a
+    test checks it); without that table the catalog refuses it after the import."""
+    from tfbench.measure import model_table
+    from tfbench.models import registry
+    known = model_table.names()
+    if known and name not in known:
+        raise UsageError(registry.unknown_model(name, known))
+
+
 def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = None) -> int:
     """One benchmark invocation; returns the exit code. Results are written on every path.
 
@@ -56,6 +67,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     emit = emit or _Printer()
     try:
         p = parse_params(argv)
+        _refuse_unknown_model(p.model)
     except UsageError as exc:
         print_error(str(exc))
         return exc.exit_code

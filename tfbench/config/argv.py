@@ -16,6 +16,20 @@ from tfbench.config.params import Params, make_params
 from tfbench.errors import UsageError
 
 
+class _EnumParser(flags.EnumParser):
+    """absl's enum parser, refusing a value in the words of flagdefs.choices (absl's own
+    '<|fp32|fp16|bf16>' shows an empty value as an empty choice)."""
+
+    def __init__(self, spec: flagdefs.FlagSpec) -> None:
+        super().__init__(list(spec.enum_values))
+        self.spec = spec
+
+    def parse(self, argument: str) -> str:
+        if argument not in self.enum_values:
+            raise ValueError("value should be one of %s" % flagdefs.choices(self.spec))
+        return argument
+
+
 def define_flags(values: flags.FlagValues) -> None:
     for spec in flagdefs.ALL_FLAGS:
         helptext = spec.help + ("  [TF1-only: accepted, no effect]" if spec.role == "G" else "")
@@ -28,8 +42,8 @@ def define_flags(values: flags.FlagValues) -> None:
         elif spec.kind == "string":
             flags.DEFINE_string(spec.name, spec.default, helptext, flag_values=values)
         elif spec.kind == "enum":
-            flags.DEFINE_enum(spec.name, spec.default, list(spec.enum_values), helptext,
-                              flag_values=values)
+            flags.DEFINE(_EnumParser(spec), spec.name, spec.default, helptext,
+                         flag_values=values)
         elif spec.kind == "list":
             flags.DEFINE_list(spec.name, spec.default, helptext, flag_values=values)
         else:

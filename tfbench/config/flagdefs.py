@@ -25,6 +25,22 @@ class FlagSpec:
     enum_values: Optional[Sequence[str]] = None
     lower_bound: Optional[float] = None
     upper_bound: Optional[float] = None
+    empty: str = ""   # an enum that accepts an empty value: what it means ('' is no choice)
+
+    def __post_init__(self) -> None:
+        if self.enum_values is not None and "" in self.enum_values and not self.empty:
+            raise ValueError("flag %s accepts an empty value: say what it means (empty=)"
+                             % self.name)
+
+
+def choices(spec: FlagSpec) -> str:
+    """An enum's values as a sentence names them: 'fp32, fp16 or bf16, or empty (the default:
+    fp16 with --use_fp16, else fp32)'; the one wording of errors and --helpfull."""
+    named = [v for v in spec.enum_values or () if v]
+    text = " or ".join([", ".join(named[:-1]), named[-1]]) if len(named) > 1 else named[0]
+    if "" in (spec.enum_values or ()):
+        text += ", or empty (%s%s)" % ("the default: " if spec.default == "" else "", spec.empty)
+    return text
 
 
 def _k(kind, name, default, help, **kw):
@@ -205,8 +221,8 @@ LEGACY_FLAGS: tuple[FlagSpec, ...] = (
     _g("int", "agg_small_grads_max_bytes", 0, "Aggregate small gradients."),
     _g("int", "agg_small_grads_max_group", 10, "Aggregate small gradients group."),
     _g("int", "allreduce_merge_scope", 1, "All-reduce merge scope."),
-    _k("enum", "job_name", "", "ps, worker, controller or empty.",
-       enum_values=("ps", "worker", "controller", "")),
+    _k("enum", "job_name", "", "This task's job in a cluster: ps, worker or controller.",
+       enum_values=("ps", "worker", "controller", ""), empty="no cluster"),
     _k("string", "ps_hosts", "", "Comma-separated parameter-server hosts."),
     _k("string", "worker_hosts", "", "Comma-separated worker hosts."),
     _k("string", "controller_host", None, "Controller host."),
@@ -227,7 +243,7 @@ LEGACY_FLAGS: tuple[FlagSpec, ...] = (
        "Forward-only and --eval runs: convert the served SavedModel with TF-TRT at this "
        "precision (FP32, FP16, or INT8 calibrated on the run's own input) and time it; needs "
        "TensorFlow built with TensorRT and a GPU (NVIDIA's TensorFlow container). Implies "
-       "--saved_model.", enum_values=("", "FP32", "FP16", "INT8")),
+       "--saved_model.", enum_values=("", "FP32", "FP16", "INT8"), empty="no TF-TRT"),
     _k("int", "trt_max_workspace_size_bytes", 4 << 30,
        "--trt_mode: the most GPU memory, in bytes, each TensorRT engine may use as workspace."),
     _k("string", "benchmark_log_dir", None, "Write benchmark_run.log and metric.log here."),
@@ -248,8 +264,12 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
        "Append one result row per run to this CSV; empty disables."),
     _t("string", "json_dir", "tfbench_runs",
        "Write a JSON manifest per run (<run_id>.json) here; empty disables."),
+    _t("string", "history", None,
+       "The results history every result is added to: a SQLite file or a postgresql:// URL; "
+       "empty disables; unset = $TFBENCH_HISTORY, else ~/.local/share/tfbench/history.sqlite "
+       "(docs/history.md)."),
     _t("enum", "precision", "", "fp32, fp16 (mixed_float16) or bf16 (mixed_bfloat16).",
-       enum_values=("", "fp32", "fp16", "bf16")),
+       enum_values=("", "fp32", "fp16", "bf16"), empty="fp16 with --use_fp16, else fp32"),
     _t("bool", "fold_batch_norm", True,
        "Forward-only and --eval runs: fold each inference-mode batch norm into the convolution "
        "before it, as inference compilers do (same outputs up to float rounding; lets a residual "
@@ -264,10 +284,6 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
     _t("float", "cooldown_secs", 0.0, "Seconds to wait between repeated runs.", lower_bound=0),
     _t("float", "unstable_threshold_pct", 10.0,
        "Mark a repeated result unstable when (max - min) / median exceeds this, %.",
-    _t("string", "history", None,
-       "The results history every result is added to: a SQLite file or a postgresql:// URL; "
-       "empty disables; unset = $TFBENCH_HISTORY, else ~/.local/share/tfbench/history.sqlite "
-       "(docs/history.md)."),
        lower_bound=0),
     _t("int", "estimate_dataset_size", 0,
        "Training runs: print and record the hours to train this many samples "

@@ -67,7 +67,7 @@ def _check_bounds(p: "Params") -> None:
         value = getattr(p, spec.name)
         if spec.kind == "enum" and value not in spec.enum_values:
             raise UsageError("--%s=%s is not one of %s" % (spec.name, value,
-                                                           ", ".join(spec.enum_values)))
+                                                           flagdefs.choices(spec)))
         if value is None or spec.kind not in ("int", "float"):
             continue
         if spec.lower_bound is not None and value < spec.lower_bound:

@@ -194,11 +194,12 @@ def _failure(exc: BaseException, p, plan: Resolved, sp: strategy_lib.BuiltStrate
     from tfbench import data
     evidence = _oom_evidence(exc)
     if evidence is not None:
-        return OutOfMemory(
-            "Out of memory running %s at batch size %d per device in %s: reduce "
-            "--batch_size, use --accum_steps to keep the effective batch, or use mixed "
-            "precision (--precision=bf16 or fp16) [%s]" % (
-                plan.spec.name, plan.batch_size, plan.precision, evidence))
+        # A parameter-server controller cannot read its workers' CPUs: no bf16 advice there.
+        flags = None if strategies.is_parameter_server(sp.strategy) else cpu_units.cpu_flags()
+        return OutOfMemory("Out of memory running %s at batch size %d per device in %s: %s [%s]"
+                           % (plan.spec.name, plan.batch_size, plan.precision,
+                              errors.oom_remedies(res.device_kind, plan.precision,
+                                                  cpu_units.bf16_units(flags)), evidence))
     if plan.real_data and data.is_data_error(exc):
         return data.data_error(exc, p, plan.mode == TRAINING)
     failure = strategy_lib.distributed_failure(exc, sp)

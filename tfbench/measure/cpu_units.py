@@ -33,6 +33,11 @@ def cpu_flags(cpuinfo: Optional[str] = None) -> Optional[frozenset[str]]:
     return None
 
 
+def bf16_units(flags: Optional[frozenset[str]]) -> list[str]:
+    """The bf16 units among `flags` (none where they could not be read)."""
+    return sorted((flags or frozenset()) & set(BF16_UNITS))
+
+
 def cpu_fp16_notice(flags: Optional[frozenset[str]]) -> Optional[str]:
     """The line a CPU run in fp16 gets: without fp16 units TensorFlow emulates fp16 in software
     (ResNet-50 at batch 4 took 14.9 s a step on a CPU without them), so the figure says nothing
@@ -43,7 +48,7 @@ def cpu_fp16_notice(flags: Optional[frozenset[str]]) -> Optional[str]:
                 "bf16 units where it has them" % " or ".join(FP16_UNITS))
     if flags & set(FP16_UNITS):
         return None
-    bf16 = sorted(flags & set(BF16_UNITS))
+    bf16 = bf16_units(flags)
     return ("fp16 on this CPU runs in software (no %s in /proc/cpuinfo), far slower than fp32: "
             "this is no fp16 result; --precision=bf16 uses a CPU's bf16 units (%s), %s"
             % (" or ".join(FP16_UNITS), ", ".join(BF16_UNITS),

@@ -47,6 +47,12 @@ def stats(spec: ModelSpec, image_size: int = 0) -> tuple[int, int]:
     return flops.spec_stats(spec, size)
 
 
+def names() -> list[str]:
+    """Every registered model's name, from the shipped table (no TensorFlow import); empty
+    where the table is not shipped."""
+    return sorted({name for name, _ in _shipped()})
+
+
 @functools.lru_cache(maxsize=1)
 def _shipped() -> dict[tuple[str, str], tuple[int, int, int]]:
     try:

@@ -11,7 +11,7 @@ from tfbench.errors import UsageError
 from tfbench.models import (alexnet, applications, densenet_cifar, googlenet,  # noqa: F401
                             inception, lenet, official_resnet, overfeat, resnet, trivial, vgg,
                             vit)
-from tfbench.models.registry import _REGISTRY, ModelSpec
+from tfbench.models.registry import _REGISTRY, ModelSpec, unknown_model
 
 
 def all_specs() -> list[ModelSpec]:
@@ -30,7 +30,7 @@ def get(name: str, dataset: Optional[str] = None) -> ModelSpec:
     """The spec for a model name; dataset None picks imagenet, or the only dataset it has."""
     available = datasets_for(name)
     if not available:
-        raise UsageError("Invalid model name '%s'. Valid names: %s" % (name, ", ".join(names())))
+        raise UsageError(unknown_model(name, names()))
     if dataset is None:
         dataset = IMAGENET if IMAGENET in available else available[0]
     if (name, dataset) not in _REGISTRY:

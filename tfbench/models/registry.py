@@ -10,7 +10,8 @@ by setting the policy first; the logits layer is always float32.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional
+import difflib
+from typing import Callable, Optional, Sequence
 
 from tfbench.config.datasets import NUM_CLASSES
 
@@ -55,3 +56,14 @@ def register(spec: ModelSpec) -> ModelSpec:
         raise ValueError("model %s for %s registered twice" % key)
     _REGISTRY[key] = spec
     return spec
+
+
+def unknown_model(name: str, known: Sequence[str]) -> str:
+    """The one line that refuses a --model no model has: the closest names (difflib, any case)
+    and where the whole list is, never the list itself."""
+    by_lower = {k.lower(): k for k in known}
+    close = [by_lower[c] for c in difflib.get_close_matches(name.lower(), list(by_lower), n=3)]
+    hint = ": did you mean %s?" % (" or ".join([", ".join(close[:-1]), close[-1]])
+                                   if len(close) > 1 else close[0]) if close else "."
+    return "Invalid model name '%s'%s `tfbench models` lists all %d models" % (
+        name, hint, len(set(known)))

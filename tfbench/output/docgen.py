@@ -47,7 +47,8 @@ def flags_markdown() -> str:
         kind = spec.kind + (" (%s)" % "/".join(v or "''" for v in spec.enum_values)
                             if spec.enum_values else "")
         note = ROLE[spec.role]
-        meaning = spec.help.replace("|", "\\|") + (" *[%s]*" % note if note else "")
+        empty = " Empty: %s." % spec.empty if spec.empty else ""
+        meaning = (spec.help + empty).replace("|", "\\|") + (" *[%s]*" % note if note else "")
         rows.append("| `--%s` | %s | `%s` | %s |" % (spec.name, kind, _default(spec), meaning))
     return "\n".join(rows)
 

@@ -54,7 +54,7 @@ def _check_value(key: str, value: str) -> str:
         raise errors.UsageError("--sweep=%s: %r is not true/false" % (key, value))
     if spec.kind == "enum" and value not in spec.enum_values:
         raise errors.UsageError("--sweep=%s: %r is not one of %s"
-                                % (key, value, ", ".join(v for v in spec.enum_values if v)))
+                                % (key, value, flagdefs.choices(spec)))
     return value
 
 
