@@ -26,9 +26,10 @@ def test_ngc_dockerfile_keeps_the_container_tensorflow():
     lines = _instructions(_read("Dockerfile"))
     assert lines[0] == "FROM nvcr.io/nvidia/tensorflow:25.02-tf2-py3"
     installs = [l for l in lines if "pip install" in l]
-    # no extra, and the installed TensorFlow's packages pinned: as the README says
+    # no TensorFlow extra (only the history's PostgreSQL driver), and the installed
+    # TensorFlow's packages pinned: as the README says
     assert installs == ["RUN python3 -m tfbench.pins > /tmp/tf-pins.txt && "
-                        "pip install --no-cache-dir . -c /tmp/tf-pins.txt"]
+                        'pip install --no-cache-dir ".[postgresql]" -c /tmp/tf-pins.txt']
     assert lines.index("COPY . /opt/tfbench") < lines.index("WORKDIR /opt/tfbench") < \
         lines.index(installs[0]) < lines.index("WORKDIR /workspace")
     with open(os.path.join(ROOT, "README.md")) as handle:
@@ -38,7 +39,7 @@ def test_ngc_dockerfile_keeps_the_container_tensorflow():
 
 def test_pip_dockerfile_installs_the_gpu_extra():
     lines = _instructions(_read("Dockerfile.pip"))
-    assert any(re.search(r'pip install .*"/opt/tfbench\[gpu\]"', l) for l in lines)
+    assert any(re.search(r'pip install .*"/opt/tfbench\[gpu,postgresql\]"', l) for l in lines)
     assert '"gpu": ["tensorflow[and-cuda]"' in _setup_text()
 
 
