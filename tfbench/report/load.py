@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from typing import Iterable, Mapping, Optional, Union
@@ -81,19 +82,66 @@ def rows_frame(rows: Iterable[dict]) -> pd.DataFrame:
     return normalize(pd.DataFrame(list(rows), columns=list(COLUMN_NAMES), dtype=object))
 
 
+# The columns that make a CSV file a results file, whatever its schema version.
+REQUIRED_COLUMNS = ("run_id", "status", "images_per_sec")
+
+
+def _not_results(path: str, why: str) -> UsageError:
+    """The one line for a file that is no results CSV: what it is, and what was expected."""
+    return UsageError("%s is not a tfbench results CSV (%s): expected the CSV a run writes "
+                      "with --csv_file, a header row naming %s, then one row per run"
+                      % (path, why, _listed(REQUIRED_COLUMNS, "and")))
+
+
+def _listed(names: Iterable[str], last: str) -> str:
+    """'a', 'a and b', 'a, b and c' (or `last` = 'or')."""
+    names = list(names)
+    return names[0] if len(names) == 1 else "%s %s %s" % (", ".join(names[:-1]), last,
+                                                          names[-1])
+
+
+def _checked_header(path: str) -> list[str]:
+    """The header row of a results CSV; UsageError (one line, no parser's text) when the file
+    is not one."""
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            header = next(csv.reader(handle), None)
+    except UnicodeDecodeError:
+        raise _not_results(path, "it is not UTF-8 text") from None
+    except csv.Error:
+        raise _not_results(path, "its first line is not a CSV row") from None
+    if not header:
+        raise _not_results(path, "it is empty")
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise _not_results(path, "its first line names no %s" % _listed(missing, "or"))
+    return header
+
+
+def _first_long_row(path: str, width: int) -> Optional[int]:
+    """The line number of the first row with more fields than the header's `width`."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.reader(handle)
+        for row in reader:
+            if len(row) > width:
+                return reader.line_num
+    return None
+
+
 def read_results(paths: Iterable[str]) -> pd.DataFrame:
     """All rows of the given CSV files, typed, with a `source_file` column."""
     frames = []
     for path in paths:
         if not os.path.isfile(path):
             raise UsageError("results file not found: %s" % path)
+        header = _checked_header(path)
         try:
             raw = pd.read_csv(path, dtype=str, keep_default_na=False)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-            raise UsageError("%s is not a readable CSV file: %s" % (path, exc)) from None
-        if not {"run_id", "status", "images_per_sec"} <= set(raw.columns):
-            raise UsageError("%s is not a tfbench results CSV (no run_id/status/images_per_sec "
-                             "columns)" % path)
+        except (pd.errors.ParserError, csv.Error, UnicodeDecodeError):
+            line = _first_long_row(path, len(header))
+            raise UsageError("%s is a tfbench results CSV with a damaged row: %s" % (
+                path, "line %d has more fields than the header" % line if line else
+                "a row does not parse as CSV")) from None
         raw["source_file"] = path
         frames.append(raw)
     if not frames:
