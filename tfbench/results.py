@@ -69,6 +69,9 @@ class RunResult:
     stopped_early: bool = False   # --stop_at_top_1_accuracy reached
     between_steps_sec: Optional[float] = None   # host time between timed steps, all repeats
     json_file: str = ""           # where its JSON manifest was written
+    # Whether this process is the run's chief (sync.is_chief): on several workers, the chief
+    # alone adds the run to the results history (tfbench launch adds its workers' rows to it).
+    chief: bool = True
     # Every other figure (monitors, memory, studies, probes, the environment's changes), each
     # under its declared name (tfbench.figures).
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)

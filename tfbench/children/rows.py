@@ -116,9 +116,11 @@ def rows_status(rows: Sequence[dict[str, str]]) -> str:
 
 
 def save_rows(rows: list[dict[str, str]], study_path: str, csv_file: Optional[str],
-              say: Callable[[str], None]) -> None:
+              say: Callable[[str], None], one_run: bool = False) -> None:
     """Appends `rows` to the study's file and, when given, to --csv_file, as a run appends its
-    row; `say` gets the one line of a file migrated to the current schema."""
+    row; `say` gets the one line of a file migrated to the current schema. `one_run`: the rows
+    are the workers of one run (a launch's hosts), the first the chief's: the history keeps
+    them as one result, under the chief's run id."""
     for path in (study_path, csv_file):
         if path:
             notice = csv_out.append_rows(path, rows)
@@ -127,7 +129,8 @@ def save_rows(rows: list[dict[str, str]], study_path: str, csv_file: Optional[st
     # The history: what a child recorded itself is already there (said only when this adds
     # something, such as the failure row of a child that wrote none, or cannot write).
     from tfbench.history import location, record
-    line = record.write(location.resolve(None), record.from_rows(rows, record.source()),
+    line = record.write(location.resolve(None),
+                        record.from_rows(rows, record.source(), one_run=one_run),
                         [study_path], quiet_when_already=True)
     if line:
         say(line)

@@ -105,9 +105,7 @@ def _history_for_children(name: str, args: Sequence[str]) -> None:
     from tfbench.history.record import SOURCE_VAR
     os.environ.setdefault(SOURCE_VAR, name)
     value = None
-    for i, arg in enumerate(args):
-        if arg == "--":
-            break
+    for i, arg in enumerate(args):   # launch's too, after its `--`: the benchmark flags
         if arg.startswith("--history="):
             value = arg.split("=", 1)[1]
         elif arg == "--history" and i + 1 < len(args):

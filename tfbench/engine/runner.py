@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from tfbench.config import data_source
 from tfbench.distribute import devices
-from tfbench.distribute import strategy as strategy_lib, strategies
+from tfbench.distribute import strategy as strategy_lib, strategies, sync
 from tfbench.engine import allreduce_run, device_checks, explain, measurements
 from tfbench.engine.base import Clock, ModeRunner, say
 from tfbench.engine.data_only import DataOnlyRunner
@@ -68,6 +68,7 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
         plan = _count_worker_replicas(p, plan, sp.strategy, res, log)
     res.variable_update = sp.variables_label
     res.num_workers, res.extra["reduction"] = sp.num_workers, sp.reduction
+    res.chief = sync.is_chief(sp.strategy)
     log.header(header(p, plan, sp))
     log.cluster_lines(sp.start_lines)
     if sp.serve is not None:   # a ps or worker task of a parameter-server cluster

@@ -5,8 +5,6 @@ line says so and gives the `tfbench history import` command that adds the result
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shlex
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -61,18 +59,15 @@ def _used_gpus(env: Mapping[str, Any], row: Mapping[str, Any]) -> list[Mapping[s
 
 def worker(row: Mapping[str, Any], env: Optional[Mapping[str, Any]]) -> Worker:
     """One worker's row with the machine's identity its environment capture gives. Its key is
-    its host and a digest of its row, so the same row recorded by its own process and again by
-    the launcher that gathered it (or an import) is one worker, not two."""
+    its host and its own run id (each worker process has one), so the same row recorded by its
+    own process and again by the launcher that gathered it (or an import) is one worker."""
     env = env or {}
     host = str(row.get("hostname") or env.get("hostname") or "")
     gpus = _used_gpus(env, row)
     gpu_model = " + ".join(dict.fromkeys(str(g.get("name")) for g in gpus if g.get("name")))
     if not gpu_model and str(row.get("device_kind") or "") == "gpu":
         gpu_model = str(row.get("device_name") or "")
-    csv_cells = {f.name: str(row[f.name]) for f in figures.CSV_FIGURES
-                 if row.get(f.name) not in (None, "")}   # what every source of the row holds
-    digest = hashlib.sha1(json.dumps(csv_cells, sort_keys=True).encode()).hexdigest()[:12]
-    return Worker(key="%s#%s" % (host, digest), row=dict(row), hostname=host,
+    return Worker(key="%s#%s" % (host, row.get("run_id") or ""), row=dict(row), hostname=host,
                   cpu_model=str((env.get("cpu") or {}).get("model") or ""),
                   gpu_model=gpu_model,
                   gpu_uuids=tuple(str(g["uuid"]) for g in gpus if g.get("uuid")))
@@ -93,19 +88,22 @@ def from_run(row: Mapping[str, str], result_extra: Mapping[str, Any],
 
 
 def from_rows(rows: Sequence[Mapping[str, str]], source: str,
-              manifests: Optional[Mapping[str, Mapping[str, Any]]] = None) -> list[Recorded]:
-    """Results from a results CSV's rows: the rows of one run id are its workers (a launch's
-    CSV holds one per host); a manifest, where one is known, gives the environment."""
+              manifests: Optional[Mapping[str, Mapping[str, Any]]] = None,
+              one_run: bool = False) -> list[Recorded]:
+    """Results from a results CSV's rows, one per run id; with `one_run`, the rows are the
+    workers of one run (a launch's hosts), the first the chief's, whose run id the result
+    takes. A manifest, where one is known, gives the environment."""
     manifests = manifests or {}
     by_run: dict[str, list[Mapping[str, str]]] = {}
     for row in rows:
         if row.get("run_id"):
-            by_run.setdefault(str(row["run_id"]), []).append(row)
+            key = str(rows[0]["run_id"]) if one_run else str(row["run_id"])
+            by_run.setdefault(key, []).append(row)
     out = []
     for run_id, run_rows in by_run.items():
         manifest = manifests.get(run_id) or {}
         env = (manifest.get("environment") or {}).get("before") or {}
-        cells = [dict(r) for r in run_rows]
+        cells = [dict(r, run_id=r["run_id"]) for r in run_rows]
         if len(cells) == 1:
             for name, value in (manifest.get("extra") or {}).items():
                 figure = figures.BY_NAME.get(name)
@@ -147,8 +145,9 @@ def write(url: Optional[str], results: Sequence[Recorded], files: Sequence[str] 
     if quiet_when_already and not added:
         return None
     if len(results) == 1:
-        verb = "added to" if added else "already in"
-        return "History: result %s %s (run %s)" % (verb, where, results[0].run_id)
+        verb = {"added": "result added to", "updated": "workers' rows added to the result in",
+                "already": "result already in"}[outcomes[0].outcome]
+        return "History: %s %s (run %s)" % (verb, where, results[0].run_id)
     return "History: %d result(s) added to %s, %d already there" % (
         added, where, len(results) - added)
 

@@ -78,12 +78,15 @@ def preflight(cfg: LaunchConfig, stderr: TextIO) -> Optional[int]:
 
 
 def save_rows(cfg: LaunchConfig, rows: list[dict[str, str]], path: str,
-               stderr: TextIO) -> None:
+               stderr: TextIO, one_run: bool = True) -> None:
     """Appends the rows to `path` and the local CSV, each recording the user's command (a
-    task's own is the launcher's, with a --csv_file on its host that no longer exists)."""
+    task's own is the launcher's, with a --csv_file on its host that no longer exists); the
+    history keeps the rows of one run (`one_run`: the tasks of one cluster) as one result, the
+    chief's (the first row)."""
     for row in rows:
         row["command"] = cfg.command or row["command"]
-    rows_lib.save_rows(rows, path, cfg.csv_file, lambda notice: print(notice, file=stderr))
+    rows_lib.save_rows(rows, path, cfg.csv_file, lambda notice: print(notice, file=stderr),
+                       one_run=one_run)
 
 
 def launch(cfg: LaunchConfig, stdout: TextIO, stderr: TextIO) -> int:

@@ -100,7 +100,8 @@ class Validation:
         self.stdout.flush()
 
     def _save(self, rows: list[dict[str, str]]) -> None:
-        save_rows(self.cfg, rows, os.path.join(self.cfg.out_dir, "rows.csv"), self.stderr)
+        save_rows(self.cfg, rows, os.path.join(self.cfg.out_dir, "rows.csv"), self.stderr,
+                  one_run=False)   # each host's own validation runs
 
     def plan(self) -> list[dict[str, Any]]:
         own = shlex.join(["validate"] + self.opts.host_args)

@@ -73,6 +73,8 @@ def add_to_history(p, result: RunResult, files: list[str]) -> Optional[str]:
     """Adds the run to the results history (tfbench.history); the console line about it."""
     from tfbench.history import location, record
     url = location.resolve(p.history)
+    if not result.chief:
+        return None   # one result per run: the chief's (docs/history.md)
     recorded = record.from_run(csv_out.row_for(result), result.extra, result.environment,
                                result.run_id, record.source())
     return record.write(url, [recorded], files)
