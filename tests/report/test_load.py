@@ -50,5 +50,10 @@ def test_a_results_csv_with_a_damaged_row_names_its_line(tmp_path):
     path.write_text("%s\n%s\n%s,extra,fields\n" % (header, row, row))
     with pytest.raises(errors.UsageError) as err:
         load.read_results([str(path)])
-    assert str(err.value) == ("%s is a tfbench results CSV with a damaged row: line 3 has more "
+    assert str(err.value) == ("%s is a tfbench results CSV that is damaged: line 3 has more "
                               "fields than the header" % path)
+    path.write_bytes(("%s\n%s\n" % (header, row)).encode() + b"\xff\xfe,\x80\n")
+    with pytest.raises(errors.UsageError) as err:
+        load.read_results([str(path)])
+    assert str(err.value) == ("%s is a tfbench results CSV that is damaged: line 3 is not "
+                              "UTF-8 text" % path)

@@ -103,9 +103,10 @@ def _listed(names: Iterable[str], last: str) -> str:
 def _checked_header(path: str) -> list[str]:
     """The header row of a results CSV; UsageError (one line, no parser's text) when the file
     is not one."""
+    with open(path, "rb") as handle:
+        first = handle.readline(1 << 20)
     try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            header = next(csv.reader(handle), None)
+        header = next(csv.reader([first.decode("utf-8-sig")]), None)
     except UnicodeDecodeError:
         raise _not_results(path, "it is not UTF-8 text") from None
     except csv.Error:
@@ -118,14 +119,24 @@ def _checked_header(path: str) -> list[str]:
     return header
 
 
-def _first_long_row(path: str, width: int) -> Optional[int]:
-    """The line number of the first row with more fields than the header's `width`."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.reader(handle)
+def _damage(path: str, width: int) -> str:
+    """What makes a results CSV with a good header unreadable: the first line that is not
+    UTF-8, or the first row with more fields than the header's `width`."""
+    with open(path, "rb") as handle:
+        lines = handle.read().splitlines(keepends=True)
+    for number, line in enumerate(lines, 1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return "line %d is not UTF-8 text" % number
+    reader = csv.reader(line.decode("utf-8-sig") for line in lines)
+    try:
         for row in reader:
             if len(row) > width:
-                return reader.line_num
-    return None
+                return "line %d has more fields than the header" % reader.line_num
+    except csv.Error:
+        return "line %d is not a CSV row" % reader.line_num
+    return "a row does not parse as CSV"
 
 
 def read_results(paths: Iterable[str]) -> pd.DataFrame:
@@ -138,10 +149,8 @@ def read_results(paths: Iterable[str]) -> pd.DataFrame:
         try:
             raw = pd.read_csv(path, dtype=str, keep_default_na=False)
         except (pd.errors.ParserError, csv.Error, UnicodeDecodeError):
-            line = _first_long_row(path, len(header))
-            raise UsageError("%s is a tfbench results CSV with a damaged row: %s" % (
-                path, "line %d has more fields than the header" % line if line else
-                "a row does not parse as CSV")) from None
+            raise UsageError("%s is a tfbench results CSV that is damaged: %s" % (
+                path, _damage(path, len(header)))) from None
         raw["source_file"] = path
         frames.append(raw)
     if not frames:
