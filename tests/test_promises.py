@@ -325,7 +325,7 @@ def test_the_docs_table_lists_the_same_codes():
     with open("%s/docs/output.md" % ROOT) as handle:
         text = handle.read()
     table = dict(re.findall(r"^\| ([0-9 /]+) \| (.+) \|$", text, re.M))
-    assert sorted(table) == ["0", "1", "130 / 143", "2", "3", "4", "5", "6", "7", "8"]
+    assert sorted(table) == ["0", "1", "130 / 143", "2", "3", "4", "5", "6", "7", "8", "9"]
     assert table["2"].startswith("usage error") and table["3"].startswith("out of memory")
     assert table["4"].startswith("NaN or Inf loss") and "SIGINT / SIGTERM" in table["130 / 143"]
     assert table["5"].startswith("distributed runtime failure")
@@ -334,3 +334,6 @@ def test_the_docs_table_lists_the_same_codes():
     assert table["7"].startswith("`tfbench validate`: a check warns and none fails")
     assert table["8"].startswith("`tfbench validate`: a check fails")
     assert (errors.EXIT_VALIDATE_WARN, errors.EXIT_VALIDATE_FAIL) == (7, 8)
+    assert table["9"].startswith("a regression: `tfbench compare --threshold_pct=P`")
+    assert "`tfbench history changes --since=...`" in table["9"]
+    assert errors.EXIT_REGRESSION == 9

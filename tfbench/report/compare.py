@@ -10,7 +10,15 @@ Noise: each side's images/sec gets an interval, from the best evidence available
   3. one row: the Step line's +/- (std / sqrt(n) of per-step speeds) x 2 around the figure,
      times num_workers (the Step line is per worker, the figure counts every worker).
 A difference is significant when the two intervals do not overlap; with no spread on either side
-the verdict is 'unknown'. The basis used is printed with each row.
+the verdict is 'unknown'. The basis used is printed with each row. The figures compared beside
+images/sec (RATIO_METRICS) get an interval from repeated rows only (no row keeps their spread),
+for the gate.
+
+The gate (`tfbench compare --threshold_pct=P`, gate()): a matched configuration fails when a
+figure of B is worse than A's by more than P percent, "worse" in the direction the figure declares
+better (Figure.better: images/sec down, latency, memory and power up), and beyond the noise: the
+verdict above says the intervals do not overlap. A figure worse by more than P whose noise is
+unknown (no spread on either side) is named apart and does not fail the gate.
 
 Each row shows the keys that identify it (IDENTITY_COLUMNS, plus every other key that varies);
 configurations not matched are listed with their keys and their own status in each file.
@@ -30,7 +38,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from tfbench import figures
-from tfbench.errors import UsageError
+from tfbench.errors import EXIT_REGRESSION, UsageError
 from tfbench.report import evaluation, load, studies, tables
 
 # The columns that identify a configuration (tfbench.figures.CONFIGURATION).
@@ -49,6 +57,9 @@ DIRECTORY_FILES = (evaluation.ROWS_FILE, "sweep.csv", "tfbench_results.csv")
 NO_ROW = "no row"
 # The figures compared beside images/sec, each in a ratio_<metric> column (titled in tables).
 RATIO_METRICS = figures.shown("compare")
+# What the gate holds B to: images/sec and each figure compared beside it that declares which way
+# is better.
+GATED = tuple(m for m in ("images_per_sec",) + tuple(RATIO_METRICS) if figures.BY_NAME[m].better)
 
 
 @dataclasses.dataclass
@@ -101,9 +112,17 @@ def _side(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         rec.update(images_per_sec=group["images_per_sec"].median(), lo=lo, hi=hi, basis=basis)
         for metric in RATIO_METRICS:   # as every report table aggregates repeated rows
             rec[metric] = group[metric].agg(figures.AGGREGATED.get(metric, "median"))
+            # Its spread: repeated rows' [min, max] (basis 1 above), the only one rows keep.
+            measured = group[metric].dropna()
+            rec[metric + "_lo"], rec[metric + "_hi"] = (
+                (measured.min(), measured.max()) if len(measured) >= 2 else (None, None))
         records.append(rec)
     return pd.DataFrame(records, columns=keys + ["images_per_sec", "lo", "hi", "basis"]
-                        + list(RATIO_METRICS))
+                        + [m + part for m in RATIO_METRICS for part in ("", "_lo", "_hi")])
+
+
+def _bound(value):
+    return None if value is None or pd.isna(value) else value
 
 
 def verdict(a: float, a_lo, a_hi, b: float, b_lo, b_hi) -> str:
@@ -150,11 +169,18 @@ def compare_frames(a: pd.DataFrame, b: pd.DataFrame,
                             r["hi_b"]),
             basis="A: %s; B: %s" % (r["basis_a"], r["basis_b"]))
         for metric in RATIO_METRICS:
-            rec["ratio_" + metric] = r[metric + "_b"] / r[metric + "_a"]
+            a_value, b_value = r[metric + "_a"], r[metric + "_b"]
+            rec["ratio_" + metric] = b_value / a_value
+            # The same verdict on the figure's own spread ('faster' = B's is above A's).
+            rec["noise_" + metric] = verdict(
+                a_value, _bound(r[metric + "_lo_a"]), _bound(r[metric + "_hi_a"]), b_value,
+                _bound(r[metric + "_lo_b"]), _bound(r[metric + "_hi_b"])) \
+                if pd.notna(a_value) and pd.notna(b_value) else ""
         rows.append(rec)
     table = pd.DataFrame(rows, columns=keys + ["a_images_per_sec", "b_images_per_sec", "ratio",
                                                "a_range", "b_range", "verdict", "basis"]
-                         + ["ratio_" + m for m in RATIO_METRICS])
+                         + ["ratio_" + m for m in RATIO_METRICS]
+                         + ["noise_" + m for m in RATIO_METRICS])
     ratio_cols = [c for c in ("ratio_" + m for m in RATIO_METRICS) if table[c].notna().any()]
     table = _with_devices(table, keys)
     # The worker split is shown in both tables when any row of either file ran multi-worker.
@@ -279,3 +305,91 @@ def render(comp: Comparison, a_path: str, b_path: str, fmt: str = "text") -> str
                  "spread from repeats, else min/max over --num_runs, else the Step line's "
                  "+/- x2 (per worker, so times the workers)\n")
     return "\n".join(parts)
+
+
+# --- the gate --------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Worse:
+    """A figure of B worse than A's by more than the gate's threshold."""
+    figure: str
+    pct: float      # how much worse, % of A's value
+    ratio: float    # B/A
+    noise: str      # the noise verdict: 'faster'/'slower' beyond the noise, else not
+
+
+def worse_pct(figure: str, ratio: float) -> float:
+    """How much worse B is than A, % of A, by the direction the figure declares better
+    (negative: B is better)."""
+    return (1.0 - ratio) * 100.0 if figures.BY_NAME[figure].better == "higher" \
+        else (ratio - 1.0) * 100.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    """The gate's verdict: each configuration (as configuration() names it) with the figures
+    worse beyond the threshold and the noise (failed), and those worse beyond the threshold
+    whose noise is unknown (unjudged), out of `matched`."""
+    threshold_pct: float
+    matched: int
+    failed: list[tuple[str, list[Worse]]]
+    unjudged: list[tuple[str, list[Worse]]]
+
+    def lines(self) -> list[str]:
+        """One line per failed configuration, one per unjudged one, then the verdict."""
+        def figures_text(found: list[Worse]) -> str:
+            return ", ".join("%s %.1f%% worse (B/A %.3f)" % (w.figure, w.pct, w.ratio)
+                             for w in found)
+        out = ["regression: %s: %s, beyond %g%% and the noise" % (
+            name, figures_text(found), self.threshold_pct) for name, found in self.failed]
+        out += ["not judged: %s: %s, but neither file has a spread of it to tell it from "
+                "noise" % (name, figures_text(found)) for name, found in self.unjudged]
+        if self.failed:
+            out.append("gate: %d of %d matched configurations worse than A by more than %g%% "
+                       "and the noise (exit %d)" % (len(self.failed), self.matched,
+                                                    self.threshold_pct, EXIT_REGRESSION))
+        else:
+            out.append("gate: no matched configuration (of %d) worse than A by more than %g%% "
+                       "and the noise" % (self.matched, self.threshold_pct))
+        return out
+
+
+def configuration(comp: Comparison, row: pd.Series) -> str:
+    """A matched row's configuration, as its identity columns name it ('model=resnet50
+    mode=training batch_size=64 devices=1')."""
+    shown = comp.columns[:comp.columns.index("a_images_per_sec")]
+    parts = []
+    for col in shown:
+        value = row.get(col)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        parts.append("%s=%s" % (col, "" if value is None or pd.isna(value) else value))
+    return " ".join(parts)
+
+
+def gate(comp: Comparison, threshold_pct: float) -> Gate:
+    """Every matched configuration held to the threshold (see the module): a figure of GATED
+    worse than A by more than `threshold_pct` and beyond the noise fails it."""
+    failed, unjudged = [], []
+    for _, row in comp.table.iterrows():
+        beyond, unknown = [], []
+        for figure in GATED:
+            if figure == "images_per_sec":
+                ratio, noise = row["ratio"], row["verdict"]
+            else:
+                ratio, noise = row["ratio_" + figure], row["noise_" + figure]
+            if pd.isna(ratio) or ratio in (float("inf"), float("-inf")):
+                continue
+            pct = worse_pct(figure, ratio)
+            if pct <= threshold_pct:
+                continue
+            found = Worse(figure, pct, float(ratio), noise)
+            if noise in ("faster", "slower"):   # no overlap: the medians' side, so worse
+                beyond.append(found)
+            elif noise.startswith("unknown"):
+                unknown.append(found)
+        if beyond:
+            failed.append((configuration(comp, row), beyond))
+        if unknown:
+            unjudged.append((configuration(comp, row), unknown))
+    return Gate(threshold_pct, len(comp.table), failed, unjudged)
