@@ -73,6 +73,37 @@ def test_the_first_cpu_reading_has_no_interval_and_is_discarded():
     assert s["process_cpu_pct_mean"] == pytest.approx(140.0)
 
 
+def test_the_first_system_reading_of_each_thread_is_discarded():
+    """psutil keeps cpu_percent's origin per thread (5.9.6 on): the sampler thread's first tick
+    after start()'s reading in the main thread reads a meaningless 0.0, which a report plotted
+    as the host CPU line's 0% start."""
+    import threading
+
+    class PerThread(FakePsutil):
+        def __init__(self):
+            super().__init__(system=[], process=itertools.repeat(40.0),
+                             rss=itertools.repeat(1 << 30))
+            self.origins = set()
+
+        def cpu_percent(self, interval=None):
+            first = threading.get_ident() not in self.origins
+            self.origins.add(threading.get_ident())
+            return 0.0 if first else 75.0
+
+    counter = itertools.count()
+    mon = HostMonitor(interval_sec=0, psutil_module=PerThread(),
+                      clock=lambda: float(next(counter)))
+    mon.start()
+    sampler = threading.Thread(target=lambda: [mon._take(None) for _ in range(2)])
+    sampler.start()
+    sampler.join()
+    mon.mark_steady()
+    mon.stop()
+    assert [(s["phase"], s["cpu_util_pct"], s["proc_cpu_pct"]) for s in mon.samples()] == [
+        ("start", None, None), ("warmup", None, 40.0), ("warmup", 75.0, 40.0),
+        ("steady_start", 75.0, 40.0), ("end", 75.0, 40.0)]
+
+
 def test_cpu_mean_weights_each_reading_by_the_time_it_covers():
     """A reading taken just after another (a window boundary) covers a few ms and reads 0% or
     100% by psutil's tick granularity; weighted by its interval it cannot move the mean."""

@@ -29,8 +29,10 @@ def study_csv(tmp_path):
     path = write_csv(tmp_path / "results.csv", rs)
     runs = tmp_path / "runs"
     runs.mkdir()
+    phases = ["steady_start"] + ["steady"] * 4 + ["steady_end"]
     manifest = {**rs[0].to_dict(), "extra": {"samples": [
-        {"t": 1000.0 + i * 0.5, "temp_c": 40.0 + i, "power_w": 200.0} for i in range(6)]}}
+        {"t": 1000.0 + i * 0.5, "phase": phases[i], "temp_c": 40.0 + i, "power_w": 200.0}
+        for i in range(6)]}}
     (runs / (rs[0].run_id + ".json")).write_text(json.dumps(manifest))
     return path, rs
 
@@ -106,11 +108,11 @@ def test_plot_axes_are_labelled_with_units(tmp_path, study_csv):
     row = df[df["run_id"] == rs[0].run_id].iloc[0]
     fig = plots.timeseries_plot(manifest, row, str(tmp_path / "t.png"))
     ax, temp_ax = fig.axes
-    assert ax.get_xlabel() == "Time since the first step (s)"
+    assert ax.get_xlabel() == "Time since the timed steps started (s)"
     assert temp_ax.get_ylabel() == "GPU temperature (°C)"
-    assert "throughput and temperature over the run" in ax.get_title()
+    assert "throughput and temperature over the timed steps" in ax.get_title()
     x, y = ax.lines[0].get_data()
-    assert len(x) == 6 and y[-1] == pytest.approx(64 / 0.072)
+    assert len(x) == 4 and y[-1] == pytest.approx(64 / 0.072)   # the timed steps, no warm-up
 
 
 def test_json_dir_found_next_to_csv_or_given(tmp_path, study_csv):

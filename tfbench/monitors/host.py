@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable
 
@@ -20,6 +21,7 @@ class HostMonitor(Monitor):
         self._psutil = psutil_module
         self._process = None
         self._first = True
+        self._threads: set[int] = set()   # threads whose system-wide origin psutil has set
         if self._psutil is None:
             try:
                 import psutil
@@ -36,11 +38,16 @@ class HostMonitor(Monitor):
     def _read(self) -> list[dict]:
         system = self._psutil.cpu_percent(interval=None)
         process = self._process.cpu_percent(interval=None)
+        # psutil's percentages cover the time since the previous call: the first call only
+        # sets the origin and returns a meaningless 0.0, so it is no reading. The process's
+        # origin is the Process object's; the system-wide one is each thread's (psutil 5.9.6
+        # on), so the sampler thread's first tick after start()'s reading reads 0.0 too.
         if self._first:
-            # psutil's percentages cover the time since the previous call: the first call only
-            # sets the origin and returns a meaningless 0.0, so it is no reading.
             self._first = False
-            system = process = None
+            process = None
+        if threading.get_ident() not in self._threads:
+            self._threads.add(threading.get_ident())
+            system = None
         return [{
             "cpu_util_pct": system,
             "proc_cpu_pct": process,

@@ -195,54 +195,78 @@ def precision_plot(group: pd.DataFrame, path: str) -> Figure:
     return _save(fig, path)
 
 
-def _sample_list(samples) -> list[dict]:
-    """Monitor samples as one list: the manifest may hold a list or {monitor name: list}."""
+def _monitor_lists(samples) -> list[list[dict]]:
+    """Each monitor's samples: the manifest holds a list (one monitor) or {name: list}."""
     if isinstance(samples, dict):
-        return [s for v in samples.values() if isinstance(v, list) for s in v]
-    return list(samples or [])
+        return [v for v in samples.values() if isinstance(v, list)]
+    return [list(samples or [])]
+
+
+# A monitor's phases inside the timed window (tfbench.monitors.base): from mark_steady()'s sample
+# to pause()'s, and again from each resume().
+_TIMED_PHASES = ("steady_start", "steady", "steady_end", "steady_resume")
+
+
+def _timed_window(samples: list[dict]) -> list[tuple[float, dict]]:
+    """(seconds of timed steps before it, sample) for one monitor's samples inside the timed
+    window: 0 at the window's start, the pauses between windows (evaluations, cooldowns between
+    repeats) left out, so they line up with the steps' cumulative times. A new measurement
+    (a later steady_start) starts over, as the monitors' figures do; warm-up, the model build
+    before it and what runs after the last step are outside."""
+    out: list[tuple[float, dict]] = []
+    origin = paused_at = None
+    for s in samples:
+        if not isinstance(s, dict) or s.get("t") is None:
+            continue
+        t, phase = float(s["t"]), s.get("phase")
+        if phase == "steady_start":
+            out, origin, paused_at = [], t, None
+        elif origin is None or phase not in _TIMED_PHASES:
+            continue
+        elif phase == "steady_resume" and paused_at is not None:
+            origin += t - paused_at
+            paused_at = None
+        out.append((t - origin, s))
+        if phase == "steady_end":
+            paused_at = t
+    return out
 
 
 def _series(samples, key: str) -> dict[object, tuple[np.ndarray, np.ndarray]]:
-    """{gpu index (None if unstated): (t, values)} for samples carrying `key`. t is seconds since
-    the monitor started; absolute (epoch) times are made relative to the first sample."""
+    """{gpu index (None if unstated): (t, values)} for the samples carrying `key` inside the
+    timed window, t in seconds of timed steps (_timed_window)."""
     by_gpu: dict[object, list[tuple[float, float]]] = {}
-    for s in _sample_list(samples):
-        if isinstance(s, dict) and s.get("t") is not None and s.get(key) is not None:
-            by_gpu.setdefault(s.get("gpu"), []).append((float(s["t"]), float(s[key])))
-    if not by_gpu:
-        return {}
-    t0 = min(t for pts in by_gpu.values() for t, _ in pts)
-    shift = t0 if t0 > 1e6 else 0.0
-    return {gpu: (np.array([t for t, _ in pts]) - shift, np.array([v for _, v in pts]))
+    for timed in map(_timed_window, _monitor_lists(samples)):
+        for t, s in timed:
+            if s.get(key) is not None:
+                by_gpu.setdefault(s.get("gpu"), []).append((t, float(s[key])))
+    return {gpu: (np.array([t for t, _ in pts]), np.array([v for _, v in pts]))
             for gpu, pts in sorted(by_gpu.items(), key=lambda kv: str(kv[0]))}
 
 
 def timeseries_plot(manifest: dict, row, path: str) -> Optional[Figure]:
-    """Per-step throughput over the run (warm-up shaded) and GPU temperature (right axis).
+    """Per-step throughput over the timed steps and, on the right axis, GPU temperature (else
+    the host's CPU utilisation) over the same window.
 
-    Uses the manifest's warmup_times/step_times, step_line_batch and extra.samples (a list, or
-    {monitor: list}, of {t, temp_c, gpu, ...}); missing series are left out. The monitor's t
-    (seconds since it started) and the steps' cumulative time both start at about the run's
-    start, so the two curves line up to within the monitor's start-up. None when there are no
-    step times.
+    Uses the manifest's step_times, step_line_batch and extra.samples (a list, or
+    {monitor: list}, of {t, phase, temp_c, gpu, ...}); missing series are left out. Only the
+    timed window is drawn: warm-up, the model build before it and what runs after the last step
+    (FLOP counting, a final checkpoint) are left out, and the monitors' samples are placed on
+    the steps' clock (_timed_window). None when there are no step times.
     """
     steps = [float(x) for x in (manifest.get("step_times") or []) if x]
-    warm = [float(x) for x in (manifest.get("warmup_times") or []) if x]
     if not steps:
         return None
     # Each step's images/sec as the Step lines count it (step_images_per_sec: the images one
     # Step line counts, this worker's); a manifest without step_line_batch: every worker's.
     batch = int(manifest.get("step_line_batch") or row.get("global_batch_size")
                 or manifest.get("global_batch_size") or 0) or int(row.get("batch_size") or 1)
-    times = np.array(warm + steps)
-    ends = np.cumsum(times)
+    times = np.array(steps)
     fig = _figure()
     ax = fig.add_subplot(1, 1, 1)
-    ax.plot(ends, batch / times, "-", color=_THROUGHPUT_COLOR, linewidth=1,
+    ax.plot(np.cumsum(times), batch / times, "-", color=_THROUGHPUT_COLOR, linewidth=1,
             label="images/sec per step")
-    if warm:
-        ax.axvspan(0, ends[len(warm) - 1], color="gray", alpha=0.15, label="warm-up")
-    ax.set_xlabel("Time since the first step (s)")
+    ax.set_xlabel("Time since the timed steps started (s)")
     ax.set_ylabel("Throughput (images/sec)", color=_THROUGHPUT_COLOR)
     ax.set_ylim(bottom=0)
     samples = (manifest.get("extra") or {}).get("samples") or []
@@ -266,7 +290,7 @@ def timeseries_plot(manifest: dict, row, path: str) -> Optional[Figure]:
         what, note = "throughput", ", no temperature samples"
     ax.legend(loc="lower right")
     ax.grid(True, alpha=0.3)
-    ax.set_title("%s on %s: %s over the run\n%s, run %s%s"
+    ax.set_title("%s on %s: %s over the timed steps\n%s, run %s%s"
                  % (row.get("model"), device_label(row), what, context(row),
                     row.get("run_id"), note), fontsize=11)
     return _save(fig, path)
