@@ -8,7 +8,7 @@ import keras
 import pytest
 import tensorflow as tf
 
-from tfbench.distribute import strategies, strategy as strategy_lib
+from tfbench.distribute import packing, strategies, strategy as strategy_lib
 from tfbench.engine import steps
 from tfbench.distribute.devices import DeviceSet
 from tfbench.errors import UsageError
@@ -221,8 +221,11 @@ class _CapturedStrategy:
     """Stands in for MultiWorkerMirroredStrategy: keeps what tfbench passes to it."""
 
     def __init__(self, cluster_resolver=None, communication_options=None):
+        import types
         self.cluster_resolver = cluster_resolver
         self.communication_options = communication_options
+        # TensorFlow's reduction of the compute devices' values, which packing wraps.
+        self.extended = types.SimpleNamespace(_cross_device_ops="CollectiveAllReduce")
 
 
 @pytest.fixture
@@ -322,20 +325,24 @@ class _MultiWorkerOnTwoGpus(tf.distribute.MultiWorkerMirroredStrategy):
         import types
         self._extended = types.SimpleNamespace(
             _communication_options=communication_options, _num_replicas_in_sync=4,
+            _cross_device_ops="CollectiveAllReduce",
             worker_devices=("/job:worker/replica:0/task:0/device:GPU:0",
                             "/job:worker/replica:0/task:0/device:GPU:1"))
 
 
+PACKS = "gradients as computed, packs of 25 MiB"
+
+
 @pytest.mark.parametrize("flags, compiled, reduction, notice", [
     ({"xla": True}, True,
-     "collective all-reduce (nccl (the GPU default)) over 2 workers, inside XLA", None),
+     "collective all-reduce (nccl (the GPU default)) over 2 workers, inside XLA; " + PACKS, None),
     ({"xla": True, "all_reduce_spec": "collective"}, True,
-     "collective all-reduce (auto) over 2 workers, inside XLA", None),
+     "collective all-reduce (auto) over 2 workers, inside XLA; " + PACKS, None),
     ({"xla": True, "all_reduce_spec": "ring"}, False,
-     "collective all-reduce (ring) over 2 workers",
+     "collective all-reduce (ring) over 2 workers; " + PACKS,
      FORWARD_BACKWARD_ONLY + "XLA does not compile the RING collectives --all_reduce_spec asks "
                              "for (nccl and collective it does)"),
-    ({}, False, "collective all-reduce (nccl (the GPU default)) over 2 workers", None),
+    ({}, False, "collective all-reduce (nccl (the GPU default)) over 2 workers; " + PACKS, None),
 ])
 def test_a_multi_worker_strategy_says_what_xla_compiles_as_its_step_does(
         monkeypatch, flags, compiled, reduction, notice):
@@ -365,3 +372,22 @@ def test_the_step_asks_the_strategys_function_with_its_xla_setting(monkeypatch):
         steps.Steps(model, None, one, steps.StepConfig(
             num_label_classes=3, weight_decay=0.0, jit_compile=jit)).forward_step()
     assert asked == [(one, True), (one, False)]
+
+
+@pytest.mark.parametrize("plan, flags, transfer", [
+    (GPU2, {}, packing.Transfer(None, 0, packing.PACK_BYTES)),
+    (GPU2, {"use_fp16": True, "gradient_repacking": 3},
+     packing.Transfer("float16", 3, packing.PACK_BYTES)),
+    (GPU2, {"all_reduce_spec": "nccl#2"}, packing.Transfer(None, 2, packing.PACK_BYTES)),
+    (CPU1, {}, packing.Transfer(None, 0, 0)),
+])
+def test_multi_worker_gradients_travel_as_on_one_host(captured_multi_worker, plan, flags,
+                                                      transfer):
+    """MultiWorkerMirroredStrategy's reduction of the compute devices' values, on both of its
+    paths (merge calls and each replica's XLA step), is wrapped in the packing a single-host
+    run installs: the transfer dtype, --gradient_repacking or the spec's `#N`, packs of 25 MiB
+    on GPUs and each gradient alone on CPUs. Without it TensorFlow all-reduces every gradient
+    in one collective after the backward pass (gpu_path/test_graph_audit.py shows the graph)."""
+    ops = captured_multi_worker(plan, **flags).extended._cross_device_ops  # noqa: SLF001
+    assert isinstance(ops, packing.PackedAllReduce)
+    assert (ops.inner, ops.transfer) == ("CollectiveAllReduce", transfer)

@@ -124,7 +124,7 @@ def test_tfbench_allreduce_probes_the_collective_of_two_workers(tmp_path):
     for out in outs:
         lines = out.splitlines()
         assert "All-reduce probe: 2 ranks (2 workers); collective all-reduce (auto) over 2 " \
-               "workers" in lines
+               "workers; gradients as computed, each gradient alone" in lines
         rows = {line.split("  ")[0].strip(): line.split() for line in lines
                 if line.startswith(("trivial gradients", "1 KiB", "4 KiB"))}
         assert sorted(rows) == ["1 KiB", "4 KiB", "trivial gradients"]

@@ -10,12 +10,20 @@ devices answering as GPUs (tests/support/graph_audit_checks.py, benchmarks/graph
 - with --xla the update sits inside the XLA cluster: each replica's whole step on several GPUs,
   and the whole step on one GPU when the batch comes from an iterator (real data); where XLA
   compiles forward and backward only (dynamic loss scaling; RING collectives, as on virtual
-  GPUs) the all-reduce runs outside with the algorithm asked for, and a notice says why.
+  GPUs) the all-reduce runs outside with the algorithm asked for, and a notice says why;
+- each gradient reduction waits for its own gradients only, so the packs that do not hold the
+  backward pass's last gradient overlap it: on every path of one host, and under
+  MultiWorkerMirroredStrategy on two localhost workers (graph_audit_workers.py), which packs
+  as one host does.
 """
+
+import json
+import os
 
 import pytest
 
-from helpers import run_check_script
+import zygote
+from helpers import SUPPORT, free_ports, run_check_script
 
 pytestmark = pytest.mark.slow
 
@@ -148,3 +156,50 @@ def test_the_parameter_server_sums_each_gradient_as_soon_as_it_exists(audit, con
     assert len(got["waits_for"]) == 8
     assert all(w[2] == 2 and w[3] == 2 and w[4] == 16 for w in got["waits_for"])
     assert sum(sum(flags) for flags in got["waiting"].values()) == 1
+
+
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory):
+    """Two localhost workers, each tracing its step (tests/support/graph_audit_workers.py)."""
+    hosts = ",".join("127.0.0.1:%d" % port for port in free_ports(2))
+    env = dict({k: v for k, v in os.environ.items() if k != "TF_CONFIG"},
+               TF_CPP_MIN_LOG_LEVEL="2")
+    cwd = tmp_path_factory.mktemp("graph_audit_workers")
+    script = os.path.join(SUPPORT, "graph_audit_workers.py")
+    procs = [zygote.start([str(i), hosts], cwd, env, script=script) for i in range(2)]
+    outs = []
+    try:
+        for proc in procs:
+            outs.append(proc.communicate(timeout=180)[0])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    results = []
+    for proc, out in zip(procs, outs):
+        lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+        assert proc.returncode == 0 and lines, "\n=====\n".join(o[-2500:] for o in outs)
+        results.append(json.loads(lines[-1][len("RESULT "):]))
+    return results
+
+
+def test_multi_worker_gradients_go_in_packs_not_one_collective(workers):
+    """Six gradients (trivial's at 8 px), all-reduced by the strategy a run of two workers
+    builds: one CollectiveReduceV2 each, as on one host's CPU devices (each gradient alone),
+    not one over all 53,452 elements (MultiWorkerMirroredStrategy's own default,
+    bytes_per_pack 0); the same where XLA compiles each replica's step (no merge calls)."""
+    each = sorted([192, 1, 4096, 4096, 45056, 11])
+    for got in workers:
+        assert got["six"] == {"collectives": 6, "elements": each}
+        assert got["six_without_merge_calls"] == {"collectives": 6, "elements": each}
+
+
+def test_multi_worker_packs_overlap_the_backward_pass(workers):
+    """audit_convs' step on each worker: its 8 gradients each alone (the run's flags), only the
+    first convolution's waits for the backward pass's last gradient; each collective also
+    waits for those before it (TensorFlow's collectives run in a chain)."""
+    for got in workers:
+        overlap = got["overlap"]
+        assert overlap["reduction"].endswith("; gradients as computed, each gradient alone")
+        assert overlap["waiting"] == {"CPU:0": [False] * 7 + [True]}
+        assert [w[2:] for w in overlap["waits_for"]] == [[1, k, 8] for k in range(1, 9)]

@@ -117,11 +117,13 @@ LEGACY_FLAGS: tuple[FlagSpec, ...] = (
     _g("enum", "network_topology", "dgx1", "Topology for hierarchical copy.",
        enum_values=("dgx1", "gcp_v100")),
     _k("int", "gradient_repacking", 0,
-       "replicated: all-reduce the gradients in N packs of about equal bytes, in the order the "
-       "backward pass makes them; 0 = packs of 25 MiB.", lower_bound=0),
+       "replicated and multi-host collective_all_reduce: all-reduce the gradients in N packs "
+       "of about equal bytes, in the order the backward pass makes them; 0 = packs of 25 MiB "
+       "on GPUs, each gradient alone on CPUs.", lower_bound=0),
     _k("bool", "compact_gradient_transfer", True,
-       "replicated: all-reduce fp16 runs' gradients in fp16 (bf16 runs' in bf16 where --xla "
-       "compiles the all-reduce on GPUs), cast back after."),
+       "replicated and multi-host collective_all_reduce: all-reduce fp16 runs' gradients in "
+       "fp16 (bf16 runs' in bf16 where --xla compiles the all-reduce on GPUs), cast back "
+       "after."),
     _g("enum", "variable_consistency", "strong", "Variable consistency.",
        enum_values=("strong", "relaxed")),
     _k("bool", "datasets_repeat_cached_sample", False,

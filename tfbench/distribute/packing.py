@@ -28,6 +28,8 @@ from typing import Optional
 
 import tensorflow as tf
 from tensorflow.python.distribute import collective_util
+from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib
+from tensorflow.python.distribute import distribute_utils
 from tensorflow.python.distribute import values as tf_values
 from tensorflow.python.util import nest
 
@@ -187,7 +189,11 @@ class PackedAllReduce(tf.distribute.CrossDeviceOps):
     def batch_reduce_implementation(self, reduce_op, value_destination_pairs, options):
         """A batch all-reduce in packs (merge calls: the step outside XLA)."""
         values = [v for v, _ in value_destination_pairs]
-        all_reduce = all(d is v for v, d in value_destination_pairs)
+        # An all-reduce: every value goes back to its own devices (CollectiveAllReduce's test).
+        # CrossDeviceOps.batch_reduce has made one device's tensor (a worker of one GPU under
+        # MultiWorkerMirroredStrategy) a PerReplica whose destination is its device's name.
+        all_reduce = cross_device_ops_lib._all_devices_match(  # noqa: SLF001
+            value_destination_pairs, self._canonicalize_devices)
         if not all_reduce or not all(isinstance(v, tf_values.PerReplica) for v in values):
             return self.inner.batch_reduce_implementation(reduce_op, value_destination_pairs,
                                                           options)
@@ -207,11 +213,15 @@ class PackedAllReduce(tf.distribute.CrossDeviceOps):
                                           options.merge(_ONE_PER_PACK))
         out: list[list] = [[None] * len(per_device) for _ in values]
         for pack, result in zip(packs, reduced):
-            for d, (tensors, component) in enumerate(zip(per_device, result.values)):
+            components = result.values if isinstance(result, tf_values.DistributedValues) \
+                else (result,)   # one device's, unwrapped
+            for d, (tensors, component) in enumerate(zip(per_device, components)):
                 with tf.device(component.device):
                     for i, part in zip(pack, _unpack(component, list(tensors), pack)):
                         out[i][d] = part
-        return [tf_values.Mirrored(parts) for parts in out]
+        # As CollectiveAllReduce returns them: one device's value unwrapped.
+        return [distribute_utils.regroup(tuple(parts), wrap_class=tf_values.Mirrored)
+                for parts in out]
 
     def _all_reduce(self, reduce_op, value, replica_id, options):
         """One replica's all-reduce in packs (no merge calls: each replica's step compiled by
@@ -230,7 +240,7 @@ class PackedAllReduce(tf.distribute.CrossDeviceOps):
         return nest.pack_sequence_as(value, out)
 
 
-def install(strategy: tf.distribute.MirroredStrategy, transfer: Transfer,
+def install(strategy: tf.distribute.Strategy, transfer: Transfer,
             compiled_replicas: bool) -> None:
     """Gradients of `strategy`'s replicas travel as `transfer` says.
 
@@ -238,9 +248,19 @@ def install(strategy: tf.distribute.MirroredStrategy, transfer: Transfer,
     calls, and with `extended._collective_ops` (a CollectiveAllReduce) when each replica's step
     is compiled by XLA on GPUs (compiled_replicas); there it warns when the other one is not a
     CollectiveAllReduce, so only the reduction that runs is wrapped.
+
+    MultiWorkerMirroredStrategy reduces the compute devices' values with
+    `extended._cross_device_ops` on both paths (CollectiveAllReduceExtended._get_cross_device_ops
+    for merge calls, _replica_ctx_all_reduce inside XLA; TF 2.17 to 2.21). Its own packing,
+    CommunicationOptions.bytes_per_pack, would not do: the XLA path hands CollectiveAllReduce
+    the caller's options, not the strategy's, so bytes_per_pack 0 there puts every gradient in
+    one collective (cross_device_utils.group_by_size), and the transfer dtype has no option.
     """
     extended = strategy.extended
-    if compiled_replicas:
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        extended._cross_device_ops = PackedAllReduce(extended._cross_device_ops,  # noqa: SLF001
+                                                     transfer)
+    elif compiled_replicas:
         extended._collective_ops = PackedAllReduce(extended._collective_ops,  # noqa: SLF001
                                                    transfer)
     else:

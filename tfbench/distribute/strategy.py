@@ -12,9 +12,9 @@
                              and in packs (packing.py; on CPU devices each alone unless asked)
   independent                MirroredStrategy whose gradient all-reduce is the identity: every
                              replica updates its own copy of the variables with its own gradient
-  collective_all_reduce,     MultiWorkerMirroredStrategy over --worker_hosts or TF_CONFIG
-  distributed_all_reduce,
-  distributed_replicated
+  collective_all_reduce,     MultiWorkerMirroredStrategy over --worker_hosts or TF_CONFIG;
+  distributed_all_reduce,    gradients travel as under replicated (packing.py: the transfer
+  distributed_replicated     dtype, packs), so the first packs overlap the backward pass
   parameter_server /         ParameterServerStrategy + ClusterCoordinator when --ps_hosts (or
   distributed_replicated     TF_CONFIG "ps") is given; ps and worker tasks serve
   horovod                    one device per process, gradients averaged with horovod.tensorflow
@@ -381,12 +381,16 @@ def _multi_host(p, device_set: DeviceSet, cl: cluster_lib.Cluster) -> BuiltStrat
             cluster_resolver=resolver, communication_options=options),
         cl, timeout, "waiting for all workers to join")
     peers.restore_sigterm_handler()
-    # Words only: the step decides the same way what XLA compiles (no packing here).
-    inside = ", inside XLA" if _replica_steps_compiled(p, strategy, notices) else ""
+    compiled = _replica_steps_compiled(p, strategy, notices)
+    # Packs as on one host (the transfer dtype, --gradient_repacking, the `#N` of the spec), so
+    # the first packs are all-reduced while the backward pass makes the rest.
+    transfer = packing.transfer_for(p, spec_packs(p.all_reduce_spec), compiled, device_set.kind)
+    packing.install(strategy, transfer, compiled)
     return BuiltStrategy(strategy, vu, p.all_reduce_spec, vu in ALL_REDUCE_VALUES,
                          num_workers=cl.num_workers, notices=tuple(notices), job_name=job_name,
                          start_lines=("Starting worker %d" % cl.worker_rank,), cluster=cl,
-                         reduction="collective all-reduce (%s) over %d workers%s"
-                         % (impl_label, cl.num_workers, inside))
+                         reduction="collective all-reduce (%s) over %d workers%s; gradients %s"
+                         % (impl_label, cl.num_workers, ", inside XLA" if compiled else "",
+                            transfer.label()))
 
 
