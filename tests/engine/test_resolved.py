@@ -11,6 +11,7 @@ from tfbench.engine import base, train
 from tfbench.engine.resolved import resolve
 from tfbench.engine.runlog import SilentLog
 from tfbench.config.params import make_params
+from tfbench.errors import UsageError
 from tfbench.results import RunResult
 
 PS_CLUSTER = {"ps_hosts": "127.0.0.1:7001", "worker_hosts": "127.0.0.1:7002,127.0.0.1:7003",
@@ -181,3 +182,69 @@ def test_what_resolving_read_is_kept_once_in_the_facts():
     assert {name: getattr(moved, name) for name in changed} == changed
     assert (moved.batch_size, moved.global_batch, moved.notices) == (4, 4, r.notices)
     assert not set(changed) & {f.name for f in dataclasses.fields(Resolved)}
+
+
+@pytest.mark.parametrize("data_name", ["", "imagenet", "cifar10", "folder"])
+def test_a_missing_data_dir_is_refused_with_or_without_data_name(tmp_path, data_name):
+    # Without --data_name it was refused at once; with one, only once the pipeline was built,
+    # after the header: it is refused here, before the header, in the same line.
+    missing = tmp_path / "imagenet"
+    with pytest.raises(UsageError) as err:
+        resolve(make_params({"device": "cpu", "model": "trivial", "data_dir": str(missing),
+                             "data_name": data_name}))
+    assert str(err.value) == "--data_dir=%s does not exist or is not a directory" % missing
+
+
+def _empty_images(root, counts):
+    """A folder dataset of empty *.png files (resolving counts names, reads no pixels):
+    `counts` maps a class directory (under a split directory or not) to its images."""
+    for class_dir, n in counts.items():
+        for i in range(n):
+            path = root / class_dir / ("%d.png" % i)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"")
+    return root
+
+
+def test_folder_data_says_what_it_found(tmp_path):
+    plots = _empty_images(tmp_path / "report", {"plots": 9})
+    flags = {"device": "cpu", "model": "trivial", "data_dir": str(plots)}
+    plan = resolve(make_params(dict(flags, batch_size=4)))
+    found = "Found 9 images in 1 class (plots) in %s" % plots
+    assert [n for n in plan.notices if n.startswith("Found")] == [found]
+    assert (plan.train_examples, plan.num_epochs) == (9, 100 * 4 / 9)
+    many = _empty_images(tmp_path / "many", {"c%d" % i: 1 for i in range(7)})
+    plan = resolve(make_params(dict(flags, batch_size=1, data_dir=str(many))))
+    assert "Found 7 images in 7 classes (c0, c1, c2, c3, c4, ...) in %s" % many in plan.notices
+
+
+def test_counted_data_smaller_than_one_global_batch_is_refused(tmp_path):
+    plots = _empty_images(tmp_path / "report", {"plots": 9})
+    flags = {"device": "cpu", "model": "trivial", "data_dir": str(plots)}
+    for more, batch in [({"batch_size": 32}, 32), ({"batch_size": 5, "num_gpus": 2}, 10),
+                        ({"batch_size": 3, "accum_steps": 4}, 12)]:
+        with pytest.raises(UsageError) as err:
+            resolve(make_params(dict(flags, **more)))
+        assert str(err.value) == (
+            "--data_dir holds too few images for one global batch of %d: found 9 images in 1 "
+            "class (plots) in %s (is it the dataset you meant? a smaller --batch_size runs it)"
+            % (batch, plots))
+    assert resolve(make_params(dict(flags, batch_size=9))).global_batch == 9
+    # An evaluation reads the validation split, in batches of every device's eval batch.
+    split = _empty_images(tmp_path / "split", {"train/a": 4, "train/b": 4, "validation/a": 1,
+                                               "validation/b": 1})
+    evaluating = dict(flags, data_dir=str(split), batch_size=2,
+                      eval_during_training_every_n_steps=2)
+    plan = resolve(make_params(evaluating))
+    assert [n for n in plan.notices if n.startswith("Found")] == [
+        "Found 8 images in 2 classes (a, b) in %s" % (split / "train"),
+        "Found 2 images in 2 classes (a, b) in %s" % (split / "validation")]
+    with pytest.raises(UsageError, match="too few images for one global evaluation batch of 4: "
+                                         "found 2 images in 2 classes"):
+        resolve(make_params(dict(evaluating, eval_batch_size=4)))
+    # The legacy sizes of ImageNet and CIFAR-10 are not counted: nothing said, nothing refused.
+    (tmp_path / "tfrecords" / "train-00000-of-00001").parent.mkdir()
+    (tmp_path / "tfrecords" / "train-00000-of-00001").write_bytes(b"x")
+    plan = resolve(make_params(dict(flags, batch_size=4096,
+                                    data_dir=str(tmp_path / "tfrecords"))))
+    assert not [n for n in plan.notices if n.startswith("Found")]

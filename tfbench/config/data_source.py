@@ -62,10 +62,16 @@ def _looks_like_folder_split(directory: str) -> bool:
         return any(e.is_dir() and _has_images(e.path) for e in entries)
 
 
-def guess_data_name(data_dir: str) -> str:
-    """The dataset in `data_dir` from its contents, else (legacy rule) from its name."""
+def check_data_dir(data_dir: str) -> None:
+    """UsageError when --data_dir is no directory: refused before the run says anything of
+    it (its header), whether --data_name is given or guessed."""
     if not os.path.isdir(data_dir):
         raise UsageError("--data_dir=%s does not exist or is not a directory" % data_dir)
+
+
+def guess_data_name(data_dir: str) -> str:
+    """The dataset in `data_dir` from its contents, else (legacy rule) from its name."""
+    check_data_dir(data_dir)
     if glob.glob(tfrecord_pattern(data_dir, True)) or glob.glob(tfrecord_pattern(data_dir, False)):
         return IMAGENET
     if any(os.path.exists(os.path.join(data_dir, f))
@@ -86,9 +92,13 @@ def guess_data_name(data_dir: str) -> str:
 
 def resolve_data_name(params, default: str = IMAGENET) -> str:
     """imagenet, cifar10, folder or tfds:NAME: --data_name, else guessed from --data_dir, else
-    `default` (synthetic data: the model's dataset)."""
+    `default` (synthetic data: the model's dataset). A --data_dir that is no directory is
+    refused either way (tfds says how to prepare its dataset there itself)."""
     if params.data_name:
-        return _check_name(params.data_name)
+        name = _check_name(params.data_name)
+        if is_real_data(params) and not name.startswith(TFDS_PREFIX):
+            check_data_dir(params.data_dir)
+        return name
     if not is_real_data(params):
         return default
     return guess_data_name(params.data_dir)

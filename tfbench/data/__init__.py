@@ -29,6 +29,8 @@ The runner's interface:
       (each shard offsets it by its index, so shards shuffle and augment differently).
       Missing or empty data raises UsageError naming what was expected, before anything runs.
   num_examples(params, dataset_name, train) -> int      examples per epoch of the split
+  split_size(params, dataset_name, train) -> SplitSize  the same, and what tfds and folders
+      found by counting (`9 images in 1 class (plots) in DIR`; '' for the legacy constants)
   (the header's `Dataset:` value, the CSV's `data_source` and is_real_data are
   tfbench.config.data_source's describe, data_source_label and is_real_data)
 
@@ -66,6 +68,7 @@ _EXPORTS = {
     "arrival_intervals": "diagnose", "input_bound_verdict": "diagnose",
     "input_settings_line": "diagnose",
     "make_dataset": "factory", "Shard": "sharding", "num_examples": "factory",
+    "split_size": "factory", "SplitSize": "factory",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import tensorflow as tf
 
 from tfbench.config import data_source as sources
@@ -50,17 +52,31 @@ def make_dataset(params, *, dataset_name: str, image_size: int, batch_size: int,
                           seed=seed)
 
 
-def num_examples(params, dataset_name: str, train: bool) -> int:
+@dataclasses.dataclass(frozen=True)
+class SplitSize:
+    """The examples per epoch of one split, and what the data's own count found."""
+    num_examples: int
+    # '' for the legacy constants; tfds and folders: `9 images in 1 class (plots) in DIR`.
+    found: str = ""
+
+
+def split_size(params, dataset_name: str, train: bool) -> SplitSize:
     """Examples per epoch of the train (or validation) split.
 
     ImageNet and cifar10 use the legacy constants (1,281,167 / 50,000 and 50,000 / 10,000)
-    whatever the files hold, as the legacy script does; tfds and folders count their data.
+    whatever the files hold, as the legacy script does; tfds and folders count their data, and
+    say what they found.
     """
     name = sources.resolve_data_name(params, default=dataset_name)
     if not sources.is_real_data(params) and name not in (IMAGENET, CIFAR10):
         name = dataset_name
     if name in (IMAGENET, CIFAR10):
-        return (NUM_TRAIN_EXAMPLES if train else NUM_EVAL_EXAMPLES)[name]
+        return SplitSize((NUM_TRAIN_EXAMPLES if train else NUM_EVAL_EXAMPLES)[name])
     if name == sources.FOLDER:
-        return folder.num_examples(params.data_dir, train)
-    return tfds_reader.num_examples(sources.tfds_name(name), params.data_dir, train)
+        return SplitSize(*folder.found(params.data_dir, train))
+    return SplitSize(*tfds_reader.found(sources.tfds_name(name), params.data_dir, train))
+
+
+def num_examples(params, dataset_name: str, train: bool) -> int:
+    """Examples per epoch of the train (or validation) split (split_size)."""
+    return split_size(params, dataset_name, train).num_examples

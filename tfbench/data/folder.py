@@ -68,6 +68,21 @@ def num_examples(data_dir: str, train: bool) -> int:
     return len(list_images(data_dir, train)[0])
 
 
+def found(data_dir: str, train: bool) -> tuple[int, str]:
+    """(images, what was found) of one split: `9 images in 1 class (plots) in DIR`, the
+    classes named up to five."""
+    paths, _, classes = list_images(data_dir, train)
+    shown = ", ".join(classes[:5]) + (", ..." if len(classes) > 5 else "")
+    return len(paths), "%s in %s (%s) in %s" % (
+        _count(len(paths), "image"), _count(len(classes), "class"), shown,
+        split_root(data_dir, train))
+
+
+def _count(n: int, noun: str) -> str:
+    """'1 image', '1,281,167 images', '2 classes'."""
+    return "{:,} {}".format(n, noun if n == 1 else noun + ("es" if noun.endswith("s") else "s"))
+
+
 def source(params, *, image_size: int, train: bool, seed, dataset_name: str,
            shard: sharding.Shard = sharding.WHOLE) -> pipeline.Source:
     paths, labels, classes = list_images(params.data_dir, train)

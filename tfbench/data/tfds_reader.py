@@ -90,8 +90,17 @@ def num_classes(builder) -> int:
 
 
 def num_examples(name: str, data_dir: str, train: bool) -> int:
+    return found(name, data_dir, train)[0]
+
+
+def found(name: str, data_dir: str, train: bool) -> tuple[int, str]:
+    """(examples, what was found) of one split: `60,000 examples in the train split of tfds
+    mnist in DIR`."""
     builder = load_builder(name, data_dir)
-    return int(builder.info.splits[split_name(builder, train)].num_examples)
+    split = split_name(builder, train)
+    count = int(builder.info.splits[split].num_examples)
+    return count, "{:,} example{} in the {} split of tfds {} in {}".format(
+        count, "" if count == 1 else "s", split, name, data_dir)
 
 
 def source(params, *, name: str, image_size: int, train: bool, seed, dataset_name: str,

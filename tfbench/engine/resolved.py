@@ -48,6 +48,10 @@ class Facts:
     # and cifar10, the data's own count for folders and tfds.
     train_examples: int                   # 0 in eval mode
     eval_examples: Optional[int]          # when the run evaluates
+    # What counting folder or tfds data found, per split read (data.SplitSize.found; '' for
+    # the constants): said before the header, and named when a split is smaller than a batch.
+    train_found: str = ""
+    eval_found: str = ""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -146,10 +150,9 @@ def read_facts(p) -> Facts:
     if (p.data_only or p.diagnose_input) and not real:
         raise UsageError("--%s needs real data: give --data_dir (and not --use_synthetic_data)"
                          % ("data_only" if p.data_only else "diagnose_input"))
-    dataset = p.data_name if p.data_name in (datasets.IMAGENET, datasets.CIFAR10) else None
-    if real and dataset is None:
-        guessed = data_source.resolve_data_name(p)
-        dataset = guessed if guessed in (datasets.IMAGENET, datasets.CIFAR10) else None
+    # Real data is named (and a --data_dir that is not there refused) before the header.
+    name = data_source.resolve_data_name(p) if real else p.data_name
+    dataset = name if name in (datasets.IMAGENET, datasets.CIFAR10) else None
     spec = catalog.get(p.model, dataset)
     notices: list[str] = []
     if p.use_synthetic_data and p.data_dir:
@@ -180,15 +183,20 @@ def read_facts(p) -> Facts:
         p.eval_during_training_every_n_steps or p.eval_during_training_every_n_epochs
         or p.eval_during_training_at_specified_steps
         or p.eval_during_training_at_specified_epochs)
-    # Synthetic data counts the model dataset's legacy epoch (data.num_examples).
-    train_examples = data.num_examples(p, spec.dataset, train=True) if mode != EVAL else 0
-    eval_examples = None
-    if mode == EVAL or train_and_eval:
-        eval_examples = data.num_examples(p, spec.dataset, train=False)
+    # Synthetic data counts the model dataset's legacy epoch (data.split_size).
+    none = data.SplitSize(0)
+    train = data.split_size(p, spec.dataset, train=True) if mode != EVAL else none
+    evaluated = data.split_size(p, spec.dataset, train=False) \
+        if mode == EVAL or train_and_eval else None
+    # One line per split counted (a folder of flat layout is both splits: one line).
+    notices.extend("Found " + found for found in dict.fromkeys(
+        (train.found, evaluated.found if evaluated else "")) if found)
     return Facts(spec=spec, device=device_set, precision=precision,
                  image_size=p.image_size or spec.image_size, mode=mode,
                  train_and_eval=train_and_eval, real_data=real, notices=tuple(notices),
-                 train_examples=train_examples, eval_examples=eval_examples)
+                 train_examples=train.num_examples,
+                 eval_examples=evaluated.num_examples if evaluated else None,
+                 train_found=train.found, eval_found=evaluated.found if evaluated else "")
 
 
 def resolve(p, replicas_per_worker: Optional[int] = None,
@@ -220,6 +228,7 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
     eval_global_batch = eval_batch * replicas * num_workers
     if eval_examples is not None:
         num_eval_batches = eval_batches(p, eval_global_batch, eval_examples)
+    _check_enough_data(f, global_batch, eval_global_batch)
     if mode == EVAL:
         num_batches = num_eval_batches
         num_epochs = num_batches * global_batch / eval_examples
@@ -261,6 +270,19 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
         iterations_per_step=iterations_per_step,
         images_per_iteration=global_batch // iterations_per_step,
         input_threads=input_threads, input_threads_origin=input_threads_origin)
+
+
+def _check_enough_data(f: Facts, global_batch: int, eval_global_batch: int) -> None:
+    """Refuses (UsageError) counted data with fewer examples than one step's batch of every
+    device and worker: each step would repeat images, and a --data_dir that is not the dataset
+    meant (a folder of plots) would be benchmarked. The legacy constants are not counted."""
+    for found, count, batch, what in (
+            (f.train_found, f.train_examples, global_batch, "global batch"),
+            (f.eval_found, f.eval_examples, eval_global_batch, "global evaluation batch")):
+        if found and count < batch:
+            raise UsageError("--data_dir holds too few images for one %s of %d: found %s "
+                             "(is it the dataset you meant? a smaller --batch_size runs it)"
+                             % (what, batch, found))
 
 
 def _serving_facts(p, device_kind: str) -> list[str]:
