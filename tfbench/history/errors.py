@@ -5,7 +5,8 @@ from __future__ import annotations
 
 # (text the SQLite or PostgreSQL driver's message holds, lower case) -> what it means.
 _CAUSES = (
-    ("database is locked", "another process held it locked for over a minute"),
+    ("database is locked", "another process held it locked for over %g s"),
+    ("lock timeout", "another process held it locked for over %g s"),
     ("readonly database", "the file is read-only for this user"),
     ("read-only", "the file is read-only for this user"),
     ("permission denied", "this user may not write there"),
@@ -15,7 +16,7 @@ _CAUSES = (
     ("unable to open database file", "the file cannot be opened or created"),
     ("file is not a database", "the file is not a SQLite database"),
     ("database disk image is malformed", "the SQLite file is damaged"),
-    ("connection refused", "the server refused the connection (is it running?)"),
+    ("connection refused", "the server refused the connection: is it running?"),
     ("could not translate host name", "the server's host name is unknown"),
     ("name or service not known", "the server's host name is unknown"),
     ("timeout expired", "the server did not answer within 10 s"),
@@ -32,8 +33,12 @@ def why(exc: BaseException) -> str:
     if isinstance(exc, ModuleNotFoundError):
         return ("the %s module is not installed: pip install 'tfbench[postgresql]'"
                 % (exc.name or "database driver"))
+    if isinstance(exc, OSError) and exc.strerror:   # the SQLite file's directory (engine_for)
+        return "its directory cannot be created (%s%s)" % (
+            "%s: " % exc.filename if exc.filename else "", exc.strerror.lower())
+    from tfbench.history.store import LOCK_WAIT_S
     text = str(exc).lower()
     for needle, meaning in _CAUSES:
         if needle in text:
-            return meaning
+            return meaning % LOCK_WAIT_S if "%g" in meaning else meaning
     return "the database refused the write"

@@ -30,8 +30,11 @@ def facts(env: Optional[Mapping[str, Any]]) -> dict[str, str]:
     Keras, container, kernel, CPU, tfbench and its commit), the host left out (it is the
     machine's identity, not a fact that changes under it)."""
     from tfbench.report.evaluation_env import key_values
-    return {k: v for k, v in key_values(dict(env or {})).items()
-            if v not in (None, "") and k != "Host"}
+    env = dict(env or {})
+    # No NVML reading at all (a CSV row without its manifest) says nothing about the GPUs;
+    # key_values would read it as 'none', a change against every run that has one.
+    unknown = {"Host"} | (set() if "nvidia" in env else {"GPUs on the host (NVML)"})
+    return {k: v for k, v in key_values(env).items() if v not in (None, "") and k not in unknown}
 
 
 def _used_gpus(env: Mapping[str, Any], row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -134,7 +137,7 @@ def write(url: Optional[str], results: Sequence[Recorded], files: Sequence[str] 
         from tfbench.history.store import Store
         store = Store(url)
         try:
-            outcomes = [store.add(r) for r in results]
+            outcomes = store.add_many(results)
         finally:
             store.close()
     except Exception as exc:  # noqa: BLE001 - the run's results are safe in its CSV and manifest
@@ -152,6 +155,11 @@ def write(url: Optional[str], results: Sequence[Recorded], files: Sequence[str] 
         added, where, len(results) - added)
 
 
+def validation_id(meta: Mapping[str, Any]) -> str:
+    """A validation's identity in the history: its host and start time (validate.json's)."""
+    return "%s@%s" % (meta.get("host") or "", meta.get("started") or "")
+
+
 def write_validation(url: Optional[str], meta: Mapping[str, Any],
                      checks: Sequence[Mapping[str, Any]], json_path: str) -> Optional[str]:
     """Adds a validation's verdict rows (its training runs added themselves); the console
@@ -160,7 +168,7 @@ def write_validation(url: Optional[str], meta: Mapping[str, Any],
         return None
     from tfbench.history import location
     where = location.describe(url)
-    identity = "%s@%s" % (meta.get("host") or "", meta.get("started") or "")
+    identity = validation_id(meta)
     try:
         from tfbench.history.store import Store
         store = Store(url)

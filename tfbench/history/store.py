@@ -27,6 +27,8 @@ VALIDATION_FIELDS = ("host", "subject", "check", "status", "reason", "figure", "
                      "value", "expected")
 # How long a writer waits for another's lock before the store counts as locked.
 LOCK_WAIT_S = 60.0
+# Results added in one transaction (Store.add_many).
+BATCH = 500
 
 
 class HistoryError(Exception):
@@ -43,6 +45,11 @@ class Added:
     there) or 'already' (the same rows were there)."""
     run_id: str
     outcome: str
+
+
+def _lock_key(run_id: str) -> int:
+    """A run id as a PostgreSQL advisory lock key (a signed 64-bit integer)."""
+    return int.from_bytes(hashlib.sha1(run_id.encode()).digest()[:8], "big", signed=True)
 
 
 def _now() -> str:
@@ -74,8 +81,9 @@ def engine_for(url: str) -> sa.Engine:
         sa.event.listen(engine, "connect", _sqlite_connect)
         sa.event.listen(engine, "begin", _sqlite_begin)
         return engine
-    return sa.create_engine(url, poolclass=sa.pool.NullPool,
-                            connect_args={"connect_timeout": 10})
+    # A writer waits LOCK_WAIT_S for another's lock (the run id's advisory lock) at most.
+    return sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args={
+        "connect_timeout": 10, "options": "-c lock_timeout=%d" % int(LOCK_WAIT_S * 1000)})
 
 
 class Store:
@@ -90,6 +98,11 @@ class Store:
     # --- schema -------------------------------------------------------------------------
     def _open(self) -> None:
         with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                # Processes opening a new store at once would each create its tables (SQLite
+                # serialises them at BEGIN IMMEDIATE).
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"),
+                             {"k": _lock_key("tfbench history schema")})
             schema.metadata.create_all(conn, checkfirst=True)
             found = conn.execute(sa.select(schema.meta.c.value).where(
                 schema.meta.c.key == "store_version")).scalar()
@@ -126,50 +139,85 @@ class Store:
 
     # --- writing ------------------------------------------------------------------------
     def _insert_ignoring_duplicates(self, conn, table: sa.Table, rows: list[dict],
-                                    keys: list[str]) -> int:
+                                    keys: list[str]) -> list[tuple]:
+        """Inserts the rows a unique key does not already hold; returns the keys of those
+        inserted (RETURNING: rowcount is -1 on some drivers). Many rows are one executemany,
+        which SQLAlchemy sends as multi-row INSERTs within each database's parameter limit."""
         if not rows:
-            return 0
+            return []
         if conn.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert
-        # The rows RETURNING gives are the ones inserted (rowcount is -1 on some drivers).
-        done = conn.execute(insert(table).values(rows).on_conflict_do_nothing(
-            index_elements=keys).returning(table.c[keys[0]]))
-        return len(done.fetchall())
+        statement = insert(table).on_conflict_do_nothing(index_elements=keys).returning(
+            *[table.c[k] for k in keys])
+        return [tuple(r) for r in conn.execute(statement, rows)]
 
     def add(self, result: "Recorded") -> Added:
         """Adds one result (all its workers' rows, or one worker's of a run whose other workers
         add theirs): idempotent by run id and worker."""
-        with self.engine.begin() as conn:
-            if conn.dialect.name == "postgresql":
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"),
-                             {"k": result.run_id})
-            new_workers = self._insert_ignoring_duplicates(
-                conn, schema.result_workers, [w.as_row(result.run_id) for w in result.workers],
-                ["run_id", "worker"])
-            self._insert_ignoring_duplicates(
-                conn, schema.environment,
-                [{"run_id": result.run_id, "fact": k, "value": v}
-                 for k, v in result.environment.items() if v not in (None, "")],
-                ["run_id", "fact"])
-            exists = conn.execute(sa.select(schema.results.c.id).where(
-                schema.results.c.run_id == result.run_id)).scalar()
-            if exists is not None and not new_workers:
-                return Added(result.run_id, "already")
-            rows = [json.loads(r) for r in conn.execute(
-                sa.select(schema.result_workers.c.row_json)
-                .where(schema.result_workers.c.run_id == result.run_id)
-                .order_by(schema.result_workers.c.worker)).scalars()]
-            workers = conn.execute(sa.select(schema.result_workers).where(
-                schema.result_workers.c.run_id == result.run_id)).mappings().all()
-            values = result.summary(rows, workers)
-            if exists is None:
-                conn.execute(schema.results.insert().values(**values))
-                return Added(result.run_id, "added")
-            conn.execute(schema.results.update().where(
-                schema.results.c.id == exists).values(**values))
-            return Added(result.run_id, "updated")
+        return self.add_many([result])[0]
+
+    def add_many(self, results: Sequence["Recorded"]) -> list[Added]:
+        """Adds results as add() does, BATCH to a transaction (an import's rows cost a few
+        statements per batch, not a transaction each; the write lock is never held for long).
+        A run id given twice goes in a later transaction than its first."""
+        outcomes: list[Optional[Added]] = [None] * len(results)
+        pending = list(range(len(results)))
+        while pending:
+            batch, later, seen = [], [], set()
+            for i in pending:
+                run_id = results[i].run_id
+                (later if run_id in seen or len(batch) >= BATCH else batch).append(i)
+                seen.add(run_id)
+            with self.engine.begin() as conn:
+                done = self._add_batch(conn, [results[i] for i in batch])
+            for i, added in zip(batch, done):
+                outcomes[i] = added
+            pending = later
+        return [o for o in outcomes if o is not None]
+
+    def _add_batch(self, conn, batch: Sequence["Recorded"]) -> list[Added]:
+        """Adds results of distinct run ids in the transaction of `conn`."""
+        run_ids = [r.run_id for r in batch]
+        if conn.dialect.name == "postgresql":
+            # The workers of one run, added by several processes at once, combine into one
+            # result: one writer at a time per run id, locks taken in one order (no deadlock).
+            for key in sorted({_lock_key(k) for k in run_ids}):
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+        grown = {run_id for run_id, _ in self._insert_ignoring_duplicates(
+            conn, schema.result_workers, [w.as_row(r.run_id) for r in batch for w in r.workers],
+            ["run_id", "worker"])}
+        self._insert_ignoring_duplicates(
+            conn, schema.environment,
+            [{"run_id": r.run_id, "fact": k, "value": v}
+             for r in batch for k, v in r.environment.items() if v not in (None, "")],
+            ["run_id", "fact"])
+        results = schema.results.c
+        existing = dict(conn.execute(sa.select(results.run_id, results.id)
+                                     .where(results.run_id.in_(run_ids))).all())
+        todo = [r for r in batch if r.run_id not in existing or r.run_id in grown]
+        workers: dict[str, list[Mapping[str, Any]]] = {}
+        if todo:
+            stored = schema.result_workers
+            for w in conn.execute(sa.select(stored)
+                                  .where(stored.c.run_id.in_([r.run_id for r in todo]))
+                                  .order_by(stored.c.run_id, stored.c.worker)).mappings():
+                workers.setdefault(w["run_id"], []).append(w)
+        inserts, outcome = [], {}
+        for r in todo:
+            stored_rows = workers.get(r.run_id, [])
+            values = r.summary([json.loads(w["row_json"]) for w in stored_rows], stored_rows)
+            if r.run_id in existing:
+                conn.execute(schema.results.update().where(
+                    results.id == existing[r.run_id]).values(**values))
+                outcome[r.run_id] = "updated"
+            else:
+                inserts.append(values)
+                outcome[r.run_id] = "added"
+        if inserts:
+            conn.execute(schema.results.insert(), inserts)
+        return [Added(r.run_id, outcome.get(r.run_id, "already")) for r in batch]
 
     def add_validation(self, validation_id: str, started: str, level: str,
                        checks: Sequence[Mapping[str, Any]]) -> Added:
@@ -183,17 +231,20 @@ class Store:
         return Added(validation_id, "added" if added else "already")
 
     # --- reading ------------------------------------------------------------------------
-    def frame(self, where: Optional[Any] = None):
+    def frame(self, where: Optional[Any] = None, columns: Optional[Sequence[str]] = None):
         """Every result (pandas DataFrame, one row per result, oldest first), optionally
-        filtered by a SQLAlchemy condition on `results`."""
+        filtered by a SQLAlchemy condition on `results` and limited to some of its columns
+        (reading every figure of 100,000 results takes seconds; a few columns, a fraction)."""
         import pandas as pd
-        query = sa.select(schema.results)
+        table = schema.results
+        names = list(columns) if columns is not None else [c.name for c in table.columns]
+        query = sa.select(*[table.c[n] for n in names])
         if where is not None:
             query = query.where(where)
-        query = query.order_by(schema.results.c.timestamp, schema.results.c.id)
+        query = query.order_by(table.c.timestamp, table.c.id)
         with self.engine.connect() as conn:
-            return pd.DataFrame(conn.execute(query).mappings().all(),
-                                columns=[c.name for c in schema.results.columns])
+            # Tuples, not mappings: a third of the time on a wide table.
+            return pd.DataFrame.from_records(conn.execute(query).fetchall(), columns=names)
 
     def environment(self, run_ids: Optional[Iterable[str]] = None) -> dict[str, dict[str, str]]:
         """run_id -> {fact: value}."""
@@ -266,6 +317,8 @@ class Recorded:
     def summary(self, rows: list[dict], workers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """The `results` row from every stored worker row: combined as the figure table
         declares, typed; the series and configuration keys; the machine's identity."""
+        # The chief's row first (its run id is the result's): combine takes its figures.
+        rows = sorted(rows, key=lambda r: str(r.get("run_id")) != self.run_id)
         combined = combine(rows)
         values = {name: _typed(name, combined.get(name)) for name, _ in schema.figure_columns()}
         values["run_id"] = self.run_id
@@ -301,5 +354,3 @@ def _missing(value: Any) -> bool:
         return value is None or bool(value != value)
     except (TypeError, ValueError):
         return False
-        # The chief's row first (its run id is the result's): combine takes its figures.
-        rows = sorted(rows, key=lambda r: str(r.get("run_id")) != self.run_id)
