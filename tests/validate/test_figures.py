@@ -1,9 +1,11 @@
 """The figures judged without a baseline (tfbench.validate.figures.published): images/sec
 against a published band computed by hand, the scaling efficiency against its least, and the
-stability rule that makes an unstable figure a WARN, never a PASS."""
+stability rule that makes an unstable figure a WARN, never a PASS; with --baseline=history
+(with_history), the history's level judged by the baseline file's rules."""
 
 import pytest
 
+from tfbench.history import location, record, store
 from tfbench.validate import figures
 
 V100 = {"model": "resnet50", "mode": "training", "precision": "fp32", "batch_size": 192,
@@ -60,3 +62,135 @@ def test_scaling_efficiency_against_its_least():
         == "ok"
     assert "efficiency_pct" not in _judge({"efficiency_pct": [100.0]},
                                               dict(V100, num_devices=1))
+
+
+# --- --baseline=history: the history's level, judged by the baseline file's rules -------------
+
+H100 = "NVIDIA H100 80GB HBM3"
+H100_KEY = {"model": "resnet50", "mode": "training", "precision": "fp16", "batch_size": 64,
+            "num_devices": 1, "device_kind": "gpu", "device_name": H100}
+
+
+def _row(run_id, host, ips=None, day=0, **cells):
+    """A results row of H100_KEY's configuration (but for `cells`) run on `host`."""
+    row = {"run_id": run_id, "status": "ok", "model": "resnet50", "mode": "training",
+           "precision": "fp16", "batch_size": "64", "global_batch_size": "64",
+           "image_size": "224", "num_devices": "1", "device_kind": "gpu", "device_name": H100,
+           "hostname": host, "timestamp": "2026-03-%02dT10:00:00+00:00" % (day + 1)}
+    if ips is not None:
+        row["images_per_sec"] = repr(float(ips))
+    row.update(cells)
+    return row
+
+
+@pytest.fixture
+def history(tmp_path):
+    s = store.Store(location.url_for(str(tmp_path / "history.sqlite")))
+    yield s
+    s.close()
+
+
+def _add(history, host, values, **cells):
+    for day, value in enumerate(values):
+        rows = [_row("%s-%d" % (host, day), host, value, day, **cells)]
+        for result in record.from_rows(rows, "run"):
+            history.add(result)
+
+
+def _measured(host, figs, run_id="now"):
+    return figures.Measured(host, H100_KEY, figs, rows=[_row(run_id, host)])
+
+
+def _by_history(history, host, figs, said=None, tolerance=5.0, least=None):
+    judge = figures.with_history(history, tolerance, least,
+                                 say=(said.append if said is not None else lambda t: None))
+    return {r.check: r for r in judge(_measured(host, figs))}
+
+
+@pytest.mark.slow   # 5 results committed to SQLite and a baseline file read: about 1 s
+def test_history_this_host_s_level_is_judged_as_a_baseline_file_judges(history, tmp_path):
+    # This host's series holds 1000 images/sec: a run at 900 is 10% below; the limit is
+    # 0.95 x 1000 = 950, as a baseline file holding 1000 sets it.
+    _add(history, "node-1", [1000.0] * 5)
+    row = _by_history(history, "node-1", {"images_per_sec": [900.0]})["images_per_sec"]
+    assert (row.status, row.reason, row.value) == ("FAIL", "below_baseline", 900.0)
+    assert row.expected == pytest.approx(950.0)
+    assert row.figure == "900 images/sec (one run), 10.0% below"
+    assert row.expectation == ("(95% of 1000 in the history (this host's level: the median of "
+                               "its current segment, 5 runs))").join([">= 950 ", ""])
+    # The same verdict as the baseline file's rules give against a file holding 1000.
+    from tfbench.output import csv_out
+    from tfbench.validate import baseline as baseline_lib
+    path = str(tmp_path / "base.csv")
+    csv_out.append_rows(path, [dict(_row("b", "node-1", 1000.0), schema_version="9")])
+    [filed] = baseline_lib.judge({"images_per_sec": [900.0]}, baseline_lib.load_baseline(path),
+                                 run=figures.run_key(H100_KEY), host="node-1")
+    assert (filed.status, filed.reason, filed.figure, filed.value, filed.expected) == (
+        row.status, row.reason, row.figure, row.value, row.expected)
+    assert _by_history(history, "node-1", {"images_per_sec": [960.0]})[
+        "images_per_sec"].status == "PASS"
+
+
+@pytest.mark.slow   # 4 results committed to SQLite, the fleet read: about half a second
+def test_history_a_host_without_its_own_gets_the_fleet_median(history):
+    # Other hosts' latest: 1000, 1100, 1200 -> 1100; the limit 0.95 x 1100 = 1045.
+    _add(history, "node-2", [1000.0])
+    _add(history, "node-3", [900.0, 1100.0])
+    _add(history, "node-4", [1200.0])
+    said = []
+    row = _by_history(history, "new-node", {"images_per_sec": [1000.0]}, said)[
+        "images_per_sec"]
+    assert (row.status, row.reason) == ("FAIL", "below_baseline")
+    assert row.expected == pytest.approx(1045.0)
+    assert "(95% of 1100 in the history (the fleet's median: 3 hosts' latest on " \
+           "NVIDIA H100 80GB HBM3))" in row.expectation
+    assert said == []
+
+
+def test_history_with_neither_says_so_in_one_line_and_judges_as_without(history):
+    _add(history, "node-1", [5000.0], num_devices="8")    # another configuration
+    said = []
+    m = {"images_per_sec": [900.0], "efficiency_pct": [70.0]}
+    got = _by_history(history, "node-1", m, said)
+    # The published rule's rows (no published figure at batch 64 on one H100 in fp16 is a
+    # SKIP; a one-device run has no efficiency row).
+    expected = {r.check: r for r in figures.published(5.0)(figures.Measured(
+        "node-1", H100_KEY, m))}
+    assert got == expected
+    assert said == ["tfbench validate: --baseline=history: the history at %s holds no level "
+                    "of resnet50 fp16 batch 64 on 1x H100 80GB SXM, neither this host's "
+                    "(node-1) nor another host's: judged as without a baseline"
+                    % history.where()]
+
+
+def test_history_judges_what_it_has_and_the_rest_as_without(history):
+    # images/sec against the history; the scaling efficiency, which the history does not keep,
+    # against the least on GPUs (80%).
+    _add(history, "node-1", [1000.0] * 3, num_devices="2", global_batch_size="128")
+    judge = figures.with_history(history, 5.0)
+    rows = judge(figures.Measured("node-1", dict(H100_KEY, num_devices=2),
+                                  {"images_per_sec": [990.0], "efficiency_pct": [70.0]},
+                                  rows=[_row("now", "node-1", num_devices="2",
+                                             global_batch_size="128")]))
+    assert [(r.check, r.status, r.reason) for r in rows] == [
+        ("images_per_sec", "PASS", "ok"), ("efficiency_pct", "FAIL", "efficiency_low")]
+    assert rows[0].expected == pytest.approx(950.0) and rows[1].expected == 80.0
+
+
+def test_history_that_cannot_be_read_says_why_and_judges_as_without():
+    import sqlalchemy
+
+    class Locked:
+        def where(self):
+            return "/shared/history.sqlite"
+
+        def frame(self, where=None):
+            raise sqlalchemy.exc.OperationalError("SELECT", {}, Exception("database is locked"))
+    said = []
+    judge = figures.with_history(Locked(), 5.0, say=said.append)
+    rows = judge(_measured("node-1", {"images_per_sec": [900.0]}))
+    assert [(r.check, r.status, r.reason) for r in rows] == [
+        ("images_per_sec", "SKIP", "no_expectation")]
+    assert said == ["tfbench validate: --baseline=history: the history at "
+                    "/shared/history.sqlite cannot be read (another process held it locked for "
+                    "over 60 s); judged as without a baseline"]

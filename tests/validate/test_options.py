@@ -38,6 +38,8 @@ def test_validate_options_and_benchmark_flags_mix_and_every_host_gets_the_option
     (["--level=long", "--soak_minutes=0"], "--soak_minutes=0: give minutes > 0"),
     (["--step_timeout_sec=0"], "--step_timeout_sec=0: give seconds above 0"),
     (["--baseline=/no/such.json"], "--baseline=/no/such.json: no such file"),
+    (["--baseline=history"], "--baseline=history is one host's: run tfbench validate "
+                             "--baseline=history on each host"),
     (["--out_dir=x"], "validate --out_dir=x: over several hosts the results go to tfbench "
                       "launch's --out_dir (before --)"),
     (["--host_timeout_secs=0"], "--host_timeout_secs=0: give seconds above 0"),

@@ -311,3 +311,45 @@ def test_a_baseline_of_another_model_is_refused_before_anything_runs(tmp_path):
     assert str(caught.value).startswith("--baseline=%s is trivial fp32" % base)
     assert "this validation runs resnet20 fp32" in str(caught.value)
     assert not (tmp_path / "w").exists()
+
+
+def test_the_history_is_the_baseline_of_this_host(tmp_path):
+    """--baseline=history: this host's series in the history (--history, the children's store)
+    at 1000 images/sec judges a run at 900 as a baseline file of 1000 would: below the
+    hand-computed limit 0.95 x 1000 = 950, below_baseline FAIL, exit 8. A history without the
+    configuration says so in one line and judges against the published range."""
+    from tfbench.children import rows as rows_lib
+    from tfbench.history import location, record, store
+    history = str(tmp_path / "history.sqlite")
+    first = _script(tmp_path, train=[{"device_checks": clean_devices(), "images_per_sec": 900.0}],
+                    allreduce={"probe": {"ranks": 2, "timings": []}})
+    # An empty history: one line, then the figures judged as without a baseline (a SKIP on
+    # CPU devices).
+    code, data, out, err = _validate(tmp_path, first, "--baseline=history",
+                                     "--history=%s" % history)
+    assert code == 0, out + err
+    assert "holds no level of trivial fp32" in err and err.count("--baseline=history") == 1
+    (row,) = _rows(data, check="images_per_sec")
+    assert (row["status"], row["reason"]) == ("SKIP", "no_expectation")
+    assert data["baseline"] == "history"
+    assert "against the baseline in the history at %s" % history in out
+    # This host's earlier runs of the same configuration: the run's own row, re-dated.
+    [child] = rows_lib.read_rows(str(tmp_path / "v" / "children.csv"))
+    s = store.Store(location.url_for(history))
+    try:
+        for day in range(5):
+            earlier = dict(child, run_id="earlier-%d" % day, images_per_sec="1000.0",
+                           timestamp="2026-01-0%dT00:00:00+00:00" % (day + 1))
+            for result in record.from_rows([earlier], "run"):
+                s.add(result)
+    finally:
+        s.close()
+    second = tmp_path / "second"
+    second.mkdir()
+    code, data, out, err = _validate(second, first, "--baseline=history",
+                                     "--history=%s" % history)
+    (row,) = _rows(data, check="images_per_sec")
+    assert (row["status"], row["reason"]) == ("FAIL", "below_baseline"), out + err
+    assert row["expected"] == pytest.approx(950.0) and row["value"] == 900.0
+    assert "this host's level: the median of its current segment, 5 runs" in row["expectation"]
+    assert code == 8 and "--baseline=history" not in err

@@ -1,7 +1,7 @@
 """`tfbench validate`: is every GPU of this host healthy, and which one is not; the
 command-line layer over tfbench.validate (plan, runner, result, console).
 
-    tfbench validate [--level=quick|standard|long] [--tolerance_pct=5] [--baseline=FILE]
+    tfbench validate [--level=quick|standard|long] [--tolerance_pct=5] [--baseline=FILE|history]
                      [--min_efficiency_pct=80] [--soak_minutes=30] [--out_dir=DIR]
                      [benchmark flags: --model, --num_gpus, --batch_size, --precision, ...]
 
@@ -17,7 +17,7 @@ import argparse
 import datetime
 import os
 import sys
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from tfbench import errors
 from tfbench.children.process import DEFAULT_CHILD
@@ -47,12 +47,20 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _judge(args: argparse.Namespace, flags: Sequence[str], host: plan_lib.Host
-           ) -> figures.FigureJudge:
+def _judge(args: argparse.Namespace, flags: Sequence[str], host: plan_lib.Host,
+           say: Callable[[str], None]) -> tuple[figures.FigureJudge, Optional[str]]:
+    """(the judge of the figures, the baseline as the plan names it)."""
     if not args.baseline:
-        return figures.published(args.tolerance_pct, args.min_efficiency_pct)
+        return figures.published(args.tolerance_pct, args.min_efficiency_pct), None
+    if args.baseline == figures.HISTORY:
+        from tfbench.history import baseline as history_baseline
+        # The store the children add to (their --history), opened now: nothing runs when it
+        # cannot be.
+        store = history_baseline.open_store(params_of_flags(flags).history)
+        return figures.with_history(store, args.tolerance_pct, args.min_efficiency_pct, say), \
+            "in the history at %s (this host's level, else the fleet's median)" % store.where()
     return figures.with_baseline(args.baseline, plan_lib.run_key(flags, host),
-                                 args.tolerance_pct)
+                                 args.tolerance_pct), args.baseline
 
 
 def _gpus(first: int = 0, nvml_module: Any = None
@@ -82,16 +90,18 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
     (count, why), name = gpus if gpus is not None else _gpus(_first_gpu(flags))
     every, added = plan_lib.benchmark_flags(args.level, flags, count)
     host, notice = plan_lib.host_for(every, (count, why), name)
-    judge = _judge(args, every, host)
+    stderr = stderr or sys.stderr
+
+    def say(text: str) -> None:
+        print(text, file=stderr)
+    judge, against = _judge(args, every, host, say)
     out_dir = args.out_dir or "tfbench_validate_" + datetime.datetime.now(
         datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     plan = plan_lib.build(args.level, every, host, out_dir, child_cmd, health_cmd,
-                          args.soak_minutes, added, args.baseline)
+                          args.soak_minutes, added, against)
     options = Options(args.tolerance_pct, args.min_efficiency_pct, args.baseline,
                       args.csv_file or None, args.step_timeout_sec)
-    stderr = stderr or sys.stderr
-    validation = Validation(plan, out_dir, options, judge, stdout,
-                            say=lambda text: print(text, file=stderr))
+    validation = Validation(plan, out_dir, options, judge, stdout, say=say)
     return args, validation, notice
 
 

@@ -9,6 +9,10 @@ with_baseline(path, run_key, tolerance_pct), which reads the file when the valid
 (tfbench.validate.baseline: a UsageError for a file that is not a tfbench result or of another
 model, precision, batch or GPU model: nothing runs) and returns the FigureJudge that compares
 each figure's median with the baseline's (baseline.judge; the efficiency's split in its text).
+With --baseline=history the judge is with_history(store, ...): each figure the history keeps
+(images/sec, the all-reduce's busbw) against this host's accepted level of the configuration, or
+the fleet's median for a host without one (tfbench.history.baseline), by the same rules
+(baseline.judge); what the history has no level of is judged as without a baseline.
 The figures' names and definitions are tfbench.validate.run_figures' FIGURES.
 
 Either way a figure whose repeats spread beyond the project's stability rule
@@ -25,11 +29,12 @@ from typing import Any, Callable, Optional, Sequence
 from tfbench.measure import expected_range, stats
 from tfbench.measure.health_verdicts import FAIL, PASS, SKIP, WARN
 from tfbench.validate import baseline as baseline_lib
-from tfbench.validate.run_figures import RunKey
+from tfbench.validate.run_figures import FIGURES, RunKey
 from tfbench.validate.verdicts import Check
 
 # The figures' names (each a list, one value per repeat): run_figures.FIGURES'.
 IMAGES_PER_SEC = "images_per_sec"       # total images/sec of a training child
+HISTORY = "history"                     # --baseline=history: the results history's level
 EFFICIENCY_PCT = "efficiency_pct"       # --explain_scaling's scaling efficiency, %
 DEFAULT_MIN_EFFICIENCY_PCT = 80.0
 
@@ -38,12 +43,15 @@ DEFAULT_MIN_EFFICIENCY_PCT = 80.0
 class Measured:
     """What the validation measured: `key` (model, mode, precision, batch_size per device,
     num_devices, device_kind, device_name, xla, variable_update: the first training child's),
-    `figures` (name -> one value per repeat that measured it) and `splits` (per value of
-    efficiency_pct, where its points went, as efficiency_split words it)."""
+    `figures` (name -> one value per repeat that measured it), `splits` (per value of
+    efficiency_pct, where its points went, as efficiency_split words it) and `rows` (the
+    training children's results rows: the whole configuration, the run ids; not in
+    validate.json, which has the key)."""
     host: str
     key: dict[str, Any]
     figures: dict[str, list[float]]
     splits: list[str] = dataclasses.field(default_factory=list)
+    rows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"key": dict(self.key), "figures": {k: list(v) for k, v in self.figures.items()},
@@ -164,4 +172,46 @@ def with_baseline(path: str, key: dict[str, Any], tolerance_pct: float) -> Figur
         details = {EFFICIENCY_PCT: " (%s)" % split} if split else {}
         return baseline_lib.judge(m.figures, base, tolerance_pct, run=run_key(m.key),
                                   host=m.host, details=details)
+    return judge
+
+
+def with_history(store: Any, tolerance_pct: float, min_efficiency_pct: Optional[float] = None,
+                 say: Callable[[str], None] = lambda text: None) -> FigureJudge:
+    """The judge against the results history `store` (a tfbench.history.store.Store, opened
+    before anything runs; see the module). When the history holds no level of any measured
+    figure, or cannot be read, `say` gets one line and every figure is judged as without a
+    baseline (published)."""
+    from tfbench.history import baseline as history_baseline
+    without = published(tolerance_pct, min_efficiency_pct)
+
+    def judge(m: Measured) -> list[Check]:
+        row = dict(m.rows[0]) if m.rows else dict(m.key)
+        run = run_key(m.key)
+        try:
+            found = history_baseline.levels(
+                store, row, [n for n in FIGURES if m.figures.get(n)], hostname=m.host,
+                gpu_model=str(m.key.get("device_name") or ""),
+                exclude=[r.get("run_id") for r in m.rows])
+        except Exception as exc:  # noqa: BLE001 - the figures are still judged, one line says why
+            from tfbench.history.errors import why
+            say("tfbench validate: --baseline=history: the history at %s cannot be read (%s); "
+                "judged as without a baseline" % (store.where(), why(exc)))
+            return without(m)
+        if not found:
+            say("tfbench validate: --baseline=history: the history at %s holds no level of %s, "
+                "neither this host's (%s) nor another host's: judged as without a baseline"
+                % (store.where(), run.text(), m.host))
+            return without(m)
+        rows: list[Check] = []
+        for name, level in found.items():
+            base = baseline_lib.Baseline(level.text(), "history", (baseline_lib.BaselineRun(
+                run, {name: [level.value]}),))
+            rows += baseline_lib.judge({name: m.figures[name]}, base, tolerance_pct, run=run,
+                                       host=m.host)
+        rest = dataclasses.replace(m, figures={k: v for k, v in m.figures.items()
+                                               if k not in found})
+        rows += without(rest)
+        order = list(FIGURES)
+        return sorted(rows, key=lambda r: order.index(r.check) if r.check in order
+                      else len(order))
     return judge

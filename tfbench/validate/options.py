@@ -40,8 +40,11 @@ OPTIONS = (
     Option("baseline", BOTH, dict(default=None, metavar="FILE",
                                   help="an earlier result to hold each figure against: a "
                                        "validate.json, a tfbench results CSV or a JSON manifest "
-                                       "of the same model, precision, batch and GPU model "
-                                       "(default: the published range)")),
+                                       "of the same model, precision, batch and GPU model; or "
+                                       "`history`: this host's accepted level of the "
+                                       "configuration in the results history (--history), else "
+                                       "the fleet's median on its GPU model (default: the "
+                                       "published range)")),
     Option("tolerance_pct", BOTH, dict(type=float, default=5.0, metavar="PCT",
                                        help="how far a figure may be from its expectation, 0 to "
                                             "50 (default %(default)g): a device slower than the "
@@ -84,7 +87,11 @@ def check(args: argparse.Namespace, over_hosts: bool) -> None:
     if args.step_timeout_sec is not None and args.step_timeout_sec <= 0:
         raise errors.UsageError("--step_timeout_sec=%g: give seconds above 0"
                                 % args.step_timeout_sec)
-    if args.baseline is not None and not os.path.isfile(args.baseline):
+    if args.baseline == figures.HISTORY and over_hosts:
+        raise errors.UsageError("--baseline=history is one host's: run tfbench validate "
+                                "--baseline=history on each host (over several hosts give a "
+                                "baseline file)")
+    if args.baseline not in (None, figures.HISTORY) and not os.path.isfile(args.baseline):
         raise errors.UsageError("--baseline=%s: no such file" % args.baseline)
     if over_hosts:
         if args.out_dir is not None:

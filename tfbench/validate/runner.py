@@ -369,7 +369,7 @@ class Validation:
             explained = [e for e in explained if e and e.get("efficiency_pct") is not None]
             splits = [together_step.efficiency_split(e) for e in explained]
         return figures.Measured(self.host, key, {k: v for k, v in values.items() if v},
-                                splits)
+                                splits, [dict(m.get("csv_row") or {}) for m in self.manifests])
 
     # --- the console --------------------------------------------------------------------------
     def _line(self, number: int, step: plan_lib.Step, record: result.StepRecord) -> None:
