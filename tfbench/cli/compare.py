@@ -40,7 +40,7 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.threshold_pct is not None and not (math.isfinite(args.threshold_pct)
                                                and args.threshold_pct >= 0):
-        raise errors.UsageError("--threshold_pct=%s: give a percentage of 0 or more"
+        raise errors.UsageError("--threshold_pct=%g: give a percentage of 0 or more"
                                 % args.threshold_pct)
     from tfbench.report import compare
     comp = compare.compare_files(args.a, args.b)
