@@ -62,8 +62,12 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     emit: where each line goes (default: stdout, flushed line by line)."""
     from tfbench.output import console, files as outputs
     from tfbench.output.classic_log import ClassicLog
+    from tfbench.output.progress import StepProgress
     from tfbench.results import RunResult
 
+    # The CLI's own log on stdout gets a progress bar beside it where stderr is a terminal.
+    progress = StepProgress() if emit is None else None
+    progress = progress if progress is not None and progress.enabled else None
     emit = emit or _Printer()
     try:
         p = parse_params(argv)
@@ -80,9 +84,9 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         lean_import.import_frameworks()
         from tfbench.engine import diagnose, runner
         if p.diagnose_input:
-            diagnose.diagnose_input(p, ClassicLog(emit), result)
+            diagnose.diagnose_input(p, ClassicLog(emit, progress), result)
         else:
-            runner.run(p, ClassicLog(emit), result)
+            runner.run(p, ClassicLog(emit, progress), result)
     except TfbenchError as exc:
         result.status, result.error, code = exc.status, str(exc), exc.exit_code
     except KeyboardInterrupt:
@@ -96,6 +100,8 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
             _internal_error(p, result, exc)
             code = errors.EXIT_RUN_ERROR
     finally:
+        if progress is not None:   # erased before any line that follows the steps
+            progress.close()
         errors.release_sigterm()
         restore()
     if code == EXIT_USAGE and not (result.step_times or result.warmup_times):

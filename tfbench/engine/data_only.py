@@ -23,16 +23,19 @@ class DataOnlyRunner(ModeRunner):
         log.generating_input_pipeline()
         iterator = iter(self.dataset(r.batch_size, train=True))
         log.warmup_started()
+        log.step_progress("warmup", 0, r.num_warmup)
         warm_start = now()
-        for _ in range(r.num_warmup):
+        for i in range(r.num_warmup):
             t0 = now()
             next(iterator)
             res.warmup_times.append(now() - t0)
             raise_if_stopped()
+            log.step_progress("warmup", i + 1, r.num_warmup)
         res.warmup_sec = now() - warm_start if r.num_warmup else None
         log.warmup_done()
         self.meter.steady_state()
         log.steps_started(p.loss_type_to_report, False)
+        log.step_progress("timed", 0, r.num_batches)
         self.meter.open_window(new_measurement=True)
         res.wall_time = 0.0
         for i, interval in enumerate(diagnose.arrival_intervals(iterator, r.num_batches, now)):
@@ -40,6 +43,7 @@ class DataOnlyRunner(ModeRunner):
             res.wall_time += interval
             self.meter.covered_steps = len(res.step_times)
             raise_if_stopped()
+            log.step_progress("timed", i + 1, r.num_batches)
             if should_display(i, p.display_every):
                 mean, pm, jitter = self.step_stats(res, res.step_times, p.display_perf_ewma)
                 log.step(StepReport(step=i + 1, images_per_sec=mean, plusminus=pm,

@@ -98,6 +98,11 @@ class RunLog(Protocol):
     def step(self, report: StepReport) -> None:
         """A displayed step (--display_every) ended."""
 
+    def step_progress(self, phase: str, done: int, total: int) -> None:
+        """`done` of `total` warm-up ("warmup") or timed ("timed") steps are done: after each
+        step, and with done=0 as they start. For a progress display: the legacy log prints
+        nothing for it."""
+
     def checkpoint_loaded(self, path: str) -> None:
         """--eval restored a checkpoint."""
 

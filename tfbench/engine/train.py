@@ -115,14 +115,16 @@ class TrainRunner(ModeRunner):
         checkpoints = Checkpoints(p, s.train_dir.manager, s.optimizer, s.train_dir.scratch_dir)
 
         log.warmup_started()
+        log.step_progress("warmup", 0, r.num_warmup)
         warm_start = now()
-        for _ in range(r.num_warmup):
+        for i in range(r.num_warmup):
             t0 = now()
             out = s.step_fn(s.inputs).numpy()
             res.warmup_times.append(now() - t0)
             raise_if_stopped()
             self._check_finite(out, "warm-up", res)
             checkpoints.maybe_save()
+            log.step_progress("warmup", i + 1, r.num_warmup)
         res.warmup_sec = now() - warm_start if r.num_warmup else None
         res.first_step_sec = res.warmup_times[0] if res.warmup_times else None
         if p.trace_file:
@@ -176,6 +178,7 @@ class TrainRunner(ModeRunner):
         out = None
         paused = 0.0
         self.meter.covered_steps = 0
+        log.step_progress("timed", 0, num_timed)
         self.meter.open_window(new_measurement)
         loop_start = now()
         for i in range(num_timed):
@@ -206,6 +209,7 @@ class TrainRunner(ModeRunner):
                      "top_1_accuracy": accs[0], "top_5_accuracy": accs[1]})
                 log.step(StepReport(step=i + 1, images_per_sec=mean, plusminus=pm,
                                     jitter=jitter, loss=loss, top_1=accs[0], top_5=accs[1]))
+            log.step_progress("timed", i + 1, num_timed)
             if training:
                 checkpoints.maybe_save()
                 if s.train_dir.summary_writer is not None:  # reading the step: a round trip

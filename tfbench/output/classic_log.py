@@ -108,8 +108,15 @@ class ClassicLog:
     """The classic log of one run, printed through `write` (one line per call) at the moments
     the legacy script printed each line. Implements tfbench.engine.runlog.RunLog."""
 
-    def __init__(self, write: Callable[[str], None]):
-        self.write = write
+    def __init__(self, write: Callable[[str], None], progress: Optional[Any] = None):
+        """progress: a tfbench.output.progress.StepProgress, erased before each line, so the
+        log holds none of it."""
+        self._write, self.progress = write, progress
+
+    def write(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress.before_line()
+        self._write(line)
 
     def _lines(self, lines: Sequence[str]) -> None:
         for line in lines:
@@ -161,6 +168,10 @@ class ClassicLog:
 
     def steps_started(self, loss_name: str, with_accuracy: bool) -> None:
         self.write(step_header(loss_name, with_accuracy))
+
+    def step_progress(self, phase: str, done: int, total: int) -> None:
+        if self.progress is not None:   # a terminal's bar; the log itself prints nothing
+            self.progress.update(phase, done, total)
 
     def step(self, report) -> None:
         r = report
