@@ -66,6 +66,7 @@ setup(
         "matplotlib>=3.6,<3.12",
         "rich>=13,<16",          # the sweep's progress bar, console tables (Keras 3 installs it too)
         "tabulate>=0.9,<0.11",   # pandas' DataFrame.to_markdown (report and sweep tables)
+        "scipy>=1.10,<1.18",     # the history's change points: Student's t distribution
         "SQLAlchemy>=2.0,<2.2",  # the results history (SQLite built in; PostgreSQL: extra)
     ],
     extras_require={
