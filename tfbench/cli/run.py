@@ -60,6 +60,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     """One benchmark invocation; returns the exit code. Results are written on every path.
 
     emit: where each line goes (default: stdout, flushed line by line)."""
+    from tfbench.history import location as history_location, record as history_record
     from tfbench.output import console, files as outputs
     from tfbench.output.classic_log import ClassicLog
     from tfbench.output.progress import StepProgress
@@ -72,6 +73,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     try:
         p = parse_params(argv)
         _refuse_unknown_model(p.model)
+        history_location.resolve(p.history)   # a malformed --history: refused before a run
     except UsageError as exc:
         print_error(str(exc))
         return exc.exit_code
@@ -112,6 +114,10 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     except OSError as exc:
         print_error("could not write results: %s" % exc)
         return code or 1
+    line = history_record.add_run(p.history, result, [
+        f for f in (p.csv_file, outputs.manifest_path(p, result)) if f])
+    if line:
+        lines.append(line)
     flush_native_stdout()
     if code != EXIT_OK:
         for line in console.stopped_lines(result) + lines:

@@ -93,8 +93,6 @@ def validate(p: "Params") -> None:
         if p.is_explicit(name) and value is not None and value <= 0:
             raise UsageError("--%s must be a positive integer, got %s" % (name, value))
     _check_bounds(p)
-    from tfbench.history import location
-    location.resolve(p.history)   # a malformed --history or TFBENCH_HISTORY: refused before a run
     for name in ("num_epochs", "num_eval_epochs"):
         value = getattr(p, name)
         if value is not None and value <= 0:

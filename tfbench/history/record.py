@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from tfbench import figures
 from tfbench.history.store import Recorded, Worker
+from tfbench.results import RunResult
 
 # Sources a result comes from (the `results.source` column). A command that runs tfbench
 # children (sweep, evaluate, validate, launch) names itself to them in SOURCE_VAR.
@@ -88,6 +89,18 @@ def from_run(row: Mapping[str, str], result_extra: Mapping[str, Any],
     env = environment.get("before") or {}
     return Recorded(run_id=run_id, source=source, workers=(worker(cells, env),),
                     environment=facts(env))
+
+
+def add_run(flag: Optional[str], result: RunResult, files: Sequence[str]) -> Optional[str]:
+    """Adds a finished (or failed) run to the history --history (`flag`) names; the console
+    line about it. On several workers the chief alone adds the run: one result per run."""
+    from tfbench.history import location
+    from tfbench.output import csv_out
+    if not result.chief or result.server_task:
+        return None
+    recorded = from_run(csv_out.row_for(result), result.extra, result.environment,
+                        result.run_id, source())
+    return write(location.resolve(flag), [recorded], files)
 
 
 def from_rows(rows: Sequence[Mapping[str, str]], source: str,

@@ -63,18 +63,4 @@ def write_all(p, result: RunResult) -> list[str]:
         if notice:
             lines.append(notice)
         lines.append(results_line(result.status, p.csv_file, result.run_id))
-    line = add_to_history(p, result, [f for f in (p.csv_file, path) if f])
-    if line:
-        lines.append(line)
     return lines
-
-
-def add_to_history(p, result: RunResult, files: list[str]) -> Optional[str]:
-    """Adds the run to the results history (tfbench.history); the console line about it."""
-    from tfbench.history import location, record
-    url = location.resolve(p.history)
-    if not result.chief:
-        return None   # one result per run: the chief's (docs/history.md)
-    recorded = record.from_run(csv_out.row_for(result), result.extra, result.environment,
-                               result.run_id, record.source())
-    return record.write(url, [recorded], files)
