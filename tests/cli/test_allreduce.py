@@ -42,3 +42,19 @@ def test_a_flagfile_may_hold_the_probes_own_options(tmp_path):
     preset.write_text("--model=trivial\n--max_bytes=12Q\n")
     with pytest.raises(UsageError, match=r"^--max_bytes=12Q: give a size"):
         cli.run(["--flagfile=%s" % preset])
+
+
+def test_the_help_holds_the_probes_own_counts():
+    # Kept in the command so that its help and a bad flag need no TensorFlow.
+    assert (cli.PER_SYNC, cli.REPEATS, cli.WARMUP) == (
+        allreduce_probe.PER_SYNC, allreduce_probe.REPEATS, allreduce_probe.WARMUP)
+
+
+@pytest.mark.slow
+def test_without_max_bytes_the_sizes_are_the_devices():
+    from tfbench.config.params import make_params
+    from tfbench.engine import allreduce_run
+    p = make_params({"device": "cpu", "num_gpus": 2, "model": "trivial"})
+    with pytest.raises(UsageError, match=r"^sizes: --min_bytes=2097152 is above the largest "
+                                         r"size on CPU devices \(1 MiB\): give --max_bytes too"):
+        allreduce_run.allreduce_probe_run(p, allreduce_run.Sizes(2 << 20, None))

@@ -27,6 +27,22 @@ def test_fp16_runs_send_half_the_bytes_and_busbw_follows_nccl_tests(checks):
 
 
 @pytest.mark.slow
+def test_each_call_runs_several_all_reduces_and_time_is_one_all_reduces_share(checks):
+    """A timed call traces PER_SYNC all-reduces (the step's own reduction, once per replica
+    each) and waits for the host once; the clock of the check advances 1 s at each reading,
+    so a call takes 1 s and one all-reduce 1 s / PER_SYNC, the time algbw divides by."""
+    t = checks["timing"]
+    assert t["per_sync"] == allreduce_probe.PER_SYNC == 10
+    assert t["all_reduces_traced"] == 10
+    assert t["median_ms"] == pytest.approx(1000.0 / 10)
+    assert t["algbw"] == pytest.approx(2048 / 0.1 / 1e9)
+    # Back to back: with 3 all-reduces per call, the inputs of the 2nd and 3rd (3 replicas x 2
+    # tensors each) wait for the results of the one before (ReplicaContext.all_reduce's
+    # IdentityN), and nothing else waits.
+    assert checks["chain"] == {"IdentityN": 2 * 3 * 2}
+
+
+@pytest.mark.slow
 def test_the_probe_reduces_for_real(checks):
     # Each of 3 replicas holds ones: each reduced tensor starts with 3; a replica adds the
     # first elements of its 2 tensors (6) and the call adds the 3 replicas' (18).
@@ -34,11 +50,22 @@ def test_the_probe_reduces_for_real(checks):
 
 
 @pytest.mark.slow
+def test_a_size_is_probed_only_where_every_rank_has_room(checks):
+    """The ranks' answers are all-reduced with the run's reduction: one rank's no is every
+    rank's, so no worker waits in a collective another skipped."""
+    assert checks["agreed"] == [True, False, True, False]
+    # The tensor, its transfer copy, the result and its cast back; a reduction to one device
+    # also holds each of the 3 replicas' copies there.
+    assert checks["held_copies"] == {"replicated": 4, "pscpu": 4 + 3}
+
+
+@pytest.mark.slow
 def test_a_parameter_server_exchange_sums_at_the_variables(checks):
     assert checks["spread_at_variables"] and checks["not_probed_replicated"] is None
     assert checks["model_set"] == {"shapes": [[4, 3], [3], [3, 2], [2]],
                                    "dtypes": ["float32"] * 4, "nbytes": (12 + 3 + 6 + 2) * 4}
-    assert checks["ps"] == {"at_variables": True, "busbw": None, "nbytes": 92, "times": 2}
+    assert checks["ps"] == {"at_variables": True, "busbw": None, "nbytes": 92, "times": 2,
+                            "per_sync": 2}
     assert checks["ps_without_variables"] == ("a parameter-server exchange needs the variables "
                                               "it sums at")
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 import zygote
-from helpers import ROOT, only_row
+from helpers import ROOT, FakeNvml, NVMLError, only_row
 from tfbench.distribute import allreduce_probe
 from tfbench.engine import allreduce_run, explain
 
@@ -29,15 +29,67 @@ def test_the_json_holds_the_table_and_the_links():
         8, 450.0, "NVLink 4.0 x18; expected busbw from NVSwitch")
     (t,) = data["timings"]
     # 64 MiB in 2 ms: 33.55 GB/s algbw; busbw x 2 (8 - 1) / 8 = 58.72 GB/s
-    assert (t["bytes"], t["time_ms"], t["at_variables"]) == (64 << 20, 2.0, False)
+    assert (t["bytes"], t["time_ms"], t["at_variables"], t["per_sync"]) == (
+        64 << 20, 2.0, False, 1)
     assert t["algbw_gbs"] == pytest.approx(33.554432)
     assert t["busbw_gbs"] == pytest.approx(33.554432 * 1.75)
 
 
 def test_the_sizes_validate_times():
-    # all_reduce_perf's range on GPUs; 1 KiB to 1 MiB on CPU devices; x4 each
-    assert allreduce_run.VALIDATE_SIZES["gpu"] == allreduce_run.Sizes(1024, 64 << 20, 4, 20, 5)
-    assert allreduce_run.VALIDATE_SIZES["cpu"] == allreduce_run.Sizes(1024, 1 << 20, 4, 10, 2)
+    # On GPUs up to 1 GiB, where busbw nears the links' rate; 1 KiB to 1 MiB on CPU devices;
+    # x4 each; calls of 10 all-reduces each
+    assert allreduce_run.VALIDATE_SIZES["gpu"] == allreduce_run.Sizes(1024, 1 << 30, 4, 5, 1)
+    assert allreduce_run.VALIDATE_SIZES["cpu"] == allreduce_run.Sizes(1024, 1 << 20, 4, 3, 1)
+    assert [t.label for t in allreduce_probe.size_sets(1024, 1 << 30, 4)][-3:] == [
+        "64 MiB", "256 MiB", "1 GiB"]
+
+
+GIB = 1 << 30
+H100 = {"name": "NVIDIA H100 80GB HBM3", "cc": [9, 0], "memory": [3 * GIB, 80 * GIB]}
+
+
+def _held(**current):
+    """get_memory_info as TensorFlow's allocator answers it: bytes held per device."""
+    def memory_info(device):
+        return {"current": current[device.replace(":", "")], "peak": 0}
+    return memory_info
+
+
+def test_a_gpus_room_is_its_memory_for_tensorflow_less_what_tensorflow_holds():
+    nvml = FakeNvml([dict(H100, uuid="GPU-%d" % i) for i in range(3)])
+    # The run's GPUs 1 and 2 (its devices 0 and 1): 80 GiB, 2.5 GiB of it not TensorFlow's
+    # (its reserve for the system, the CUDA context); TensorFlow holds 10 and 70 GiB.
+    room = allreduce_run.gpu_room(["/gpu:0", "/gpu:1"], [1, 2],
+                                  memory_info=_held(GPU0=10 * GIB, GPU1=70 * GIB), nvml=nvml,
+                                  environ={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    assert room == (int(80 * GIB - 2.5 * GIB - 70 * GIB), "GPU 2")
+    # --gpu_memory_limit_mb is the memory TensorFlow has.
+    assert allreduce_run.gpu_room(["/gpu:0"], [0], limit_mb=16384,
+                                  memory_info=_held(GPU0=GIB)) == (15 * GIB, "GPU 0")
+
+
+def test_a_room_not_known_says_why():
+    def no_stats(device):
+        raise ValueError("Allocator stats not available for device 'GPU:0'")
+    assert allreduce_run.gpu_room(["/gpu:0"], [0], memory_info=no_stats, nvml=FakeNvml([H100])) \
+        == (None, "TensorFlow's allocator of GPU:0: Allocator stats not available for device "
+                  "'GPU:0'")
+    assert allreduce_run.gpu_room(["/gpu:0"], [0], memory_info=_held(GPU0=0),
+                                  nvml=FakeNvml([H100], init_error=9)) == (
+        None, "NVIDIA driver not loaded")
+
+
+def test_sizes_without_room_are_left_out_with_a_notice():
+    import tensorflow as tf
+    one = tf.distribute.OneDeviceStrategy("/cpu:0")
+    sets = allreduce_probe.size_sets(256 << 20, 1 << 30, 4)     # 256 MiB, 1 GiB
+    # 4 copies each: 1 GiB and 4 GiB; with 3 GiB free the 1 GiB set is left out.
+    kept, notices = allreduce_run.fitting_sets(one, sets, (3 * GIB, "GPU 5"))
+    assert [t.label for t in kept] == ["256 MiB"]
+    assert notices == ["sizes: 1 GiB left out: each replica would hold 4 GiB (4 copies of the "
+                       "tensor) and GPU 5 has 3 GiB free for TensorFlow"]
+    assert allreduce_run.fitting_sets(one, sets, (4 * GIB, "GPU 5")) == (sets, [])
+    assert allreduce_run.fitting_sets(one, sets, (None, "no NVML")) == (sets, [])
 
 
 def _env(**more):

@@ -16,7 +16,7 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfbench.config.argv import parse_params  # noqa: E402
-from tfbench.distribute import allreduce_probe, devices, variables  # noqa: E402
+from tfbench.distribute import allreduce_probe, devices, sync, variables  # noqa: E402
 from tfbench.distribute import strategy as strategy_lib  # noqa: E402
 
 FLAGS = ["tfbench", "--device=cpu", "--num_gpus=3", "--model=trivial"]
@@ -29,6 +29,17 @@ def _strategy(*flags):
     return strategy_lib.make_strategy(p, plan).strategy
 
 
+def _chain(graph) -> dict:
+    """The Identity ops of the step's graph that wait (by a control edge) for other ops, by
+    the type of the ops they wait for."""
+    out: dict = {}
+    for op in graph.get_operations():
+        if op.type == "Identity" and op.control_inputs:
+            kinds = "+".join(sorted({c.type for c in op.control_inputs}))
+            out[kinds] = out.get(kinds, 0) + 1
+    return out
+
+
 def main() -> None:
     out = {}
     tensors = allreduce_probe.TensorSet("two", ((1000,), (4, 6)), ("float32", "float32"))
@@ -36,14 +47,39 @@ def main() -> None:
     out["transfer"] = allreduce_probe.transfer(replicated).dtype
     out["sent_bytes"] = allreduce_probe.sent_bytes(tensors, replicated)
     out["not_probed_replicated"] = allreduce_probe.not_probed(replicated)
-    timing = allreduce_probe.time_all_reduce(replicated, tensors, repeats=3, warmup=1)
+    # Count the all-reduces each traced call makes (sync.reduce_gradients, once per replica and
+    # all-reduce on this merge-call path) and time the calls with a clock that advances 1 s at
+    # each reading: every timed call then lasts exactly 1 s.
+    calls, reduce_gradients = [], sync.reduce_gradients
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return reduce_gradients(*args, **kwargs)
+    sync.reduce_gradients = counted
+    ticks = iter(range(10 ** 6))
+    timing = allreduce_probe.time_all_reduce(replicated, tensors, repeats=3, warmup=1,
+                                             clock=lambda: float(next(ticks)))
+    sync.reduce_gradients = reduce_gradients
     out["timing"] = {"count": timing.count, "nbytes": timing.nbytes, "dtype": timing.dtype,
                      "ranks": timing.ranks, "times": len(timing.times),
                      "median_ms": timing.time_ms, "algbw": timing.algbw_gbs,
-                     "busbw": timing.busbw_gbs}
+                     "busbw": timing.busbw_gbs, "per_sync": timing.per_sync,
+                     "all_reduces_traced": len(calls) / timing.ranks}
+    step = allreduce_probe._step(replicated, compiled=False, per_sync=3)  # noqa: SLF001
+    values = allreduce_probe._values(replicated, tensors)  # noqa: SLF001
     # What one call returns: every replica's sum of each reduced tensor's first element.
-    step = allreduce_probe._step(replicated, compiled=False)  # noqa: SLF001
-    out["step_value"] = float(step(allreduce_probe._values(replicated, tensors)))  # noqa: SLF001
+    out["step_value"] = float(step(values))
+    # The all-reduces of a call, chained: each one's inputs wait for the one before's results.
+    graph = step.get_concrete_function(values).graph
+    out["chain"] = _chain(graph)
+
+    # Sizes every rank has room for: replica 1 says no to the second, every replica to the last.
+    out["agreed"] = allreduce_probe.agreed(
+        replicated, lambda replica: [True, replica != 1, True, False])
+    out["held_copies"] = {
+        "replicated": allreduce_probe.held_copies(replicated),
+        "pscpu": allreduce_probe.held_copies(_strategy("--variable_update=replicated",
+                                                       "--all_reduce_spec=pscpu"))}
 
     spread = _strategy("--variable_update=parameter_server")
     with variables.scope(spread):
@@ -54,9 +90,9 @@ def main() -> None:
                         "nbytes": model_set.nbytes}
     out["spread_at_variables"] = allreduce_probe.at_variables(spread)
     ps = allreduce_probe.time_all_reduce(spread, model_set, repeats=2, warmup=1,
-                                         variables=model.trainable_variables)
+                                         variables=model.trainable_variables, per_sync=2)
     out["ps"] = {"at_variables": ps.at_variables, "busbw": ps.busbw_gbs, "nbytes": ps.nbytes,
-                 "times": len(ps.times)}
+                 "times": len(ps.times), "per_sync": ps.per_sync}
     try:
         allreduce_probe.time_all_reduce(spread, model_set, repeats=1, warmup=1)
     except ValueError as exc:

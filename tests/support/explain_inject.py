@@ -7,8 +7,8 @@ probes must find it as the run suffers it), or kinds joined by "+":
   allreduce  every gradient all-reduce (packing.PackedAllReduce, the reduction a replicated run
              and its all-reduce probe go through) waits SECONDS once the first pack's result
              (the last layers') exists
-  collective every ReplicaContext.all_reduce (the gradient sum of MultiWorkerMirroredStrategy,
-             which packs nothing, and of its all-reduce probe) gives its result SECONDS after
+  collective every ReplicaContext.all_reduce (the gradient sum of MultiWorkerMirroredStrategy
+             and of its all-reduce probe) gives its result SECONDS after
              it exists: a worker whose collectives are slow, which every worker of its cluster
              waits for at the next one
   allreduce_backward

@@ -341,7 +341,8 @@ TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
     _t("string", "validate_allreduce_json", "",
        "Training runs on several devices: after the timed steps (and --validate_devices' "
        "checks), time the all-reduce probe of `tfbench allreduce` on the run's own strategy "
-       "and model (the gradients, then sizes up to 64 MiB on GPUs, 1 MiB on CPU devices) and "
+       "and model (the gradients, then sizes up to 1 GiB on GPUs, those a GPU has no room "
+       "for left out, 1 MiB on CPU devices) and "
        "write its JSON to this file, for `tfbench validate` (docs/validate.md)."),
 )
 

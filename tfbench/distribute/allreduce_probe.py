@@ -9,12 +9,16 @@ reduces them with the reduction and the packing it installs (packing.py: the tra
 packs), each replica's step compiled by XLA where the run's is.
 
 Figures, as NCCL's tests define them (https://github.com/NVIDIA/nccl-tests/blob/master/doc/
-PERFORMANCE.md): time is one all-reduce of the whole set (a call of the probe's step, with its
-host round trip, as a training step is timed), the median over `repeats` calls after `warmup`
-untimed ones; algbw = S / time, S the bytes each rank all-reduces (as sent: fp16 gradients
-count 2 bytes); busbw = algbw x 2(n - 1) / n, n the ranks (replicas of every worker, or
-horovod's processes), the figure to compare with a link's bandwidth whatever n is. GB = 10^9
-bytes.
+PERFORMANCE.md): time is one all-reduce of the whole set. As all_reduce_perf launches its
+iterations back to back and synchronises once, each call of the probe's step runs PER_SYNC
+all-reduces one after another (each starts when the one before has produced its results) and
+waits for the host once: time = the call's time / PER_SYNC, the median over `repeats` calls
+after `warmup` untimed ones. So the host's part of a call (matching its arguments, dispatching
+to every device, the sync: about 0.8 ms on 8 devices) is spread over PER_SYNC all-reduces
+instead of added to each. algbw = S / time, S the bytes each rank all-reduces (as sent: fp16
+gradients count 2 bytes); busbw = algbw x 2(n - 1) / n, n the ranks (replicas of every
+worker, or horovod's processes: the whole cluster's, not one host's), the figure to compare
+with a link's bandwidth whatever n is. GB = 10^9 bytes.
 """
 
 from __future__ import annotations
@@ -30,8 +34,11 @@ from tfbench.distribute.strategies import (HorovodStrategy, IndependentStrategy,
                                            is_parameter_server)
 from tfbench.measure import stats
 
-# nccl-tests' defaults: -n 20 iterations after -w 5 warm-up ones.
-REPEATS, WARMUP = 20, 5
+# All-reduces per timed call, back to back before one host sync: nccl-tests' -n 20 timed
+# iterations after -w 5 warm-up ones are 2 timed calls and a half here; REPEATS calls give a
+# spread as well (50 all-reduces, after 10 warm-up ones).
+PER_SYNC = 10
+REPEATS, WARMUP = 5, 1
 GB = 1e9
 
 
@@ -125,6 +132,51 @@ def at_variables(strategy: tf.distribute.Strategy) -> bool:
     return isinstance(strategy, tf.distribute.experimental.CentralStorageStrategy)
 
 
+# Bytes each replica holds while one tensor is all-reduced, in copies of it: the tensor, its
+# transfer copy (a cast, a pack), the reduced result and its cast back.
+HELD_COPIES = 4
+
+
+def held_copies(strategy: tf.distribute.Strategy) -> int:
+    """Copies of a tensor the busiest device holds while the strategy all-reduces it:
+    HELD_COPIES, and one per local replica more where the reduction gathers every replica's
+    copy on one device (ReductionToOneDevice: --all_reduce_spec=pscpu/psgpu; hierarchical
+    copy)."""
+    ops = getattr(strategy.extended, "_cross_device_ops", None)
+    ops = getattr(ops, "inner", ops)     # packing.PackedAllReduce's wrapped reduction
+    gathers = (tf.distribute.ReductionToOneDevice, tf.distribute.HierarchicalCopyAllReduce)
+    if isinstance(ops, gathers):
+        return HELD_COPIES + len(strategy.extended.worker_devices)
+    return HELD_COPIES
+
+
+def agreed(strategy: tf.distribute.Strategy,
+           answers: Callable[[int], Sequence[bool]]) -> list[bool]:
+    """Each answer true on every rank (the replica of global id r answers `answers(r)`), found
+    with the run's own reduction of 0/1 flags, so every worker of a cluster skips the same
+    sizes: a size skipped by one worker would leave the others waiting in its collective.
+    Every worker must call it (it is a collective)."""
+    count = len(answers(0))
+    if not count:
+        return []
+    local = strategy.extended.worker_devices
+
+    def make(context):
+        replica = context.replica_id_in_sync_group
+        with tf.device(local[replica % len(local)]):
+            flags = [1.0 if yes else 0.0 for yes in answers(replica)]
+            return [tf.constant(flags, tf.float32), tf.ones([count], tf.float32)]
+
+    def replica(values):
+        return sync.reduce_gradients(strategy, [tf.identity(v) for v in values])
+
+    out = tf.function(lambda values: strategy.run(replica, args=(values,)),
+                      autograph=False)(strategy.experimental_distribute_values_from_function(make))
+    # A sum (or horovod's average) of the flags equals that of ones where every rank says yes.
+    flags, everyone = (strategy.experimental_local_results(x)[0].numpy() for x in out)
+    return [bool(f == e) for f, e in zip(flags, everyone)]
+
+
 def not_probed(strategy: Optional[tf.distribute.Strategy]) -> Optional[str]:
     """Why this strategy's gradients exchange nothing this probe can time, or None."""
     if strategy is None or is_parameter_server(strategy):
@@ -145,9 +197,10 @@ class Timing:
     nbytes: int                # bytes each rank all-reduces, as sent
     dtype: str                 # the dtype(s) as sent
     ranks: int
-    times: tuple[float, ...]   # seconds, warm-up left out
+    times: tuple[float, ...]   # seconds per all-reduce: each timed call's / per_sync
     summary: dict = dataclasses.field(default_factory=dict)   # stats.probe_summary
     at_variables: bool = False   # summed at the variables' devices, not all-reduced
+    per_sync: int = 1          # all-reduces in each timed call
 
     @property
     def time_ms(self) -> float:
@@ -182,59 +235,90 @@ def _values(strategy: tf.distribute.Strategy, tensors: TensorSet):
     return strategy.experimental_distribute_values_from_function(make)
 
 
-def _at_variables_step(strategy: tf.distribute.Strategy, variables: Sequence) -> Callable:
-    """The exchange of a parameter-server step on one host: each gradient summed on its
-    variable's device (sync.reduce_gradients, the step's own), then every replica reading every
-    variable from where it lives, as its next forward pass does."""
-    # Keras variables wrap TensorFlow's; destinations are TensorFlow's (as Keras' update passes).
-    variables = [getattr(v, "value", v) for v in variables]
+def _first(x) -> tf.Tensor:
+    return tf.cast(tf.reshape(x, [-1])[0], tf.float32)
 
-    def replica(values):
-        summed = sync.reduce_gradients(strategy, list(values), variables)
-        reads = [tf.cast(tf.reshape(tf.identity(v), [-1])[0], tf.float32) for v in variables]
-        return tf.add_n([tf.cast(tf.reshape(x, [-1])[0], tf.float32) for x in summed] + reads)
 
+def _back_to_back(exchange: Callable[[list], list], values: list, per_sync: int) -> list:
+    """`per_sync` exchanges of `values` (one replica's), one after another: each starts once
+    the one before has produced its results (a control edge on identities of the same
+    buffers: no copy, no arithmetic). Only the last one's results are read, so earlier
+    results are freed as soon as they exist; every exchange runs (collectives are stateful,
+    and each is an input of the next)."""
+    done: list = []
+    for _ in range(per_sync):
+        with tf.control_dependencies(done):
+            inputs = [tf.identity(v) for v in values]
+        done = exchange(inputs)
+    return done
+
+
+def _calls(strategy: tf.distribute.Strategy, replica: Callable) -> Callable:
+    """The timed call: every replica's `replica`, and one scalar per worker from them."""
     def step(values):
         out = strategy.run(replica, args=(values,))
         return tf.add_n([tf.identity(x) for x in strategy.experimental_local_results(out)])
     return tf.function(step, autograph=False)
 
 
-def _step(strategy: tf.distribute.Strategy, compiled: bool) -> Callable:
-    """A compiled call that all-reduces the given per-replica tensors once and returns one
-    scalar per worker (a slice of every result, so none of the reduction is pruned)."""
+def _at_variables_step(strategy: tf.distribute.Strategy, variables: Sequence,
+                       per_sync: int = PER_SYNC) -> Callable:
+    """`per_sync` exchanges of a parameter-server step on one host, back to back: each
+    gradient summed on its variable's device (sync.reduce_gradients, the step's own), then
+    every replica reading every variable from where it lives, as its next forward pass does."""
+    # Keras variables wrap TensorFlow's; destinations are TensorFlow's (as Keras' update passes).
+    variables = [getattr(v, "value", v) for v in variables]
+
+    def exchange(values):
+        summed = sync.reduce_gradients(strategy, list(values), variables)
+        with tf.control_dependencies(summed):
+            reads = [tf.identity(v) for v in variables]
+        return list(summed) + reads
+
+    def replica(values):
+        return tf.add_n([_first(x) for x in _back_to_back(exchange, list(values), per_sync)])
+    return _calls(strategy, replica)
+
+
+def _step(strategy: tf.distribute.Strategy, compiled: bool,
+          per_sync: int = PER_SYNC) -> Callable:
+    """A call that all-reduces the given per-replica tensors `per_sync` times, back to back,
+    and returns one scalar per worker (a slice of the last results). Where the run compiles
+    each replica's step with XLA, each all-reduce is one compiled call, as a step's is."""
+    def all_reduce(values):
+        return sync.reduce_gradients(strategy, values)
+    if compiled:   # each replica's all-reduce compiled by XLA, as the run's step (steps.py)
+        all_reduce = tf.function(all_reduce, jit_compile=True, autograph=False)
+
     def replica(values):
         # As gradients are: tensors of the replica's device in the step (a function input has
         # no device, and MultiWorkerMirroredStrategy takes a value's device as its destination).
         values = [tf.identity(v) for v in values]
-        reduced = sync.reduce_gradients(strategy, values)
-        return tf.add_n([tf.cast(tf.reshape(r, [-1])[0], tf.float32) for r in reduced])
-    if compiled:   # each replica's step compiled by XLA, as the run's (steps.py)
-        replica = tf.function(replica, jit_compile=True, autograph=False)
-
-    def step(values):
-        out = strategy.run(replica, args=(values,))
-        return tf.add_n([tf.identity(x) for x in strategy.experimental_local_results(out)])
-    return tf.function(step, autograph=False)
+        return tf.add_n([_first(r) for r in _back_to_back(all_reduce, values, per_sync)])
+    return _calls(strategy, replica)
 
 
 def time_all_reduce(strategy: tf.distribute.Strategy, tensors: TensorSet,
                     repeats: int = REPEATS, warmup: int = WARMUP, compiled: bool = False,
                     clock: Callable[[], float] = time.perf_counter,
-                    variables: Optional[Sequence] = None) -> Timing:
-    """The gradient exchange of `tensors` timed `repeats` times after `warmup` untimed calls:
-    an all-reduce, or where the strategy sums gradients at the variables (at_variables) the
-    sums and reads of `variables`, whose shapes `tensors` are. Every worker of a cluster must
-    call it with the same arguments (it is a collective)."""
+                    variables: Optional[Sequence] = None, per_sync: int = PER_SYNC) -> Timing:
+    """The gradient exchange of `tensors` timed in `repeats` calls after `warmup` untimed ones,
+    each call `per_sync` exchanges back to back and one host sync: an all-reduce, or where the
+    strategy sums gradients at the variables (at_variables) the sums and reads of `variables`,
+    whose shapes `tensors` are. Every worker of a cluster must call it with the same arguments
+    (it is a collective)."""
+    if per_sync < 1:
+        raise ValueError("per_sync: need at least one exchange per call")
     values = _values(strategy, tensors)
     if at_variables(strategy):
         if variables is None:
             raise ValueError("a parameter-server exchange needs the variables it sums at")
-        step = _at_variables_step(strategy, variables)
+        step = _at_variables_step(strategy, variables, per_sync)
     else:
-        step = _step(strategy, compiled)
+        step = _step(strategy, compiled, per_sync)
     # At least one untimed call: the first traces and compiles.
-    times = stats.timed_calls(lambda: step(values).numpy(), repeats, max(warmup, 1), clock)
+    calls = stats.timed_calls(lambda: step(values).numpy(), repeats, max(warmup, 1), clock)
+    times = [t / per_sync for t in calls]
     how = transfer(strategy)
     dtypes = sorted(set(tensors.dtypes))
     if how is not None:
@@ -242,4 +326,4 @@ def time_all_reduce(strategy: tf.distribute.Strategy, tensors: TensorSet,
                          for d in tensors.dtypes})
     return Timing(tensors.label, tensors.count, sent_bytes(tensors, strategy), "+".join(dtypes),
                   ranks(strategy), tuple(times), stats.probe_summary(times),
-                  at_variables(strategy))
+                  at_variables(strategy), per_sync)

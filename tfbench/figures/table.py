@@ -230,8 +230,9 @@ FIGURES: tuple[Figure, ...] = (
        type="text", workers="same"),
     # --- --explain_scaling's probes (docs/measurements.md) -------------------------------
     _f("allreduce_ms", "--explain_scaling: one all-reduce of the model's gradients with the "
-       "run's strategy, reduction, transfer dtype and packs, alone (median of 20 after 5 "
-       "warm-up)", "ms", "time", line="Scaling probes",
+       "run's strategy, reduction, transfer dtype and packs, alone: a call of 10 back to back "
+       "and one host sync, / 10 (median of 5 calls after 1 warm-up)", "ms", "time",
+       line="Scaling probes",
        repeats="median", workers="same"),
     _f("allreduce_mib", "--explain_scaling: bytes each rank all-reduces per step, as sent "
        "(fp16 gradients count 2 bytes each)", "MiB", "all-reduce of", line="Scaling probes",
@@ -240,7 +241,8 @@ FIGURES: tuple[Figure, ...] = (
        "allreduce_ms (NCCL tests' algbw; GB = 10^9 bytes)", "GB/s", "algbw",
        line="Scaling probes", workers="same"),
     _f("allreduce_busbw_gbs", "--explain_scaling: bus bandwidth, algbw x 2(n-1)/n for n ranks "
-       "(NCCL tests' busbw), the figure to compare with a link", "GB/s", "busbw",
+       "of the whole cluster (NCCL tests' busbw), the figure to compare with a link", "GB/s",
+       "busbw",
        line="Scaling probes",
        title="All-reduce busbw (GB/s)", format="{:.3g}", repeats="median", workers="same"),
     _f("one_device_step_ms", "--explain_scaling: the one-device step (the model, optimizer and "
