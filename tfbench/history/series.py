@@ -142,6 +142,11 @@ class Series:
     facts: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
+    def failed(self) -> int:
+        """Results that did not end ok (counted, never valued)."""
+        return int((self.rows["status"] != "ok").sum())
+
+    @property
     def values(self) -> list[float]:
         return [float(v) for v in self.ok[self.figure]]
 
@@ -164,12 +169,16 @@ class Series:
 
 
 def build(frame: pd.DataFrame, figure: str) -> list[Series]:
-    """The series of `frame`'s results for `figure`, by configuration and machine."""
+    """The series of `frame`'s results for `figure`, by configuration and machine: those with
+    a value of it, or whose every result failed (a configuration whose runs do not measure the
+    figure, e.g. latency in training, is not a series of it)."""
     out = []
     for key, rows in frame.groupby("series_key", sort=False):
         rows = rows.sort_values(["when", "id"])
         values = pd.to_numeric(rows[figure], errors="coerce")
         ok = rows[(rows["status"] == "ok") & values.notna()].copy()
+        if ok.empty and (rows["status"] == "ok").any():
+            continue
         ok[figure] = values[ok.index]
         out.append(Series(str(key), describe(rows.iloc[-1].to_dict()), figure, rows, ok))
     return sorted(out, key=lambda s: s.name)

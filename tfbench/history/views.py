@@ -50,7 +50,7 @@ def list_table(found: list[hs.Series]) -> pd.DataFrame:
     for s in found:
         level, change = s.current()
         rows.append({
-            "Series": s.name, "Runs": str(len(s.rows)), "Failed": str(len(s.rows) - len(s.ok)),
+            "Series": s.name, "Runs": str(len(s.rows)), "Failed": str(s.failed),
             "First": str(s.rows["timestamp"].iloc[0])[:10],
             "Last": str(s.rows["timestamp"].iloc[-1])[:10],
             "Last value": _fmt(s.values[-1]) if s.values else "",
@@ -99,8 +99,9 @@ def fleet_table(rows: list[hs.FleetRow], threshold_pct: float, by: str) -> pd.Da
                     ("Host" if by == "host" else "GPU UUID"): r.member,
                     "Latest": _fmt(r.latest), "Fleet median": _fmt(r.median),
                     "Members": str(r.members), "vs median": _pct(r.pct),
-                    "Outlier": ("%s: %.1f%% %s the median of %d" % (
-                        r.member, abs(r.pct), "below" if r.pct < 0 else "above", r.members))
+                    "Outlier": ("%s: %.1f%% %s the median of %d %s" % (
+                        r.member, abs(r.pct), "below" if r.pct < 0 else "above", r.members,
+                        "hosts" if by == "host" else "GPUs"))
                     if far else ""})
     return pd.DataFrame(out)
 
