@@ -65,6 +65,16 @@ def _parser() -> argparse.ArgumentParser:
     _filters(page)
     page.add_argument("--out_dir", default="tfbench_history",
                       help="where to write index.html and its plots (default tfbench_history)")
+    page.add_argument("--threshold_pct", type=float, default=5.0,
+                      help="the fleet table names a host or GPU further than this from the "
+                           "median (default 5)")
+    page.add_argument("--max_plots", type=int, default=60,
+                      help="plot at most this many series, those that changed first (default "
+                           "60; the tables list every series)")
+    page.add_argument("--browser_check", action="store_true",
+                      help="check index.html in the system's headless Chromium (every image "
+                           "loads, no table wider than 1,280 px) and save screenshot.png and "
+                           "browser_check.json beside it")
     return p
 
 
@@ -96,6 +106,9 @@ def main(argv: list[str]) -> int:
         if args.command == "import":
             from tfbench.history import importer
             return importer.main(store, args.paths, sys.stdout)
+        if args.command == "page":
+            from tfbench.history import page
+            return page.main(store, args, sys.stdout)
         from tfbench.history import views
         return views.main(store, args, sys.stdout)
     finally:

@@ -1,5 +1,6 @@
-"""What `tfbench history`, `history changes` and `history fleet` print (and `history page`
-writes), from the store: tables in text, Markdown or CSV. Exit codes: docs/history.md."""
+"""What `tfbench history`, `history changes` and `history fleet` print, from the store: tables
+in text, Markdown or CSV (`history page` draws them, tfbench.history.page). Exit codes:
+docs/history.md."""
 
 from __future__ import annotations
 
@@ -108,9 +109,6 @@ def fleet_table(rows: list[hs.FleetRow], threshold_pct: float, by: str) -> pd.Da
 
 def main(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     figure = args.figure
-    if args.command == "page":
-        from tfbench.history import page
-        return page.main(store, args, out)
     found = _series(store, args)
     label = "%s (%s)" % (figure, hs.figures.BY_NAME[figure].unit or "value")
     if args.command == "fleet":
