@@ -29,17 +29,6 @@ def _strategy(*flags):
     return strategy_lib.make_strategy(p, plan).strategy
 
 
-def _chain(graph) -> dict:
-    """The Identity ops of the step's graph that wait (by a control edge) for other ops, by
-    the type of the ops they wait for."""
-    out: dict = {}
-    for op in graph.get_operations():
-        if op.type == "Identity" and op.control_inputs:
-            kinds = "+".join(sorted({c.type for c in op.control_inputs}))
-            out[kinds] = out.get(kinds, 0) + 1
-    return out
-
-
 def main() -> None:
     out = {}
     tensors = allreduce_probe.TensorSet("two", ((1000,), (4, 6)), ("float32", "float32"))
@@ -47,31 +36,37 @@ def main() -> None:
     out["transfer"] = allreduce_probe.transfer(replicated).dtype
     out["sent_bytes"] = allreduce_probe.sent_bytes(tensors, replicated)
     out["not_probed_replicated"] = allreduce_probe.not_probed(replicated)
-    # Count the all-reduces each traced call makes (sync.reduce_gradients, once per replica and
-    # all-reduce on this merge-call path) and time the calls with a clock that advances 1 s at
-    # each reading: every timed call then lasts exactly 1 s.
-    calls, reduce_gradients = [], sync.reduce_gradients
+    # Count the all-reduces of a call: when it is traced (sync.reduce_gradients, once per
+    # replica and all-reduce on this merge-call path), and when it runs, after grappler (a
+    # stateless counter on each result, which runs only where the all-reduce does). The clock
+    # advances 1 s at each reading: every timed call lasts exactly 1 s.
+    traced, ran, reduce_gradients = [], [], sync.reduce_gradients
+
+    def count(x):
+        ran.append(1)
+        return x
 
     def counted(*args, **kwargs):
-        calls.append(1)
-        return reduce_gradients(*args, **kwargs)
+        traced.append(1)
+        out = reduce_gradients(*args, **kwargs)
+        return [tf.numpy_function(count, [x], x.dtype, stateful=False) for x in out]
     sync.reduce_gradients = counted
     ticks = iter(range(10 ** 6))
     timing = allreduce_probe.time_all_reduce(replicated, tensors, repeats=3, warmup=1,
                                              clock=lambda: float(next(ticks)))
+    calls = 1 + 3   # the warm-up and the timed ones
     sync.reduce_gradients = reduce_gradients
     out["timing"] = {"count": timing.count, "nbytes": timing.nbytes, "dtype": timing.dtype,
                      "ranks": timing.ranks, "times": len(timing.times),
                      "median_ms": timing.time_ms, "algbw": timing.algbw_gbs,
                      "busbw": timing.busbw_gbs, "per_sync": timing.per_sync,
-                     "all_reduces_traced": len(calls) / timing.ranks}
+                     "all_reduces_traced": len(traced) / timing.ranks,
+                     "all_reduces_run": len(ran) / (timing.ranks * tensors.count * calls)}
+    # What a call returns, on ones: every replica's sum of each result's first element, after 3
+    # all-reduces each of the one before's results (x3 each).
     step = allreduce_probe._step(replicated, compiled=False, per_sync=3)  # noqa: SLF001
-    values = allreduce_probe._values(replicated, tensors)  # noqa: SLF001
-    # What one call returns: every replica's sum of each reduced tensor's first element.
-    out["step_value"] = float(step(values))
-    # The all-reduces of a call, chained: each one's inputs wait for the one before's results.
-    graph = step.get_concrete_function(values).graph
-    out["chain"] = _chain(graph)
+    ones = allreduce_probe._values(replicated, tensors, fill=1.0)  # noqa: SLF001
+    out["step_value"] = float(step(ones))
 
     # Sizes every rank has room for: replica 1 says no to the second, every replica to the last.
     out["agreed"] = allreduce_probe.agreed(

@@ -11,8 +11,8 @@ packs), each replica's step compiled by XLA where the run's is.
 Figures, as NCCL's tests define them (https://github.com/NVIDIA/nccl-tests/blob/master/doc/
 PERFORMANCE.md): time is one all-reduce of the whole set. As all_reduce_perf launches its
 iterations back to back and synchronises once, each call of the probe's step runs PER_SYNC
-all-reduces one after another (each starts when the one before has produced its results) and
-waits for the host once: time = the call's time / PER_SYNC, the median over `repeats` calls
+all-reduces one after another (each of the one before's results, as all_reduce_perf's run in
+place) and waits for the host once: time = the call's time / PER_SYNC, the median over `repeats` calls
 after `warmup` untimed ones. So the host's part of a call (matching its arguments, dispatching
 to every device, the sync: about 0.8 ms on 8 devices) is spread over PER_SYNC all-reduces
 instead of added to each. algbw = S / time, S the bytes each rank all-reduces (as sent: fp16
@@ -132,8 +132,9 @@ def at_variables(strategy: tf.distribute.Strategy) -> bool:
     return isinstance(strategy, tf.distribute.experimental.CentralStorageStrategy)
 
 
-# Bytes each replica holds while one tensor is all-reduced, in copies of it: the tensor, its
-# transfer copy (a cast, a pack), the reduced result and its cast back.
+# Bytes each replica holds while one tensor is all-reduced, in copies of it: the tensor, the
+# result of the all-reduce before (this one's input), its transfer copy (a cast, a pack) and
+# this one's result.
 HELD_COPIES = 4
 
 
@@ -224,14 +225,16 @@ def bus_factor(n: int) -> float:
     return 2.0 * (n - 1) / n
 
 
-def _values(strategy: tf.distribute.Strategy, tensors: TensorSet):
-    """Every replica's tensors, made on its own device once (not timed)."""
+def _values(strategy: tf.distribute.Strategy, tensors: TensorSet, fill: float = 0.0):
+    """Every replica's tensors, made on its own device once (not timed). Zeros: their sums
+    stay zeros however many all-reduces take each one's results (fill is for tests)."""
     local = strategy.extended.worker_devices
 
     def make(context):
         # Unplaced, every replica's values would be made on the first device.
         with tf.device(local[context.replica_id_in_sync_group % len(local)]):
-            return [tf.ones(shape, dtype) for shape, dtype in zip(tensors.shapes, tensors.dtypes)]
+            return [tf.fill(shape, tf.constant(fill, dtype))
+                    for shape, dtype in zip(tensors.shapes, tensors.dtypes)]
     return strategy.experimental_distribute_values_from_function(make)
 
 
@@ -240,17 +243,14 @@ def _first(x) -> tf.Tensor:
 
 
 def _back_to_back(exchange: Callable[[list], list], values: list, per_sync: int) -> list:
-    """`per_sync` exchanges of `values` (one replica's), one after another: each starts once
-    the one before has produced its results (a control edge on identities of the same
-    buffers: no copy, no arithmetic). Only the last one's results are read, so earlier
-    results are freed as soon as they exist; every exchange runs (collectives are stateful,
-    and each is an input of the next)."""
-    done: list = []
+    """`per_sync` exchanges one after another, each of the one before's results (one
+    replica's), as all_reduce_perf's iterations run in place: a data chain, with nothing
+    computed between them. (A chain of control edges would not hold: grappler's dependency
+    optimizer makes a stateless op whose outputs only control edges take a NoOp, and the sums
+    of TensorFlow's own reductions on CPU devices are stateless.)"""
     for _ in range(per_sync):
-        with tf.control_dependencies(done):
-            inputs = [tf.identity(v) for v in values]
-        done = exchange(inputs)
-    return done
+        values = exchange(values)
+    return values
 
 
 def _calls(strategy: tf.distribute.Strategy, replica: Callable) -> Callable:
@@ -264,27 +264,27 @@ def _calls(strategy: tf.distribute.Strategy, replica: Callable) -> Callable:
 def _at_variables_step(strategy: tf.distribute.Strategy, variables: Sequence,
                        per_sync: int = PER_SYNC) -> Callable:
     """`per_sync` exchanges of a parameter-server step on one host, back to back: each
-    gradient summed on its variable's device (sync.reduce_gradients, the step's own), then
-    every replica reading every variable from where it lives, as its next forward pass does."""
+    gradient summed on its variable's device (sync.reduce_gradients, the step's own), then each
+    sum copied to every replica, the bytes its next forward pass reads of the variable."""
     # Keras variables wrap TensorFlow's; destinations are TensorFlow's (as Keras' update passes).
     variables = [getattr(v, "value", v) for v in variables]
 
     def exchange(values):
         summed = sync.reduce_gradients(strategy, list(values), variables)
-        with tf.control_dependencies(summed):
-            reads = [tf.identity(v) for v in variables]
-        return list(summed) + reads
+        return [tf.identity(x) for x in summed]    # on the replica's device
 
     def replica(values):
-        return tf.add_n([_first(x) for x in _back_to_back(exchange, list(values), per_sync)])
+        values = [tf.identity(v) for v in values]
+        return tf.add_n([_first(x) for x in _back_to_back(exchange, values, per_sync)])
     return _calls(strategy, replica)
 
 
 def _step(strategy: tf.distribute.Strategy, compiled: bool,
           per_sync: int = PER_SYNC) -> Callable:
-    """A call that all-reduces the given per-replica tensors `per_sync` times, back to back,
-    and returns one scalar per worker (a slice of the last results). Where the run compiles
-    each replica's step with XLA, each all-reduce is one compiled call, as a step's is."""
+    """A call that all-reduces the given per-replica tensors, then its results, `per_sync`
+    times in all, back to back, and returns one scalar per worker (a slice of the last
+    results). Where the run compiles each replica's step with XLA, each all-reduce is one
+    compiled call, as a step's is."""
     def all_reduce(values):
         return sync.reduce_gradients(strategy, values)
     if compiled:   # each replica's all-reduce compiled by XLA, as the run's step (steps.py)
