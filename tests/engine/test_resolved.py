@@ -22,7 +22,8 @@ TWO_WORKERS = {"worker_hosts": "127.0.0.1:7002,127.0.0.1:7003", "job_name": "wor
 
 def _learning_rates(values, steps):
     p = make_params(values)
-    opt = train.make_optimizer(p, resolve(p), tf.distribute.get_strategy(), SilentLog().notice)
+    opt = train.make_optimizer(p, resolve(p), tf.distribute.get_strategy(),
+                               lambda text: None)
     rates = []
     for step in steps:
         opt.iterations.assign(step)

@@ -110,7 +110,7 @@ def test_every_event_prints_the_legacy_line():
     from tfbench.engine.runlog import Header, StepReport
     lines = []
     log = classic_log.ClassicLog(lines.append)
-    log.notice("No GPU visible: running on CPU (--device=cpu)")
+    log.show_notice("No GPU visible: running on CPU (--device=cpu)")
     log.header(Header(tf_version="2.21.0", model="trivial", dataset="imagenet (synthetic)",
                       mode="training", train_and_eval=True, batch_size=4, global_batch_size=8,
                       num_batches=20, num_epochs=0.5, devices=("/cpu:0", "/cpu:1"),
@@ -147,6 +147,7 @@ def test_every_event_prints_the_legacy_line():
     log.training_resumed()                                                        # 2461
     log.training_done()                                                           # 2495
     log.evaluation_started(60, final=True)                                        # 2502
+    log.probe_started("Probing where the scaling goes")
     for part in ("input_only", "synthetic", "real"):
         log.diagnosis_started(part)
     log.environment({})
@@ -162,8 +163,8 @@ def test_every_event_prints_the_legacy_line():
         "Accuracy @ 1 = 0.0050 Accuracy @ 5 = 0.0225 [400 examples]",
         "Stopping, as eval accuracy at least 0.75 was reached", "Resuming training",
         "Done with training", "Running final evaluation at global_step 60",
-        "Input diagnosis: the input pipeline alone", "Input diagnosis: synthetic data",
-        "Input diagnosis: real data"] + lines[23:]
+        "Probing where the scaling goes", "Input diagnosis: the input pipeline alone", "Input diagnosis: synthetic data",
+        "Input diagnosis: real data"] + lines[24:]
     assert classic_log.header_lines(
         tf_version="2.17.1", model="m", dataset="d", mode="forward only", batch_size=1,
         global_batch_size=1, num_batches=1, num_epochs=0.0, devices=["/gpu:0"],
@@ -197,7 +198,7 @@ def _header(**changes):
 def test_a_training_run_with_an_evaluation_prints_the_legacy_lines():
     lines = []
     log = ClassicLog(lines.append)
-    log.notice("No GPU visible: running on CPU (--device=cpu)")
+    log.show_notice("No GPU visible: running on CPU (--device=cpu)")
     log.header(_header(train_and_eval=True))
     log.cluster_lines(["Starting worker 0"])
     log.generating_training_model()

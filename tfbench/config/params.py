@@ -37,8 +37,6 @@ Params = dataclasses.make_dataclass(
     + [
         # Flags the user typed (absl `.present`): decides whether a default may be adapted.
         ("explicit", frozenset, dataclasses.field(default=frozenset())),
-        # One-line notices about what tfbench changed from what was asked (no silent fallbacks).
-        ("notices", tuple, dataclasses.field(default=())),
     ],
     frozen=True,
     namespace={"replace": _replace, "is_explicit": _is_explicit},

@@ -28,7 +28,7 @@ from tfbench.distribute import pipelines, strategies, variables
 from tfbench.engine import measurements, optimizers, serving, steps
 from tfbench.engine.measurements import Meter
 from tfbench.engine.resolved import TRAINING, Resolved
-from tfbench.engine.runlog import RunLog, SilentLog
+from tfbench.engine.runlog import RunLog, SilentLog, record_notice
 from tfbench.errors import NanLoss, raise_if_stopped
 from tfbench.measure import flops, stats
 from tfbench.models import fold_bn
@@ -61,13 +61,6 @@ def step_stats(res: RunResult, batch: int, times: list[float],
     figures = stats.perf_stats(batch, times, ewma)
     res.step_images_per_sec, res.step_images_per_sec_plusminus, res.jitter = figures
     return figures
-
-
-def say(log: RunLog, res: RunResult, *texts: str) -> None:
-    """Says each notice now and records it with the run's notices."""
-    for text in texts:
-        log.notice(text)
-        res.notices.append(text)
 
 
 def step_fast_paths(strategy: Optional[tf.distribute.Strategy],
@@ -104,9 +97,9 @@ class ModeRunner:
         if self.serving is not None:
             self.serving.close()
 
-    def notice(self, res: RunResult, text: str) -> None:
-        """Says `text` now and records it with the run's notices."""
-        say(self.log, res, text)
+    def record_notice(self, res: RunResult, text: str) -> None:
+        """Records `text` in the run's notices and shows it (runlog.record_notice)."""
+        record_notice(self.log, res, text)
 
     # --- model and steps ----------------------------------------------------------------------
     def build_model(self) -> keras.Model:
@@ -153,8 +146,8 @@ class ModeRunner:
         calibration = (lambda: self.pipeline(batch, train)) if self.plan.real_data else None
         step = self.serving.step(model, res, self.strategy, batch, from_iterator, calibration)
         for text in self.serving.notices:
-            self.notice(res, text)
-        measurements.count_flops(model, self.plan.image_size, res)
+            self.record_notice(res, text)
+        measurements.count_flops(model, self.plan.image_size, res, self.log)
         self.model = None
         return step
 
@@ -213,8 +206,9 @@ class ModeRunner:
                           "learning rate (--init_learning_rate)" % what)
         if not self._nonfinite_said:
             self._nonfinite_said = True
-            self.notice(res, "%s on synthetic images, which carry no signal: the steps go on "
-                             "and are timed as before; on real data this stops the run" % what)
+            self.record_notice(res, "%s on synthetic images, which carry no signal: the steps "
+                                    "go on and are timed as before; on real data this stops "
+                                    "the run" % what)
 
     def _evaluate(self, step_fn: StepFn, inputs: Any, num_batches: int, res: RunResult,
                   times: Optional[list[float]] = None, timed: bool = False) -> float:

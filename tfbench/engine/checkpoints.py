@@ -94,7 +94,7 @@ class TrainDir:
 
 def open_train_dir(p, strategy: tf.distribute.Strategy, model: keras.Model,
                    optimizer: keras.optimizers.Optimizer,
-                   notice: Callable[[str], None]) -> TrainDir:
+                   record_notice: Callable[[str], None]) -> TrainDir:
     """--train_dir: checkpoints and summaries from the chief alone; every process resumes
     from the chief's state.
 
@@ -104,7 +104,7 @@ def open_train_dir(p, strategy: tf.distribute.Strategy, model: keras.Model,
     MultiWorkerMirroredStrategy workers save into a scratch directory of their own that is
     removed after each save. Only the chief reads --train_dir: the others receive its
     variables, so the hosts need not share a file system. A process other than the chief
-    says so through `notice`.
+    says so in a notice (`record_notice`).
     """
     out = TrainDir()
     ckpt = checkpoint(model, optimizer)
@@ -115,8 +115,8 @@ def open_train_dir(p, strategy: tf.distribute.Strategy, model: keras.Model,
         if out.manager.latest_checkpoint:
             restore(out.manager.latest_checkpoint, model, optimizer)
     else:
-        notice("--train_dir: %s writes the checkpoints and summaries; this process writes "
-               "none there and resumes from its state" % sync.chief_label(strategy))
+        record_notice("--train_dir: %s writes the checkpoints and summaries; this process "
+                      "writes none there and resumes from its state" % sync.chief_label(strategy))
         if sync.saves_beside_chief(strategy):
             out.scratch_dir = os.path.join(
                 tempfile.gettempdir(), "tfbench-ckpt-%d-%s" % (os.getpid(), uuid.uuid4().hex))

@@ -63,7 +63,7 @@ def check(runner: ModeRunner, res: RunResult, shared: explain.DeviceSteps,
             "kernels": "a matmul and a 3x3 convolution in %s" % plan.precision,
             "numeric": "one forward and backward pass on the same batch from the same weights "
                        "(op determinism on)"}
-    log.notice("Checking each device alone: %s" % _and([what[c] for c in chosen]))
+    log.probe_started("Checking each device alone: %s" % _and([what[c] for c in chosen]))
     work = {"step": lambda: _steps(runner, shared, entries, res),
             "kernels": lambda: _kernels(runner, shared, entries),
             "numeric": lambda: _numeric(runner, shared, entries, res)}
@@ -72,8 +72,8 @@ def check(runner: ModeRunner, res: RunResult, shared: explain.DeviceSteps,
             work[name]()
             raise_if_stopped()
     except (tf.errors.OpError, MemoryError) as exc:   # outside any one device's check
-        res.notices.append("--validate_devices: the checks stopped, %s; the run's own figures "
-                           "stand" % _reason(exc))
+        runner.record_notice(res, "--validate_devices: the checks stopped, %s; the run's own "
+                                  "figures stand" % _reason(exc))
     summarise(entries, res)
 
 
@@ -291,9 +291,9 @@ def _numeric(runner: ModeRunner, shared: explain.DeviceSteps, entries: list[dict
         entry.update(agreement.compare(arrays, results[reference], bound,
                                        info["deterministic"]))
     if entries[reference]["loss"] is None:
-        res.notices.append("--validate_devices: the loss on the fixed batch is not finite on "
-                           "%s: the gradients compared are not finite either"
-                           % info["reference"])
+        runner.record_notice(res, "--validate_devices: the loss on the fixed batch is not "
+                                  "finite on %s: the gradients compared are not finite either"
+                                  % info["reference"])
 
 
 # --- summary figures ------------------------------------------------------------------------

@@ -134,11 +134,11 @@ def probe(runner: ModeRunner, sp: BuiltStrategy, res: RunResult,
     device's one-device step is `shared`'s when given, which --validate_devices shares)."""
     plan = runner.plan
     if plan.total_devices < 2:
-        res.notices.append("--explain_scaling: one device, no scaling to explain")
+        runner.record_notice(res, "--explain_scaling: one device, no scaling to explain")
         return
-    log.notice("Probing where the scaling goes: the exchange of %s's gradients, each device's "
-               "step alone and all together%s" % (plan.spec.name, ", the input pipeline alone"
-                                                  if plan.real_data else ""))
+    log.probe_started("Probing where the scaling goes: the exchange of %s's gradients, each "
+                      "device's step alone and all together%s" % (
+                          plan.spec.name, ", the input pipeline alone" if plan.real_data else ""))
     found: dict = {}
     res.extra["scaling_probes"] = found
     try:
@@ -157,8 +157,8 @@ def probe(runner: ModeRunner, sp: BuiltStrategy, res: RunResult,
             why = "TensorFlow failed: %s" % ((message or "").strip().splitlines()
                                              or [type(exc).__name__])[0]
         kept = keep_nccl_log(message or "")
-        res.notices.append("--explain_scaling: the probes stopped, %s; %sthe run's own figures "
-                           "stand" % (why, kept + "; " if kept else ""))
+        runner.record_notice(res, "--explain_scaling: the probes stopped, %s; %sthe run's own "
+                                  "figures stand" % (why, kept + "; " if kept else ""))
         return
     explained = explain_run(res)
     if explained is not None:

@@ -14,6 +14,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 from tfbench import monitors
 from tfbench.engine.resolved import TRAINING, Resolved
+from tfbench.engine.runlog import RunLog, record_notice
 from tfbench.measure import environment, estimate, expected_range, flops, memory, peak, stats
 from tfbench.results import RunResult
 
@@ -108,7 +109,7 @@ class Meter:
 
 
 def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
-           env_before: Optional[dict], failed: bool = False) -> None:
+           env_before: Optional[dict], log: RunLog, failed: bool = False) -> None:
     """Summaries of every measurement taken; runs on success and on failure alike.
 
     model: the model the timed steps ran, whose FLOPs are counted (None if none was built);
@@ -123,13 +124,13 @@ def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
     timed_images = len(res.step_times) * plan.worker_batch
     local_ips = ips / plan.num_workers if ips else None
     if model is not None and not failed:
-        count_flops(model, plan.image_size, res)
+        count_flops(model, plan.image_size, res, log)
     if meter.elsewhere:
         # The controller's own devices are not the workers': no peak, MFU or published range
         # judged from them, and no device name that would say otherwise.
         res.extra["device_name"] = ""
-        res.notices.append("MFU and the published range are not judged on a parameter-server "
-                           "controller: %s" % meter.elsewhere)
+        record_notice(log, res, "MFU and the published range are not judged on a "
+                      "parameter-server controller: %s" % meter.elsewhere)
     flops_figures(res, p, plan, ips, judge_peak=not meter.elsewhere)
     res.extra.update(stats.latency_summary(res.step_times))
     res.extra.update(stats.cold_start_summary(res.warmup_times, res.step_times))
@@ -170,13 +171,13 @@ def _larger(before: Optional[dict[str, Optional[int]]],
             for name in dict.fromkeys([*before, *now])}
 
 
-def count_flops(model, image_size: int, res: RunResult) -> None:
+def count_flops(model, image_size: int, res: RunResult, log: RunLog) -> None:
     if res.params_count is None:
         res.params_count = flops.count_params(model)
     try:
         res.gflops_per_image = flops.model_forward_flops(model, image_size) / 1e9
     except Exception as exc:  # noqa: BLE001 - FLOPs are a figure, not a reason to fail
-        res.notices.append("FLOPs not counted: %s" % str(exc).splitlines()[0][:120])
+        record_notice(log, res, "FLOPs not counted: %s" % str(exc).splitlines()[0][:120])
 
 
 def flops_figures(res: RunResult, p, plan: Resolved, ips: Optional[float],

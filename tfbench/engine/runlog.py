@@ -2,7 +2,10 @@
 
 The engine formats no line. It calls one RunLog method per event, at the moment the legacy
 tf_cnn_benchmarks script printed the matching line (the header before the model is built, a
-Step line right after its step, ...), with the figures that line is made of.
+Step line right after its step, ...), with the figures that line is made of. A notice (what
+tfbench changed from what was asked, a figure left empty and why) is said with record_notice,
+which records it in RunResult.notices (the CSV's `notices` column) and shows it: the engine
+never calls RunLog.show_notice itself.
 tfbench.output.classic_log.ClassicLog implements RunLog by printing the classic log (the CLI
 passes one); SilentLog ignores every event (library use, tests). What must last goes into
 RunResult as well: a RunLog only shows it.
@@ -12,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
+
+from tfbench.results import RunResult
 
 # The parts of --diagnose_input, in the order they run (RunLog.diagnosis_started).
 DIAGNOSIS_PARTS = ("input_only", "synthetic", "real")
@@ -58,9 +63,9 @@ class RunLog(Protocol):
     def environment(self, env: Mapping[str, Any]) -> None:
         """The environment manifest (tfbench.measure.environment.capture), before the run."""
 
-    def notice(self, text: str) -> None:
-        """One line said before the steps start: what tfbench changed from what was asked, or
-        a warning (most are in RunResult.notices too)."""
+    def show_notice(self, text: str) -> None:
+        """Shows one notice, and only shows it: record_notice, its one caller, has recorded it
+        in RunResult.notices."""
 
     def header(self, header: Header) -> None:
         """What will run; the model is not built yet."""
@@ -124,9 +129,22 @@ class RunLog(Protocol):
     def training_done(self) -> None:
         """Training with evaluations ended; the final evaluation may follow."""
 
+    def probe_started(self, text: str) -> None:
+        """A probe after the timed steps starts (--explain_scaling, --validate_devices,
+        --validate_allreduce_json): `text` says what it measures. Not a notice: nothing was
+        changed from what was asked."""
+
     def diagnosis_started(self, part: str) -> None:
         """--diagnose_input: one of DIAGNOSIS_PARTS starts, a run of its own."""
 
 
 class SilentLog(RunLog):
     """A RunLog that shows nothing."""
+
+
+def record_notice(log: RunLog, res: RunResult, *texts: str) -> None:
+    """Records each notice in the run's notices (RunResult.notices, the CSV's `notices`
+    column) and shows it now: the one way the engine says a notice."""
+    for text in texts:
+        res.notices.append(text)
+        log.show_notice(text)

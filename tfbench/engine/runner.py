@@ -25,13 +25,13 @@ from tfbench.config import data_source
 from tfbench.distribute import devices
 from tfbench.distribute import strategy as strategy_lib, strategies, sync
 from tfbench.engine import allreduce_run, device_checks, explain, measurements
-from tfbench.engine.base import Clock, ModeRunner, say
+from tfbench.engine.base import Clock, ModeRunner
 from tfbench.engine.data_only import DataOnlyRunner
 from tfbench.engine.eval_runner import EvalRunner
 from tfbench.engine.measurements import Meter
 from tfbench.engine.resolved import (DATA_ONLY, EVAL, FORWARD_ONLY, TRAINING, Resolved,
                                  resolve)
-from tfbench.engine.runlog import Header, RunLog, SilentLog
+from tfbench.engine.runlog import Header, RunLog, SilentLog, record_notice
 from tfbench.engine.train import TrainRunner
 from tfbench import errors
 from tfbench.errors import OutOfMemory, TfbenchError, out_of_memory_evidence
@@ -57,13 +57,13 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     tf.random.set_seed(p.tf_random_seed)
     np.random.seed(4321)
     env_before = _capture_environment(res, log)
-    say(log, res, *plan.notices, *runtime_notices, *explain.prepare(p, plan))
+    record_notice(log, res, *plan.notices, *runtime_notices, *explain.prepare(p, plan))
     try:
         sp = strategy_lib.make_strategy(p, plan.device)
     finally:
         # A SIGTERM held while a cluster formed reaches the CLI's handler now (errors).
         errors.release_sigterm()
-    say(log, res, *sp.notices)
+    record_notice(log, res, *sp.notices)
     if strategies.is_parameter_server(sp.strategy):
         plan = _count_worker_replicas(p, plan, sp.strategy, res, log)
     res.variable_update = sp.variables_label
@@ -94,7 +94,7 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     finally:
         # On a failure the FLOP count (a second trace of the model) is skipped.
         try:
-            measurements.finish(res, p, plan, meter, runner.model, env_before,
+            measurements.finish(res, p, plan, meter, runner.model, env_before, log,
                                 failed=sys.exc_info()[0] is not None)
             if sys.exc_info()[0] is not None:
                 explain.discard_nccl_log()
@@ -162,7 +162,7 @@ def _capture_environment(res: RunResult, log: RunLog) -> dict:
     log.environment(env)
     warning = environment.vm_warning(env, using_real_data=res.data_source != "synthetic")
     if warning:
-        say(log, res, warning)
+        record_notice(log, res, warning)
     return env
 
 
@@ -182,10 +182,10 @@ def _count_worker_replicas(p, plan: Resolved, strategy: tf.distribute.Strategy,
         notice = ("Parameter-server workers run %d replica(s) each: a step counts %d images "
                   "per worker, not this controller's %d device(s)"
                   % (replicas, plan.worker_batch, own))
-        say(log, res, notice)
+        record_notice(log, res, notice)
     if res.device_kind == "cpu" and plan.precision == "fp16":
         # The workers' CPUs, whose units this controller cannot read.
-        say(log, res, cpu_units.cpu_fp16_notice(None))
+        record_notice(log, res, cpu_units.cpu_fp16_notice(None))
     return plan
 
 

@@ -83,11 +83,11 @@ def _chrome_json(xplane: str) -> tuple[Optional[bytes], str]:
 
 
 def trace_steps(run_step: Callable[[], object], trace_file: str,
-                notice: Callable[[str], None], num_steps: int = TRACE_STEPS,
+                record_notice: Callable[[str], None], num_steps: int = TRACE_STEPS,
                 chrome_json: bool = True) -> list[str]:
     """Profiles `num_steps` calls of run_step; returns the files written. The steps run even
     when no profile can be written, so the run is the one asked for; each file not written is
-    one `notice` line."""
+    one notice (`record_notice`)."""
     logdir, chrome_path = trace_paths(trace_file)
     before = set(_xplanes(logdir))
     try:
@@ -95,7 +95,7 @@ def trace_steps(run_step: Callable[[], object], trace_file: str,
         tf.profiler.experimental.start(logdir)
         started = True
     except (OSError, tf.errors.OpError) as exc:
-        notice("Trace not written to %s: %s" % (logdir, _reason(exc)))
+        record_notice("Trace not written to %s: %s" % (logdir, _reason(exc)))
         started = False
     stop_failure = None
     try:
@@ -110,11 +110,11 @@ def trace_steps(run_step: Callable[[], object], trace_file: str,
     if not started:
         return []
     if stop_failure is not None:
-        notice("Trace not written to %s: %s" % (logdir, _reason(stop_failure)))
+        record_notice("Trace not written to %s: %s" % (logdir, _reason(stop_failure)))
         return []
     written = sorted(set(_xplanes(logdir)) - before, key=os.path.getmtime)
     if not written:
-        notice("Trace not written to %s: the profiler wrote no .xplane.pb file" % logdir)
+        record_notice("Trace not written to %s: the profiler wrote no .xplane.pb file" % logdir)
         return []
     if chrome_json:
         data, why = _chrome_json(written[-1])
@@ -128,6 +128,6 @@ def trace_steps(run_step: Callable[[], object], trace_file: str,
             else:
                 written.append(chrome_path)
         if why:
-            notice("Chrome trace not written to %s: %s; the TensorBoard profile is in %s"
-                   % (chrome_path, why, logdir))
+            record_notice("Chrome trace not written to %s: %s; the TensorBoard profile is in %s"
+                          % (chrome_path, why, logdir))
     return written

@@ -39,13 +39,13 @@ class Setup:
 
 
 def make_optimizer(p, plan: Resolved, strategy: tf.distribute.Strategy,
-                   notice: Callable[[str], None]) -> keras.optimizers.Optimizer:
-    """The optimizer with its learning-rate schedule (and dynamic loss scaling); `notice`
-    hears about learning-rate flags that have no effect."""
+                   record_notice: Callable[[str], None]) -> keras.optimizers.Optimizer:
+    """The optimizer with its learning-rate schedule (and dynamic loss scaling);
+    `record_notice` records the notices of learning-rate flags that have no effect."""
     schedule, notices = lr.schedule_for(p, plan.spec, plan.images_per_iteration,
                                         plan.train_examples)
     for text in notices:
-        notice(text)
+        record_notice(text)
     opt = optimizers.make_optimizer(p, lr.KerasSchedule(schedule))
     scaling, scale = optimizers.loss_scaling(p, plan.precision)
     if scaling == "dynamic":
@@ -79,7 +79,8 @@ class TrainRunner(ModeRunner):
         optimizer = None
         with variables.scope(self.strategy):
             if training:
-                optimizer = make_optimizer(p, r, self.strategy, log.notice)
+                optimizer = make_optimizer(p, r, self.strategy,
+                                           lambda text: self.record_notice(res, text))
                 optimizer.build(model.trainable_variables)
         folding = None if training else self.fold_batch_norm(model, res)
         if folding is not None:
@@ -104,8 +105,9 @@ class TrainRunner(ModeRunner):
             setup.eval_fn = eval_builder.eval_step(eval_iter)
         log.initializing()
         if training and p.train_dir:
-            setup.train_dir = open_train_dir(p, self.strategy, model, optimizer,
-                                             notice=lambda text: self.notice(res, text))
+            setup.train_dir = open_train_dir(
+                p, self.strategy, model, optimizer,
+                record_notice=lambda text: self.record_notice(res, text))
         return setup
 
     def run(self, res: RunResult) -> None:
@@ -262,5 +264,5 @@ class TrainRunner(ModeRunner):
         from tfbench.engine import tracing
         self.log.tracing(self.p.trace_file)
         tracing.trace_steps(lambda: s.step_fn(s.inputs).numpy(), self.p.trace_file,
-                            notice=lambda text: self.notice(res, text),
+                            record_notice=lambda text: self.record_notice(res, text),
                             chrome_json=self.p.use_chrome_trace_format)

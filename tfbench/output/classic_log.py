@@ -125,7 +125,7 @@ class ClassicLog:
     def environment(self, env: Mapping[str, Any]) -> None:
         self._lines(environment_text.summary_lines(dict(env)))
 
-    def notice(self, text: str) -> None:
+    def show_notice(self, text: str) -> None:
         self.write(text)
 
     def header(self, header) -> None:
@@ -199,6 +199,9 @@ class ClassicLog:
 
     def training_done(self) -> None:
         self.write("Done with training")
+
+    def probe_started(self, text: str) -> None:
+        self.write(text)
 
     def diagnosis_started(self, part: str) -> None:
         self.write("Input diagnosis: %s" % _DIAGNOSIS[part])

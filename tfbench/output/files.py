@@ -33,7 +33,7 @@ def results_line_to(line: str, csv_path: str) -> Optional[str]:
 def manifest(p, result: RunResult) -> dict[str, Any]:
     data = result.to_dict()
     data["params"] = {k: v for k, v in dataclasses.asdict(p).items()
-                      if k not in ("explicit", "notices")}
+                      if k != "explicit"}
     data["params_explicit"] = sorted(p.explicit)
     data["csv_row"] = csv_out.row_for(result)
     return data
