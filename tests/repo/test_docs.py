@@ -100,6 +100,17 @@ def test_the_readme_shows_common_command_lines():
     assert len(_benchmark_commands(section)) >= 5
 
 
+def test_the_readme_lists_every_subcommand():
+    """The paragraph of the README's common command lines that starts "Subcommands:" names
+    each `tfbench NAME` of tfbench.cli.SUBCOMMANDS, and no other."""
+    from tfbench.cli import SUBCOMMANDS
+    section = _read("README.md").split("## Common command lines", 1)[1].split("\n## ", 1)[0]
+    paragraph = section[section.index("Subcommands:"):].split("\n\n", 1)[0]
+    named = re.findall(r"`tfbench ([a-z_]+)[` ]", paragraph)
+    assert sorted(set(named)) == sorted(SUBCOMMANDS), \
+        "README.md's Subcommands paragraph names %s" % sorted(set(named) ^ set(SUBCOMMANDS))
+
+
 @pytest.mark.parametrize("doc", LINKED_DOCS)
 def test_relative_links_resolve(doc):
     text = re.sub(r"```.*?```", "", _read(doc), flags=re.S)

@@ -164,6 +164,15 @@ def test_the_cli_package_lists_the_subcommands():
     assert modules == sorted(["run", "guard"] + list(SUBCOMMANDS))
 
 
+def test_every_subcommand_has_its_test_module():
+    """`tfbench NAME`'s command line (its arguments, its exit codes, its one-line errors) is
+    tested in tests/cli/test_NAME.py, as docs/layout.md lays the tests out."""
+    from tfbench.cli import SUBCOMMANDS
+    missing = ["tests/cli/test_%s.py" % name for name in ["run"] + list(SUBCOMMANDS)
+               if not os.path.exists(os.path.join(ROOT, "tests", "cli", "test_%s.py" % name))]
+    assert missing == [], "add a test module for each subcommand: %s" % ", ".join(missing)
+
+
 def test_no_test_module_imports_another():
     """What tests share lives in tests/support (on sys.path, not collected): a test module that
     imports another runs, or breaks with, that module's imports and fixtures."""

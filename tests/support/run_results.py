@@ -1,5 +1,6 @@
 """RunResults made by hand for the report's and validation's tests: a run on an A100 (the
-report's), a run on 8 H100s with its RunKey (the baseline's), and a results CSV of them."""
+report's), a run on 8 H100s with its RunKey (the baseline's), a run as `tfbench compare`
+matches it (compare's), and a results CSV of them."""
 
 from tfbench.output import csv_out
 from tfbench.results import RunResult
@@ -35,3 +36,16 @@ def write_results_csv(path, results) -> str:
     """The results CSV a run of each of `results` would append to, at `path`."""
     csv_out.append_rows(str(path), [csv_out.row_for(r) for r in results])
     return str(path)
+
+
+def compared_result(model="resnet50", batch_size=64, ips=100.0, pm=0.0, device="V100",
+                    status="ok", **extra) -> RunResult:
+    """A training run as `tfbench compare` matches it: at `ips` images/sec, Step +/- `pm`, on
+    `device`. `extra` sets RunResult fields by name (status, precision, num_devices, ...) and
+    the other CSV columns through RunResult.extra (csv_out.row_for reads the fields first)."""
+    fields = {k: extra.pop(k) for k in list(extra) if k in RunResult.__dataclass_fields__}
+    r = RunResult(model=model, mode="training", batch_size=batch_size,
+                  global_batch_size=batch_size, images_per_sec=ips,
+                  step_images_per_sec_plusminus=pm, status=status, **fields)
+    r.extra.update({"device_name": device, **extra})
+    return r
