@@ -1,0 +1,79 @@
+"""tfbench.output.files: what a finished run writes (the CSV row, the JSON manifest), the
+manifest's contents and the Results line that says where the row went."""
+
+import json
+import os
+
+from helpers import only_row
+from tfbench.config.params import make_params
+from tfbench.output import csv_out, files
+from tfbench.results import RunResult
+
+
+def _result(**kw) -> RunResult:
+    r = RunResult(run_id="20260301T120000Z-abc123", model="resnet50", mode="training",
+                  batch_size=64, images_per_sec=1234.5, step_times=[0.1, 0.1], **kw)
+    r.notices.append("--batch_group_size has no effect under TF2 (TF1 graph-only flag); ignored")
+    return r
+
+
+def test_the_results_line_and_the_same_line_naming_another_file():
+    line = files.results_line("ok", "out/r.csv", "20260301T120000Z-abc123")
+    assert line == "Results: ok row appended to out/r.csv (run 20260301T120000Z-abc123)"
+    # A launch task's row travels on to the launcher's CSV, with a path that has spaces.
+    assert files.results_line_to(line, "/tmp/all rows.csv") == \
+        "Results: ok row appended to /tmp/all rows.csv (run 20260301T120000Z-abc123)"
+    assert files.results_line_to("total images/sec: 1.00", "x.csv") is None
+    assert files.results_line_to(line + " and more", "x.csv") is None
+
+
+def test_the_manifest_holds_the_result_the_flags_and_the_csv_row():
+    p = make_params({"model": "resnet50", "batch_size": 64, "num_gpus": 2, "device": "gpu",
+                     "xla": True})
+    result = _result()
+    data = files.manifest(p, result)
+    # Every field of the result; `params` is the flags' values (RunResult.params is unused).
+    fields = {k: v for k, v in result.to_dict().items() if k != "params"}
+    assert {k: data[k] for k in fields} == fields
+    assert data["csv_row"] == csv_out.row_for(result)
+    assert data["params_explicit"] == ["batch_size", "device", "model", "num_gpus", "xla"]
+    assert data["params"]["batch_size"] == 64 and data["params"]["num_batches"] is None
+    assert "explicit" not in data["params"]
+    json.dumps(data)   # plain data
+
+
+def test_the_manifest_path_is_the_run_id_in_json_dir():
+    assert files.manifest_path(make_params({"json_dir": ""}), _result()) is None
+    assert files.manifest_path(make_params({}), _result()) == \
+        os.path.join("tfbench_runs", "20260301T120000Z-abc123.json")   # the default
+    assert files.manifest_path(make_params({"json_dir": "j"}), _result()) == \
+        os.path.join("j", "20260301T120000Z-abc123.json")
+
+
+def test_write_all_writes_each_output_asked_for(tmp_path):
+    # (--benchmark_log_dir's files: tests/output/test_benchmark_logger.py)
+    p = make_params({"csv_file": str(tmp_path / "r.csv"), "json_dir": str(tmp_path / "j")})
+    result = _result()
+    lines = files.write_all(p, result)
+    assert lines == [files.results_line("ok", str(tmp_path / "r.csv"), result.run_id)]
+    row = only_row(tmp_path / "r.csv")
+    assert row == csv_out.row_for(result) and row["images_per_sec"] == "1234.5"
+    assert result.json_file == str(tmp_path / "j" / (result.run_id + ".json"))
+    with open(result.json_file) as handle:
+        assert json.load(handle) == json.loads(json.dumps(files.manifest(p, result)))
+    # Nothing asked for, nothing written.
+    bare = _result()
+    assert files.write_all(make_params({"csv_file": "", "json_dir": ""}), bare) == []
+    assert bare.json_file in ("", None)
+
+
+def test_a_parameter_server_task_writes_nothing_and_says_the_controller_reports(tmp_path):
+    p = make_params({"csv_file": str(tmp_path / "r.csv"), "json_dir": str(tmp_path / "j")})
+    result = _result(server_task="ps task 0")
+    assert files.write_all(p, result) == [
+        "ps task 0: done serving the cluster; the controller reports the results"]
+    assert os.listdir(tmp_path) == []
+    # A server task that failed still leaves its row.
+    result.status = "error"
+    files.write_all(p, result)
+    assert only_row(tmp_path / "r.csv")["status"] == "error"
