@@ -160,21 +160,22 @@ class Store:
 
     def add_many(self, results: Sequence["Recorded"]) -> list[Added]:
         """Adds results as add() does, BATCH to a transaction (an import's rows cost a few
-        statements per batch, not a transaction each; the write lock is never held for long).
-        A run id given twice goes in a later transaction than its first."""
+        statements per batch, not a transaction each; the write lock is never held for long),
+        on one connection. A run id given twice goes in a later transaction than its first."""
         outcomes: list[Optional[Added]] = [None] * len(results)
         pending = list(range(len(results)))
-        while pending:
-            batch, later, seen = [], [], set()
-            for i in pending:
-                run_id = results[i].run_id
-                (later if run_id in seen or len(batch) >= BATCH else batch).append(i)
-                seen.add(run_id)
-            with self.engine.begin() as conn:
-                done = self._add_batch(conn, [results[i] for i in batch])
-            for i, added in zip(batch, done):
-                outcomes[i] = added
-            pending = later
+        with self.engine.connect() as conn:
+            while pending:
+                batch, later, seen = [], [], set()
+                for i in pending:
+                    run_id = results[i].run_id
+                    (later if run_id in seen or len(batch) >= BATCH else batch).append(i)
+                    seen.add(run_id)
+                with conn.begin():
+                    done = self._add_batch(conn, [results[i] for i in batch])
+                for i, added in zip(batch, done):
+                    outcomes[i] = added
+                pending = later
         return [o for o in outcomes if o is not None]
 
     def _add_batch(self, conn, batch: Sequence["Recorded"]) -> list[Added]:
@@ -185,8 +186,10 @@ class Store:
             # result: one writer at a time per run id, locks taken in one order (no deadlock).
             for key in sorted({_lock_key(k) for k in run_ids}):
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+        mine = {r.run_id: list({w.key: w.as_row(r.run_id) for w in r.workers}.values())
+                for r in batch}
         grown = {run_id for run_id, _ in self._insert_ignoring_duplicates(
-            conn, schema.result_workers, [w.as_row(r.run_id) for r in batch for w in r.workers],
+            conn, schema.result_workers, [w for rows in mine.values() for w in rows],
             ["run_id", "worker"])}
         self._insert_ignoring_duplicates(
             conn, schema.environment,
@@ -197,11 +200,13 @@ class Store:
         existing = dict(conn.execute(sa.select(results.run_id, results.id)
                                      .where(results.run_id.in_(run_ids))).all())
         todo = [r for r in batch if r.run_id not in existing or r.run_id in grown]
-        workers: dict[str, list[Mapping[str, Any]]] = {}
-        if todo:
+        # A new result's workers are its own (a result and its workers are only ever added
+        # together); one that grew is read back whole.
+        workers = {r.run_id: mine[r.run_id] for r in todo if r.run_id not in existing}
+        again = [r.run_id for r in todo if r.run_id in existing]
+        if again:
             stored = schema.result_workers
-            for w in conn.execute(sa.select(stored)
-                                  .where(stored.c.run_id.in_([r.run_id for r in todo]))
+            for w in conn.execute(sa.select(stored).where(stored.c.run_id.in_(again))
                                   .order_by(stored.c.run_id, stored.c.worker)).mappings():
                 workers.setdefault(w["run_id"], []).append(w)
         inserts, outcome = [], {}
@@ -266,6 +271,9 @@ class Store:
 
 
 # --- what is recorded -----------------------------------------------------------------------
+_COLUMNS = schema.figure_columns()   # (name, type) of each figure's column
+
+
 def _key(values: Sequence[Any]) -> str:
     return hashlib.sha1(json.dumps([None if v in ("", None) else str(v) for v in values])
                         .encode()).hexdigest()
@@ -273,9 +281,13 @@ def _key(values: Sequence[Any]) -> str:
 
 def _typed(name: str, value: Any) -> Any:
     """A figure's cell as the store keeps it: None when empty (never 0.0 for 'not measured')."""
+    return _typed_as(figures.BY_NAME[name].type, value)
+
+
+def _typed_as(kind: str, value: Any) -> Any:
+    """_typed, the figure's type given (an import types 100,000 rows of 150 figures)."""
     if value is None or (isinstance(value, str) and value.strip() == ""):
         return None
-    kind = figures.BY_NAME[name].type
     if kind == "text":
         return str(value)
     try:
@@ -320,7 +332,7 @@ class Recorded:
         # The chief's row first (its run id is the result's): combine takes its figures.
         rows = sorted(rows, key=lambda r: str(r.get("run_id")) != self.run_id)
         combined = combine(rows)
-        values = {name: _typed(name, combined.get(name)) for name, _ in schema.figure_columns()}
+        values = {name: _typed_as(kind, combined.get(name)) for name, kind in _COLUMNS}
         values["run_id"] = self.run_id
         config = [values.get(name) for name in figures.CONFIGURATION]
         hosts = sorted({w["hostname"] for w in workers if w["hostname"]})
