@@ -108,3 +108,17 @@ def test_gradient_clip_clips_the_summed_gradient(checks, strategy):
     # to 0.5 (the legacy script clips the aggregated gradient); clipping each replica's first
     # gives 0.5 - 0.5 = 0, no change at all. With dynamic loss scaling, after the unscaling.
     assert checks["clipped_" + strategy] == [-0.5]
+
+
+@pytest.mark.parametrize("mode", ["replicated", "replicated_pscpu", "parameter_server",
+                                  "parameter_server_cpu", "collective_all_reduce", "horovod"])
+def test_replica_gradients_are_averaged_not_summed(checks, mode):
+    """docs/behaviour.md: one SGD step (learning rate 0.1) with replica 0's gradient 3 and
+    replica 1's -1 for every weight (horovod: this rank's and the other rank's) moves every
+    weight by -0.1 x their mean (1), where the legacy script's replicated and horovod modes
+    moved it by -0.1 x their sum (2)."""
+    assert checks["mean_of_replicas"][mode] == [-0.1]
+
+
+def test_independent_replicas_each_take_their_own_gradient(checks):
+    assert checks["mean_of_replicas"]["independent"] == [-0.3, 0.1]

@@ -261,6 +261,83 @@ def _gradient_sum_devices(compute_devices, local_parameter_device,
     return sorted(found)
 
 
+# Replica 0's loss is 3 x the sum of every weight, replica 1's -1 x: each replica's gradient of
+# its loss is 3 (-1) for every weight, their mean 1 and their sum 2.
+KNOWN = (3.0, -1.0)
+LEARNING_RATE = 0.1
+
+
+def _known_losses(st, replica_of):
+    """Steps._losses with the losses of KNOWN, on the replica replica_of() says."""
+    def losses(images, labels, training, tape=None):
+        logits = st._call_model(images, training)  # noqa: SLF001
+        factor = tf.gather(tf.constant(KNOWN), replica_of())
+        total = factor * tf.add_n([tf.reduce_sum(v) for v in st.model.trainable_variables])
+        return logits, total, total
+    return losses
+
+
+def _moves(strategy, replica_of) -> list[float]:
+    """One plain SGD step (LEARNING_RATE) of the engine's training step with the losses of
+    KNOWN: every distinct change of a weight, on every copy of it."""
+    model, _, st = _scaled_steps(strategy, loss_scaling="none", make_optimizer=lambda: (
+        optimizers.make_optimizer(make_params({"optimizer": "sgd"}), LEARNING_RATE)))
+    before = [_replica_values(strategy, v) for v in model.trainable_variables]
+    st._losses = _known_losses(st, replica_of)  # noqa: SLF001
+    st.train_step()(_images(strategy)).numpy()
+    after = [_replica_values(strategy, v) for v in model.trainable_variables]
+    return sorted({round(float(d), 6) for va, vb in zip(before, after) for a, b in zip(va, vb)
+                   for d in np.unique(b - a)})
+
+
+def _mean_of_replicas(variable_update: str, **flags) -> list[float]:
+    """_moves under the strategy a run of --variable_update builds on 2 devices."""
+    plan = DeviceSet("cpu", len(DEVICES), DEVICES, "NHWC")
+    strategy = strategy_lib.make_strategy(make_params({
+        "variable_update": variable_update, "device": "cpu", "num_gpus": len(DEVICES),
+        **flags}), plan).strategy
+    return _moves(strategy, lambda: tf.distribute.get_replica_context().replica_id_in_sync_group)
+
+
+class _TwoRankHorovod:
+    """horovod.tensorflow for rank 0 of 2 whose other rank's gradients are KNOWN[1] each:
+    allreduce sums, or with op=Average averages, this rank's tensor and the other's."""
+    Average, Sum = "average", "sum"
+
+    def init(self):
+        pass
+
+    def size(self):
+        return 2
+
+    def rank(self):
+        return 0
+
+    def allreduce(self, tensor, op=None, device_dense=""):
+        total = tensor + KNOWN[1] * tf.ones_like(tensor)
+        return total / 2.0 if op == self.Average else total
+
+    def broadcast_variables(self, variables, root_rank):
+        pass   # rank 0's own values
+
+
+def _mean_of_horovod_ranks() -> list[float]:
+    """_moves of rank 0 (KNOWN[0]) under --variable_update=horovod, the other rank's gradients
+    KNOWN[1]."""
+    import sys
+    import types
+    hvd = _TwoRankHorovod()
+    sys.modules["horovod"] = types.SimpleNamespace(tensorflow=hvd)
+    sys.modules["horovod.tensorflow"] = hvd
+    try:
+        plan = DeviceSet("cpu", 1, DEVICES[:1], "NHWC")
+        strategy = strategy_lib.make_strategy(make_params({
+            "variable_update": "horovod", "device": "cpu"}), plan).strategy
+        return _moves(strategy, lambda: 0)
+    finally:
+        del sys.modules["horovod"], sys.modules["horovod.tensorflow"]
+
+
 def main() -> None:
     cpu = tf.config.list_physical_devices("CPU")[0]
     # A third device, so that a parameter device other than the host's CPU:0 can be told apart.
@@ -298,6 +375,16 @@ def main() -> None:
         "fused_mirrored": _fused_updates(mirrored),
         "fused_central": _fused_updates(central),
         "fused_independent": _fused_updates(independent),
+        "mean_of_replicas": {
+            "replicated": _mean_of_replicas("replicated"),
+            "replicated_pscpu": _mean_of_replicas("replicated",
+                                                  all_reduce_spec="pscpu"),
+            "parameter_server": _mean_of_replicas("parameter_server"),
+            "parameter_server_cpu": _mean_of_replicas("parameter_server",
+                                                      local_parameter_device="cpu"),
+            "collective_all_reduce": _mean_of_replicas("collective_all_reduce"),
+            "independent": _mean_of_replicas("independent"),
+            "horovod": _mean_of_horovod_ranks()},
     }
     print("RESULT " + json.dumps(out))
 
