@@ -86,3 +86,23 @@ def test_sizes_double_like_all_reduce_perf():
     assert allreduce_probe.bus_factor(8) == 1.75 and allreduce_probe.bus_factor(2) == 1.0
     assert allreduce_probe.human_bytes(97.5 * 2 ** 20) == "97.5 MiB"
     assert allreduce_probe.human_bytes(100) == "100 B"
+
+
+def test_busbw_counts_the_ranks_of_the_whole_cluster_not_one_hosts():
+    """2 hosts of 8 GPUs are 16 ranks: busbw = algbw x 2(16-1)/16 = 1.875 algbw; one host's 8
+    would give 1.75, 6.7% low. A MultiWorkerMirroredStrategy stand-in (8 devices here, 16
+    replicas in sync) and a horovod one (rank 3 of 16, one GPU per process)."""
+    import types
+
+    from helpers import FakeHorovod
+    from tfbench.distribute.strategies import HorovodStrategy
+    two_hosts = types.SimpleNamespace(
+        num_replicas_in_sync=16,
+        extended=types.SimpleNamespace(worker_devices=tuple("/gpu:%d" % i for i in range(8))))
+    horovod = HorovodStrategy("/cpu:0", FakeHorovod(rank=3, size=16, local_rank=3))
+    assert allreduce_probe.ranks(two_hosts) == allreduce_probe.ranks(horovod) == 16
+    summary = {"median_ms": 10.0}
+    t = allreduce_probe.Timing("1 GiB", 1, 1 << 30, "float32", 16, (0.01,), summary)
+    assert t.busbw_gbs == pytest.approx((1 << 30) / 0.01 / 1e9 * 2 * 15 / 16)
+    per_host = allreduce_probe.Timing("1 GiB", 1, 1 << 30, "float32", 8, (0.01,), summary)
+    assert per_host.busbw_gbs / t.busbw_gbs == pytest.approx(1 - 0.0667, abs=1e-4)
