@@ -89,7 +89,9 @@ def test_sizes_without_room_are_left_out_with_a_notice():
     assert notices == ["sizes: 1 GiB left out: each replica would hold 4 GiB (4 copies of the "
                        "tensor) and GPU 5 has 3 GiB free for TensorFlow"]
     assert allreduce_run.fitting_sets(one, sets, (4 * GIB, "GPU 5")) == (sets, [])
-    assert allreduce_run.fitting_sets(one, sets, (None, "no NVML")) == (sets, [])
+    assert allreduce_run.fitting_sets(one, sets, (None, "NVIDIA driver not loaded")) == (
+        sets, ["sizes: the GPUs' free memory is not known (NVIDIA driver not loaded): no size "
+               "is left out for want of it"])
 
 
 def _env(**more):

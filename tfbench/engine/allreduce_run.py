@@ -124,24 +124,28 @@ def gpu_room(device_names, cuda_indices, limit_mb: int = 0, memory_info=None, nv
 
 def fitting_sets(strategy: tf.distribute.Strategy, sets: list,
                  room: tuple[Optional[int], str]) -> tuple[list, list[str]]:
-    """(the tensor sets every rank has room for, a notice on those left out). `room` is this
-    worker's gpu_room; where it is not known nothing is left out on its account."""
+    """(the tensor sets every rank has room for, notices: on those left out, or that this
+    worker's room is not known). `room` is this worker's gpu_room; where it is not known
+    nothing is left out on its account."""
     have, where = room
     copies = allreduce_probe.held_copies(strategy)
     fits = [have is None or copies * t.nbytes <= have for t in sets]
     everywhere = allreduce_probe.agreed(strategy, lambda _: fits)
     kept = [t for t, ok in zip(sets, everywhere) if ok]
+    unknown = [] if have is not None else [
+        "sizes: the GPUs' free memory is not known (%s): no size is left out for want of it"
+        % where]
     if len(kept) == len(sets):
-        return sets, []
+        return sets, unknown
     out = [t for t, ok in zip(sets, everywhere) if not ok]
     need = copies * out[0].nbytes
     if have is not None and need > have:
         why = "%s has %s free for TensorFlow" % (where, allreduce_probe.human_bytes(max(have, 0)))
     else:
         why = "another worker's GPU has less free"
-    return kept, ["sizes: %s left out: each replica would hold %s (%d copies of the tensor) and "
-                  "%s" % (", ".join(t.label for t in out), allreduce_probe.human_bytes(need),
-                          copies, why)]
+    return kept, unknown + [
+        "sizes: %s left out: each replica would hold %s (%d copies of the tensor) and %s"
+        % (", ".join(t.label for t in out), allreduce_probe.human_bytes(need), copies, why)]
 
 
 def _measure(runner: ModeRunner, sp: BuiltStrategy, variables: list, sizes: Sizes,
