@@ -364,3 +364,31 @@ def test_the_run_explains_its_own_step_from_its_rate():
     res.extra.update(one_device_step_ms=200.0)
     got = explain.explain_run(res)
     assert got["step_ms"] == 250.0 and got["efficiency_pct"] == 80.0
+
+
+def test_a_pcie_ring_across_the_cpu_sockets_is_held_to_nccls_rate_between_them(gpu_host,
+                                                                                monkeypatch):
+    # 8 L40S on two Sapphire Rapids sockets, NCCL 2.21: NCCL rates the link between the
+    # sockets 10 GB/s, under the 31.5 of PCIe 4.0 x16; 9 GB/s busbw is healthy.
+    from tfbench.measure import sockets
+    monkeypatch.setattr(sockets, "host_cpu", lambda: sockets.HostCpu(
+        "x86_64", "GenuineIntel", 6, 143, "Intel(R) Xeon(R) Platinum 8462Y+"))
+    log = "h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+    res = _links_of(gpu_host("l40s_dual_socket", log), 1, allreduce_busbw_gbs=9.0)
+    assert res.extra["expected_busbw_gbs"] == 10.0
+    hop = ("PCIe, ring crosses the CPU sockets (Intel Sapphire Rapids or newer: NCCL "
+           "2.21.5+cuda12.4 models 10 GB/s (22 from 2.26))")
+    assert res.extra["link"].startswith("PCIe 4.0 x16; joined up to SYS (GPU 0 and GPU 4: the "
+                                        "link between CPU sockets); NCCL 2.21.5+cuda12.4")
+    assert res.extra["link"].endswith("; expected busbw from " + hop)
+    verdict = explain.explain_run(res)["verdict"]
+    assert "well below" not in verdict
+    assert verdict.endswith(
+        "bus bandwidth 9 GB/s on PCIe 4.0 x16, where up to 10 is expected from %s; the link "
+        "between the CPU sockets is the limit: send fewer bytes (fp16 gradients: "
+        "--precision=fp16 with --compact_gradient_transfer), a larger batch per device, or "
+        "GPUs of one socket (--gpu_indices; nvidia-smi topo -m shows which)" % hop)
+    # Truly bad: under half of it
+    low = explain.explain_run(_links_of(gpu_host("l40s_dual_socket", log), 1,
+                                        allreduce_busbw_gbs=3.0))["verdict"]
+    assert "where up to 10 is expected from %s; well below what the link carries" % hop in low

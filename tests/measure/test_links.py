@@ -9,7 +9,7 @@ import pytest
 
 from helpers import FakeNvml
 from paths import DATA
-from tfbench.measure import links
+from tfbench.measure import links, sockets
 
 with open(os.path.join(DATA, "nvml_links.json")) as _handle:
     HOSTS = json.load(_handle)["hosts"]
@@ -20,20 +20,35 @@ def _host(name):
     return FakeNvml(host["gpus"], topology=host["topology"])
 
 
+# The hosts' CPUs as /proc/cpuinfo names them (tfbench.measure.sockets.HostCpu).
+BROADWELL = sockets.HostCpu("x86_64", "GenuineIntel", 6, 79,
+                            "Intel(R) Xeon(R) CPU E5-2698 v4 @ 2.20GHz")   # DGX-1's
+SKYLAKE = sockets.HostCpu("x86_64", "GenuineIntel", 6, 85, "Intel(R) Xeon(R) Gold 6148 CPU")
+
+
 @pytest.fixture(autouse=True)
 def _pci_order(monkeypatch):
     monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    # Not this machine's CPU: a test that needs one names it.
+    monkeypatch.setattr(sockets, "host_cpu", lambda: sockets.HostCpu())
 
 
 def test_a_card_trained_at_x4_is_named_and_the_expectation_is_the_full_link():
-    found, why = links.gpu_links(range(8), _host("pcie_v100_gpu5_at_x4"))
-    assert why == "" and not found.over_nvlink
-    assert found.gpus[5].degraded() == "GPU 5's PCIe link runs at x4 of x16"
-    assert found.degraded() == "GPU 5's PCIe link runs at x4 of x16"
-    # 16 lanes of PCIe 3.0 at 0.985 GB/s each way (128b/130b of 8 GT/s)
+    # GPUs 4-7, one socket's: 16 lanes of PCIe 3.0 at 0.985 GB/s each way (128b/130b of
+    # 8 GT/s), GPU 5's full link, not its x4
+    found, why = links.gpu_links([4, 5, 6, 7], _host("pcie_v100_gpu5_at_x4"), SKYLAKE)
+    assert why == "" and not found.crosses_sockets
     assert found.expected_busbw_gbs() == pytest.approx(15.76)
     assert found.expectation().basis == "expected busbw from PCIe"
+    # All eight: the rings cross the link between the sockets, 10 GB/s on a Skylake Xeon
+    found, why = links.gpu_links(range(8), _host("pcie_v100_gpu5_at_x4"), SKYLAKE)
+    assert why == "" and not found.over_nvlink and found.crosses_sockets
+    assert found.gpus[5].degraded() == "GPU 5's PCIe link runs at x4 of x16"
+    assert found.degraded() == "GPU 5's PCIe link runs at x4 of x16"
+    assert found.expected_busbw_gbs() == 10.0
+    assert found.expectation().basis == ("expected busbw from PCIe, ring crosses the CPU "
+                                         "sockets (Intel Skylake or newer: NCCL models 10 GB/s)")
     assert found.describe() == (
         "7 x PCIe 3.0 x16, 1 x PCIe 3.0 x4; joined up to SYS (GPU 0 and GPU 4: the link "
         "between CPU sockets); GPU 5's PCIe link runs at x4 of x16")
@@ -86,7 +101,9 @@ def test_a_dgx1_rings_over_nvlink_though_gpu_0_has_no_link_to_gpus_5_to_7():
 
 
 RINGS = "expected busbw from NVLink rings through every GPU"
-OVER_PCIE = "expected busbw from PCIe (no ring of NVLink through every GPU)"
+# GPUs 0-3 and 4-7 hang off the two sockets of a DGX-1's Broadwell Xeons.
+OVER_PCIE = ("expected busbw from PCIe (no ring of NVLink through every GPU), ring crosses the "
+             "CPU sockets (Intel before Skylake: NCCL models 6 GB/s)")
 
 
 @pytest.mark.parametrize("gpus, expected, basis", [
@@ -96,11 +113,11 @@ OVER_PCIE = "expected busbw from PCIe (no ring of NVLink through every GPU)"
     ((0, 1, 2), 50.0, RINGS),      # the ring 0-1-2 at its one-link hops, both ways: 2 x 25
     ((0, 1), 25.0, RINGS),         # one link
     ((0, 3), 50.0, RINGS),         # two links
-    ((0, 5), 15.76, OVER_PCIE),    # no link: PCIe 3.0 x16
-    ((0, 3, 4), 15.76, OVER_PCIE),  # no link between 3 and 4
+    ((0, 5), 6.0, OVER_PCIE),      # no link: PCIe 3.0 x16 (15.76) across the sockets (6)
+    ((0, 3, 4), 6.0, OVER_PCIE),   # no link between 3 and 4
 ])
 def test_only_the_links_between_the_runs_gpus_count(gpus, expected, basis):
-    found, _ = links.gpu_links(gpus, _host("dgx1_v100"))
+    found, _ = links.gpu_links(gpus, _host("dgx1_v100"), BROADWELL)
     assert found.expected_busbw_gbs() == pytest.approx(expected)
     assert found.expectation().basis == basis
     assert found.describe().startswith(
@@ -209,3 +226,63 @@ def test_calls_a_driver_does_not_support_leave_the_fact_unknown():
     assert found.expectation() == links.Expectation(
         None, "no expected busbw: NVML reports no PCIe link rate")
     assert found.describe() == "PCIe link not reported"
+
+
+# Host CPUs of dual-socket PCIe servers, as /proc/cpuinfo names them.
+SAPPHIRE_RAPIDS = sockets.HostCpu("x86_64", "GenuineIntel", 6, 143,
+                                  "Intel(R) Xeon(R) Platinum 8462Y+")
+EPYC = sockets.HostCpu("x86_64", "AuthenticAMD", 25, 17, "AMD EPYC 9354 32-Core Processor")
+HYGON = sockets.HostCpu("x86_64", "HygonGenuine", 24, 2, "Hygon C86 7285 32-core Processor")
+CROSSING = "expected busbw from PCIe, ring crosses the CPU sockets "
+
+
+@pytest.mark.parametrize("cpu, nccl, expected, said", [
+    (EPYC, None, 16.0, "(AMD: NCCL models 16 GB/s)"),
+    (SKYLAKE, None, 10.0, "(Intel Skylake or newer: NCCL models 10 GB/s)"),
+    (SAPPHIRE_RAPIDS, None, 10.0, "(Intel Sapphire Rapids or newer: NCCL models 10 GB/s before "
+                                  "2.26 and 22 from 2.26, this run's NCCL version not read)"),
+    (SAPPHIRE_RAPIDS, "2.21.5+cuda12.4", 10.0, "(Intel Sapphire Rapids or newer: NCCL "
+                                               "2.21.5+cuda12.4 models 10 GB/s (22 from 2.26))"),
+    (SAPPHIRE_RAPIDS, "2.26.2+cuda12.8", 22.0, "(Intel Sapphire Rapids or newer: NCCL "
+                                               "2.26.2+cuda12.8 models 22 GB/s)"),
+])
+def test_pcie_rings_across_the_sockets_expect_nccls_rate_of_the_link_between_them(
+        cpu, nccl, expected, said):
+    # 8 L40S, four a socket: PCIe 4.0 x16 (31.5 GB/s) to each, NCCL's rate between the sockets
+    found, why = links.gpu_links(range(8), _host("l40s_dual_socket"), cpu)
+    assert why == "" and found.crosses_sockets and not found.over_nvlink
+    assert found.expectation(nccl) == links.Expectation(expected, CROSSING + said)
+    assert found.describe() == ("PCIe 4.0 x16; joined up to SYS (GPU 0 and GPU 4: the link "
+                                "between CPU sockets)")
+
+
+def test_one_sockets_gpus_keep_the_pcie_rate():
+    for gpus in ([0, 1, 2, 3], [4, 5, 6, 7], [2, 3]):
+        found, _ = links.gpu_links(gpus, _host("l40s_dual_socket"), EPYC)
+        assert not found.crosses_sockets
+        assert found.expectation() == links.Expectation(pytest.approx(31.504),
+                                                        "expected busbw from PCIe")
+
+
+def test_pcie_slower_than_the_link_between_the_sockets_decides():
+    # PCIe 3.0 x16 (15.76) under AMD's 16 GB/s between the sockets
+    found, _ = links.gpu_links(range(8), _host("pcie_v100_gpu5_at_x4"), EPYC)
+    assert found.expectation() == links.Expectation(pytest.approx(15.76), (
+        "expected busbw from PCIe, slower than the link between the CPU sockets the ring "
+        "crosses (AMD: NCCL models 16 GB/s)"))
+
+
+def test_a_cpu_nccl_has_no_rate_for_expects_nothing_and_says_why():
+    found, _ = links.gpu_links(range(8), _host("l40s_dual_socket"), HYGON)
+    assert found.expectation() == links.Expectation(None, (
+        "no expected busbw: PCIe, ring crosses the CPU sockets, and the rate of the link "
+        "between them is not known: a CPU of vendor HygonGenuine (Hygon C86 7285 32-core "
+        "Processor), which NCCL has no rate for"))
+    # Not read (no /proc/cpuinfo): the same, with why
+    found, _ = links.gpu_links(range(8), _host("l40s_dual_socket"))
+    assert found.cpu == sockets.HostCpu() and found.expectation().basis.endswith(
+        "is not known: the host's CPU could not be read (its machine type)")
+    # The CPU goes into the JSON manifest with the readings
+    assert links.gpu_links([0, 4], _host("l40s_dual_socket"), EPYC)[0].to_json()["cpu"] == {
+        "machine": "x86_64", "vendor": "AuthenticAMD", "family": 25, "model": 17,
+        "name": "AMD EPYC 9354 32-Core Processor"}

@@ -45,3 +45,73 @@ def test_the_efficiency_split_names_each_cause_in_points():
     assert together_step.efficiency_split(explained) == (
         "61.0% (slowest device's extra compute 4.0 pts, input wait 0.0 pts, all-reduce (not "
         "overlapped) 30.0 pts, unexplained 5.0 pts)")
+
+
+def _l40s_probe(gpus, cpu, *busbw, nccl=None):
+    """The probe's file as the training child writes it for 8 L40S of a two-socket server
+    (tests/support/data/nvml_links.json, l40s_dual_socket, through tests/support/fake_pynvml):
+    the links NVML reads, the expectation they give with the host's CPU, the busbw timed."""
+    import json
+    import os
+    from helpers import FakeNvml
+    from paths import DATA
+    from tfbench.measure import links
+    with open(os.path.join(DATA, "nvml_links.json")) as handle:
+        host = json.load(handle)["hosts"]["l40s_dual_socket"]
+    found, why = links.gpu_links(gpus, FakeNvml(host["gpus"], topology=host["topology"]), cpu)
+    assert why == ""
+    expected = found.expectation(nccl)
+    probe = _probe(*busbw, expected=expected.gbs, link="; ".join([found.describe(),
+                                                                  expected.basis]))
+    probe["ranks"] = len(gpus)
+    return probe
+
+
+@pytest.fixture
+def _pci_order(monkeypatch):
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+INTEL = ("x86_64", "GenuineIntel", 6, 106, "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz")
+AMD = ("x86_64", "AuthenticAMD", 25, 17, "AMD EPYC 9354 32-Core Processor")
+
+
+@pytest.mark.parametrize("cpu, healthy, bad, floor", [
+    (INTEL, 9.0, 4.0, 5.0),     # NCCL's 10 GB/s between Intel sockets: the floor 5
+    (AMD, 14.0, 6.0, 8.0),      # AMD's 16: the floor 8
+])
+def test_a_healthy_dual_socket_pcie_host_passes_and_a_bad_one_fails(_pci_order, cpu, healthy,
+                                                                     bad, floor):
+    from tfbench.measure.sockets import HostCpu
+    cpu = HostCpu(*cpu)
+    # Before, 31.5 GB/s of PCIe 4.0 x16 held these rings to 15.75: 9 and 14 failed.
+    row = together_step.busbw_check(_l40s_probe(range(8), cpu, 3.0, healthy), "h", "gpu")
+    assert (row.status, row.reason, row.expected) == ("PASS", "ok", floor)
+    assert "ring crosses the CPU sockets (%s: NCCL models %g GB/s)" % (
+        "Intel Skylake or newer" if cpu.vendor == "GenuineIntel" else "AMD",
+        2 * floor) in row.expectation
+    low = together_step.busbw_check(_l40s_probe(range(8), cpu, 1.0, bad), "h", "gpu")
+    assert (low.status, low.reason, low.value, low.expected) == (
+        "FAIL", "busbw_below_expected", bad, floor)
+
+
+def test_one_sockets_gpus_keep_the_pcie_rate(_pci_order):
+    from tfbench.measure.sockets import HostCpu
+    # GPUs 0-3 of one socket: PCIe 4.0 x16, 31.5 GB/s; 9 GB/s is below its half
+    probe = _l40s_probe([0, 1, 2, 3], HostCpu(*INTEL), 9.0)
+    assert probe["expected_busbw_gbs"] == pytest.approx(31.504)
+    row = together_step.busbw_check(probe, "h", "gpu")
+    assert (row.status, row.reason) == ("FAIL", "busbw_below_expected")
+    assert together_step.busbw_check(_l40s_probe([0, 1, 2, 3], HostCpu(*INTEL), 22.0), "h",
+                                     "gpu").status == "PASS"
+
+
+def test_a_dual_socket_host_of_a_cpu_nccl_has_no_rate_for_is_a_skip_that_says_so(_pci_order):
+    from tfbench.measure.sockets import HostCpu
+    probe = _l40s_probe(range(8), HostCpu("x86_64", "HygonGenuine", 24, 2), 9.0)
+    row = together_step.busbw_check(probe, "h", "gpu")
+    assert (row.status, row.reason) == ("SKIP", "no_expectation")
+    assert row.expectation == (
+        "no expected busbw: PCIe, ring crosses the CPU sockets, and the rate of the link "
+        "between them is not known: a CPU of vendor HygonGenuine, which NCCL has no rate for")

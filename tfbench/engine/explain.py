@@ -224,7 +224,8 @@ def gpu_links(plan: Resolved, workers: int = 1
     transport = _nccl_log()   # read and removed before anything else can fail
     text = links.describe() if links is not None else "NVML: %s" % why
     if links is not None:
-        local = links.expectation()
+        # The run's NCCL rates the link between the CPU sockets (tfbench.measure.sockets).
+        local = links.expectation(transport.version if transport is not None else None)
     elif plan.device.num_devices > 1 and workers > 1:
         local = links_lib.Expectation.none("the links within a host are unknown (NVML: %s)"
                                            % why)

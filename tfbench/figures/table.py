@@ -270,8 +270,10 @@ FIGURES: tuple[Figure, ...] = (
        type="text", title="Link", format="first clause", repeats="first"),
     _f("expected_busbw_gbs", "--explain_scaling: the bus bandwidth the all-reduce's slowest "
        "hop allows, in one direction: rings over NVLink through every GPU (direct links or "
-       "NVSwitch), else the slowest GPU's PCIe link; on several workers the NICs NCCL uses "
-       "between hosts where slower; empty when a hop's rate is unknown", "GB/s",
+       "NVSwitch), else the slowest GPU's PCIe link, and where the GPUs hang off both CPU "
+       "sockets the link between them at NCCL's rate for the host's CPU where slower; on "
+       "several workers the NICs NCCL uses between hosts where slower; empty when a hop's rate "
+       "is unknown", "GB/s",
        "expected up to", line="Scaling probes",
        title="Expected busbw (GB/s)", format="{:.3g}", repeats="median", workers="min"),
     # --- serving path: --saved_model, --trt_mode (docs/serving.md) --------------------------

@@ -30,9 +30,11 @@ a link counts when it is up and P2P-capable, and its remote PCI address says whe
 src/graph/topo.cc, ncclTopoAddNvLinks: a far end that is neither a GPU nor a CPU is an
 NVSwitch). Where rings through every GPU of the run go over NVLink (tfbench.measure.rings:
 direct links, multi-link pairs counted; or every GPU on NVSwitch), the rings' most busbw is the
-expectation; else some hop of every ring crosses PCIe and the slowest GPU's PCIe link is. Links
-to GPUs outside the run carry none of its rings. Between hosts NVML knows nothing: the slowest
-hop of a multi-worker ring is decided with the NICs NCCL names (tfbench.measure.nics).
+expectation; else some hop of every ring crosses PCIe and the slowest GPU's PCIe link is, or,
+where two GPUs are joined through SYS, the link between the CPU sockets where slower
+(tfbench.measure.sockets: NCCL's rate for the host's CPU). Links to GPUs outside the run carry
+none of its rings. Between hosts NVML knows nothing: the slowest hop of a multi-worker ring is
+decided with the NICs NCCL names (tfbench.measure.nics).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from typing import Any, Optional, Sequence
 from tfbench.measure import nvlink
 from tfbench.measure import nvml as nvml_mod
 from tfbench.measure import rings
+from tfbench.measure import sockets
 
 # GB/s per lane, one direction, after 8b/10b (1.0, 2.0), 128b/130b (3.0 to 5.0) and FLIT (6.0).
 PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
@@ -59,6 +62,7 @@ _NVLINK_DEVICE_TYPE_IBMNPU = 1  # an IBM POWER CPU
 # reads it back from a results row).
 EXPECTED_FROM = "expected busbw from "
 NO_EXPECTATION = "no expected busbw: "
+SYS_LEVEL = 50   # nvmlGpuTopologyLevel_t: the link between CPU sockets (NUMA nodes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,9 +152,10 @@ class GpuLink:
 
 @dataclasses.dataclass(frozen=True)
 class Links:
-    """The run's GPUs and how each pair is joined (PCIe topology, NVLink links between them)."""
+    """The run's GPUs, how each pair is joined (PCIe topology, NVLink links) and the host's CPU."""
     gpus: tuple[GpuLink, ...]
     topology: dict[tuple[int, int], int] = dataclasses.field(default_factory=dict)
+    cpu: Optional[sockets.HostCpu] = None
 
     def nvlink_between(self) -> dict[tuple[int, int], int]:
         """(GPU a, GPU b), a < b -> the NVLink links joining them directly (as the GPU with
@@ -207,9 +212,15 @@ class Links:
         rated = [(g.pcie_gbs(), g) for g in self.gpus if g.pcie_gbs() is not None]
         return min(rated, key=lambda pair: pair[0])[1] if rated else None
 
-    def expectation(self) -> Expectation:
+    @property
+    def crosses_sockets(self) -> bool:
+        """Whether two of the run's GPUs are joined through SYS: every ring crosses it."""
+        return any(level >= SYS_LEVEL for level in self.topology.values())
+
+    def expectation(self, nccl_version: Optional[str] = None) -> Expectation:
         """The bus bandwidth a ring all-reduce over these links approaches, and why (module
-        docstring); nothing for one GPU (no link between GPUs)."""
+        docstring); nothing for one GPU (no link between GPUs). `nccl_version`: the run's NCCL
+        as it logged it, whose rule rates the link between the sockets (None: not known)."""
         if len(self.gpus) < 2:
             return Expectation(None)
         kind, found = self._over_nvlink()
@@ -220,11 +231,14 @@ class Links:
                         if any(g.nvlink_links for g in self.gpus) else "")
         if gpu is None:
             return Expectation.none("NVML reports no PCIe link rate")
-        return Expectation.of(gpu.pcie_gbs(), hop)
+        if not self.crosses_sockets:
+            return Expectation.of(gpu.pcie_gbs(), hop)
+        gbs, said = sockets.pcie_ring(gpu.pcie_gbs(), hop, self.cpu, nccl_version)
+        return Expectation.of(gbs, said) if gbs is not None else Expectation.none(said)
 
-    def expected_busbw_gbs(self) -> Optional[float]:
+    def expected_busbw_gbs(self, nccl_version: Optional[str] = None) -> Optional[float]:
         """The bus bandwidth a ring all-reduce over these links approaches, GB/s."""
-        return self.expectation().gbs
+        return self.expectation(nccl_version).gbs
 
     def widest_topology(self) -> Optional[tuple[int, int, int]]:
         """(GPU a, GPU b, level) of the pair joined furthest away."""
@@ -262,6 +276,7 @@ class Links:
     def to_json(self) -> dict[str, Any]:
         """The readings for the JSON manifest (pairs as 'a-b': JSON keys are strings)."""
         return {"gpus": [dataclasses.asdict(g) for g in self.gpus],
+                "cpu": dataclasses.asdict(self.cpu) if self.cpu is not None else None,
                 "topology": {"%d-%d" % pair: level for pair, level in self.topology.items()},
                 "nvlink_between": {"%d-%d" % pair: n
                                    for pair, n in self.nvlink_between().items()}}
@@ -357,9 +372,11 @@ def _with_far_ends(nvml: Any, gpu: GpuLink, handle: Any,
     return dataclasses.replace(gpu, nvlink_gpus=to_gpus, nvswitch_links=switch)
 
 
-def read_links(nvml: Any, handles: Sequence[tuple[int, Any]]) -> Links:
+def read_links(nvml: Any, handles: Sequence[tuple[int, Any]],
+               cpu: Optional[sockets.HostCpu] = None) -> Links:
     """The links of the GPUs `handles` ([(CUDA index, NVML handle)], measure.nvml's
-    resolve_handles), where their NVLink links go and the topology of each pair."""
+    resolve_handles), where their NVLink links go, the topology of each pair, and the host's
+    CPU (`cpu`, else read from /proc/cpuinfo)."""
     gpus = [gpu_link(nvml, h, i) for i, h in handles]
     run: dict[tuple[int, int, int], int] = {}
     for i, h in handles:
@@ -380,17 +397,19 @@ def read_links(nvml: Any, handles: Sequence[tuple[int, Any]]) -> Links:
             topology[(i, j)] = int(nvml.nvmlDeviceGetTopologyCommonAncestor(a, b))
         except (nvml.NVMLError, AttributeError):
             pass
-    return Links(tuple(gpus), topology)
+    return Links(tuple(gpus), topology, cpu if cpu is not None else sockets.host_cpu())
 
 
-def gpu_links(gpu_indices: Sequence[int], nvml: Any = None) -> tuple[Optional[Links], str]:
-    """(Links of these CUDA GPUs, '') or (None, why NVML cannot tell). Never raises."""
+def gpu_links(gpu_indices: Sequence[int], nvml: Any = None,
+              cpu: Optional[sockets.HostCpu] = None) -> tuple[Optional[Links], str]:
+    """(Links of these CUDA GPUs, '') or (None, why NVML cannot tell). Never raises. `cpu`:
+    the host's CPU (None: read from /proc/cpuinfo)."""
     module, reason = nvml_mod.open_nvml(nvml)
     if module is None:
         return None, reason or "NVML not available"
     try:
         handles = nvml_mod.resolve_handles(module, list(gpu_indices))
-        return read_links(module, handles), ""
+        return read_links(module, handles, cpu), ""
     except Exception as exc:  # noqa: BLE001 - NVMLError, UnmappedGpu: no facts, and why
         return None, nvml_mod.reason(exc)
     finally:

@@ -33,6 +33,7 @@ from typing import Any, Mapping, Optional
 
 from tfbench.measure.links import EXPECTED_FROM, NO_EXPECTATION
 from tfbench.measure.nics import NETWORK_HOP
+from tfbench.measure.sockets import CROSSES_SOCKETS
 
 # The causes, in the order they are attributed; "unexplained" is what is left.
 CAUSES = ("compute", "input", "allreduce", "unexplained")
@@ -202,6 +203,8 @@ def _allreduce_action(e: Evidence) -> str:
     hop = e.expected_from[len(EXPECTED_FROM):] if e.expected_from.startswith(EXPECTED_FROM) \
         else ""
     network = hop.startswith(NETWORK_HOP)
+    # A ring across the CPU sockets: the link between them (NCCL's rate of it) decides.
+    sockets = not across and CROSSES_SOCKETS in hop
     bandwidth = ""
     if e.busbw_gbs is not None:
         bandwidth = "bus bandwidth %.3g GB/s" % e.busbw_gbs
@@ -211,7 +214,7 @@ def _allreduce_action(e: Evidence) -> str:
             bandwidth += " on %s" % e.link
         if e.expected_busbw_gbs:
             bandwidth += ", where up to %.0f is expected" % e.expected_busbw_gbs
-            if across:
+            if across or sockets:
                 bandwidth += " from %s" % hop if hop else ""
         elif e.expected_from.startswith(NO_EXPECTATION):
             bandwidth += "; " + e.expected_from
@@ -232,6 +235,9 @@ def _allreduce_action(e: Evidence) -> str:
                   "(nvidia-smi topo -m)" % ("the slowest hop" if across else "the link"))
     elif network:
         action = "the network between the hosts is the limit: " + _FEWER_BYTES + "faster NICs"
+    elif sockets:
+        action = ("the link between the CPU sockets is the limit: " + _FEWER_BYTES + "GPUs "
+                  "of one socket (--gpu_indices; nvidia-smi topo -m shows which)")
     else:
         action = "the link is the limit: " + _FEWER_BYTES + "a faster interconnect"
     return "; ".join(x for x in (bandwidth, action) if x)

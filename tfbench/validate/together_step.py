@@ -5,8 +5,9 @@ allreduce --json_file`), and the scaling efficiency with where its points went (
 busbw: the largest bus bandwidth over the probe's tensor sets (all_reduce_perf's figure of
 merit; the largest sizes reach the most), against the busbw the links found carry
 (tfbench.measure.links: the links' data rate in one direction, the most a ring's busbw can
-approach). NCCL's rings reach a fraction of that ceiling that depends on the size and the
-topology, so a healthy host is not held to (100 - tolerance)% of it: below BUSBW_FLOOR of it is
+approach; on PCIe GPUs of both CPU sockets, NCCL's rate of the link between the sockets,
+tfbench.measure.sockets, 10 GB/s on Intel Skylake and newer, 16 on AMD). NCCL's rings reach a
+fraction of that ceiling that depends on the size and the topology, so a healthy host is not held to (100 - tolerance)% of it: below BUSBW_FLOOR of it is
 `busbw_below_expected`, the point at which the explain verdict calls busbw "well below what the
 link carries" (a link at half its lanes or generation, a ring off NVLink); against a baseline
 the tolerance applies (tfbench.validate.figures). No expectation (CPU devices, links NVML cannot
