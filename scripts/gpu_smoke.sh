@@ -156,35 +156,40 @@ else
 fi
 
 # 8. tfbench validate --level=quick on every GPU: each step ran (whatever the host's verdict),
-#    the all-reduce was timed in the training child, and the whole took at most 2 minutes on up
-#    to 8 GPUs; each step's seconds beside the plan's estimate (docs/validate.md).
-if [ "$NGPU" -ge 2 ]; then
-  start=$(date +%s)
-  tfbench validate --level=quick --out_dir="$OUT/validate_quick" --csv_file= \
-    >"$OUT/validate_quick.log" 2>&1
-  code=$?
-  took=$(( $(date +%s) - start ))
-  if [ "$code" -ne 2 ] && python3 - "$OUT/validate_quick/validate.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
+#    on several GPUs the all-reduce was timed in the training child, and the whole took at most
+#    2 minutes on up to 8 GPUs; each step's seconds beside the plan's estimate, and what the
+#    training child measured against the plan's GPU constants (ACHIEVED_FRACTION, REPLICA_S:
+#    not yet measured, docs/validate.md), so a run records the real figures.
+start=$(date +%s)
+tfbench validate --level=quick --out_dir="$OUT/validate_quick" --csv_file= \
+  >"$OUT/validate_quick.log" 2>&1
+code=$?
+took=$(( $(date +%s) - start ))
+if [ "$code" -ne 2 ] && python3 - "$OUT/validate_quick" "$NGPU" <<'PY'
+import glob, json, os, sys
+from tfbench.validate import estimate
+d = json.load(open(os.path.join(sys.argv[1], "validate.json")))
 plan = {s["name"]: s["estimate_s"] for s in d["plan"]}
 for s in d["steps"]:
     print("  %-14s %-8s %6.1f s, estimate %6.1f s" % (s["name"], s["status"], s["seconds"],
                                                       plan[s["name"]]))
+manifests = sorted(glob.glob(os.path.join(sys.argv[1], "runs", "devices", "*.json")))
+if manifests and d.get("estimate_basis"):
+    measured = estimate.measured_against(d["estimate_basis"], json.load(open(manifests[-1])))
+    print("  measured against the plan's constants: %s" % (measured or "no timed steps"))
 busbw = [r for r in d["rows"] if r["check"] == "allreduce_busbw"]
-ok = all(s["status"] == "ok" for s in d["steps"]) and busbw \
-    and busbw[0]["reason"] != "check_failed"
+ok = all(s["status"] == "ok" for s in d["steps"]) and (
+    int(sys.argv[2]) < 2 or (busbw and busbw[0]["reason"] != "check_failed"))
 sys.exit(0 if ok else 1)
 PY
-  then
-    if [ "$NGPU" -gt 8 ] || [ "$took" -le 120 ]; then
-      pass "validate_quick: every step ran in ${took} s, exit $code (the verdicts: $OUT/validate_quick)"
-    else
-      fail "validate_quick: ${took} s on $NGPU GPUs, over 2 minutes (see $OUT/validate_quick/validate.json)"
-    fi
+then
+  if [ "$NGPU" -gt 8 ] || [ "$took" -le 120 ]; then
+    pass "validate_quick: every step ran in ${took} s, exit $code (the verdicts: $OUT/validate_quick)"
   else
-    fail "validate_quick: exit $code after ${took} s (see $OUT/validate_quick.log)"
+    fail "validate_quick: ${took} s on $NGPU GPUs, over 2 minutes (see $OUT/validate_quick/validate.json)"
   fi
+else
+  fail "validate_quick: exit $code after ${took} s (see $OUT/validate_quick.log)"
 fi
 
 echo "$fails failed"

@@ -304,17 +304,21 @@ def test_clocks_are_judged_under_load_only():
     assert _row(_judge("hgx_h100", slow), 0, "clocks")[:2] == ("PASS", "ok")
 
 
-def test_a_lower_pcie_generation_warns_idle_and_fails_under_load():
+def test_a_lower_pcie_generation_is_shown_idle_and_fails_under_load():
+    # Idle, a GPU lowers its link's generation to save power: normal, shown and not judged
     low = {"0": {"pcie": [1, 16, 5, 16, 5]}}
     assert _row(_judge("hgx_h100", low), 0, "pcie_gen") == (
-        "WARN", "pcie_gen_below_max", "gen 1 of 5",
-        "gen 5 under load (an idle GPU lowers its link's generation to save power; judged "
-        "again under load)")
+        "PASS", "ok", "gen 1 of 5 (idle)",
+        "gen 5 under load (an idle GPU lowers its link's generation to save power: shown, not "
+        "judged)")
     assert _row(_judge("hgx_h100", low, under_load=True), 0, "pcie_gen") == (
         "FAIL", "pcie_gen_degraded", "gen 1 of 5", "gen 5")
-    slot = {"0": {"pcie": [4, 16, 4, 16, 5]}}
-    assert _row(_judge("hgx_h100", slot), 0, "pcie_gen") == (
-        "WARN", "pcie_slot_gen_limited", "slot gen 4, GPU gen 5", "a gen 5 slot")
+    # A slot of an older generation than the GPU's is the link's maximum: judged idle too
+    for current in (4, 1):
+        slot = {"0": {"pcie": [current, 16, 4, 16, 5]}}
+        rows = [r for r in _judge("hgx_h100", slot).rows if r.gpu == 0 and r.check == "pcie_gen"]
+        assert [(r.status, r.reason, r.figure, r.expectation) for r in rows] == [
+            ("WARN", "pcie_slot_gen_limited", "slot gen 4, GPU gen 5", "a gen 5 slot")]
 
 
 @pytest.mark.parametrize("temperature, status, reason", [

@@ -76,23 +76,52 @@ def test_the_tftrt_engine_checks_read_the_manifest_tfbench_writes(stand_in, tmp_
 def _validate_check():
     """The script's check of `tfbench validate --level=quick`'s validate.json."""
     script = open(SCRIPT).read()
-    return script.split("validate_quick/validate.json\" <<'PY'\n", 1)[1].split("\nPY\n", 1)[0]
+    return script.split("\"$OUT/validate_quick\" \"$NGPU\" <<'PY'\n", 1)[1].split(
+        "\nPY\n", 1)[0]
 
 
-@pytest.mark.parametrize("status, busbw, passes", [
-    ("ok", "busbw_below_expected", True),   # a host's FAIL is a verdict, not a broken step
-    ("ok", "check_failed", False),          # the training child did not time the all-reduce
-    ("hung", "ok", False)])
-def test_the_validate_check_reads_validate_json(tmp_path, status, busbw, passes):
-    path = tmp_path / "validate.json"
-    path.write_text(json.dumps({
+def _validate_dir(tmp_path, status="ok", busbw="ok", basis=None, manifest=None):
+    (tmp_path / "validate.json").write_text(json.dumps({
         "plan": [{"name": "devices", "estimate_s": 111.3}, {"name": "allreduce",
                                                             "estimate_s": 0.0}],
+        "estimate_basis": basis,
         "steps": [{"name": "devices", "status": status, "seconds": 97.25},
                   {"name": "allreduce", "status": "ok", "seconds": 0.0}],
-        "rows": [{"check": "allreduce_busbw", "reason": busbw}]}))
-    proc = subprocess.run([sys.executable, "-", str(path)], input=_validate_check(), text=True,
-                          capture_output=True)
+        "rows": [{"check": "allreduce_busbw", "reason": busbw}] if busbw else []}))
+    if manifest is not None:
+        (tmp_path / "runs" / "devices").mkdir(parents=True)
+        (tmp_path / "runs" / "devices" / "run.json").write_text(json.dumps(manifest))
+    return str(tmp_path)
+
+
+def _run_check(directory, gpus=8):
+    return subprocess.run([sys.executable, "-", directory, str(gpus)], input=_validate_check(),
+                          text=True, capture_output=True, cwd=ROOT)
+
+
+@pytest.mark.parametrize("status, busbw, gpus, passes", [
+    ("ok", "busbw_below_expected", 8, True),   # a host's FAIL is a verdict, not a broken step
+    ("ok", "check_failed", 8, False),          # the training child did not time the all-reduce
+    ("hung", "ok", 8, False),
+    ("ok", None, 1, True),                     # one GPU: no all-reduce to time
+    ("ok", None, 2, False)])
+def test_the_validate_check_reads_validate_json(tmp_path, status, busbw, gpus, passes):
+    proc = _run_check(_validate_dir(tmp_path, status, busbw), gpus)
     assert proc.returncode == (0 if passes else 1), proc.stderr
     assert proc.stdout.splitlines()[0] == (
         "  devices        %-8s   97.2 s, estimate  111.3 s" % status)
+
+
+def test_the_validate_check_prints_what_the_gpu_measured_against_the_constants(tmp_path):
+    from tfbench.validate import estimate, plan
+    every, added = plan.benchmark_flags("quick", ["--batch_size=64"], 1)
+    basis = plan.build("quick", every, plan.Host("gpu", 1, "NVIDIA H100 80GB HBM3"), "out",
+                       ["tfbench"], ["health_read"], None, added).basis()
+    manifest = {"step_times": [0.05] * 10, "warmup_times": [3.55, 0.06]}
+    proc = _run_check(_validate_dir(tmp_path, basis=basis, manifest=manifest), 1)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == (
+        "  measured against the plan's constants: " + estimate.measured_against(basis, manifest))
+    assert proc.stdout.splitlines()[-1].startswith(
+        "  measured against the plan's constants: step 50.0 ms measured (median of 10), "
+        "estimate 15.0 ms: ")

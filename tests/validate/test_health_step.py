@@ -12,14 +12,18 @@ import pytest
 
 from helpers import FAKE_PYNVML_DIR, ROOT, health_host
 from tfbench.measure import health_read
-from tfbench.validate import health_step
+from tfbench.validate import health_step, verdicts
 
 PCI_ORDER = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
 def _report(name, cuda=(12, 4)):
     """What the child writes for the recorded host `name`, through JSON."""
-    nvml = health_host(name)
+    return _report_of(health_host(name), cuda)
+
+
+def _report_of(nvml, cuda=(12, 4)):
+    """What the child writes for the host `nvml` (a FakeNvml), through JSON."""
     host, why = health_read.gpu_health(None, nvml=nvml, environ=PCI_ORDER)
     report = {"readings": host.to_json(), "why": why,
               "tensorflow_cuda": list(cuda) if cuda else None, "tensorflow_cuda_why": ""}
@@ -60,6 +64,24 @@ def test_faults_are_failed_rows_on_their_gpu():
     (row,) = [r for r in health_step.judge(_report("hgx_h100", (12, 5)), "h")[0]
               if r.check == "driver"]
     assert (row.status, row.reason) == ("WARN", "driver_cuda_older_minor")
+
+
+def test_a_healthy_host_whose_idle_links_dropped_to_gen_1_passes():
+    # Every H100 idle at PCIe gen 1 of 5 (power management): exit 0, not 7
+    idle = {str(i): {"pcie": [1, 16, 5, 16, 5]} for i in range(8)}
+    rows, _ = health_step.judge(_report_of(health_host("hgx_h100", idle)), "h")
+    assert verdicts.exit_code(rows) == 0
+    assert _statuses(rows)[("GPU 3", "pcie_gen")] == ("PASS", "ok")
+    # A link of fewer lanes than its slot, or a slot of an older generation than the GPU's,
+    # is a fault idle or not
+    narrow = dict(idle, **{"2": {"pcie": [1, 8, 5, 16, 5]}})
+    rows, _ = health_step.judge(_report_of(health_host("hgx_h100", narrow)), "h")
+    assert _statuses(rows)[("GPU 2", "pcie_width")] == ("FAIL", "pcie_width_degraded")
+    assert verdicts.exit_code(rows) == 8
+    old_slot = dict(idle, **{"6": {"pcie": [1, 16, 4, 16, 5]}})
+    rows, _ = health_step.judge(_report_of(health_host("hgx_h100", old_slot)), "h")
+    assert _statuses(rows)[("GPU 6", "pcie_gen")] == ("WARN", "pcie_slot_gen_limited")
+    assert verdicts.exit_code(rows) == 7
 
 
 def test_no_nvml_is_one_skip_row_with_why():

@@ -4,7 +4,7 @@ estimate computed by hand from the stated constants, and the options no plan can
 import pytest
 
 from tfbench import errors
-from tfbench.validate import plan
+from tfbench.validate import estimate, plan
 
 CPU = ["--device=cpu", "--num_gpus=2", "--model=trivial", "--image_size=8", "--batch_size=2"]
 
@@ -101,7 +101,7 @@ def test_the_estimate_by_hand_on_logical_cpu_devices():
     # trivial: 8,517,558 FLOPs an image at 227 px, at 8 px x (8/227)^2; a training step of 2
     # images is 3x: 6.3e-8 TFLOP at 0.05 / 2 TFLOP/s per device = 2.5 us, so the 0.03 s floor.
     step = {s.name: s for s in p.steps}
-    assert plan.step_seconds(plan.params_of_flags(p.flags), p.host) == 0.03
+    assert estimate.step_seconds(plan.params_of_flags(p.flags), p.host) == 0.03
     # start-up 5 + 2 replicas x 4.5 + 15 steps x 0.03; then per device: its model 1, the
     # kernels 0.5, the numeric pass 2.5 + one step 0.03; then the all-reduce's sizes 6
     devices = 5 + 2 * 4.5 + 15 * 0.03 + 2 * (1 + 0.5 + 2.5 + 0.03) + 6
@@ -127,7 +127,7 @@ def test_quick_fits_in_two_minutes_on_eight_h100s_by_its_own_estimate():
     # resnet50: 7.716 GFLOPs an image forward; a step of 64 in fp32 (TF32 on an H100: 494.7
     # TFLOP/s dense, of which 20% achieved): 3 x 7.716 x 64 / 98.94 = 14.97 ms
     step_s = 3 * 7.715950592 * 64 / 1e3 / (494.7 * 0.2)
-    assert plan.step_seconds(plan.params_of_flags(p.flags), host) == pytest.approx(step_s)
+    assert estimate.step_seconds(plan.params_of_flags(p.flags), host) == pytest.approx(step_s)
     devices = {s.name: s for s in p.steps}["devices"]
     # start-up 20 + 8 replicas x 3 + 15 steps; per device: its model 1, the kernels 1, the
     # numeric pass 4.5 + a step; the all-reduce's sizes 15
@@ -139,6 +139,50 @@ def test_quick_fits_in_two_minutes_on_eight_h100s_by_its_own_estimate():
     assert "--num_gpus=8" in p.added
     standard = _plan("standard", ["--batch_size=64"], host, gpus=8)
     assert standard.estimate_s <= 15 * 60   # standard's limit
+
+
+def test_the_plan_says_which_figures_are_estimates_from_constants():
+    host = plan.Host("gpu", 8, "NVIDIA H100 80GB HBM3")
+    p = _plan("quick", ["--batch_size=64"], host, gpus=8)
+    assert p.lines()[-2:] == [
+        "  estimates, not measurements: a step 15.0 ms = resnet50's training FLOPs at batch 64 "
+        "over 20% (ACHIEVED_FRACTION, a constant) of the NVIDIA H100 80GB HBM3's datasheet fp32 "
+        "peak (494.7 TFLOP/s); start-up 20 s; 3 s a GPU for its replica of the first step; an "
+        "allowance per check",
+        "  the GPU constants (ACHIEVED_FRACTION, REPLICA_S, start-up, the allowances) are not "
+        "yet measured: validate.json keeps each step's seconds beside its estimate, and "
+        "scripts/gpu_smoke.sh prints the measured step and first step against them"]
+    basis = p.basis()
+    assert basis["step_s"] == pytest.approx(3 * 7.715950592 * 64 / 1e3 / (494.7 * 0.2))
+    assert (basis["peak_tflops"], basis["achieved_fraction"], basis["replica_s"]) == (
+        494.7, 0.2, 3.0)
+    # A GPU the peak table lacks: its constant says so
+    unknown = _plan("quick", ["--batch_size=64"], plan.Host("gpu", 2, "NVIDIA X1"), gpus=2)
+    assert "resnet50's training FLOPs at batch 64 over 20 TFLOP/s, a constant for a GPU " \
+           "tfbench's peak table lacks;" in unknown.lines()[-2]
+    assert unknown.basis()["achieved_fraction"] is None
+    # CPU devices: constants measured on one CPU; a step at its floor says so
+    cpu = _plan("quick").lines()
+    assert cpu[-2].startswith(
+        "  estimates, not measurements: a step 30.0 ms = the floor of a step's host work "
+        "(trivial's training FLOPs at batch 2 over 0.025 TFLOP/s, a constant: the CPU's 0.05 "
+        "shared by its 2 devices is less); start-up 5 s; 4.5 s a CPU device")
+    assert cpu[-1] == ("  the CPU constants were measured on an AMD EPYC (2 cores, TensorFlow "
+                       "2.21, resnet50 at 64 px): another CPU differs")
+
+
+def test_what_a_gpu_measured_against_the_constants():
+    basis = _plan("quick", ["--batch_size=64"], plan.Host("gpu", 8, "NVIDIA H100 80GB HBM3"),
+                  gpus=8).basis()
+    # A step of 50 ms median; the first step 30.05 s: (30.05 - 0.05) / 8 = 3.75 s a GPU
+    manifest = {"step_times": [0.052, 0.050, 0.049, 0.050, 0.051],
+                "warmup_times": [30.05, 0.2, 0.06]}
+    work = 3 * 7.715950592 * 64 / 1e3
+    assert estimate.measured_against(basis, manifest) == (
+        "step 50.0 ms measured (median of 5), estimate 15.0 ms: %.3g of the datasheet peak "
+        "reached, ACHIEVED_FRACTION 0.2; first step 30.05 s on 8 devices, 3.75 s each beyond "
+        "a step, REPLICA_S 3 s" % (work / 0.05 / 494.7))
+    assert estimate.measured_against(basis, {"step_times": []}) == ""
 
 
 def test_the_soak_is_sized_from_the_rate_measured():

@@ -225,20 +225,22 @@ def _pcie(g: GpuHealth, under_load: bool) -> list[Verdict]:
         return rows + _unread(g, "pcie_gen", "pcie", "the link's generation")
     figure, want = "gen %d of %d" % (link.pcie_gen, link.pcie_gen_max), "gen %d" % (
         link.pcie_gen_max)
-    if link.pcie_gen < link.pcie_gen_max:
-        if under_load:
-            rows.append(Verdict(g.gpu, "pcie_gen", FAIL, "pcie_gen_degraded", figure, want))
-        else:
-            rows.append(Verdict(g.gpu, "pcie_gen", WARN, "pcie_gen_below_max", figure,
-                                want + " under load (an idle GPU lowers its link's generation "
-                                "to save power; judged again under load)"))
+    below = link.pcie_gen < link.pcie_gen_max
+    if below and under_load:
+        rows.append(Verdict(g.gpu, "pcie_gen", FAIL, "pcie_gen_degraded", figure, want))
     if link.gpu_pcie_gen_max and link.pcie_gen_max < link.gpu_pcie_gen_max:
         rows.append(Verdict(g.gpu, "pcie_gen", WARN, "pcie_slot_gen_limited",
                             "slot gen %d, GPU gen %d" % (link.pcie_gen_max,
                                                          link.gpu_pcie_gen_max),
                             "a gen %d slot" % link.gpu_pcie_gen_max))
     if not any(r.check == "pcie_gen" for r in rows):
-        rows += _ok(g, "pcie_gen", figure, want)
+        if below:
+            # Idle: the GPU's power management lowers the link's generation, which says
+            # nothing about the link; its maximum (the slot's, the GPU's) is judged above.
+            rows += _ok(g, "pcie_gen", figure + " (idle)", want + " under load (an idle GPU "
+                        "lowers its link's generation to save power: shown, not judged)")
+        else:
+            rows += _ok(g, "pcie_gen", figure, want)
     return rows
 
 

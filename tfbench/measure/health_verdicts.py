@@ -40,7 +40,6 @@ REASONS: dict[str, str] = {
     "unknown_clock_event": "a clock event reason this tfbench does not know",
     "clocks_below_max": "clocks below their maximum under load with no setting that explains it",
     "pcie_width_degraded": "the PCIe link runs with fewer lanes than it can",
-    "pcie_gen_below_max": "the PCIe link runs below its generation on an idle GPU",
     "pcie_gen_degraded": "the PCIe link runs below its generation under load",
     "pcie_slot_gen_limited": "the slot runs an older PCIe generation than the GPU takes",
     "no_nvlink": "the GPU has no NVLink",

@@ -54,6 +54,9 @@ def judge(report: dict[str, Any], host: str, earlier: Optional[HostHealth] = Non
     readings = host_from_json(report["readings"])
     cuda = report.get("tensorflow_cuda")
     required = (int(cuda[0]), int(cuda[1])) if cuda else None
+    # Read at idle (before and after the load): clocks and the link's current generation are
+    # shown, not judged; what a power-saving GPU does not change (the link's width, the slot's
+    # generation) is.
     judgement = health.judge(readings, required, under_load=False, earlier=earlier)
     return [verdicts.from_health(v, host) for v in judgement.rows], readings
 

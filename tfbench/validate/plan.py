@@ -17,13 +17,9 @@ NCCL's set-up, which is what lets quick fit in 2 minutes on 8 GPUs. `allreduce` 
 no child: they judge what the training children measured (against the links, a baseline, the
 published range, --min_efficiency_pct).
 
-The estimate of a training child is its start-up (importing TensorFlow, starting the devices,
-building the model: a constant per device kind) plus tracing the first step's replica on each
-device, plus its work: steps x the step time, from the model's FLOPs
-(tfbench.measure.model_table) over the device's achievable TFLOP/s (the GPU's datasheet peak x
-ACHIEVED_FRACTION when tfbench.measure.peak knows it, else a stated constant), never below a
-per-step floor; each device's checks, the explain probes and the all-reduce probe add stated
-constants. Each child runs under a timeout of 3 x its estimate + TIMEOUT_MARGIN_S.
+Each step's estimate (tfbench.validate.estimate) is printed with the plan, with which figures
+are estimates from which constants. Each child runs under a timeout of 3 x its estimate +
+TIMEOUT_MARGIN_S.
 """
 
 from __future__ import annotations
@@ -36,7 +32,8 @@ from typing import Any, Optional, Sequence
 from tfbench import errors
 from tfbench.config import params as params_lib
 from tfbench.config.argv import params_of_flags, strip_flags
-from tfbench.measure import model_table, peak
+from tfbench.validate import estimate
+from tfbench.validate.estimate import HEALTH_S, REPLICA_S, STARTUP_S, human_seconds
 
 LEVELS = ("quick", "standard", "long")
 DEFAULT_SOAK_MINUTES = 30.0
@@ -74,27 +71,6 @@ REFUSED_FLAGS = {
     "controller_host": "validate checks one host",
 }
 
-# The estimate's constants (seconds; see the module docstring). CPU: measured with resnet50
-# at 64 px on 2 logical devices of an AMD EPYC (2 cores, TensorFlow 2.21; docs/validate.md,
-# "How long each level takes"). GPU: allowances not yet measured on a GPU (validate.json keeps
-# each step's seconds beside its estimate): the host's share as on the CPU, plus cuDNN's
-# autotuning of each new shape on each device.
-STARTUP_S = {"gpu": 20.0, "cpu": 5.0}            # import TensorFlow, start devices, build model
-REPLICA_S = {"gpu": 3.0, "cpu": 4.5}             # per device: its replica of the first step
-STEP_FLOOR_S = {"gpu": 0.01, "cpu": 0.03}        # host work of a step, however small the model
-# Per device checked alone (tfbench.engine.device_checks): its own model and optimizer, then
-# each check: the step's tracing and first call, the two kernels, the numeric pass's tracing.
-DEVICE_BUILD_S = {"gpu": 1.0, "cpu": 1.0}
-CHECK_S = {"step": {"gpu": 4.0, "cpu": 2.0}, "kernels": {"gpu": 1.0, "cpu": 0.5},
-           "numeric": {"gpu": 4.5, "cpu": 2.5}}
-EXPLAIN_S = {"gpu": 6.0, "cpu": 3.0}             # per device: the explain probes' builds
-ALLREDUCE_S = {"gpu": 15.0, "cpu": 6.0}          # the all-reduce probe's sizes
-HEALTH_S = 3.0                                   # a Python child reading NVML
-CPU_TFLOPS = 0.05                                # a CPU's achievable TFLOP/s, all its devices
-GPU_TFLOPS_UNKNOWN = 20.0                        # a GPU the peak table does not know
-ACHIEVED_FRACTION = 0.2                          # of a GPU's datasheet peak a training step gets
-PROBE_STEPS = 13                                 # one device's step timed alone: 10 after 2, +1
-BATCH_UNKNOWN = 64                               # a batch left at the model's default
 TIMEOUT_MARGIN_S = 120.0
 
 
@@ -139,6 +115,10 @@ class Plan:
     def estimate_s(self) -> float:
         return sum(s.estimate_s for s in self.steps)
 
+    def basis(self) -> dict[str, Any]:
+        """What the estimates are made of (validate.json's `estimate_basis`)."""
+        return estimate.basis(params_of_flags(self.flags), self.host)
+
     def lines(self) -> list[str]:
         """The plan as printed before anything runs."""
         n = self.host.devices
@@ -154,7 +134,7 @@ class Plan:
         for i, step in enumerate(self.steps, 1):
             out.append("  %d. %-17s about %6s  %s" % (i, step.name, human_seconds(
                 step.estimate_s), step.what))
-        return out
+        return out + estimate.basis_lines(self.basis())
 
 
 def host_for(flags: Sequence[str], gpus: tuple[int, str], device_name: Optional[str] = None
@@ -179,15 +159,6 @@ def run_key(flags: Sequence[str], host: Host) -> dict[str, Any]:
     return {"model": p.model, "precision": params_lib.resolve_precision(p),
             "batch_size": p.batch_size, "num_devices": host.devices,
             "device_kind": host.kind, "device_name": host.device_name}
-
-
-def human_seconds(seconds: float) -> str:
-    """'95 s', '12 min', '1.5 h'."""
-    if seconds < 120:
-        return "%d s" % round(seconds)
-    if seconds < 5400:
-        return "%d min" % round(seconds / 60.0)
-    return "%.1f h" % (seconds / 3600.0)
 
 
 def check_options(level: str, tolerance_pct: float, soak_minutes: Optional[float],
@@ -232,54 +203,6 @@ def benchmark_flags(level: str, flags: Sequence[str], gpus: int
     return every, added
 
 
-def _model_gflops(p: Any) -> Optional[float]:
-    """Forward GFLOPs per image from the shipped table, scaled by the pixels of another image
-    size (a convolutional network's FLOPs grow with them); None for a model it lacks."""
-    table, _ = model_table.load()
-    dataset = "cifar10" if (p.data_name or "").startswith("cifar") else "imagenet"
-    found = table.get((p.model, dataset)) or table.get((p.model, "imagenet"))
-    if found is None:
-        return None
-    size, _, flops = found
-    scale = (p.image_size / size) ** 2 if p.image_size else 1.0
-    return flops * scale / 1e9
-
-
-def step_seconds(p: Any, host: Host) -> float:
-    """One training step's estimate on one device (every device computes its own batch)."""
-    gflops = _model_gflops(p)
-    if gflops is None:
-        return 1.0   # a model the table lacks: a stated second per step
-    batch = p.batch_size or BATCH_UNKNOWN
-    work = 3.0 * gflops * batch / 1e3   # TFLOPs: training = 3 x forward
-    if host.kind == "gpu":
-        found = peak.gpu_peak_tflops(host.device_name, params_lib.resolve_precision(p)) \
-            if host.device_name else None
-        tflops = found * ACHIEVED_FRACTION if found else GPU_TFLOPS_UNKNOWN
-    else:
-        tflops = CPU_TFLOPS / max(host.devices, 1)   # the CPU's cores, shared by its devices
-    return max(STEP_FLOOR_S[host.kind], work / tflops)
-
-
-def _training_estimate(p: Any, host: Host, checks: Sequence[str], explain: bool,
-                       allreduce: bool) -> float:
-    kind, n = host.kind, host.devices
-    step = step_seconds(p, host)
-    steps = (p.num_batches or 100) + params_lib.num_warmup_batches(p)
-    seconds = STARTUP_S[kind] + n * REPLICA_S[kind] + steps * step
-    per_device = DEVICE_BUILD_S[kind] + sum(CHECK_S[c][kind] for c in checks)
-    if "step" in checks:
-        per_device += PROBE_STEPS * step
-    if "numeric" in checks:
-        per_device += step
-    seconds += n * per_device
-    if explain:
-        seconds += n * EXPLAIN_S[kind] + PROBE_STEPS * step
-    if allreduce:
-        seconds += ALLREDUCE_S[kind]
-    return seconds
-
-
 def _child_files(out_dir: str, name: str) -> list[str]:
     return ["--csv_file=%s" % os.path.join(out_dir, "points", name + ".csv"),
             "--json_dir=%s" % os.path.join(out_dir, "runs", name)]
@@ -311,7 +234,7 @@ def build(level: str, flags: Sequence[str], host: Host, out_dir: str,
         args = tuple(flags) + tuple(extra)
         explain = "--explain_scaling" in extra
         return Step(name, DEVICES, what, tuple(child_cmd) + args + tuple(
-            _child_files(out_dir, name)), _training_estimate(p, host, checks, explain,
+            _child_files(out_dir, name)), estimate.training_estimate(p, host, checks, explain,
                                                              allreduce), args, repeat)
 
     together = host.devices > 1

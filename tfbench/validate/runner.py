@@ -66,7 +66,7 @@ class Validation:
             "soak_minutes": plan.soak_minutes, "baseline": options.baseline,
             "host": self.host, "started": None,
             "benchmark_flags": list(plan.flags), "added_flags": list(plan.added),
-            "estimate_s": round(plan.estimate_s, 1),
+            "estimate_s": round(plan.estimate_s, 1), "estimate_basis": plan.basis(),
             "plan": [s.to_json() for s in plan.steps]})
         # Rows by step group, so a repeated step's rows are judged again as repeats end.
         self.groups: dict[str, list[Check]] = {}
