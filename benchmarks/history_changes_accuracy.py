@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import subprocess
 import sys
 import time
 from typing import Optional
@@ -40,6 +39,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from tfbench.measure import environment  # noqa: E402
 from tfbench.history import changes  # noqa: E402
 
 LEVEL = 1000.0
@@ -134,16 +134,6 @@ def speed(rng: np.random.Generator, series: int = 1000, size: int = 100, **optio
             "cpu_seconds": time.process_time() - cpu}
 
 
-def cpu_name() -> str:
-    try:
-        out = subprocess.run(["lscpu"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             text=True, check=False).stdout
-    except OSError:
-        out = ""
-    for line in out.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def main(argv: list[str]) -> int:
@@ -161,8 +151,8 @@ def main(argv: list[str]) -> int:
     rng = np.random.default_rng(args.seed)
     import scipy
     print("CPU: %s (%d CPUs); Python %s, numpy %s, scipy %s"
-          % (cpu_name(), os.cpu_count() or 0, platform.python_version(), np.__version__,
-             scipy.__version__))
+          % (environment.cpu_model(), os.cpu_count() or 0, platform.python_version(),
+             np.__version__, scipy.__version__))
     print("find_changes(%s)" % ", ".join("%s=%g" % item for item in options.items()))
     main_row = detection(rng, args.trials, 5.0, 0.01, 5, 0.0, **options)
     rows = [("5% shift, 1% noise, 5 runs after", main_row),

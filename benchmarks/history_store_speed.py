@@ -34,6 +34,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from tfbench.measure import environment  # noqa: E402
 from tfbench import figures  # noqa: E402
 from tfbench.output.csv_out import COLUMN_NAMES, SCHEMA_VERSION  # noqa: E402
 
@@ -43,16 +44,6 @@ MODELS = ("resnet50", "resnet101", "vgg16", "inception3", "mobilenet", "alexnet"
 START = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 
 
-def cpu_name() -> str:
-    try:
-        out = subprocess.run(["lscpu"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             text=True, check=False).stdout
-    except OSError:
-        out = ""
-    for line in out.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def _filler(rng: random.Random, figure: figures.Figure) -> str:
@@ -165,7 +156,7 @@ def main(argv: list[str]) -> int:
     try:
         import sqlalchemy
         print("CPU: %s (%d CPUs); Python %s, SQLAlchemy %s, SQLite %s"
-              % (cpu_name(), os.cpu_count() or 0, platform.python_version(),
+              % (environment.cpu_model(), os.cpu_count() or 0, platform.python_version(),
                  sqlalchemy.__version__, __import__("sqlite3").sqlite_version))
         count = write_csv(csv_path, args.results, args.series)
         print("%d rows of %d columns in %d series: %s (%.1f MB)"

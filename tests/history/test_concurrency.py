@@ -18,7 +18,7 @@ import zygote
 from helpers import SUPPORT, free_ports, only_row, run_cli
 from history_stores import backend, read_only, sqlite_path, store_url  # noqa: F401 - fixture
 from tfbench import cli
-from tfbench.history import location, record, schema
+from tfbench.history import errors as history_errors, location, record, schema
 from tfbench.history import store as store_module
 from tfbench.history.store import Store
 
@@ -134,7 +134,7 @@ def result_for(run_id="r1"):
 
 def test_a_locked_store_costs_one_line(store_url, tmp_path, monkeypatch):
     Store(store_url).close()
-    monkeypatch.setattr(store_module, "LOCK_WAIT_S", 0.3)
+    monkeypatch.setattr(history_errors, "LOCK_WAIT_S", 0.3)
     files = [str(tmp_path / "tfbench_results.csv")]
     if backend(store_url) == "sqlite":
         holder = sqlite3.connect(sqlite_path(store_url), isolation_level=None)

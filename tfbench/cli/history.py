@@ -19,7 +19,7 @@ import sys
 from typing import Optional
 
 from tfbench.cli.guard import Parser
-from tfbench.errors import EXIT_OK, UsageError
+from tfbench.errors import EXIT_OK
 
 COMMANDS = ("list", "changes", "fleet", "import", "page")
 
@@ -79,20 +79,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _store(value: Optional[str]):
-    from tfbench.history import location
-    from tfbench.history.store import Store
-    url = location.resolve(value)
-    if url is None:
-        raise UsageError("the history is off (--history or TFBENCH_HISTORY is empty): give "
-                         "--history=FILE or a postgresql:// URL")
-    try:
-        return Store(url)
-    except UsageError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - one line, the driver's words translated
-        from tfbench.history.errors import why
-        raise UsageError("the history at %s cannot be opened: %s"
-                         % (location.describe(url), why(exc))) from None
+    from tfbench.history.store import open_store
+    return open_store(value)
 
 
 def main(argv: list[str]) -> int:

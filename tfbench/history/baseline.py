@@ -17,9 +17,9 @@ import dataclasses
 import statistics
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from tfbench.errors import UsageError
-from tfbench.history import location, record, schema
+from tfbench.history import record, schema
 from tfbench.history import series as hs
+from tfbench.history import store as store_lib
 from tfbench.history.store import Recorded, Store
 
 HOST, FLEET = "host", "fleet"
@@ -53,21 +53,8 @@ class Level:
 
 
 def open_store(flag: Optional[str]) -> Store:
-    """The history in force (--history's value `flag`, None when not given; else
-    TFBENCH_HISTORY; else the default file), opened; UsageError in one line when it is off or
-    cannot be opened."""
-    url = location.resolve(flag)
-    if url is None:
-        raise UsageError("--baseline=history: the history is off (--history or "
-                         "TFBENCH_HISTORY is empty)")
-    try:
-        return Store(url)
-    except UsageError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - one line, the driver's words translated
-        from tfbench.history.errors import why
-        raise UsageError("--baseline=history: the history at %s cannot be opened: %s"
-                         % (location.describe(url), why(exc))) from None
+    """The history in force, opened for --baseline=history (store.open_store)."""
+    return store_lib.open_store(flag, "--baseline=history: ")
 
 
 def _host_level(rows: Any, figure: str) -> Optional[Level]:

@@ -3,6 +3,8 @@ driver's exception text)."""
 
 from __future__ import annotations
 
+from tfbench.errors import UsageError
+
 # (text the SQLite or PostgreSQL driver's message holds, lower case) -> what it means.
 _CAUSES = (
     ("database is locked", "another process held it locked for over %g s"),
@@ -25,9 +27,17 @@ _CAUSES = (
 )
 
 
+# How long a writer waits for another's lock before the store counts as locked (the store
+# sets it on each connection; the locked store's phrase says it).
+LOCK_WAIT_S = 60.0
+
+
+class HistoryVersionError(UsageError):
+    """A store written by a newer tfbench."""
+
+
 def why(exc: BaseException) -> str:
     """One phrase for an exception raised while opening or writing the history."""
-    from tfbench.history.store import HistoryVersionError
     if isinstance(exc, HistoryVersionError):
         return str(exc).split(":", 1)[0]
     if isinstance(exc, ModuleNotFoundError):
@@ -36,7 +46,6 @@ def why(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:   # the SQLite file's directory (engine_for)
         return "its directory cannot be created (%s%s)" % (
             "%s: " % exc.filename if exc.filename else "", exc.strerror.lower())
-    from tfbench.history.store import LOCK_WAIT_S
     text = str(exc).lower()
     for needle, meaning in _CAUSES:
         if needle in text:

@@ -20,23 +20,14 @@ import sqlalchemy as sa
 
 from tfbench import figures
 from tfbench.errors import UsageError
-from tfbench.history import schema
+from tfbench.history import errors as history_errors, schema
+from tfbench.history.errors import HistoryVersionError  # noqa: F401 - the store's refusal
 
 # A validation's verdict row (tfbench.validate.verdicts.Check) as the store keeps it.
 VALIDATION_FIELDS = ("host", "subject", "check", "status", "reason", "figure", "expectation",
                      "value", "expected")
-# How long a writer waits for another's lock before the store counts as locked.
-LOCK_WAIT_S = 60.0
 # Results added in one transaction (Store.add_many).
 BATCH = 500
-
-
-class HistoryError(Exception):
-    """The store cannot be opened or written; the message is one line for the user."""
-
-
-class HistoryVersionError(UsageError):
-    """A store written by a newer tfbench."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +51,7 @@ def _sqlite_connect(dbapi_connection, _record) -> None:
     # pysqlite's own transaction handling defers BEGIN; tfbench issues it (below).
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA busy_timeout = %d" % int(LOCK_WAIT_S * 1000))
+    cursor.execute("PRAGMA busy_timeout = %d" % int(history_errors.LOCK_WAIT_S * 1000))
     cursor.execute("PRAGMA journal_mode = WAL")   # readers never wait for the writer
     cursor.close()
 
@@ -76,14 +67,15 @@ def engine_for(url: str) -> sa.Engine:
         path = url[len("sqlite:///"):]
         if path:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        engine = sa.create_engine(url, connect_args={"timeout": LOCK_WAIT_S},
+        engine = sa.create_engine(url, connect_args={"timeout": history_errors.LOCK_WAIT_S},
                                   poolclass=sa.pool.NullPool)
         sa.event.listen(engine, "connect", _sqlite_connect)
         sa.event.listen(engine, "begin", _sqlite_begin)
         return engine
     # A writer waits LOCK_WAIT_S for another's lock (the run id's advisory lock) at most.
     return sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args={
-        "connect_timeout": 10, "options": "-c lock_timeout=%d" % int(LOCK_WAIT_S * 1000)})
+        "connect_timeout": 10,
+        "options": "-c lock_timeout=%d" % int(history_errors.LOCK_WAIT_S * 1000)})
 
 
 class Store:
@@ -366,3 +358,22 @@ def _missing(value: Any) -> bool:
         return value is None or bool(value != value)
     except (TypeError, ValueError):
         return False
+
+
+def open_store(flag: Optional[str], prefix: str = "") -> Store:
+    """The history in force (--history's value `flag`, None when not given; else
+    TFBENCH_HISTORY; else the default file), opened for a command that reads it. UsageError in
+    one line (after `prefix`, the option that asked for it) when it is off or cannot be
+    opened."""
+    from tfbench.history import location
+    url = location.resolve(flag)
+    if url is None:
+        raise UsageError("%sthe history is off (--history or TFBENCH_HISTORY is empty): give "
+                         "--history=FILE or a postgresql:// URL" % prefix)
+    try:
+        return Store(url)
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one line, the driver's words translated
+        raise UsageError("%sthe history at %s cannot be opened: %s"
+                         % (prefix, location.describe(url), history_errors.why(exc))) from None

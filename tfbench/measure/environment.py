@@ -2,8 +2,9 @@
 
 capture() never raises and stays fast (well under a second without a GPU once TensorFlow is
 imported): every probe is a small guarded function returning None when it cannot tell.
-diff() compares two captures and lists the fields that changed during the run. The lines that
-show a capture (before a run, `tfbench env`) are tfbench.output.environment's.
+diff() compares two captures and lists the fields that changed during the run; cpu_model()
+names the CPU. The lines that show a capture are tfbench.output.environment's. Longer than
+the layout guide's 420 lines: one concept, what a result ran on, kept in one module.
 
 Environment variables are recorded only for a fixed list of performance-relevant prefixes, and
 never when the name suggests a secret (KEY, TOKEN, SECRET, PASSWORD, ...): manifests get shared.
@@ -226,6 +227,11 @@ def _cpu() -> dict[str, Any]:
         "hypervisor_flag": "hypervisor" in flags,
     }
     return info
+
+
+def cpu_model() -> str:
+    """The CPU's model name (as a capture records it), for a figure's machine in a report."""
+    return _safe(lambda: _cpu()["model"]) or platform.machine()
 
 
 def _cgroup_cpu_limit() -> Optional[float]:
