@@ -134,7 +134,7 @@ def series_plot(entry: Entry, path: str):
     when = pd.to_datetime(ok["when"], utc=True).dt.tz_convert(None).to_numpy()
     values = np.asarray(s.values, dtype=float)
     spreads = np.array([np.nan if v is None else v for v in
-                        (hs.spread_of(r, s.figure) for r in ok.to_dict("records"))], dtype=float)
+                        hs.spreads(ok, s.figure)], dtype=float)
     fig = plots.figure()
     ax = fig.add_subplot(1, 1, 1)
     normal = np.setdiff1d(np.arange(len(values)), entry.outliers)
@@ -322,10 +322,10 @@ def main(store, args: argparse.Namespace, out: TextIO) -> int:
     hs.check_figure(figure)
     if args.max_plots < 0:
         raise errors.UsageError("--max_plots=%d: give 0 or more" % args.max_plots)
-    frame = hs.filtered(store.frame(), args.model, args.host, args.gpu, args.after,
-                        args.before)
+    frame = hs.filtered(store.frame(columns=hs.columns_for(args.figure)), args.model, args.host,
+                        args.gpu, args.after, args.before)
     found = hs.build(frame, figure)
-    facts = store.environment()
+    facts = store.environment(hs.runs_around_changes(found))
     ordered = entries(found, facts)
     out_dir = args.out_dir
     os.makedirs(os.path.join(out_dir, PLOTS), exist_ok=True)

@@ -81,6 +81,28 @@ def filtered(frame: pd.DataFrame, model: Optional[str] = None, host: Optional[st
     return out[keep]
 
 
+# What the views read of each result besides the figure they follow: a few dozen of the
+# store's 150-odd columns (reading every figure of 100,000 results takes seconds).
+SPREAD_INPUTS = ("num_runs", "spread_pct", "jitter", "step_images_per_sec")
+READ_COLUMNS = tuple(dict.fromkeys(
+    ("id", "run_id", "timestamp", "status", "series_key", "config_key", "machine", "gpu_model",
+     "gpu_count", "gpu_uuids", "hostname", "device_name", "device_kind", "num_devices")
+    + NAME_PARTS + SPREAD_INPUTS))
+
+
+def columns_for(figure: str) -> list[str]:
+    """The `results` columns the views read to follow `figure`."""
+    return list(dict.fromkeys(READ_COLUMNS + (figure,)))
+
+
+def spreads(frame: pd.DataFrame, figure: str) -> list[Optional[float]]:
+    """spread_of for each result of `frame` (a series' runs), reading only its inputs."""
+    if figure != "images_per_sec":
+        return [None] * len(frame)
+    return [spread_of(dict(zip(SPREAD_INPUTS, r)), figure)
+            for r in frame[list(SPREAD_INPUTS)].itertuples(index=False, name=None)]
+
+
 def spread_of(row: Mapping[str, Any], figure: str) -> Optional[float]:
     """A result's own noise as a fraction (coefficient of variation), where it is known: for
     images/sec, its repeats' spread ((max - min) / median, about 2 standard deviations for a
@@ -148,12 +170,11 @@ class Series:
 
     @property
     def values(self) -> list[float]:
-        return [float(v) for v in self.ok[self.figure]]
+        return self.ok[self.figure].astype(float).tolist()
 
     def segment(self) -> cp.Segmentation:
         if self.segmentation is None:
-            spreads = [spread_of(r, self.figure) for r in self.ok.to_dict("records")]
-            self.segmentation = cp.find_changes(self.values, spreads)
+            self.segmentation = cp.find_changes(self.values, spreads(self.ok, self.figure))
         return self.segmentation
 
     def current(self) -> tuple[Optional[float], Optional[float]]:
@@ -173,8 +194,9 @@ def build(frame: pd.DataFrame, figure: str) -> list[Series]:
     a value of it, or whose every result failed (a configuration whose runs do not measure the
     figure, e.g. latency in training, is not a series of it)."""
     out = []
+    # Sorted once: each group keeps the order (groupby does not reorder within a group).
+    frame = frame.sort_values(["when", "id"], kind="stable")
     for key, rows in frame.groupby("series_key", sort=False):
-        rows = rows.sort_values(["when", "id"])
         values = pd.to_numeric(rows[figure], errors="coerce")
         ok = rows[(rows["status"] == "ok") & values.notna()].copy()
         if ok.empty and (rows["status"] == "ok").any():
@@ -213,8 +235,21 @@ def fact_changes(before: Sequence[Mapping[str, str]],
     return [(k, old[k], new[k]) for k in old if k in new and old[k] != new[k]]
 
 
+ATTRIBUTION_WINDOW = 5   # runs on each side of a change whose environment facts are compared
+
+
+def runs_around_changes(found: Sequence[Series], window: int = ATTRIBUTION_WINDOW) -> list[str]:
+    """The run ids whose environment facts the attribution of the series' changes reads."""
+    ids: list[str] = []
+    for s in found:
+        run_ids = list(s.ok["run_id"])
+        for c in s.segment().changes:
+            ids += run_ids[max(0, c.index - window):c.index + window]
+    return ids
+
+
 def attribution(series: Series, change: cp.Change, facts: Mapping[str, Mapping[str, str]],
-                window: int = 5) -> str:
+                window: int = ATTRIBUTION_WINDOW) -> str:
     """'NVIDIA driver 570.86.15 -> 580.65.06; TensorFlow 2.20.0 -> 2.21.0', or 'no recorded
     environment change', comparing the `window` runs on each side of the change."""
     ids = list(series.ok["run_id"])

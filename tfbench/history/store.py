@@ -245,13 +245,18 @@ class Store:
 
     def environment(self, run_ids: Optional[Iterable[str]] = None) -> dict[str, dict[str, str]]:
         """run_id -> {fact: value}."""
-        query = sa.select(schema.environment)
-        if run_ids is not None:
-            query = query.where(schema.environment.c.run_id.in_(list(run_ids)))
+        table = schema.environment
+        if run_ids is None:
+            queries = [sa.select(table)]
+        else:   # in chunks: a statement takes a bounded number of parameters
+            wanted = sorted(set(run_ids))
+            queries = [sa.select(table).where(table.c.run_id.in_(wanted[i:i + 500]))
+                       for i in range(0, len(wanted), 500)]
         out: dict[str, dict[str, str]] = {}
         with self.engine.connect() as conn:
-            for row in conn.execute(query):
-                out.setdefault(row.run_id, {})[row.fact] = row.value
+            for query in queries:
+                for row in conn.execute(query):
+                    out.setdefault(row.run_id, {})[row.fact] = row.value
         return out
 
     def count(self) -> int:

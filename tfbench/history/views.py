@@ -40,10 +40,11 @@ def _write(out: TextIO, frame: pd.DataFrame, fmt: str, empty: str) -> None:
         out.write(tables.text(frame, list(frame.columns)))
 
 
-def _series(store: Store, args: argparse.Namespace) -> list[hs.Series]:
+def _results(store: Store, args: argparse.Namespace) -> pd.DataFrame:
+    """The results the filters keep, with the columns the views read."""
     hs.check_figure(args.figure)
-    frame = hs.filtered(store.frame(), args.model, args.host, args.gpu, args.after, args.before)
-    return hs.build(frame, args.figure)
+    return hs.filtered(store.frame(columns=hs.columns_for(args.figure)), args.model, args.host,
+                       args.gpu, args.after, args.before)
 
 
 def list_table(found: list[hs.Series]) -> pd.DataFrame:
@@ -109,11 +110,10 @@ def fleet_table(rows: list[hs.FleetRow], threshold_pct: float, by: str) -> pd.Da
 
 def main(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     figure = args.figure
-    found = _series(store, args)
+    since = hs._date(getattr(args, "since", None), "--since")
+    frame = _results(store, args)
     label = "%s (%s)" % (figure, hs.figures.BY_NAME[figure].unit or "value")
     if args.command == "fleet":
-        frame = hs.filtered(store.frame(), args.model, args.host, args.gpu, args.after,
-                            args.before)
         for by in ("host", "gpu"):
             rows = hs.fleet(frame, figure, by)
             if by == "gpu" and not rows:
@@ -124,9 +124,9 @@ def main(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             _write(out, fleet_table(rows, args.threshold_pct, by), args.format,
                    "no results with a value of %s" % figure)
         return errors.EXIT_OK
+    found = hs.build(frame, figure)
     if args.command == "changes":
-        since = hs._date(args.since, "--since")
-        facts = store.environment()
+        facts = store.environment(hs.runs_around_changes(found))
         table, outliers, regression = changes_table(found, facts, since)
         if args.format != "csv":
             out.write("Change points of %s, in %d series%s\n" % (
