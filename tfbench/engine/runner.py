@@ -24,7 +24,7 @@ import tensorflow as tf
 from tfbench.config import data_source
 from tfbench.distribute import devices
 from tfbench.distribute import strategy as strategy_lib, strategies, sync
-from tfbench.engine import allreduce_run, device_checks, explain, measurements
+from tfbench.engine import actions, explain, measurements
 from tfbench.engine.base import Clock, ModeRunner
 from tfbench.engine.data_only import DataOnlyRunner
 from tfbench.engine.eval_runner import EvalRunner
@@ -100,17 +100,7 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
                 explain.discard_nccl_log()
         finally:
             runner.close()
-    try:
-        # After the run's figures: the probes change none. They share each device's step.
-        shared = explain.DeviceSteps(runner)
-        if explain.applies(p, plan, sp):
-            explain.probe(runner, sp, res, log, shared)
-        if p.validate_devices:
-            device_checks.check(runner, res, shared, log)
-        if p.validate_allreduce_json:
-            allreduce_run.after_run(runner, sp, res, p.validate_allreduce_json, log)
-    finally:
-        explain.discard_nccl_log()
+    actions.run_all(p, plan, sp, runner, res, log)   # the probes, after the run's figures
     return res
 
 
