@@ -39,7 +39,7 @@ def _run(row_flags):
     r = resolve(params_of_flags(row_flags))
     return {"mode": r.mode, "batch_size": str(r.run_batch_size),
             "global_batch_size": str(r.global_batch), "num_devices": str(r.device.num_devices),
-            "num_workers": str(r.num_workers), "accum_steps": str(r.micro_batches)}
+            "num_workers": str(r.num_workers), "accum_steps": str(r.accum_steps)}
 
 
 def _same(row, run):

@@ -137,7 +137,7 @@ def test_run_mode(values, mode):
     ({}, 1),
 ])
 def test_micro_batches_are_accumulated_in_training_only(values, micro):
-    assert params_lib.micro_batches(make_params(values)) == micro
+    assert params_lib.accum_steps(make_params(values)) == micro
 
 
 @pytest.mark.parametrize("values, batch", [

@@ -63,7 +63,7 @@ def test_global_batch_counts_micro_batches_devices_and_workers():
     p = make_params(dict(TWO_WORKERS, device="cpu", num_gpus=2, model="trivial", batch_size=4,
                          accum_steps=3, num_runs=2))
     r = resolve(p)
-    assert (r.global_batch, r.worker_batch, r.micro_batches, r.run_batch_size) == (48, 24, 3, 4)
+    assert (r.global_batch, r.worker_batch, r.accum_steps, r.run_batch_size) == (48, 24, 3, 4)
     assert (r.total_devices, r.num_runs) == (4, 2)
 
 
@@ -72,7 +72,7 @@ def test_eval_mode_times_the_eval_batch_once_without_micro_batches(tmp_path):
                          eval_batch_size=8, accum_steps=3, num_runs=3, eval=True,
                          train_dir=str(tmp_path)))
     r = resolve(p)
-    assert (r.mode, r.run_batch_size, r.micro_batches, r.num_runs) == ("eval", 8, 1, 1)
+    assert (r.mode, r.run_batch_size, r.accum_steps, r.num_runs) == ("eval", 8, 1, 1)
     assert r.global_batch == 8 * 2 * 2
     assert "--num_runs applies to training and forward-only runs; evaluating once" in r.notices
 

@@ -30,7 +30,7 @@ def configuration(p: "params_lib.Params", workers: int = 1) -> dict[str, str]:
     what flags that contradict each other (say --gpu_indices and --num_gpus) leave undecided.
     """
     batch = params_lib.timed_batch(p, 0)
-    micro = params_lib.micro_batches(p)
+    micro = params_lib.accum_steps(p)
     try:
         devices: Optional[int] = params_lib.requested_devices(p)
     except errors.UsageError:

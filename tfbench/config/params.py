@@ -257,7 +257,7 @@ def run_mode(p: "Params") -> str:
     return FORWARD_ONLY if p.forward_only else TRAINING
 
 
-def micro_batches(p: "Params") -> int:
+def accum_steps(p: "Params") -> int:
     """Micro-batches per device per step: --accum_steps in training, else 1 (an inference or
     input-only step has no update to accumulate for)."""
     return p.accum_steps if run_mode(p) == TRAINING else 1
@@ -303,19 +303,19 @@ def requested_devices(p: "Params") -> int:
     return count
 
 
-def global_batch(per_device: int, micro_batches: int, replicas: int, workers: int) -> int:
+def global_batch(per_device: int, accum_steps: int, replicas: int, workers: int) -> int:
     """Images per step, every micro-batch of every replica of every worker."""
-    return per_device * micro_batches * replicas * workers
+    return per_device * accum_steps * replicas * workers
 
 
-def per_device_for_global(global_batch_size: int, micro_batches: int, replicas: int,
+def per_device_for_global(global_batch_size: int, accum_steps: int, replicas: int,
                           workers: int) -> int:
     """The per-device batch whose global batch (see global_batch) is `global_batch_size`;
     UsageError when it does not divide."""
-    parts = micro_batches * replicas * workers
+    parts = accum_steps * replicas * workers
     if global_batch_size % parts:
         raise UsageError("global batch %d is not divisible by %d (%d micro-batch(es) x %d "
-                         "device(s) x %d worker(s))" % (global_batch_size, parts, micro_batches,
+                         "device(s) x %d worker(s))" % (global_batch_size, parts, accum_steps,
                                                         replicas, workers))
     return global_batch_size // parts
 

@@ -132,7 +132,7 @@ class ModeRunner:
             num_label_classes=r.spec.num_classes - 1, weight_decay=p.weight_decay,
             loss_scaling=scaling, loss_scale=scale,
             # The run's micro-batches; an evaluation step during training has none.
-            accum_steps=r.micro_batches if mode == TRAINING else 1,
+            accum_steps=r.accum_steps if mode == TRAINING else 1,
             compute_accuracy=p.print_training_accuracy or mode != TRAINING,
             jit_compile=r.xla, fast_paths=step_fast_paths(self.strategy, r.device.kind))
 

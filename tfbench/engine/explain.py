@@ -241,7 +241,7 @@ def _input(runner: ModeRunner, found: dict, res: RunResult) -> None:
     distributed iterator, onto the devices), without the model."""
     from tfbench.data import diagnose
     r = runner.plan
-    iterator, _ = runner.inputs(r.batch_size * r.micro_batches, train=True)
+    iterator, _ = runner.inputs(r.batch_size * r.accum_steps, train=True)
     for _ in range(INPUT_WARMUP):
         next(iterator)
     times = list(diagnose.arrival_intervals(iterator, INPUT_BATCHES, runner.clock.perf_counter))

@@ -62,7 +62,7 @@ class Resolved:
     facts: Facts
     batch_size: int              # per device (per micro-batch with accumulation)
     eval_batch_size: int
-    micro_batches: int           # per device per step (config.params.micro_batches)
+    accum_steps: int             # micro-batches per device per step (config.params.accum_steps)
     global_batch: int            # images per step, all devices, all micro-batches
     num_runs: int                # timed runs (eval mode: one)
     num_batches: int
@@ -212,7 +212,7 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
     notices = list(f.notices)
     batch = p.batch_size or spec.batch_size
     eval_batch = p.eval_batch_size or batch
-    accum = params_lib.micro_batches(p)
+    accum = params_lib.accum_steps(p)
     if p.accum_steps > 1 and mode != TRAINING:
         notices.append("--accum_steps applies to training only; ignored in %s mode" % mode)
     if accum > 1:
@@ -258,7 +258,7 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
         p, device_set.num_devices if device_set.kind == "gpu" else 0, cpus) \
         if f.real_data else (None, "")
     return Resolved(
-        facts=f, batch_size=batch, eval_batch_size=eval_batch, micro_batches=accum,
+        facts=f, batch_size=batch, eval_batch_size=eval_batch, accum_steps=accum,
         global_batch=global_batch, num_runs=num_runs,
         num_batches=num_batches, num_epochs=num_epochs,
         num_warmup=0 if mode == EVAL else params_lib.num_warmup_batches(p),

@@ -121,7 +121,7 @@ def describe(p, plan: Resolved, res: RunResult) -> None:
     res.num_batches = plan.num_batches
     res.num_warmup_batches = plan.num_warmup
     res.step_line_batch = plan.step_line_batch
-    res.accum_steps = plan.micro_batches
+    res.accum_steps = plan.accum_steps
     res.data_source = data_source.data_source_label(p)
     res.tf_version = tf.__version__
     res.keras_version = keras.__version__

@@ -94,7 +94,7 @@ class TrainRunner(ModeRunner):
             step_fn = self.serve(model, res, r.batch_size, from_iterator, True)
             return Setup(model=None, optimizer=None, step_fn=step_fn, inputs=inputs)
         builder = steps.Steps(model, optimizer, self.strategy, self.step_config(r.mode))
-        inputs, from_iterator = self.inputs(r.batch_size * r.micro_batches, train=True)
+        inputs, from_iterator = self.inputs(r.batch_size * r.accum_steps, train=True)
         setup = Setup(model=model, optimizer=optimizer,
                       step_fn=builder.train_step(from_iterator) if training
                       else builder.forward_step(from_iterator), inputs=inputs)

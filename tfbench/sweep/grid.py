@@ -146,7 +146,7 @@ def _strong_batch(p: "params_lib.Params") -> int:
         raise errors.UsageError("--scaling=strong needs --batch_size (the global batch kept "
                                 "fixed) or --sweep=batch_size=...")
     try:
-        return params_lib.per_device_for_global(p.batch_size, params_lib.micro_batches(p),
+        return params_lib.per_device_for_global(p.batch_size, params_lib.accum_steps(p),
                                                 params_lib.requested_devices(p), 1)
     except errors.UsageError as exc:
         raise errors.UsageError("--scaling=strong: %s" % exc) from None
