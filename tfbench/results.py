@@ -79,7 +79,6 @@ class RunResult:
     tf_version: str = ""
     keras_version: str = ""
     command: str = ""
-    params: dict[str, Any] = dataclasses.field(default_factory=dict)
     environment: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
