@@ -13,7 +13,7 @@ def test_each_flag_is_one_spec_under_its_name():
     names = [s.name for s in flagdefs.ALL_FLAGS]
     assert len(names) == len(set(names))
     assert flagdefs.BY_NAME == {s.name: s for s in flagdefs.ALL_FLAGS}
-    assert {s.role for s in flagdefs.ALL_FLAGS} == {"K", "G", "T"}
+    assert {s.role for s in flagdefs.ALL_FLAGS} == set(flagdefs.ROLES)
     assert {s.kind for s in flagdefs.ALL_FLAGS} <= {"bool", "int", "float", "string", "enum",
                                                      "list"}
 
@@ -61,7 +61,7 @@ def _changed(spec: FlagSpec):
 def test_graph_only_overrides_names_each_tf1_flag_set_and_no_other():
     defaults = {s.name: s.default for s in flagdefs.ALL_FLAGS}
     assert flagdefs.graph_only_overrides(types.SimpleNamespace(**defaults)) == []
-    graph_only = [s for s in flagdefs.ALL_FLAGS if s.role == "G"]
+    graph_only = [s for s in flagdefs.ALL_FLAGS if s.role == flagdefs.TF1_ONLY]
     assert {"batch_group_size", "use_datasets", "winograd_nonfused"} <= {s.name for s in
                                                                           graph_only}
     for spec in graph_only:

@@ -99,7 +99,7 @@ def test_autotune_threshold_is_a_working_flag(monkeypatch):
 def test_flags_defaults_and_bounds():
     p = make_params({})
     assert (p.estimate_dataset_size, p.estimate_epochs, p.estimate_utilization) == (0, 1.0, 0.7)
-    assert flagdefs.BY_NAME["estimate_utilization"].role == "T"
+    assert flagdefs.BY_NAME["estimate_utilization"].role == flagdefs.TFBENCH
     with pytest.raises(UsageError, match="estimate_utilization"):
         make_params({"estimate_utilization": 1.2})
     with pytest.raises(UsageError, match="estimate_dataset_size"):

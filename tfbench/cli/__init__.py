@@ -54,7 +54,7 @@ def usage() -> str:
 def helpfull() -> str:
     out = [usage(), "", "flags:"]
     for spec in flagdefs.ALL_FLAGS:
-        extra = " (TF1-only: accepted, no effect)" if spec.role == "G" else ""
+        extra = " (TF1-only: accepted, no effect)" if spec.role == flagdefs.TF1_ONLY else ""
         values = " One of %s." % flagdefs.choices(spec) if spec.enum_values else ""
         out.append("  --%s: %s%s%s\n    (default: %r)" % (spec.name, spec.help, values, extra,
                                                         spec.default))

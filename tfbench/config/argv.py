@@ -32,7 +32,7 @@ class _EnumParser(flags.EnumParser):
 
 def define_flags(values: flags.FlagValues) -> None:
     for spec in flagdefs.ALL_FLAGS:
-        helptext = spec.help + ("  [TF1-only: accepted, no effect]" if spec.role == "G" else "")
+        helptext = spec.help + ("  [TF1-only: accepted, no effect]" if spec.role == flagdefs.TF1_ONLY else "")
         if spec.kind == "bool":
             flags.DEFINE_boolean(spec.name, spec.default, helptext, flag_values=values)
         elif spec.kind == "int":

@@ -1,10 +1,11 @@
 """Every command-line flag tfbench accepts, as one table.
 
 The legacy tf_cnn_benchmarks flags keep their name, type, default and meaning. Each spec carries a
-role:
-  K   - meaningful under TF2 and implemented;
-  G   - TF1/graph-only: accepted, and a non-default value prints one "no effect" warning;
-  T   - tfbench's own flags.
+role (ROLES):
+  legacy    - a legacy flag, meaningful under TF2 and implemented;
+  tf1_only  - a legacy TF1/graph-only flag: accepted, and a non-default value prints one "no
+              effect" warning;
+  tfbench   - tfbench's own flags.
 The table is the single source for absl flag definitions (cli), Params fields (params) and the
 flag reference in docs/flags.md.
 """
@@ -15,13 +16,17 @@ import dataclasses
 from typing import Any, Optional, Sequence
 
 
+LEGACY, TF1_ONLY, TFBENCH = "legacy", "tf1_only", "tfbench"
+ROLES = (LEGACY, TF1_ONLY, TFBENCH)
+
+
 @dataclasses.dataclass(frozen=True)
 class FlagSpec:
     name: str
     kind: str  # bool | int | float | string | enum | list
     default: Any
     help: str
-    role: str = "K"
+    role: str = "legacy"   # ROLES
     enum_values: Optional[Sequence[str]] = None
     lower_bound: Optional[float] = None
     upper_bound: Optional[float] = None
@@ -43,16 +48,16 @@ def choices(spec: FlagSpec) -> str:
     return text
 
 
-def _k(kind, name, default, help, **kw):
-    return FlagSpec(name, kind, default, help, "K", **kw)
+def _legacy(kind, name, default, help, **kw):
+    return FlagSpec(name, kind, default, help, LEGACY, **kw)
 
 
-def _g(kind, name, default, help, **kw):
-    return FlagSpec(name, kind, default, help, "G", **kw)
+def _tf1_only(kind, name, default, help, **kw):
+    return FlagSpec(name, kind, default, help, TF1_ONLY, **kw)
 
 
-def _t(kind, name, default, help, **kw):
-    return FlagSpec(name, kind, default, help, "T", **kw)
+def _tfbench(kind, name, default, help, **kw):
+    return FlagSpec(name, kind, default, help, TFBENCH, **kw)
 
 
 DEVICE_VALUES = ("cpu", "gpu", "CPU", "GPU")
@@ -61,284 +66,299 @@ DEVICE_CHECKS = ("step", "kernels", "numeric")
 
 LEGACY_FLAGS: tuple[FlagSpec, ...] = (
     # --- core / run control -------------------------------------------------------------
-    _k("string", "model", "trivial", "Name of the model to run (see `tfbench models`)."),
-    _k("bool", "eval", False, "Evaluate the latest checkpoint in --train_dir instead of training."),
-    _k("int", "eval_interval_secs", 0, "Re-evaluate every N seconds; 0 evaluates once."),
-    _k("int", "eval_during_training_every_n_steps", None,
+    _legacy("string", "model", "trivial", "Name of the model to run (see `tfbench models`)."),
+    _legacy("bool", "eval", False,
+            "Evaluate the latest checkpoint in --train_dir instead of training."),
+    _legacy("int", "eval_interval_secs", 0, "Re-evaluate every N seconds; 0 evaluates once."),
+    _legacy("int", "eval_during_training_every_n_steps", None,
        "Every n steps, pause training, run evaluation, then resume.", lower_bound=1),
-    _k("float", "eval_during_training_every_n_epochs", None,
+    _legacy("float", "eval_during_training_every_n_epochs", None,
        "After every n epochs, pause training, run evaluation, then resume."),
-    _k("list", "eval_during_training_at_specified_steps", [],
+    _legacy("list", "eval_during_training_at_specified_steps", [],
        "Training steps at which to pause and evaluate."),
-    _k("list", "eval_during_training_at_specified_epochs", [],
+    _legacy("list", "eval_during_training_at_specified_epochs", [],
        "Training epochs after which to pause and evaluate."),
-    _k("bool", "forward_only", False, "Inference benchmark: forward pass only."),
-    _g("bool", "freeze_when_forward_only", False,
+    _legacy("bool", "forward_only", False, "Inference benchmark: forward pass only."),
+    _tf1_only("bool", "freeze_when_forward_only", False,
        "Freeze the graph in forward-only mode (TF1; with --trt_mode TF-TRT freezes the graph "
        "itself, as the legacy script required)."),
-    _k("bool", "print_training_accuracy", False, "Print top-1/top-5 training accuracy columns."),
-    _k("int", "batch_size", 0, "Batch size per compute device; 0 = the model's default.",
+    _legacy("bool", "print_training_accuracy", False,
+            "Print top-1/top-5 training accuracy columns."),
+    _legacy("int", "batch_size", 0, "Batch size per compute device; 0 = the model's default.",
        lower_bound=0),
-    _k("int", "eval_batch_size", 0, "Eval batch size per device; 0 = --batch_size.", lower_bound=0),
-    _g("int", "batch_group_size", 1, "Batches per preprocessing group (TF1 staging)."),
-    _k("int", "num_batches", None, "Number of timed batches, excluding warm-up. Default 100."),
-    _k("int", "num_eval_batches", None, "Number of eval batches. Default: the --num_batches rule."),
-    _k("float", "num_epochs", None, "Epochs to run, excluding warm-up (excludes --num_batches)."),
-    _k("float", "num_eval_epochs", None, "Eval length in validation epochs."),
-    _k("float", "stop_at_top_1_accuracy", None,
+    _legacy("int", "eval_batch_size", 0,
+            "Eval batch size per device; 0 = --batch_size.", lower_bound=0),
+    _tf1_only("int", "batch_group_size", 1, "Batches per preprocessing group (TF1 staging)."),
+    _legacy("int", "num_batches", None, "Number of timed batches, excluding warm-up. Default 100."),
+    _legacy("int", "num_eval_batches", None,
+            "Number of eval batches. Default: the --num_batches rule."),
+    _legacy("float", "num_epochs", None,
+            "Epochs to run, excluding warm-up (excludes --num_batches)."),
+    _legacy("float", "num_eval_epochs", None, "Eval length in validation epochs."),
+    _legacy("float", "stop_at_top_1_accuracy", None,
        "Stop training once eval top-1 reaches this (needs --eval_during_training_*)."),
-    _g("bool", "collect_eval_results_async", False, "Asynchronous eval post-processing (SSD)."),
-    _k("int", "num_warmup_batches", None,
+    _tf1_only("bool", "collect_eval_results_async", False,
+              "Asynchronous eval post-processing (SSD)."),
+    _legacy("int", "num_warmup_batches", None,
        "Untimed warm-up batches. Default 10, or max(10, 5 x --autotune_threshold^2)."),
-    _k("int", "autotune_threshold", None,
+    _legacy("int", "autotune_threshold", None,
        "Sets TF_AUTOTUNE_THRESHOLD (TensorFlow's cuDNN autotuner, GPU runs) and raises the "
        "default warm-up to max(10, 5 x N^2) batches, as the legacy script."),
-    _k("int", "num_gpus", 1, "Devices per worker (with --device=cpu: N logical CPU devices)."),
-    _k("string", "gpu_indices", "", "Comma-separated indices of the GPUs to use."),
-    _k("int", "display_every", 10, "Print a Step line every N steps.", lower_bound=1),
-    _k("float", "display_perf_ewma", None, "EWMA weight for the displayed images/sec mean.",
+    _legacy("int", "num_gpus", 1, "Devices per worker (with --device=cpu: N logical CPU devices)."),
+    _legacy("string", "gpu_indices", "", "Comma-separated indices of the GPUs to use."),
+    _legacy("int", "display_every", 10, "Print a Step line every N steps.", lower_bound=1),
+    _legacy("float", "display_perf_ewma", None, "EWMA weight for the displayed images/sec mean.",
        lower_bound=0, upper_bound=1),
     # --- data ---------------------------------------------------------------------------
-    _k("string", "data_dir", None, "Dataset directory; unset = synthetic data."),
-    _k("string", "data_name", None,
+    _legacy("string", "data_dir", None, "Dataset directory; unset = synthetic data."),
+    _legacy("string", "data_name", None,
        "imagenet, cifar10, tfds:NAME or folder; default guessed from --data_dir."),
-    _k("string", "resize_method", "bilinear",
+    _legacy("string", "resize_method", "bilinear",
        "nearest, bilinear, bicubic, area or round_robin."),
-    _k("bool", "distortions", False, "Colour distortions in training preprocessing."),
-    _g("bool", "use_datasets", True, "Use tf.data (always on in TF2)."),
-    _k("string", "input_preprocessor", "default", "default or official_models_imagenet."),
-    _k("string", "gpu_thread_mode", "gpu_private",
+    _legacy("bool", "distortions", False, "Colour distortions in training preprocessing."),
+    _tf1_only("bool", "use_datasets", True, "Use tf.data (always on in TF2)."),
+    _legacy("string", "input_preprocessor", "default", "default or official_models_imagenet."),
+    _legacy("string", "gpu_thread_mode", "gpu_private",
        "GPU host thread mode: global, gpu_private or gpu_shared (TF_GPU_THREAD_MODE; given, "
        "it replaces the environment's value)."),
-    _k("int", "per_gpu_thread_count", 0,
+    _legacy("int", "per_gpu_thread_count", 0,
        "Threads per GPU (TF_GPU_THREAD_COUNT; gpu_shared: times the GPUs); 0 = 2."),
-    _k("bool", "hierarchical_copy", False,
+    _legacy("bool", "hierarchical_copy", False,
        "Hierarchical-copy all-reduce (HierarchicalCopyAllReduce); needs --num_gpus > 1."),
-    _g("enum", "network_topology", "dgx1", "Topology for hierarchical copy.",
+    _tf1_only("enum", "network_topology", "dgx1", "Topology for hierarchical copy.",
        enum_values=("dgx1", "gcp_v100")),
-    _k("int", "gradient_repacking", 0,
+    _legacy("int", "gradient_repacking", 0,
        "replicated and multi-host collective_all_reduce: all-reduce the gradients in N packs "
        "of about equal bytes, in the order the backward pass makes them; 0 = packs of 25 MiB "
        "on GPUs, each gradient alone on CPUs.", lower_bound=0),
-    _k("bool", "compact_gradient_transfer", True,
+    _legacy("bool", "compact_gradient_transfer", True,
        "replicated and multi-host collective_all_reduce: all-reduce fp16 runs' gradients in "
        "fp16 (bf16 runs' in bf16 where --xla compiles the all-reduce on GPUs), cast back "
        "after."),
-    _g("enum", "variable_consistency", "strong", "Variable consistency.",
+    _tf1_only("enum", "variable_consistency", "strong", "Variable consistency.",
        enum_values=("strong", "relaxed")),
-    _k("bool", "datasets_repeat_cached_sample", False,
+    _legacy("bool", "datasets_repeat_cached_sample", False,
        "Read one record into memory and repeat it (input-pipeline ceiling)."),
-    _k("enum", "local_parameter_device", "gpu", "Where parameter_server keeps variables.",
+    _legacy("enum", "local_parameter_device", "gpu", "Where parameter_server keeps variables.",
        enum_values=DEVICE_VALUES),
-    _k("enum", "device", "gpu", "Compute device. Default: gpu when one is visible, else cpu.",
+    _legacy("enum", "device", "gpu", "Compute device. Default: gpu when one is visible, else cpu.",
        enum_values=DEVICE_VALUES),
-    _k("enum", "data_format", "NCHW",
+    _legacy("enum", "data_format", "NCHW",
        "Image layout. Default: NCHW on GPU, NHWC on CPU.", enum_values=("NHWC", "NCHW")),
-    _k("int", "num_intra_threads", None, "Intra-op threads; None = TF default (1 on GPU)."),
-    _k("int", "num_inter_threads", 0, "Inter-op threads; 0 = TF default."),
-    _g("bool", "use_numa_affinity", False, "NUMA affinity for CPU devices."),
-    _k("string", "trace_file", "",
+    _legacy("int", "num_intra_threads", None, "Intra-op threads; None = TF default (1 on GPU)."),
+    _legacy("int", "num_inter_threads", 0, "Inter-op threads; 0 = TF default."),
+    _tf1_only("bool", "use_numa_affinity", False, "NUMA affinity for CPU devices."),
+    _legacy("string", "trace_file", "",
        "Write a TensorFlow profiler trace of a few steps after warm-up to this path."),
-    _k("bool", "use_chrome_trace_format", True, "Also write the trace in Chrome JSON format."),
-    _g("string", "tfprof_file", None, "tfprof ProfileProto output (TF1)."),
-    _g("string", "graph_file", None, "Write the GraphDef (TF1)."),
-    _g("string", "partitioned_graph_file_prefix", None, "Write partitioned graphs (TF1)."),
+    _legacy("bool", "use_chrome_trace_format", True, "Also write the trace in Chrome JSON format."),
+    _tf1_only("string", "tfprof_file", None, "tfprof ProfileProto output (TF1)."),
+    _tf1_only("string", "graph_file", None, "Write the GraphDef (TF1)."),
+    _tf1_only("string", "partitioned_graph_file_prefix", None, "Write partitioned graphs (TF1)."),
     # --- precision, XLA, optimizer, learning rate ---------------------------------------
-    _k("enum", "optimizer", "sgd", "momentum (Nesterov), sgd, rmsprop or adam.",
+    _legacy("enum", "optimizer", "sgd", "momentum (Nesterov), sgd, rmsprop or adam.",
        enum_values=("momentum", "sgd", "rmsprop", "adam")),
-    _k("float", "init_learning_rate", None, "Constant initial learning rate."),
-    _k("string", "piecewise_learning_rate_schedule", None, "LR0;E1;LR1;...;En;LRn (E in epochs)."),
-    _k("float", "num_epochs_per_decay", 0, "Staircase decay period in epochs."),
-    _k("float", "learning_rate_decay_factor", 0, "Decay factor per period."),
-    _k("float", "num_learning_rate_warmup_epochs", 0, "Linear warm-up epochs."),
-    _k("float", "minimum_learning_rate", 0, "Learning-rate floor (needs the decay flags)."),
-    _k("float", "resnet_base_lr", None, "ResNet base LR at batch 256 (default 0.128)."),
-    _k("float", "momentum", 0.9, "Momentum."),
-    _k("float", "rmsprop_decay", 0.9, "RMSProp decay."),
-    _k("float", "rmsprop_momentum", 0.9, "RMSProp momentum."),
-    _k("float", "rmsprop_epsilon", 1.0, "RMSProp epsilon."),
-    _k("float", "adam_beta1", 0.9, "Adam beta1."),
-    _k("float", "adam_beta2", 0.999, "Adam beta2."),
-    _k("float", "adam_epsilon", 1e-8, "Adam epsilon."),
-    _k("float", "gradient_clip", None, "Element-wise gradient clipping to +/- this value."),
-    _k("float", "weight_decay", 0.00004, "L2 weight decay factor."),
-    _g("float", "gpu_memory_frac_for_testing", 0, "GPU memory fraction.", lower_bound=0.0),
-    _g("bool", "use_unified_memory", None, "Unified memory."),
-    _g("bool", "timestamped_allocator", False, "Timestamped BFC allocator."),
-    _g("int", "gpu_kt_max_interval", 0, "GPU kernel tracker interval."),
-    _g("int", "gpu_kt_max_bytes", 0, "GPU kernel tracker bytes."),
-    _g("int", "gpu_kt_max_pending", 0, "GPU kernel tracker pending events."),
-    _g("bool", "use_tf_layers", True, "tf.layers vs own layers (TF1)."),
-    _k("int", "tf_random_seed", 1234, "Random seed."),
-    _g("string", "debugger", None, "TF1 debugger."),
-    _g("bool", "use_python32_barrier", False, "threading.Barrier."),
-    _k("bool", "ml_perf", False, "MLPerf-style ImageNet preprocessing (mean subtraction)."),
-    _g("bool", "datasets_use_prefetch", True, "MultiDeviceIterator prefetch (TF1)."),
-    _g("int", "datasets_prefetch_buffer_size", 1, "Prefetch buffer per device."),
-    _k("int", "datasets_num_private_threads", None,
+    _legacy("float", "init_learning_rate", None, "Constant initial learning rate."),
+    _legacy("string", "piecewise_learning_rate_schedule", None,
+            "LR0;E1;LR1;...;En;LRn (E in epochs)."),
+    _legacy("float", "num_epochs_per_decay", 0, "Staircase decay period in epochs."),
+    _legacy("float", "learning_rate_decay_factor", 0, "Decay factor per period."),
+    _legacy("float", "num_learning_rate_warmup_epochs", 0, "Linear warm-up epochs."),
+    _legacy("float", "minimum_learning_rate", 0, "Learning-rate floor (needs the decay flags)."),
+    _legacy("float", "resnet_base_lr", None, "ResNet base LR at batch 256 (default 0.128)."),
+    _legacy("float", "momentum", 0.9, "Momentum."),
+    _legacy("float", "rmsprop_decay", 0.9, "RMSProp decay."),
+    _legacy("float", "rmsprop_momentum", 0.9, "RMSProp momentum."),
+    _legacy("float", "rmsprop_epsilon", 1.0, "RMSProp epsilon."),
+    _legacy("float", "adam_beta1", 0.9, "Adam beta1."),
+    _legacy("float", "adam_beta2", 0.999, "Adam beta2."),
+    _legacy("float", "adam_epsilon", 1e-8, "Adam epsilon."),
+    _legacy("float", "gradient_clip", None, "Element-wise gradient clipping to +/- this value."),
+    _legacy("float", "weight_decay", 0.00004, "L2 weight decay factor."),
+    _tf1_only("float", "gpu_memory_frac_for_testing", 0, "GPU memory fraction.", lower_bound=0.0),
+    _tf1_only("bool", "use_unified_memory", None, "Unified memory."),
+    _tf1_only("bool", "timestamped_allocator", False, "Timestamped BFC allocator."),
+    _tf1_only("int", "gpu_kt_max_interval", 0, "GPU kernel tracker interval."),
+    _tf1_only("int", "gpu_kt_max_bytes", 0, "GPU kernel tracker bytes."),
+    _tf1_only("int", "gpu_kt_max_pending", 0, "GPU kernel tracker pending events."),
+    _tf1_only("bool", "use_tf_layers", True, "tf.layers vs own layers (TF1)."),
+    _legacy("int", "tf_random_seed", 1234, "Random seed."),
+    _tf1_only("string", "debugger", None, "TF1 debugger."),
+    _tf1_only("bool", "use_python32_barrier", False, "threading.Barrier."),
+    _legacy("bool", "ml_perf", False, "MLPerf-style ImageNet preprocessing (mean subtraction)."),
+    _tf1_only("bool", "datasets_use_prefetch", True, "MultiDeviceIterator prefetch (TF1)."),
+    _tf1_only("int", "datasets_prefetch_buffer_size", 1, "Prefetch buffer per device."),
+    _legacy("int", "datasets_num_private_threads", None,
        "Private thread pool size for tf.data (0: TensorFlow's shared threads). Default on "
        "GPUs: the CPUs minus the GPU threads minus 2 per GPU, as the legacy script; on the "
        "CPU: the shared threads."),
-    _k("bool", "datasets_use_caching", False, "Cache the input records in memory."),
-    _k("int", "datasets_parallel_interleave_cycle_length", None, "Interleave width (default 10)."),
-    _k("bool", "datasets_sloppy_parallel_interleave", False, "Non-deterministic interleave order."),
-    _k("int", "datasets_parallel_interleave_prefetch", None, "Interleave prefetch per input."),
-    _g("int", "multi_device_iterator_max_buffer_size", 1, "MultiDeviceIterator buffer."),
-    _g("bool", "winograd_nonfused", True, "Winograd non-fused convolutions."),
-    _k("bool", "batchnorm_persistent", True,
+    _legacy("bool", "datasets_use_caching", False, "Cache the input records in memory."),
+    _legacy("int", "datasets_parallel_interleave_cycle_length", None,
+            "Interleave width (default 10)."),
+    _legacy("bool", "datasets_sloppy_parallel_interleave", False,
+            "Non-deterministic interleave order."),
+    _legacy("int", "datasets_parallel_interleave_prefetch", None, "Interleave prefetch per input."),
+    _tf1_only("int", "multi_device_iterator_max_buffer_size", 1, "MultiDeviceIterator buffer."),
+    _tf1_only("bool", "winograd_nonfused", True, "Winograd non-fused convolutions."),
+    _legacy("bool", "batchnorm_persistent", True,
        "cuDNN persistent batch norm (TF_USE_CUDNN_BATCHNORM_SPATIAL_PERSISTENT=1; the "
        "--no form removes it)."),
-    _g("bool", "sync_on_finish", False, "Sync devices after each step."),
-    _g("bool", "staged_vars", False, "Staged variables."),
-    _k("bool", "force_gpu_compatible", False,
+    _tf1_only("bool", "sync_on_finish", False, "Sync devices after each step."),
+    _tf1_only("bool", "staged_vars", False, "Staged variables."),
+    _legacy("bool", "force_gpu_compatible", False,
        "Host tensors in pinned memory (gpu_options.force_gpu_compatible): input batches copy "
        "to the GPUs by DMA."),
-    _k("bool", "allow_growth", None, "GPU memory growth."),
-    _k("bool", "xla", False, "Compile the step with XLA."),
-    _k("bool", "xla_compile", False, "Compile the step with XLA (same as --xla in tfbench)."),
-    _k("bool", "fuse_decode_and_crop", True, "Fused JPEG decode and crop."),
-    _k("bool", "distort_color_in_yiq", True, "Colour distortion in YIQ space."),
-    _k("bool", "enable_optimizations", True, "Grappler optimizations."),
-    _g("string", "rewriter_config", None, "RewriterConfig proto text."),
-    _k("enum", "loss_type_to_report", "total_loss", "Loss shown in Step lines.",
+    _legacy("bool", "allow_growth", None, "GPU memory growth."),
+    _legacy("bool", "xla", False, "Compile the step with XLA."),
+    _legacy("bool", "xla_compile", False, "Compile the step with XLA (same as --xla in tfbench)."),
+    _legacy("bool", "fuse_decode_and_crop", True, "Fused JPEG decode and crop."),
+    _legacy("bool", "distort_color_in_yiq", True, "Colour distortion in YIQ space."),
+    _legacy("bool", "enable_optimizations", True, "Grappler optimizations."),
+    _tf1_only("string", "rewriter_config", None, "RewriterConfig proto text."),
+    _legacy("enum", "loss_type_to_report", "total_loss", "Loss shown in Step lines.",
        enum_values=("base_loss", "total_loss")),
-    _g("bool", "single_l2_loss_op", False, "Single L2 loss op."),
-    _g("bool", "use_resource_vars", False, "Resource variables."),
-    _g("bool", "compute_lr_on_cpu", False, "Learning-rate ops on CPU."),
-    _g("bool", "sparse_to_dense_grads", False, "Sparse to dense gradients."),
-    _k("bool", "mkl", False, "Set the MKL/OpenMP environment variables."),
-    _k("int", "kmp_blocktime", 0, "KMP_BLOCKTIME with --mkl."),
-    _k("string", "kmp_affinity", "granularity=fine,verbose,compact,1,0", "KMP_AFFINITY with --mkl."),
-    _k("int", "kmp_settings", 1, "KMP_SETTINGS with --mkl."),
-    _k("bool", "use_fp16", False, "Mixed precision float16 (legacy spelling of --precision=fp16)."),
-    _k("float", "fp16_loss_scale", None, "Static loss scale for fp16 (default 128)."),
-    _g("bool", "fp16_vars", False, "fp16 variables."),
-    _k("bool", "fp16_enable_auto_loss_scale", False, "Dynamic loss scaling for fp16."),
-    _k("int", "fp16_inc_loss_scale_every_n", 1000, "Dynamic loss scale growth interval."),
+    _tf1_only("bool", "single_l2_loss_op", False, "Single L2 loss op."),
+    _tf1_only("bool", "use_resource_vars", False, "Resource variables."),
+    _tf1_only("bool", "compute_lr_on_cpu", False, "Learning-rate ops on CPU."),
+    _tf1_only("bool", "sparse_to_dense_grads", False, "Sparse to dense gradients."),
+    _legacy("bool", "mkl", False, "Set the MKL/OpenMP environment variables."),
+    _legacy("int", "kmp_blocktime", 0, "KMP_BLOCKTIME with --mkl."),
+    _legacy("string", "kmp_affinity", "granularity=fine,verbose,compact,1,0",
+            "KMP_AFFINITY with --mkl."),
+    _legacy("int", "kmp_settings", 1, "KMP_SETTINGS with --mkl."),
+    _legacy("bool", "use_fp16", False,
+            "Mixed precision float16 (legacy spelling of --precision=fp16)."),
+    _legacy("float", "fp16_loss_scale", None, "Static loss scale for fp16 (default 128)."),
+    _tf1_only("bool", "fp16_vars", False, "fp16 variables."),
+    _legacy("bool", "fp16_enable_auto_loss_scale", False, "Dynamic loss scaling for fp16."),
+    _legacy("int", "fp16_inc_loss_scale_every_n", 1000, "Dynamic loss scale growth interval."),
     # --- variable management / distributed ----------------------------------------------
-    _k("enum", "variable_update", "parameter_server", "How variables are shared between devices.",
+    _legacy("enum", "variable_update", "parameter_server",
+            "How variables are shared between devices.",
        enum_values=("parameter_server", "replicated", "distributed_replicated", "independent",
                     "distributed_all_reduce", "collective_all_reduce", "horovod")),
-    _k("string", "all_reduce_spec", None, "Cross-device reduction: nccl, xring, pscpu, ..."),
-    _g("int", "agg_small_grads_max_bytes", 0, "Aggregate small gradients."),
-    _g("int", "agg_small_grads_max_group", 10, "Aggregate small gradients group."),
-    _g("int", "allreduce_merge_scope", 1, "All-reduce merge scope."),
-    _k("enum", "job_name", "", "This task's job in a cluster: ps, worker or controller.",
+    _legacy("string", "all_reduce_spec", None, "Cross-device reduction: nccl, xring, pscpu, ..."),
+    _tf1_only("int", "agg_small_grads_max_bytes", 0, "Aggregate small gradients."),
+    _tf1_only("int", "agg_small_grads_max_group", 10, "Aggregate small gradients group."),
+    _tf1_only("int", "allreduce_merge_scope", 1, "All-reduce merge scope."),
+    _legacy("enum", "job_name", "", "This task's job in a cluster: ps, worker or controller.",
        enum_values=("ps", "worker", "controller", ""), empty="no cluster"),
-    _k("string", "ps_hosts", "", "Comma-separated parameter-server hosts."),
-    _k("string", "worker_hosts", "", "Comma-separated worker hosts."),
-    _k("string", "controller_host", None, "Controller host."),
-    _k("int", "task_index", 0, "Index of this task within its job."),
-    _k("string", "server_protocol", "grpc", "Server protocol."),
-    _g("bool", "cross_replica_sync", True, "Synchronous cross-replica updates."),
-    _k("string", "horovod_device", "", "Device for Horovod all-reduce."),
+    _legacy("string", "ps_hosts", "", "Comma-separated parameter-server hosts."),
+    _legacy("string", "worker_hosts", "", "Comma-separated worker hosts."),
+    _legacy("string", "controller_host", None, "Controller host."),
+    _legacy("int", "task_index", 0, "Index of this task within its job."),
+    _legacy("string", "server_protocol", "grpc", "Server protocol."),
+    _tf1_only("bool", "cross_replica_sync", True, "Synchronous cross-replica updates."),
+    _legacy("string", "horovod_device", "", "Device for Horovod all-reduce."),
     # --- output, checkpoints ------------------------------------------------------------
-    _k("int", "summary_verbosity", 0, "0 off, 1 scalars, 2 +gradient histograms, 3 +images."),
-    _k("int", "save_summaries_steps", 0, "Summary period in steps; 0 = off."),
-    _k("int", "save_model_secs", 0, "Checkpoint every N seconds; 0 = off."),
-    _k("int", "save_model_steps", None, "Checkpoint every N steps."),
-    _k("int", "max_ckpts_to_keep", 5, "Checkpoints to keep."),
-    _k("string", "train_dir", None, "Checkpoint directory (the final checkpoint is always saved)."),
-    _k("string", "eval_dir", "/tmp/tf_cnn_benchmarks/eval", "Eval event directory."),
-    _g("string", "backbone_model_path", None, "Pretrained backbone (SSD)."),
-    _k("enum", "trt_mode", "",
+    _legacy("int", "summary_verbosity", 0, "0 off, 1 scalars, 2 +gradient histograms, 3 +images."),
+    _legacy("int", "save_summaries_steps", 0, "Summary period in steps; 0 = off."),
+    _legacy("int", "save_model_secs", 0, "Checkpoint every N seconds; 0 = off."),
+    _legacy("int", "save_model_steps", None, "Checkpoint every N steps."),
+    _legacy("int", "max_ckpts_to_keep", 5, "Checkpoints to keep."),
+    _legacy("string", "train_dir", None,
+            "Checkpoint directory (the final checkpoint is always saved)."),
+    _legacy("string", "eval_dir", "/tmp/tf_cnn_benchmarks/eval", "Eval event directory."),
+    _tf1_only("string", "backbone_model_path", None, "Pretrained backbone (SSD)."),
+    _legacy("enum", "trt_mode", "",
        "Forward-only and --eval runs: convert the served SavedModel with TF-TRT at this "
        "precision (FP32, FP16, or INT8 calibrated on the run's own input) and time it; needs "
        "TensorFlow built with TensorRT and a GPU (NVIDIA's TensorFlow container). Implies "
        "--saved_model.", enum_values=("", "FP32", "FP16", "INT8"), empty="no TF-TRT"),
-    _k("int", "trt_max_workspace_size_bytes", 4 << 30,
+    _legacy("int", "trt_max_workspace_size_bytes", 4 << 30,
        "--trt_mode: the most GPU memory, in bytes, each TensorRT engine may use as workspace."),
-    _k("string", "benchmark_log_dir", None, "Write benchmark_run.log and metric.log here."),
-    _k("string", "benchmark_test_id", None, "Test id recorded in benchmark_run.log."),
-    _g("bool", "ml_perf_compliance_logging", False, "MLPerf compliance logging."),
+    _legacy("string", "benchmark_log_dir", None, "Write benchmark_run.log and metric.log here."),
+    _legacy("string", "benchmark_test_id", None, "Test id recorded in benchmark_run.log."),
+    _tf1_only("bool", "ml_perf_compliance_logging", False, "MLPerf compliance logging."),
 )
 
 TFBENCH_FLAGS: tuple[FlagSpec, ...] = (
-    _t("float", "peak_tflops", 0.0,
+    _tfbench("float", "peak_tflops", 0.0,
        "Peak TFLOP/s of one device for MFU; 0 = datasheet table (GPUs) or `tfbench peak` cache.",
        lower_bound=0),
-    _t("bool", "use_synthetic_data", False,
+    _tfbench("bool", "use_synthetic_data", False,
        "Synthetic inputs even when --data_dir is set."),
-    _t("int", "accum_steps", 1, "Gradient accumulation: micro-batches per optimizer update.",
+    _tfbench("int", "accum_steps", 1, "Gradient accumulation: micro-batches per optimizer update.",
        lower_bound=1),
-    _t("int", "image_size", 0, "Input height and width; 0 = the model's default.", lower_bound=0),
-    _t("string", "csv_file", "tfbench_results.csv",
+    _tfbench("int", "image_size", 0,
+             "Input height and width; 0 = the model's default.", lower_bound=0),
+    _tfbench("string", "csv_file", "tfbench_results.csv",
        "Append one result row per run to this CSV; empty disables."),
-    _t("string", "json_dir", "tfbench_runs",
+    _tfbench("string", "json_dir", "tfbench_runs",
        "Write a JSON manifest per run (<run_id>.json) here; empty disables."),
-    _t("string", "history", None,
+    _tfbench("string", "history", None,
        "The results history every result is added to: a SQLite file or a postgresql:// URL; "
        "empty disables; unset = $TFBENCH_HISTORY, else ~/.local/share/tfbench/history.sqlite "
        "(docs/history.md)."),
-    _t("enum", "precision", "", "fp32, fp16 (mixed_float16) or bf16 (mixed_bfloat16).",
+    _tfbench("enum", "precision", "", "fp32, fp16 (mixed_float16) or bf16 (mixed_bfloat16).",
        enum_values=("", "fp32", "fp16", "bf16"), empty="fp16 with --use_fp16, else fp32"),
-    _t("bool", "fold_batch_norm", True,
+    _tfbench("bool", "fold_batch_norm", True,
        "Forward-only and --eval runs: fold each inference-mode batch norm into the convolution "
        "before it, as inference compilers do (same outputs up to float rounding; lets a residual "
        "Add + ReLU fuse into the convolution). --nofold_batch_norm times the model unfolded."),
     # --- measurement: monitors, repeats, training-time estimate -------------------------
-    _t("int", "monitor_interval_ms", 250,
+    _tfbench("int", "monitor_interval_ms", 250,
        "Sample GPU power/temperature/clocks (NVML) and host CPU every N ms; 0 = no sampling.",
        lower_bound=0),
-    _t("int", "num_runs", 1,
+    _tfbench("int", "num_runs", 1,
        "Repeat the measurement N times in one invocation; report median, min, max, spread.",
        lower_bound=1),
-    _t("float", "cooldown_secs", 0.0, "Seconds to wait between repeated runs.", lower_bound=0),
-    _t("float", "unstable_threshold_pct", 10.0,
+    _tfbench("float", "cooldown_secs", 0.0,
+             "Seconds to wait between repeated runs.", lower_bound=0),
+    _tfbench("float", "unstable_threshold_pct", 10.0,
        "Mark a repeated result unstable when (max - min) / median exceeds this, %.",
        lower_bound=0),
-    _t("int", "estimate_dataset_size", 0,
+    _tfbench("int", "estimate_dataset_size", 0,
        "Training runs: print and record the hours to train this many samples "
        "(x --estimate_epochs); 0 = off.",
        lower_bound=0),
-    _t("float", "estimate_epochs", 1.0, "Epochs for the training-time estimate.",
+    _tfbench("float", "estimate_epochs", 1.0, "Epochs for the training-time estimate.",
        lower_bound=0.01),
-    _t("float", "estimate_utilization", 0.7,
+    _tfbench("float", "estimate_utilization", 0.7,
        "Fraction of the benchmark's images/sec a real training run sustains (estimate).",
        lower_bound=0.01, upper_bound=1.0),
     # --- input pipeline -----------------------------------------------------------------
-    _t("bool", "data_only", False,
+    _tfbench("bool", "data_only", False,
        "Benchmark the input pipeline alone (needs --data_dir): images/sec delivered, no model."),
-    _t("bool", "diagnose_input", False,
+    _tfbench("bool", "diagnose_input", False,
        "Run synthetic, real-data and input-only, and say whether the real-data run is "
        "input-bound (needs --data_dir)."),
     # --- studies ------------------------------------------------------------------------
-    _t("int", "gpu_memory_limit_mb", 0,
+    _tfbench("int", "gpu_memory_limit_mb", 0,
        "Cap each GPU's usable memory at N MB (a logical device with memory_limit) to emulate "
        "a smaller card, e.g. for `tfbench sweep --find_max_batch_size`; 0 = no cap.",
        lower_bound=0),
     # --- inference as deployed ----------------------------------------------------------
-    _t("bool", "saved_model", False,
+    _tfbench("bool", "saved_model", False,
        "Forward-only and --eval runs: export the model as a SavedModel with a serving signature, "
        "load it back and time the loaded signature as a deployment calls it (one device)."),
-    _t("string", "saved_model_dir", "",
+    _tfbench("string", "saved_model_dir", "",
        "Keep the SavedModel of --saved_model (and the TF-TRT one of --trt_mode) in this new or "
        "empty directory; default: a temporary directory, removed when the run ends."),
-    _t("int", "trt_calibration_batches", 10,
+    _tfbench("int", "trt_calibration_batches", 10,
        "--trt_mode=INT8: batches of the run's input (synthetic or --data_dir) that INT8 "
        "calibration runs on.", lower_bound=1),
     # --- multi-host ---------------------------------------------------------------------
-    _t("int", "cluster_timeout_secs", 120,
+    _tfbench("int", "cluster_timeout_secs", 120,
        "Multi-host: stop with an error naming the unreachable peers when the cluster has not "
        "formed (or, with parameter servers, a step has not completed) within N seconds.",
        lower_bound=1),
     # --- scaling explained --------------------------------------------------------------
-    _t("bool", "explain_scaling", False,
+    _tfbench("bool", "explain_scaling", False,
        "After the timed steps on several devices or workers, probe where the scaling "
        "efficiency goes: the gradient all-reduce alone, each device's step alone and all "
        "together, the input pipeline alone, the GPUs' links (docs/measurements.md)."),
     # --- each device alone, for `tfbench validate` ------------------------------------------
-    _t("bool", "validate_devices", False,
+    _tfbench("bool", "validate_devices", False,
        "Training runs: after the timed steps, check each of this worker's devices alone: the "
        "run's training step, a matmul and a 3x3 convolution in the run's precision, and one "
        "forward and backward pass from the same weights on the same batch under TensorFlow's "
        "op determinism, whose gradients every device must reproduce bit for bit "
        "(docs/validate.md)."),
-    _t("list", "validate_device_checks", list(DEVICE_CHECKS),
+    _tfbench("list", "validate_device_checks", list(DEVICE_CHECKS),
        "--validate_devices: which checks run on each device: step (the training step alone), "
        "kernels (the matmul and the convolution), numeric (the gradients every device must "
        "reproduce); `tfbench validate --level=quick` runs kernels,numeric."),
-    _t("string", "validate_allreduce_json", "",
+    _tfbench("string", "validate_allreduce_json", "",
        "Training runs on several devices: after the timed steps (and --validate_devices' "
        "checks), time the all-reduce probe of `tfbench allreduce` on the run's own strategy "
        "and model (the gradients, then sizes up to 1 GiB on GPUs, those a GPU has no room "
@@ -355,4 +375,4 @@ def graph_only_overrides(params: Any) -> list[str]:
     """Names of TF1-only flags that `params` (anything with the flags as attributes) sets to a
     non-default value."""
     return [f.name for f in ALL_FLAGS
-            if f.role == "G" and getattr(params, f.name, f.default) != f.default]
+            if f.role == TF1_ONLY and getattr(params, f.name, f.default) != f.default]

@@ -21,7 +21,8 @@ import sys
 from tfbench import figures
 from tfbench.config import flagdefs
 
-ROLE = {"K": "", "G": "TF1-only: accepted, warns, no effect", "T": "tfbench"}
+ROLE = {flagdefs.LEGACY: "", flagdefs.TF1_ONLY: "TF1-only: accepted, warns, no effect",
+        flagdefs.TFBENCH: "tfbench"}
 
 # The checkout's root (tfbench/output/docgen.py -> three levels up).
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
