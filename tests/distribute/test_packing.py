@@ -90,3 +90,15 @@ def test_packed_gradients_sum_back_into_their_own_places(collectives, path):
     # Replica r's gradient i holds (i + 1) * (r + 1): the sum over 2 replicas is 3 * (i + 1),
     # the same on both replicas.
     assert collectives[path]["sums"] == [[[3.0 * (i + 1)]] * 2 for i in range(6)]
+
+
+@pytest.mark.slow
+def test_values_that_are_not_gradients_are_reduced_exactly():
+    # An fp16 transfer sends gradients in float16, but a checkpoint's state broadcast from the
+    # chief and the probe's flags go as they are: in fp16 a loss scale above 65504 would
+    # arrive as inf and 1e-9 (an Adam second moment) as 0 on every worker.
+    got = run_check_script("packing_checks.py", "as_computed")["as_computed"]
+    assert got["gradient_dtypes"] == ["float16"]
+    assert got["broadcast_dtypes"] == ["float32"] and got["agreed_dtypes"] == ["float32"]
+    assert got["broadcast"] == [70000.0, pytest.approx(1e-9, rel=1e-6), pytest.approx(0.1)]
+    assert got["agreed"] == [True, False]

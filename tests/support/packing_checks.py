@@ -13,6 +13,7 @@ a `RESULT ` line.
 from __future__ import annotations
 
 import json
+import sys
 
 import paths  # noqa: F401 - the checkout's root first on sys.path
 
@@ -23,7 +24,7 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 
 from tensorflow.python.distribute import collective_util  # noqa: E402
 
-from tfbench.distribute import packing  # noqa: E402
+from tfbench.distribute import allreduce_probe, packing, sync  # noqa: E402
 
 DEVICES = ["/cpu:0", "/cpu:1"]
 SIZES = [10, 20, 30, 40, 50, 60]     # elements per gradient, first layer first
@@ -85,7 +86,43 @@ def compiled_replica_path(strategy) -> dict:
     return {"chain": _chain(replica_0.get_concrete_function().graph)}
 
 
+def as_computed_path(strategy) -> dict:
+    """An fp16 transfer: the dtypes the wrapped reduction gets from a gradient all-reduce, from
+    sync's broadcast of the chief's state and from allreduce_probe.agreed; the broadcast's
+    values (fp16 would make 70000 inf and 1e-9 zero)."""
+    packing.install(strategy, packing.Transfer(dtype="float16", pack_bytes=0),
+                    compiled_replicas=False)
+    inner = strategy.extended._cross_device_ops.inner  # noqa: SLF001
+    seen: list = []
+    reduce = inner.batch_reduce_implementation
+
+    def recording(reduce_op, pairs, options):
+        seen.extend(v.values[0].dtype.name for v, _ in pairs)
+        return reduce(reduce_op, pairs, options)
+    inner.batch_reduce_implementation = recording
+
+    @tf.function(autograph=False)
+    def gradients():
+        return strategy.run(lambda: sync.reduce_gradients(strategy, [tf.ones([3])]))
+    gradients()
+    out = {"gradient_dtypes": sorted(set(seen))}
+    seen.clear()
+    with strategy.scope():
+        state = tf.Variable([70000.0, 1e-9, 0.1])
+    sync._broadcast_from_chief(strategy, [state])  # noqa: SLF001
+    out["broadcast_dtypes"], out["broadcast"] = sorted(set(seen)), state.numpy().tolist()
+    seen.clear()
+    out["agreed"] = allreduce_probe.agreed(strategy, lambda replica: [True, replica != 1])
+    out["agreed_dtypes"] = sorted(set(seen))
+    return out
+
+
 def main() -> None:
+    if sys.argv[1:] == ["as_computed"]:   # a process of its own: its collectives' keys too
+        out = {"as_computed": as_computed_path(
+            tf.distribute.MultiWorkerMirroredStrategy._from_local_devices(DEVICES))}  # noqa: SLF001
+        print("RESULT " + json.dumps(out))
+        return
     out = {
         "mirrored": merge_call_path(tf.distribute.MirroredStrategy(DEVICES)),
         "multi_worker": merge_call_path(

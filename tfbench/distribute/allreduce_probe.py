@@ -171,8 +171,11 @@ def agreed(strategy: tf.distribute.Strategy,
     def replica(values):
         return sync.reduce_gradients(strategy, [tf.identity(v) for v in values])
 
-    out = tf.function(lambda values: strategy.run(replica, args=(values,)),
-                      autograph=False)(strategy.experimental_distribute_values_from_function(make))
+    # The flags as they are: packed in the run's transfer dtype, bfloat16 would reach
+    # TensorFlow's NCCL outside XLA (which refuses it) and counts over 256 ranks would round.
+    with packing.as_computed(strategy):
+        out = tf.function(lambda values: strategy.run(replica, args=(values,)), autograph=False)(
+            strategy.experimental_distribute_values_from_function(make))
     # A sum (or horovod's average) of the flags equals that of ones where every rank says yes.
     flags, everyone = (strategy.experimental_local_results(x)[0].numpy() for x in out)
     return [bool(f == e) for f, e in zip(flags, everyone)]

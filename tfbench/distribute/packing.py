@@ -23,8 +23,9 @@ Every other reduction (metrics, sparse values, integers) goes to the wrapped red
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import Optional
+from typing import Iterator, Optional
 
 import tensorflow as tf
 from tensorflow.python.distribute import collective_util
@@ -170,6 +171,7 @@ class PackedAllReduce(tf.distribute.CrossDeviceOps):
         self.inner = inner
         self.transfer = transfer
         self._canonicalize_devices = getattr(inner, "_canonicalize_devices", True)
+        self.held_back = 0   # > 0 inside as_computed(): every reduction goes to `inner` as is
 
     @property
     def _num_between_graph_workers(self):
@@ -189,6 +191,9 @@ class PackedAllReduce(tf.distribute.CrossDeviceOps):
     def batch_reduce_implementation(self, reduce_op, value_destination_pairs, options):
         """A batch all-reduce in packs (merge calls: the step outside XLA)."""
         values = [v for v, _ in value_destination_pairs]
+        if self.held_back:
+            return self.inner.batch_reduce_implementation(reduce_op, value_destination_pairs,
+                                                          options)
         # An all-reduce: every value goes back to its own devices (CollectiveAllReduce's test).
         # CrossDeviceOps.batch_reduce has made one device's tensor (a worker of one GPU under
         # MultiWorkerMirroredStrategy) a PerReplica whose destination is its device's name.
@@ -227,7 +232,7 @@ class PackedAllReduce(tf.distribute.CrossDeviceOps):
         """One replica's all-reduce in packs (no merge calls: each replica's step compiled by
         XLA on GPUs, where MirroredStrategy calls its collective reduction per replica)."""
         flat = nest.flatten(value)
-        if not _packable(flat):
+        if self.held_back or not _packable(flat):
             return self.inner._all_reduce(reduce_op, value, replica_id, options)  # noqa: SLF001
         packs = _groups(flat, self.transfer)
         packed = [_pack(flat, pack, self.transfer) for pack in packs]
@@ -238,6 +243,27 @@ class PackedAllReduce(tf.distribute.CrossDeviceOps):
             for i, part in zip(pack, _unpack(result, flat, pack)):
                 out[i] = part
         return nest.pack_sequence_as(value, out)
+
+
+@contextlib.contextmanager
+def as_computed(strategy: tf.distribute.Strategy) -> Iterator[None]:
+    """Inside, the strategy's reductions go as they are, neither packed nor cast: for values
+    that are not gradients and that every replica must get exactly, such as a checkpoint's
+    state broadcast from the chief (sync.sync_restored_state) and the all-reduce probe's
+    flags. In fp16 a restored dynamic loss scale of 65536 would arrive as inf and an Adam
+    second moment of 1e-9 as 0; TensorFlow's NCCL all-reduce outside XLA refuses bfloat16
+    (nccl_manager.cc kValidDataTypes). Merge calls run the reduction in the caller's thread
+    while the replicas wait, so the mark is the reduction's, not a thread's."""
+    wrapped = [ops for ops in (getattr(strategy.extended, name, None)
+                               for name in ("_collective_ops", "_cross_device_ops"))
+               if isinstance(ops, PackedAllReduce)]
+    for ops in wrapped:
+        ops.held_back += 1
+    try:
+        yield
+    finally:
+        for ops in wrapped:
+            ops.held_back -= 1
 
 
 def install(strategy: tf.distribute.Strategy, transfer: Transfer,

@@ -8,6 +8,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from tfbench.distribute import packing
 from tfbench.distribute.strategies import HorovodStrategy, IndependentStrategy
 
 
@@ -145,7 +146,9 @@ def _broadcast_from_chief(strategy: tf.distribute.Strategy, variables: list) -> 
     level = logger.level
     logger.setLevel("ERROR")   # not TF's warning that running eagerly is slow: this runs once
     try:
-        reduced = strategy.run(contribution)
+        # Exact values, not the gradients' transfer dtype (fp16 makes a loss scale of 65536 inf).
+        with packing.as_computed(strategy):
+            reduced = strategy.run(contribution)
     finally:
         logger.setLevel(level)
     for var, value in zip(variables, reduced):
