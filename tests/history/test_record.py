@@ -81,6 +81,55 @@ def test_the_import_command_quotes_absolute_paths(tmp_path, monkeypatch):
         "tfbench history import '%s' %s" % (tmp_path / "a b.csv", tmp_path / "runs" / "x.json"))
 
 
+# --- which GPUs a run used ---------------------------------------------------------------
+def host_capture(visible=None, order="PCI_BUS_ID", uuids=("GPU-a", "GPU-b", "GPU-c", "GPU-d")):
+    """An environment capture of a host with four H100s, NVML listing them in PCI order."""
+    env_vars = {k: v for k, v in (("CUDA_VISIBLE_DEVICES", visible),
+                                  ("CUDA_DEVICE_ORDER", order)) if v is not None}
+    return {"hostname": "node1", "env_vars": env_vars, "nvidia": {"gpus": [
+        {"nvml_index": i, "name": "NVIDIA H100 80GB HBM3", "uuid": u}
+        for i, u in enumerate(uuids)]}}
+
+
+def used_uuids(env, num_devices, extra=None):
+    return record.from_run(row("r1", num_devices=str(num_devices)), extra or {},
+                           {"before": env}, "r1").workers[0].gpu_uuids
+
+
+def test_a_run_s_own_gpu_list_names_the_gpus_it_used():
+    # --gpu_indices=3 (or horovod's local rank 3): the NVML monitor's list, which
+    # measure.nvml.resolve_handles matched to CUDA's numbering, not the host's first GPU.
+    own = {"gpus": [{"gpu": 3, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-d"}]}
+    assert used_uuids(host_capture(), 1, own) == ("GPU-d",)
+    # A MIG slice is the run's GPU, by its own UUID.
+    mig = {"gpus": [{"gpu": 0, "name": "NVIDIA H100 80GB HBM3 MIG 1g.10gb", "uuid": "MIG-9"}]}
+    worker = record.from_run(row("r1"), mig, {"before": host_capture()}, "r1").workers[0]
+    assert (worker.gpu_uuids, worker.gpu_model) == (("MIG-9",), "NVIDIA H100 80GB HBM3 MIG "
+                                                                "1g.10gb")
+    # An imported manifest's own list likewise.
+    manifest = {"extra": own, "environment": {"before": host_capture()}}
+    result, = record.from_rows([row("r1")], "import", {"r1": manifest})
+    assert result.workers[0].gpu_uuids == ("GPU-d",)
+
+
+@pytest.mark.parametrize("visible,order,devices,uuids", [
+    (None, "PCI_BUS_ID", 4, ("GPU-a", "GPU-b", "GPU-c", "GPU-d")),
+    ("2,0", "PCI_BUS_ID", 2, ("GPU-c", "GPU-a")),
+    (" 1,3gpu", "PCI_BUS_ID", 2, ("GPU-b", "GPU-d")),      # strtoul's reading
+    ("GPU-c,GPU-a", None, 2, ("GPU-c", "GPU-a")),          # UUIDs: no order needed
+    ("1,7,2", "PCI_BUS_ID", 1, ("GPU-b",)),                # the list ends at a missing GPU
+    ("1,1", "PCI_BUS_ID", 2, ()),                          # a repeat hides every GPU
+    ("MIG-x", "PCI_BUS_ID", 1, ()),                        # slices: not in the capture
+    ("2,0", None, 2, ()),                                  # fastest first: NVML cannot tell
+    ("2,0", "FASTEST_FIRST", 2, ()),
+    (None, "PCI_BUS_ID", 1, ()),                           # which of four: not recorded
+    ("2,0", "PCI_BUS_ID", 1, ()),
+])
+def test_without_its_own_list_the_capture_names_the_gpus_only_where_certain(
+        visible, order, devices, uuids):
+    assert used_uuids(host_capture(visible, order), devices) == uuids
+
+
 # --- a run through the command line ---------------------------------------------------------
 RUN = ["--device=cpu", "--model=trivial", "--image_size=16", "--batch_size=2",
        "--num_batches=2", "--num_warmup_batches=1"]

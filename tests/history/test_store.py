@@ -33,8 +33,8 @@ def capture(host, driver="570.86.15", uuids=("GPU-a", "GPU-b"), visible=None):
            "nvidia": {"driver_version": driver, "cuda_driver_version": "12.8",
                       "gpus": [{"nvml_index": i, "name": H100, "uuid": u}
                                for i, u in enumerate(uuids)]}}
-    if visible is not None:
-        env["env_vars"] = {"CUDA_VISIBLE_DEVICES": visible}
+    if visible is not None:   # as tfbench runs: CUDA numbering the GPUs in PCI order
+        env["env_vars"] = {"CUDA_VISIBLE_DEVICES": visible, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     return env
 
 

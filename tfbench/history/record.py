@@ -38,36 +38,60 @@ def facts(env: Optional[Mapping[str, Any]]) -> dict[str, str]:
     return {k: v for k, v in key_values(env).items() if v not in (None, "") and k not in unknown}
 
 
-def _used_gpus(env: Mapping[str, Any], row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """NVML's GPUs the run used: those CUDA_VISIBLE_DEVICES names (ordinals, or UUID prefixes),
-    else all, in CUDA's order (tfbench sets CUDA_DEVICE_ORDER=PCI_BUS_ID, NVML's order), the
-    first num_devices of them. None on a CPU run."""
+def _used_gpus(env: Mapping[str, Any], row: Mapping[str, Any],
+               used: Optional[Sequence[Mapping[str, Any]]] = None) -> list[Mapping[str, Any]]:
+    """The GPUs (or MIG slices) the run used, each with its NVML name and UUID; none on a CPU
+    run, and none where which ones is not certain.
+
+    `used`: the run's own list (the NVML monitor's `gpus`, result extra), which
+    tfbench.measure.nvml.resolve_handles matched to CUDA's numbering: --gpu_indices, horovod's
+    local rank, CUDA_DEVICE_ORDER, UUID and MIG entries of CUDA_VISIBLE_DEVICES. Without it,
+    the environment capture's GPUs narrowed by its CUDA_VISIBLE_DEVICES, read as the driver
+    reads it (tfbench.measure.cuda_visible), and only when the run used all of them: the
+    capture does not say which of them a run of fewer used. Ordinals count in NVML's order,
+    which is the PCI bus order CUDA numbers by under CUDA_DEVICE_ORDER=PCI_BUS_ID (tfbench sets
+    it unless the user set another); under CUDA's default, fastest first, they name no GPU
+    NVML can tell."""
     if str(row.get("device_kind") or "") != "gpu":
         return []
+    if used:
+        return [g for g in used if isinstance(g, Mapping)]
+    from tfbench.measure import cuda_visible
     gpus = list((env.get("nvidia") or {}).get("gpus") or [])
-    visible = (env.get("env_vars") or {}).get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        chosen = []
-        for entry in (e.strip() for e in str(visible).split(",") if e.strip()):
-            if entry.isdigit():
-                chosen += [g for g in gpus if g.get("nvml_index") == int(entry)]
-            else:
-                chosen += [g for g in gpus if str(g.get("uuid") or "").startswith(entry)]
-        gpus = chosen
+    env_vars = env.get("env_vars") or {}
+    spec = env_vars.get(cuda_visible.VARIABLE)
+    pci_order = env_vars.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID" or len(gpus) <= 1
+
+    def lookup(entry: cuda_visible.Entry) -> Mapping[str, Any]:
+        if isinstance(entry, int):
+            if not pci_order:
+                raise cuda_visible.NoDevice("CUDA numbers GPUs fastest first")
+            if entry >= len(gpus):
+                raise cuda_visible.NoDevice("%d GPU(s)" % len(gpus))
+            return gpus[entry]
+        found = [g for g in gpus if str(g.get("uuid") or "").lower().startswith(entry.lower())]
+        if len(found) != 1:
+            raise cuda_visible.NoDevice("%d GPU(s) match" % len(found))
+        return found[0]
+
+    visible = cuda_visible.read(spec, lookup, key=lambda g: str(g.get("uuid") or id(g)))
+    chosen = gpus if visible is None else visible.devices
     try:
         count = int(float(row.get("num_devices") or 0))
     except ValueError:
         count = 0
-    return gpus[:count] if count else gpus
+    return chosen if chosen and count in (0, len(chosen)) else []
 
 
-def worker(row: Mapping[str, Any], env: Optional[Mapping[str, Any]]) -> Worker:
-    """One worker's row with the machine's identity its environment capture gives. Its key is
+def worker(row: Mapping[str, Any], env: Optional[Mapping[str, Any]],
+           used: Optional[Sequence[Mapping[str, Any]]] = None) -> Worker:
+    """One worker's row with the machine's identity its environment capture gives (its GPUs:
+    `used`, the run's own list of them, where it has one; _used_gpus). Its key is
     its host and its own run id (each worker process has one), so the same row recorded by its
     own process and again by the launcher that gathered it (or an import) is one worker."""
     env = env or {}
     host = str(row.get("hostname") or env.get("hostname") or "")
-    gpus = _used_gpus(env, row)
+    gpus = _used_gpus(env, row, used)
     gpu_model = " + ".join(dict.fromkeys(str(g.get("name")) for g in gpus if g.get("name")))
     if not gpu_model and str(row.get("device_kind") or "") == "gpu":
         gpu_model = str(row.get("device_name") or "")
@@ -87,7 +111,8 @@ def from_run(row: Mapping[str, str], result_extra: Mapping[str, Any],
         if figure is not None and not figure.csv and figure.type != "json" and name not in cells:
             cells[name] = value
     env = environment.get("before") or {}
-    return Recorded(run_id=run_id, source=source, workers=(worker(cells, env),),
+    return Recorded(run_id=run_id, source=source,
+                    workers=(worker(cells, env, result_extra.get("gpus")),),
                     environment=facts(env))
 
 
@@ -119,6 +144,7 @@ def from_rows(rows: Sequence[Mapping[str, str]], source: str,
     for run_id, run_rows in by_run.items():
         manifest = manifests.get(run_id) or {}
         env = (manifest.get("environment") or {}).get("before") or {}
+        used = (manifest.get("extra") or {}).get("gpus")   # the chief's, as its environment
         cells = [dict(r, run_id=r["run_id"]) for r in run_rows]
         if len(cells) == 1:
             for name, value in (manifest.get("extra") or {}).items():
@@ -126,7 +152,7 @@ def from_rows(rows: Sequence[Mapping[str, str]], source: str,
                 if figure is not None and not figure.csv and figure.type != "json":
                     cells[0].setdefault(name, value)
         out.append(Recorded(run_id=run_id, source=source,
-                            workers=tuple(worker(r, env if i == 0 else None)
+                            workers=tuple(worker(r, env, used) if i == 0 else worker(r, None)
                                           for i, r in enumerate(cells)),
                             environment=facts(env)))
     return out
