@@ -106,3 +106,27 @@ def test_busbw_counts_the_ranks_of_the_whole_cluster_not_one_hosts():
     assert t.busbw_gbs == pytest.approx((1 << 30) / 0.01 / 1e9 * 2 * 15 / 16)
     per_host = allreduce_probe.Timing("1 GiB", 1, 1 << 30, "float32", 8, (0.01,), summary)
     assert per_host.busbw_gbs / t.busbw_gbs == pytest.approx(1 - 0.0667, abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    return run_check_script("probe_xla_checks.py")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision,dtype", [("fp32", "float32"), ("fp16", "float16")])
+def test_compiled_replicas_chain_one_jit_call_per_all_reduce_on_their_own_device(
+        compiled, precision, dtype):
+    """Where XLA compiles each replica's step (2 GPUs, --xla), each of a call's all-reduces is
+    one jit-compiled call fed by the one before's result; each replica runs a trace of its own
+    whose collective is on its own device (tf.function retraces per device under a strategy of
+    several devices), in the run's transfer dtype."""
+    got = compiled[precision]
+    assert got["compiled"] is True
+    assert sorted(got["calls"]) == ["0", "1"]
+    for device, calls in got["calls"].items():
+        assert len(calls) == 3 and all(c["must_compile"] for c in calls)
+        assert len({c["function"] for c in calls}) == 1
+        assert [c["fed_by"] for c in calls] == ["Identity", "StatefulPartitionedCall",
+                                                 "StatefulPartitionedCall"]
+        assert got["functions"][calls[0]["function"]] == [[int(device), dtype]]
