@@ -193,7 +193,11 @@ def test_a_missing_data_dir_is_refused_with_or_without_data_name(tmp_path, data_
     with pytest.raises(UsageError) as err:
         resolve(make_params({"device": "cpu", "model": "trivial", "data_dir": str(missing),
                              "data_name": data_name}))
-    assert str(err.value) == "--data_dir=%s does not exist or is not a directory" % missing
+    # ImageNet's says what it expects there and how to make a small one, as its reader does.
+    hint = (" (expected ImageNet TFRecords in the legacy layout; create a small one with "
+            "`tfbench make_fake_imagenet --out DIR`)") if data_name == "imagenet" else ""
+    assert str(err.value) == "--data_dir=%s does not exist or is not a directory%s" % (
+        missing, hint)
 
 
 def _empty_images(root, counts):

@@ -5,11 +5,12 @@ plain arguments.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import signal
 import sys
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 from tfbench.cli.guard import print_error
 from tfbench.config import flagdefs, startup_env
@@ -86,9 +87,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return EXIT_USAGE
         module = importlib.import_module(SUBCOMMANDS[name][0])
         try:
-            if name in ("sweep", "evaluate", "validate", "launch"):
-                _history_for_children(name, args[1:])
-            return int(module.main(args[1:]) or 0)
+            with _history_for_children(name, args[1:]):
+                return int(module.main(args[1:]) or 0)
         except TfbenchError as exc:
             print_error(str(exc))
             return exc.exit_code
@@ -97,12 +97,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return run.run_benchmark([argv[0]] + args)
 
 
-def _history_for_children(name: str, args: Sequence[str]) -> None:
-    """A command that runs tfbench children (sweep, evaluate, validate, launch) and its children
-    add to one history, named as theirs: its --history (refused here, before anything runs, when
-    malformed) goes to them and to itself through the environment."""
+@contextlib.contextmanager
+def _history_for_children(name: str, args: Sequence[str]) -> Iterator[None]:
+    """While a command that runs tfbench children (sweep, evaluate, validate, launch) runs, it
+    and its children add to one history, named as theirs: its --history (refused here, before
+    anything runs, when malformed) goes to them and to itself through the environment, which is
+    as it was afterwards (the command may run inside a longer process)."""
+    if name not in ("sweep", "evaluate", "validate", "launch"):
+        yield
+        return
     from tfbench.history import location
     from tfbench.history.record import SOURCE_VAR
+    saved = {k: os.environ.get(k) for k in (SOURCE_VAR, location.ENV_VAR)}
     os.environ.setdefault(SOURCE_VAR, name)
     value = None
     for i, arg in enumerate(args):   # launch's too, after its `--`: the benchmark flags
@@ -110,9 +116,17 @@ def _history_for_children(name: str, args: Sequence[str]) -> None:
             value = arg.split("=", 1)[1]
         elif arg == "--history" and i + 1 < len(args):
             value = args[i + 1]
-    location.resolve(value)
-    if value is not None:
-        os.environ[location.ENV_VAR] = value
+    try:
+        location.resolve(value)
+        if value is not None:
+            os.environ[location.ENV_VAR] = value
+        yield
+    finally:
+        for key, was in saved.items():
+            if was is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = was
 
 
 def entry_point() -> None:

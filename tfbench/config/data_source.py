@@ -62,11 +62,17 @@ def _looks_like_folder_split(directory: str) -> bool:
         return any(e.is_dir() and _has_images(e.path) for e in entries)
 
 
-def check_data_dir(data_dir: str) -> None:
+MAKE_FAKE_HINT = "create a small one with `tfbench make_fake_imagenet --out DIR`"
+
+
+def check_data_dir(data_dir: str, name: str = "") -> None:
     """UsageError when --data_dir is no directory: refused before the run says anything of
-    it (its header), whether --data_name is given or guessed."""
+    it (its header), whether --data_name is given or guessed; for ImageNet, with what it
+    expects there and how to make a small one (as its reader says)."""
     if not os.path.isdir(data_dir):
-        raise UsageError("--data_dir=%s does not exist or is not a directory" % data_dir)
+        raise UsageError("--data_dir=%s does not exist or is not a directory%s" % (
+            data_dir, " (expected ImageNet TFRecords in the legacy layout; %s)" % MAKE_FAKE_HINT
+            if name == IMAGENET else ""))
 
 
 def guess_data_name(data_dir: str) -> str:
@@ -97,7 +103,7 @@ def resolve_data_name(params, default: str = IMAGENET) -> str:
     if params.data_name:
         name = _check_name(params.data_name)
         if is_real_data(params) and not name.startswith(TFDS_PREFIX):
-            check_data_dir(params.data_dir)
+            check_data_dir(params.data_dir, name)
         return name
     if not is_real_data(params):
         return default

@@ -43,22 +43,19 @@ FEATURES = {
     **{key: tf.io.VarLenFeature(tf.float32) for key in _BOX_KEYS},
 }
 
-MAKE_FAKE_HINT = "create a small one with `tfbench make_fake_imagenet --out DIR`"
 
 
 def list_files(data_dir: str, train: bool) -> list[str]:
     """The shards of one split, sorted; UsageError naming what was expected when there are none."""
     pattern = sources.tfrecord_pattern(data_dir, train)
-    if not os.path.isdir(data_dir):
-        raise UsageError("--data_dir=%s does not exist or is not a directory (expected ImageNet "
-                         "TFRecords in the legacy layout; %s)" % (data_dir, MAKE_FAKE_HINT))
+    sources.check_data_dir(data_dir, sources.IMAGENET)
     files = sorted(glob.glob(pattern))
     if not files:
         raise UsageError("no files matching %s (expected ImageNet TFRecords in the legacy "
-                         "layout; %s)" % (pattern, MAKE_FAKE_HINT))
+                         "layout; %s)" % (pattern, sources.MAKE_FAKE_HINT))
     if all(os.path.getsize(f) == 0 for f in files):
         raise UsageError("all %d files matching %s are empty (expected ImageNet TFRecords; %s)"
-                         % (len(files), pattern, MAKE_FAKE_HINT))
+                         % (len(files), pattern, sources.MAKE_FAKE_HINT))
     return files
 
 
