@@ -33,12 +33,12 @@ def test_horovod_missing_is_a_clear_error(monkeypatch):
                                    CPU1)
     assert str(err.value).startswith("--variable_update=horovod needs horovod, which is not "
                                      "importable")
-    assert strategy_lib.num_workers(make_params({"variable_update": "horovod"})) == 1
+    assert strategy_lib.num_workers(make_params({"variable_update": "horovod"}), None) == 1
 
 
 def test_horovod_averages_gradients_and_broadcasts_initial_state(fake_horovod):
     p = make_params({"variable_update": "horovod", "device": "cpu", "horovod_device": "/cpu:0"})
-    assert strategy_lib.num_workers(p) == 4
+    assert strategy_lib.num_workers(p, None) == 4
     sp = strategy_lib.make_strategy(p, CPU1)
     assert isinstance(sp.strategy, strategies.HorovodStrategy)
     assert (sp.variables_label, sp.num_workers, sp.horovod_device) == ("horovod", 4, "/cpu:0")

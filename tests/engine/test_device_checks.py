@@ -136,7 +136,7 @@ def test_op_determinism_is_on_inside_and_as_before_after():
 def test_only_training_runs_have_device_checks(mode, message):
     p = parse_params(["tfbench", "--device=cpu", "--validate_devices"])
     with pytest.raises(UsageError) as caught:
-        resolved_lib._validate_devices_applies(p, mode)
+        resolved_lib._validate_devices_applies(p, mode, False)
     assert str(caught.value) == ("--validate_devices checks each device's training step and "
                                  "gradients: " + message)
 
@@ -145,7 +145,7 @@ def test_diagnose_input_runs_probes_of_its_own():
     p = parse_params(["tfbench", "--device=cpu", "--validate_devices", "--diagnose_input"])
     with pytest.raises(UsageError, match="^--validate_devices and --diagnose_input each run "
                                          "their own probes after a run: give one of them$"):
-        resolved_lib._validate_devices_applies(p, resolved_lib.TRAINING)
+        resolved_lib._validate_devices_applies(p, resolved_lib.TRAINING, False)
 
 
 # --- a run on one device ---------------------------------------------------------------------

@@ -27,12 +27,12 @@ def _plan(*flags, kind="cpu"):
 def test_the_probes_apply_to_training_and_forward_only_runs(monkeypatch, tmp_path):
     monkeypatch.delenv("NCCL_DEBUG", raising=False)
     p, plan = _plan("--explain_scaling", "--eval", "--train_dir=%s" % tmp_path)
-    assert explain.prepare(p, plan) == [
+    assert explain.prepare(p, plan.facts) == [
         "--explain_scaling applies to training and forward-only runs; not in eval mode"]
     p, plan = _plan("--explain_scaling", "--forward_only")
-    assert explain.prepare(p, plan) == []
+    assert explain.prepare(p, plan.facts) == []
     p, plan = _plan()
-    assert explain.prepare(p, plan) == []
+    assert explain.prepare(p, plan.facts) == []
 
 
 def test_on_gpus_nccl_logs_its_transport_to_a_file_of_its_own(monkeypatch, tmp_path):
@@ -40,7 +40,7 @@ def test_on_gpus_nccl_logs_its_transport_to_a_file_of_its_own(monkeypatch, tmp_p
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(explain.tempfile, "gettempdir", lambda: str(tmp_path))
     p, plan = _plan("--explain_scaling", kind="gpu")
-    explain.prepare(p, plan)
+    explain.prepare(p, plan.facts)
     import os
     path = os.environ["NCCL_DEBUG_FILE"]
     assert (os.environ["NCCL_DEBUG"], os.environ["NCCL_DEBUG_SUBSYS"]) == ("INFO", "INIT,NET")
@@ -57,7 +57,7 @@ def test_a_users_own_nccl_debug_is_left_alone(monkeypatch):
     monkeypatch.delenv("NCCL_DEBUG_FILE", raising=False)
     monkeypatch.delenv(explain.NCCL_LOG_ENV, raising=False)
     p, plan = _plan("--explain_scaling", kind="gpu")
-    explain.prepare(p, plan)
+    explain.prepare(p, plan.facts)
     import os
     assert os.environ["NCCL_DEBUG"] == "WARN" and "NCCL_DEBUG_FILE" not in os.environ
     assert explain._nccl_log() is None
@@ -73,7 +73,7 @@ def test_a_users_nccl_debug_subsys_is_kept(monkeypatch, tmp_path, subsys, notice
     monkeypatch.setenv("NCCL_DEBUG_SUBSYS", subsys)
     monkeypatch.setattr(explain.tempfile, "gettempdir", lambda: str(tmp_path))
     p, plan = _plan("--explain_scaling", kind="gpu")
-    assert explain.prepare(p, plan) == notices
+    assert explain.prepare(p, plan.facts) == notices
     assert (os.environ["NCCL_DEBUG"], os.environ["NCCL_DEBUG_SUBSYS"]) == ("INFO", subsys)
     assert os.environ["NCCL_DEBUG_FILE"] == os.environ[explain.NCCL_LOG_ENV]
 

@@ -2,14 +2,16 @@
 dataset sizes, evaluation batches and the images a Step line counts, as benchmark_cnn.py has
 them."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from helpers import run_inprocess
-from tfbench.engine import base, train
+from tfbench.config import fast_paths
+from tfbench.engine import base, runner, train
 from tfbench.engine.resolved import resolve
-from tfbench.engine.runlog import SilentLog
 from tfbench.config.params import make_params
 from tfbench.errors import UsageError
 from tfbench.results import RunResult
@@ -22,8 +24,7 @@ TWO_WORKERS = {"worker_hosts": "127.0.0.1:7002,127.0.0.1:7003", "job_name": "wor
 
 def _learning_rates(values, steps):
     p = make_params(values)
-    opt = train.make_optimizer(p, resolve(p), tf.distribute.get_strategy(),
-                               lambda text: None)
+    opt = train.make_optimizer(p, resolve(p), lambda text: None)
     rates = []
     for step in steps:
         opt.iterations.assign(step)
@@ -140,38 +141,58 @@ def test_step_lines_count_the_workers_images_legacy_counts(variable_update, batc
     assert mean == pytest.approx(batch / 0.5)
 
 
-def test_a_parameter_server_controller_reads_a_folder_dataset_once(tmp_path, monkeypatch):
-    """Once its strategy has counted the workers' replicas, the controller redoes only the batch
-    arithmetic: it walks a folder dataset's tree (and lists the GPUs) once."""
+class _Workers:
+    """What a controller's ParameterServerStrategy counts: 1 CPU replica per worker."""
+    num_replicas_in_sync = 1
+    extended = type("Extended", (), {"_num_gpus_per_worker": 0})()
+
+
+def _ps_controller(p):
+    """A parameter-server controller's BuiltStrategy, whose strategy counted _Workers."""
+    from tfbench.distribute.strategy import BuiltStrategy
+    return BuiltStrategy(_Workers(), "parameter_server", None, False, num_workers=2)
+
+
+def test_a_parameter_server_controller_reads_a_folder_dataset_and_resolves_once(
+        tmp_path, monkeypatch):
+    """The controller reads the facts before its strategy exists and does the arithmetic once,
+    over the replicas its strategy counted: it walks a folder dataset's tree, lists the GPUs and
+    reads the cluster once, and describes the workers' devices, not its own 2."""
     from tfbench.data import folder
-    from tfbench.distribute import devices
-    from tfbench.engine import runner
+    from tfbench.distribute import cluster, devices
+    from tfbench.engine import resolved
     data_dir = _folder(tmp_path / "data", {"train": 4, "validation": 2})
-    walks, device_plans = [], []
+    walks, device_plans, clusters, resolves = [], [], [], []
     list_images, select_devices = folder.list_images, devices.select_devices
+    read_cluster, resolve_ = cluster.read_cluster, resolved.resolve
     monkeypatch.setattr(folder, "list_images",
                         lambda *a, **k: walks.append(a) or list_images(*a, **k))
     monkeypatch.setattr(devices, "select_devices",
                         lambda *a, **k: device_plans.append(a) or select_devices(*a, **k))
-
-    class Workers:   # what the controller's ParameterServerStrategy counts: 1 CPU replica each
-        num_replicas_in_sync = 1
-        extended = type("Extended", (), {"_num_gpus_per_worker": 0})()
-
+    monkeypatch.setattr(cluster, "read_cluster",
+                        lambda *a, **k: clusters.append(a) or read_cluster(*a, **k))
+    monkeypatch.setattr(runner, "resolve",
+                        lambda *a, **k: resolves.append(k) or resolve_(*a, **k))
     p = make_params(dict(PS_CLUSTER, device="cpu", num_gpus=2, model="trivial", batch_size=2,
                          data_dir=str(data_dir)))
-    own = resolve(p)
-    workers = runner._count_worker_replicas(p, own, Workers(), RunResult(), SilentLog())
-    assert len(walks) == 1 and len(device_plans) == 1
-    # The arithmetic did run again: 2 workers x 1 replica x 2 images, 8 training images.
-    assert (own.global_batch, workers.global_batch) == (8, 4)
-    assert workers.train_examples == own.train_examples == 8
+    facts = resolved.read_facts(p)
+    res = RunResult()
+    runner.describe(p, facts, res)
+    plan = runner.resolve(p, facts=facts, **runner._replicas_counted(facts, _ps_controller(p)))
+    runner.describe_steps(plan, res)
+    assert len(walks) == 1 and len(device_plans) == 1 and len(clusters) == 1
+    assert len(resolves) == 1
+    # 2 workers x 1 replica x 2 images (not x 2 controller devices), 8 training images.
+    assert (plan.global_batch, plan.worker_batch, plan.train_examples) == (4, 2, 8)
+    assert (res.global_batch_size, res.num_devices, res.device_kind) == (4, 1, "cpu")
+    assert plan.replica_notices == (
+        "Parameter-server workers run 1 replica(s) each: a step counts 2 images per worker, "
+        "not this controller's 2 device(s)",)
 
 
 def test_what_resolving_read_is_kept_once_in_the_facts():
     """The model, devices, precision, image size, mode, evaluations, data kind and data sizes
     of a Resolved are its Facts': changed there, they change; the arithmetic stays."""
-    import dataclasses
     from tfbench.engine.resolved import FORWARD_ONLY, Resolved
     r = resolve(make_params({"device": "cpu", "model": "trivial", "batch_size": 4}))
     changed = {"spec": dataclasses.replace(r.spec, name="other", image_size=17),
@@ -253,3 +274,76 @@ def test_counted_data_smaller_than_one_global_batch_is_refused(tmp_path):
     plan = resolve(make_params(dict(flags, batch_size=4096,
                                     data_dir=str(tmp_path / "tfrecords"))))
     assert not [n for n in plan.notices if n.startswith("Found")]
+
+
+# --- "is this a parameter-server run?": Facts.parameter_server, asked by every reader -------
+
+def _oom_advice_reads_this_cpu(p, plan, monkeypatch):
+    """The OOM error's bf16 advice reads this host's CPU unless the workers run the steps."""
+    from tfbench.measure import cpu_units
+    read = []
+    monkeypatch.setattr(cpu_units, "cpu_flags", lambda: read.append(1) or frozenset())
+    oom = tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+    assert runner._failure(oom, p, plan, _ps_controller(p), RunResult()) is not None
+    return not read
+
+
+def _fp16_notice_reads_this_cpu(p, plan, monkeypatch):
+    """An fp16 run on CPUs: this host's CPU units are read unless the workers run the steps."""
+    from tfbench.measure import cpu_units
+    read = []
+    monkeypatch.setattr(cpu_units, "cpu_flags", lambda: read.append(1) or frozenset())
+    fp16 = dataclasses.replace(plan.facts, precision="fp16")
+    resolve(p, facts=fp16)
+    return not read
+
+
+def _meter_measures_elsewhere(p, plan, monkeypatch):
+    from tfbench.engine.measurements import Meter
+    meter = Meter.start(plan, 10.0)
+    meter.stop()
+    return meter.elsewhere is not None
+
+
+def _explain_does_not_apply(p, plan, monkeypatch):
+    from tfbench.distribute.strategy import BuiltStrategy
+    from tfbench.engine import explain
+    sp = BuiltStrategy(object(), "replicated", None, False)
+    return not explain.applies(p.replace(explain_scaling=True), plan, sp)
+
+
+def _optimizer_counts_every_workers_update(p, plan, monkeypatch):
+    opt = train.make_optimizer(p, plan, lambda text: None)
+    return "assign_add" in vars(opt.iterations)   # train._count_every_update
+
+
+# Every reader of the answer, by where it used to ask the flags (resolved.py) or the strategy
+# (strategies.is_parameter_server): each returns whether it treated the run as one.
+PARAMETER_SERVER_READERS = {
+    "resolve: each worker's update counts in the global step":
+        lambda p, plan, mp: resolve(p, facts=plan.facts).iterations_per_step == 2,
+    "resolve: the fp16 notice of the workers' CPUs": _fp16_notice_reads_this_cpu,
+    "base.step_fast_paths: the standard step": lambda p, plan, mp:
+        base.step_fast_paths(plan) == fast_paths.STANDARD and plan.device.kind == "cpu",
+    "train.make_optimizer": _optimizer_counts_every_workers_update,
+    "runner: the strategy counts the replicas": lambda p, plan, mp: bool(
+        runner._replicas_counted(plan.facts, _ps_controller(p))),
+    "runner: the OOM advice": _oom_advice_reads_this_cpu,
+    "measurements.Meter: measured elsewhere": _meter_measures_elsewhere,
+    "explain.applies": _explain_does_not_apply,
+}
+
+
+@pytest.mark.parametrize("reader", sorted(PARAMETER_SERVER_READERS))
+@pytest.mark.parametrize("flags", [PS_CLUSTER, TWO_WORKERS], ids=["ps_flags", "worker_flags"])
+def test_every_reader_asks_the_plan_whether_it_is_a_parameter_server_run(
+        reader, flags, monkeypatch):
+    """The cluster is read once, into Facts.parameter_server: every reader follows the plan's
+    answer, not the flags' cluster (read again) nor the strategy's type. Each plan here says
+    the opposite of its flags."""
+    p = make_params(dict(flags, device="cpu", model="trivial", batch_size=4))
+    plan = resolve(p)
+    assert plan.parameter_server == (flags is PS_CLUSTER) and plan.num_workers == 2
+    flipped = plan.with_facts(parameter_server=not plan.parameter_server)
+    assert PARAMETER_SERVER_READERS[reader](p, flipped, monkeypatch) == \
+        flipped.parameter_server

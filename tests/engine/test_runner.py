@@ -242,3 +242,70 @@ def test_horovod_rank_1_writes_nothing_into_train_dir_and_takes_rank_0s_state(
             "writes none there and resumes from its state") in lines
     # Rank 1 reads no checkpoint itself: it resumes from what rank 0 broadcasts.
     assert hvd.broadcast_steps == [[0], [0]]
+
+
+class _CountedExtra(dict):
+    """RunResult.extra counting each key's assignments (res.extra[key] = ...)."""
+
+    def __init__(self, writes):
+        super().__init__()
+        self.writes = writes
+
+    def __setitem__(self, key, value):
+        self.writes["extra." + key] += 1
+        super().__setitem__(key, value)
+
+
+def _result_counting_writes():
+    """A RunResult that counts the assignments to each field and `extra` key after creation."""
+    import collections
+    from tfbench.results import RunResult
+
+    class Counted(RunResult):
+        def __setattr__(self, name, value):
+            if "writes" in self.__dict__:
+                self.writes[name] += 1
+            object.__setattr__(self, name, value)
+    res = Counted()
+    writes = collections.Counter()
+    res.extra = _CountedExtra(writes)
+    res.__dict__["writes"] = writes
+    return res
+
+
+# What a run describes of itself, each written once (runner.describe, then describe_steps).
+DESCRIBED = ("model", "dataset", "mode", "train_and_eval", "precision", "xla", "batch_size",
+             "global_batch_size", "num_devices", "device_kind", "data_format", "image_size",
+             "num_batches", "num_warmup_batches", "step_line_batch", "accum_steps",
+             "data_source", "extra.device_name", "extra.devices", "extra.num_epochs",
+             "extra.num_runs")
+
+
+def test_a_run_reads_its_facts_and_cluster_once_resolves_once_and_describes_once(monkeypatch):
+    import sys
+    from tfbench.config.params import make_params
+    from tfbench.distribute import cluster
+    from tfbench.engine import runner
+    from tfbench.engine.runlog import SilentLog
+    calls = {"read_facts": 0, "resolve": 0, "read_cluster": 0}
+    read_facts, resolve, read_cluster = runner.read_facts, runner.resolve, cluster.read_cluster
+
+    def counted(name, fn):
+        def call(*a, **k):
+            calls[name] += 1
+            return fn(*a, **k)
+        return call
+
+    def cluster_read_by_resolving(*a, **k):
+        if sys._getframe(1).f_code.co_filename.endswith("resolved.py"):
+            calls["read_cluster"] += 1
+        return read_cluster(*a, **k)
+    monkeypatch.setattr(runner, "read_facts", counted("read_facts", read_facts))
+    monkeypatch.setattr(runner, "resolve", counted("resolve", resolve))
+    monkeypatch.setattr(cluster, "read_cluster", cluster_read_by_resolving)
+    res = _result_counting_writes()
+    p = make_params({"device": "cpu", "model": "trivial", "image_size": 16, "batch_size": 4,
+                     "num_batches": 2, "num_warmup_batches": 1})
+    runner.run(p, SilentLog(), res)
+    assert calls == {"read_facts": 1, "resolve": 1, "read_cluster": 1}
+    assert {name: res.writes[name] for name in DESCRIBED} == dict.fromkeys(DESCRIBED, 1)

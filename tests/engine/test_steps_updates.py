@@ -130,8 +130,15 @@ def test_sgd_decays_a_weight_the_loss_does_not_use():
 def test_a_parameter_server_controller_traces_the_standard_gpu_safe_step():
     """Its workers may compute on GPUs whatever the controller's own device kind: no CPU-only
     rewrite may reach them."""
+    import dataclasses
     from tfbench.engine.base import step_fast_paths
-    controller = object.__new__(tf.distribute.experimental.ParameterServerStrategy)
-    assert step_fast_paths(controller, "cpu") == STANDARD
-    assert step_fast_paths(tf.distribute.OneDeviceStrategy("/cpu:0"), "cpu") == CPU
-    assert step_fast_paths(None, "gpu") == STANDARD
+    from tfbench.engine.resolved import resolve
+    controller = resolve(make_params({
+        "device": "cpu", "model": "trivial", "ps_hosts": "127.0.0.1:7001",
+        "worker_hosts": "127.0.0.1:7002", "controller_host": "127.0.0.1:7004",
+        "job_name": "controller"}))
+    assert controller.parameter_server and step_fast_paths(controller) == STANDARD
+    one = resolve(make_params({"device": "cpu", "model": "trivial"}))
+    assert step_fast_paths(one) == CPU
+    gpu = one.with_facts(device=dataclasses.replace(one.device, kind="gpu"))
+    assert step_fast_paths(gpu) == STANDARD

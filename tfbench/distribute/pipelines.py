@@ -36,7 +36,7 @@ def distribute_inputs(strategy: tf.distribute.Strategy, make: Callable[..., tf.d
     to experimental_distribute_dataset would instead be taken as the global batch and split
     over every worker's replicas.
     """
-    if is_parameter_server(strategy):
+    if is_parameter_server(strategy):   # distribute has no plan (engine's): the strategy says
         _, num = cluster_of(strategy)
 
         def per_worker():

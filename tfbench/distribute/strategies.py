@@ -171,6 +171,9 @@ def xla_takes_its_collectives(strategy: tf.distribute.Strategy) -> bool:
 
 
 def is_parameter_server(strategy: Optional[tf.distribute.Strategy]) -> bool:
+    """Whether `strategy` is a ParameterServerStrategy: for code handed a strategy and no plan
+    (how its steps and values are driven). A run's own question, "is this a parameter-server
+    run?", is its plan's (engine.resolved: Resolved.parameter_server)."""
     return isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
 
 

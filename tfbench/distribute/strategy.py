@@ -73,8 +73,9 @@ def distributed_failure(exc: BaseException, sp: BuiltStrategy):
     return peers.as_distributed_error(exc, sp.cluster)
 
 
-def num_workers(p) -> int:
-    """Processes whose images one step counts: cluster workers, or horovod's size."""
+def num_workers(p, cluster: Optional[cluster_lib.Cluster]) -> int:
+    """Processes whose images one step counts: the workers of `cluster` (read_cluster(p), read
+    by the caller), or horovod's size."""
     if p.variable_update == "horovod":
         try:
             import horovod.tensorflow as hvd
@@ -82,7 +83,6 @@ def num_workers(p) -> int:
             return 1   # make_strategy reports the missing horovod
         hvd.init()
         return hvd.size()
-    cluster = cluster_lib.read_cluster(p)
     return cluster.num_workers if cluster is not None else 1
 
 

@@ -1,7 +1,9 @@
 """Runs one benchmark. Read runner.py first (the start every mode shares, then one runner per
 mode), then base.py (what the runners share) and the runner of the mode you care about.
 
-  resolved.py      Resolved, resolve(): what will run, from Params and the devices
+  resolved.py      what will run: read_facts() (Params, the model, devices, cluster and
+                   data, before the strategy), then resolve() (the arithmetic over the
+                   replicas): Resolved
   runlog.py        RunLog: the events a run reports (the CLI prints them as the classic log)
   runner.py        run(): runtime, environment, strategy, header, the mode's runner, failures
   base.py          ModeRunner: model, folded clone, step config, inputs, Step figures, evals

@@ -204,7 +204,7 @@ def allreduce_probe_run(p, sizes: Sizes = Sizes(), log: RunLog = SilentLog()
                                     % (sizes.min_bytes, plan.device.kind.upper(),
                                        allreduce_probe.human_bytes(sizes.max_bytes)))
     notices = list(plan.notices) + devices.prepare_runtime(p, plan.device)
-    notices += explain.prepare(p.replace(explain_scaling=True), plan)
+    notices += explain.prepare(p.replace(explain_scaling=True), plan.facts)
     try:
         sp = strategy_lib.make_strategy(p, plan.device)
     finally:

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from tfbench import figures
 from tfbench.config import fast_paths
-from tfbench.distribute import pipelines, strategies, variables
+from tfbench.distribute import pipelines, variables
 from tfbench.engine import measurements, optimizers, serving, steps
 from tfbench.engine.measurements import Meter
 from tfbench.engine.resolved import TRAINING, Resolved
@@ -63,13 +63,12 @@ def step_stats(res: RunResult, batch: int, times: list[float],
     return figures
 
 
-def step_fast_paths(strategy: Optional[tf.distribute.Strategy],
-                    device_kind: str) -> fast_paths.FastPaths:
+def step_fast_paths(plan: Resolved) -> fast_paths.FastPaths:
     """The CPU speed-ups for this process's device kind; none on a parameter-server controller,
     which traces steps its workers run on devices it cannot see (GPUs, whatever its own)."""
-    if strategies.is_parameter_server(strategy):
+    if plan.parameter_server:
         return fast_paths.STANDARD
-    return fast_paths.for_device(device_kind)
+    return fast_paths.for_device(plan.device.kind)
 
 
 class ModeRunner:
@@ -134,7 +133,7 @@ class ModeRunner:
             # The run's micro-batches; an evaluation step during training has none.
             accum_steps=r.accum_steps if mode == TRAINING else 1,
             compute_accuracy=p.print_training_accuracy or mode != TRAINING,
-            jit_compile=r.xla, fast_paths=step_fast_paths(self.strategy, r.device.kind))
+            jit_compile=r.xla, fast_paths=step_fast_paths(r))
 
     def serve(self, model: keras.Model, res: RunResult, batch: int, from_iterator: bool,
               train: bool) -> StepFn:

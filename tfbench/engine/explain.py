@@ -38,7 +38,7 @@ import tensorflow as tf
 from tfbench.distribute import allreduce_probe, strategies
 from tfbench.distribute.strategy import BuiltStrategy
 from tfbench.engine.base import ModeRunner
-from tfbench.engine.resolved import FORWARD_ONLY, TRAINING, Resolved
+from tfbench.engine.resolved import FORWARD_ONLY, TRAINING, Facts, Resolved
 from tfbench.engine.runlog import RunLog, SilentLog
 from tfbench import errors
 from tfbench.errors import raise_if_stopped
@@ -53,7 +53,7 @@ MIB = 2 ** 20
 NCCL_LOG_ENV = "TFBENCH_NCCL_LOG"   # where prepare() had NCCL write its log
 
 
-def prepare(p, plan: Resolved) -> list[str]:
+def prepare(p, facts: Facts) -> list[str]:
     """Before the strategy exists: notices for a run the probes do not apply to, and on GPUs
     NCCL's log to a file of its own (NCCL reads NCCL_DEBUG when it starts, at the first
     all-reduce), unless NCCL_DEBUG is set already (then what it logs is where the user said).
@@ -66,11 +66,11 @@ def prepare(p, plan: Resolved) -> list[str]:
     the file only. INFO and WARN lines go to the file (opened unbuffered)."""
     if not (p.explain_scaling or p.validate_allreduce_json):
         return []
-    if p.explain_scaling and plan.mode not in (TRAINING, FORWARD_ONLY):
+    if p.explain_scaling and facts.mode not in (TRAINING, FORWARD_ONLY):
         return ["--explain_scaling applies to training and forward-only runs; not in %s mode"
-                % plan.mode]
+                % facts.mode]
     notices = []
-    if plan.device.kind == "gpu" and "NCCL_DEBUG" not in os.environ:
+    if facts.device.kind == "gpu" and "NCCL_DEBUG" not in os.environ:
         path = os.path.join(tempfile.gettempdir(), "tfbench-nccl-%d.log" % os.getpid())
         os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_FILE=path)
         subsys = os.environ.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET")
@@ -125,7 +125,7 @@ def keep_nccl_log(failure: str) -> str:
 
 def applies(p, plan: Resolved, sp: BuiltStrategy) -> bool:
     return bool(p.explain_scaling) and plan.mode in (TRAINING, FORWARD_ONLY) and \
-        sp.strategy is not None and not strategies.is_parameter_server(sp.strategy)
+        sp.strategy is not None and not plan.parameter_server
 
 
 def probe(runner: ModeRunner, sp: BuiltStrategy, res: RunResult,

@@ -46,15 +46,14 @@ class Meter:
         self.elsewhere: Optional[str] = None   # why this process measures no step
 
     @classmethod
-    def start(cls, plan: Resolved, interval_sec: float,
-              elsewhere: Optional[str] = None) -> "Meter":
+    def start(cls, plan: Resolved, interval_sec: float) -> "Meter":
         """Resets the device peaks and starts the monitors, before the model is built.
 
-        elsewhere: the steps run in other processes (a parameter-server controller's workers),
-        so this one's devices and host, idle, are not measured; the reason is reported."""
-        if elsewhere:
+        On a parameter-server run the steps run in other processes (the workers), so this
+        one's devices and host, idle, are not measured; `elsewhere` says why."""
+        if plan.parameter_server:
             meter = cls(())
-            meter.elsewhere = elsewhere
+            meter.elsewhere = "the parameter-server workers run the steps, not this controller"
             return meter
         meter = cls(plan.device.names)
         meter.reset_error = memory.reset_peak(meter.device_names)

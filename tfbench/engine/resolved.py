@@ -1,11 +1,15 @@
-"""What will run: Params resolved against the model registry and the devices.
+"""What will run: Params resolved against the model registry, the devices and the cluster.
 
-`resolve(p)` applies the defaults (the model's batch size and image size), the devices and
-the legacy arithmetic (global batch, batches and epochs, warm-up, evaluation batches) and
-collects the notices that say where tfbench changed what was asked. The result, `Resolved`, is
-plain data built by keyword; every runner reads it and none changes it. What it reads (the model,
-the devices, the data's sizes: `Facts`) is read once; a parameter-server controller redoes
-only the arithmetic once its strategy has counted the workers' replicas.
+Resolving has two steps, each done once per run. `read_facts(p)` reads what a run depends on
+(the model, the devices, the cluster, the data's sizes), applies the per-device defaults (the
+model's batch size and image size, micro-batches, warm-up, repeats) and refuses what they
+cannot run: `Facts`, known before any strategy exists. `resolve(p, ...)` then does the legacy
+arithmetic over the replicas that run the steps (global batch, batches and epochs, evaluation
+batches): this process's devices, or on a parameter-server controller the workers' replicas,
+which only its strategy counts. The result, `Resolved`, is plain data built by keyword; every
+runner reads it and none changes it. Both collect the notices that say where tfbench changed
+what was asked. Longer than the layout guide's 420 lines: one concept, what will run, with the
+refusals of what cannot, kept in one module (Resolved reads each fact through one property).
 """
 
 from __future__ import annotations
@@ -31,10 +35,11 @@ TRAINING, FORWARD_ONLY, EVAL, DATA_ONLY = (params_lib.TRAINING, params_lib.FORWA
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Facts:
-    """What resolving reads: the model, the devices, the precision and mode, and the data's
-    sizes. Read once per process (a folder dataset is walked to count its images, selecting
-    the devices lists the GPUs); the batch arithmetic over them can run again (a parameter-server
-    controller learns the workers' replicas from its strategy)."""
+    """What is known of a run before its strategy exists: what resolving reads (the model, the
+    devices, the cluster, the data's sizes) and the per-device settings decided from them, with
+    their notices. Read once per process (a folder dataset is walked to count its images,
+    selecting the devices lists the GPUs, the cluster is read from flags, TF_CONFIG or Slurm);
+    the arithmetic over the replicas (resolve) runs once they are counted."""
     spec: registry.ModelSpec
     device: devices.DeviceSet
     precision: str
@@ -52,25 +57,42 @@ class Facts:
     # the constants): said before the header, and named when a split is smaller than a batch.
     train_found: str = ""
     eval_found: str = ""
+    # A parameter-server cluster (--ps_hosts, or TF_CONFIG with ps): its workers run the
+    # steps, and each worker's update counts in the global step. The one answer to "is this a
+    # parameter-server run?" for everything that has a plan (Resolved.parameter_server).
+    parameter_server: bool = False
+    num_workers: int = 1         # hosts (or horovod processes) training together
+    batch_size: int = 0          # per device (per micro-batch with accumulation)
+    eval_batch_size: int = 0
+    accum_steps: int = 1         # micro-batches per device per step (config.params.accum_steps)
+    num_runs: int = 1            # timed runs (eval mode: one)
+    num_warmup: int = 0
+    xla: bool = False
+    # Real data: tf.data's private thread pool (None: TensorFlow's shared threads) and where
+    # its size comes from (gpu_env.private_threads).
+    input_threads: Optional[int] = None
+    input_threads_origin: str = ""
+
+    @property
+    def run_batch_size(self) -> int:
+        """The per-device batch of the steps this run times (the header's, the CSV's;
+        config.params.timed_batch)."""
+        return self.eval_batch_size if self.mode == EVAL else self.batch_size
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Resolved:
-    """What will run, after defaults and device facts are applied. What resolving read is
-    `facts`, and its model, devices, precision, image size, mode, evaluations, data kind and
-    data sizes are read through it (the properties below), so a Resolved has one copy of each."""
+    """What will run: the arithmetic over the replicas that run the steps, on `facts`. What
+    resolving read and decided per device is `facts`, read through the properties below, so a
+    Resolved has one copy of each."""
     facts: Facts
-    batch_size: int              # per device (per micro-batch with accumulation)
-    eval_batch_size: int
-    accum_steps: int             # micro-batches per device per step (config.params.accum_steps)
     global_batch: int            # images per step, all devices, all micro-batches
-    num_runs: int                # timed runs (eval mode: one)
     num_batches: int
     num_epochs: float
-    num_warmup: int
-    xla: bool
-    notices: tuple[str, ...] = ()   # the facts' notices and those of the arithmetic
-    num_workers: int = 1         # hosts (or horovod processes) training together
+    # The replicas each worker runs and their device kind: this process's devices, or on a
+    # parameter-server controller the workers' (its strategy counts them).
+    replicas_per_worker: int = 1
+    replica_kind: str = "cpu"
     worker_batch: int = 0        # images per step on this worker (its monitors see these)
     # Images one Step line's images/sec counts: this worker's, or under distributed_all_reduce
     # (the legacy single session, one step of every worker) the global batch.
@@ -83,10 +105,7 @@ class Resolved:
     # Images per optimizer iteration, the learning-rate schedule's batch (legacy
     # examples_per_step): the per-worker batch on a parameter-server cluster.
     images_per_iteration: int = 0
-    # Real data: tf.data's private thread pool (None: TensorFlow's shared threads) and where
-    # its size comes from (gpu_env.private_threads).
-    input_threads: Optional[int] = None
-    input_threads_origin: str = ""
+    replica_notices: tuple[str, ...] = ()   # the arithmetic's notices (Resolved.notices: all)
 
     @property
     def spec(self) -> registry.ModelSpec:
@@ -125,6 +144,52 @@ class Resolved:
     def eval_examples(self) -> Optional[int]:
         return self.facts.eval_examples
 
+    @property
+    def parameter_server(self) -> bool:
+        """A parameter-server run (Facts.parameter_server)."""
+        return self.facts.parameter_server
+
+    @property
+    def num_workers(self) -> int:
+        return self.facts.num_workers
+
+    @property
+    def batch_size(self) -> int:
+        return self.facts.batch_size
+
+    @property
+    def eval_batch_size(self) -> int:
+        return self.facts.eval_batch_size
+
+    @property
+    def accum_steps(self) -> int:
+        return self.facts.accum_steps
+
+    @property
+    def num_runs(self) -> int:
+        return self.facts.num_runs
+
+    @property
+    def num_warmup(self) -> int:
+        return self.facts.num_warmup
+
+    @property
+    def xla(self) -> bool:
+        return self.facts.xla
+
+    @property
+    def input_threads(self) -> Optional[int]:
+        return self.facts.input_threads
+
+    @property
+    def input_threads_origin(self) -> str:
+        return self.facts.input_threads_origin
+
+    @property
+    def notices(self) -> tuple[str, ...]:
+        """Every notice of resolving: the facts', then the arithmetic's."""
+        return self.facts.notices + self.replica_notices
+
     def with_facts(self, **changes) -> "Resolved":
         """This run with some facts changed and its arithmetic kept (a probe of one device
         runs the same per-device batch on changed devices)."""
@@ -132,9 +197,8 @@ class Resolved:
 
     @property
     def run_batch_size(self) -> int:
-        """The per-device batch of the steps this run times (the header's, the CSV's;
-        config.params.timed_batch)."""
-        return self.eval_batch_size if self.mode == EVAL else self.batch_size
+        """The per-device batch of the steps this run times (Facts.run_batch_size)."""
+        return self.facts.run_batch_size
 
     @property
     def total_devices(self) -> int:
@@ -144,8 +208,10 @@ class Resolved:
 
 
 def read_facts(p) -> Facts:
-    """The model, devices, precision, mode and data sizes of Params (see Facts)."""
+    """What a run is before its strategy exists (see Facts); refuses (UsageError) what the
+    flags and these facts cannot run, before any device or cluster is set up."""
     from tfbench import data
+    from tfbench.distribute import cluster as cluster_lib
     real = data_source.is_real_data(p)
     if (p.data_only or p.diagnose_input) and not real:
         raise UsageError("--%s needs real data: give --data_dir (and not --use_synthetic_data)"
@@ -167,17 +233,16 @@ def read_facts(p) -> Facts:
         notices.append("%s cannot run channels-first: running it NHWC (--data_format=NCHW "
                        "ignored)" % spec.name)
         device_set = dataclasses.replace(device_set, data_format="NHWC")
+    # The cluster, read once here (make_strategy reads it again to build the strategy).
+    cluster = cluster_lib.read_cluster(p)
+    parameter_server = cluster is not None and cluster.mode == cluster_lib.PARAMETER_SERVER
+    num_workers = strategy_lib.num_workers(p, cluster)
     notices.extend("--%s has no effect under TF2 (TF1 graph-only flag); ignored" % name
                    for name in flagdefs.graph_only_overrides(p)
                    # The legacy script's TF-TRT runs froze the graph; TF-TRT still does.
                    if not (name == "freeze_when_forward_only" and p.trt_mode))
-    notices.extend(_serving_facts(p, device_set.kind))
+    notices.extend(_serving_facts(p, device_set, num_workers, parameter_server))
     precision = params_lib.resolve_precision(p)
-    if precision == "fp16" and device_set.kind == "cpu" and not _parameter_server(p):
-        # (A parameter-server controller's steps run on its workers' devices.)
-        notice = cpu_units.cpu_fp16_notice(cpu_units.cpu_flags())
-        if notice:
-            notices.append(notice)
     mode = params_lib.run_mode(p)
     train_and_eval = mode == TRAINING and bool(
         p.eval_during_training_every_n_steps or p.eval_during_training_every_n_epochs
@@ -191,60 +256,17 @@ def read_facts(p) -> Facts:
     # One line per split counted (a folder of flat layout is both splits: one line).
     notices.extend("Found " + found for found in dict.fromkeys(
         (train.found, evaluated.found if evaluated else "")) if found)
-    return Facts(spec=spec, device=device_set, precision=precision,
-                 image_size=p.image_size or spec.image_size, mode=mode,
-                 train_and_eval=train_and_eval, real_data=real, notices=tuple(notices),
-                 train_examples=train.num_examples,
-                 eval_examples=evaluated.num_examples if evaluated else None,
-                 train_found=train.found, eval_found=evaluated.found if evaluated else "")
-
-
-def resolve(p, replicas_per_worker: Optional[int] = None,
-            facts: Optional[Facts] = None) -> Resolved:
-    """Applies defaults, the devices and the model registry to Params.
-
-    replicas_per_worker: the replicas each worker runs when they are not this process's
-    devices (a parameter-server controller: the strategy counts the workers' GPUs).
-    facts: what an earlier resolve read (Resolved.facts), so that only the arithmetic runs
-    again."""
-    f = facts if facts is not None else read_facts(p)
-    spec, device_set, mode = f.spec, f.device, f.mode
-    notices = list(f.notices)
     batch = p.batch_size or spec.batch_size
-    eval_batch = p.eval_batch_size or batch
     accum = params_lib.accum_steps(p)
     if p.accum_steps > 1 and mode != TRAINING:
         notices.append("--accum_steps applies to training only; ignored in %s mode" % mode)
     if accum > 1:
         notices.append("Gradient accumulation: %d micro-batches of %d per device per update "
                        "(%d images per device per step)" % (accum, batch, accum * batch))
-    timed = params_lib.timed_batch(p, spec.batch_size)
-    replicas = replicas_per_worker or device_set.num_devices
-    worker_batch = params_lib.global_batch(timed, accum, replicas, 1)
-    num_workers = strategy_lib.num_workers(p)
-    global_batch = params_lib.global_batch(timed, accum, replicas, num_workers)
-    train_examples, eval_examples = f.train_examples, f.eval_examples
-    num_eval_batches = None
-    eval_global_batch = eval_batch * replicas * num_workers
-    if eval_examples is not None:
-        num_eval_batches = eval_batches(p, eval_global_batch, eval_examples)
-    _check_enough_data(f, global_batch, eval_global_batch)
-    if mode == EVAL:
-        num_batches = num_eval_batches
-        num_epochs = num_batches * global_batch / eval_examples
-    else:
-        num_batches, num_epochs = params_lib.num_batches_and_epochs(p, global_batch,
-                                                                    train_examples)
-    iterations_per_step = num_workers if _parameter_server(p) else 1
-    if params_lib.served(p) and (replicas > 1 or num_workers > 1 or _parameter_server(p)):
-        raise UsageError("--%s times one served model on one device of one process, as a "
-                         "deployment runs it: this run has %d device(s) on %d worker(s)%s" % (
-                             "trt_mode" if p.trt_mode else "saved_model", replicas, num_workers,
-                             " with parameter servers" if _parameter_server(p) else ""))
     if p.validate_devices:
-        _validate_devices_applies(p, mode)
-    _validate_options(p, mode, replicas * num_workers)
-    if f.train_and_eval and p.num_runs > 1:
+        _validate_devices_applies(p, mode, parameter_server)
+    _validate_options(p, mode, device_set.num_devices * num_workers, parameter_server)
+    if train_and_eval and p.num_runs > 1:
         raise UsageError("--num_runs cannot be combined with --eval_during_training_*")
     num_runs = 1 if mode == EVAL else p.num_runs
     if num_runs != p.num_runs:
@@ -256,20 +278,70 @@ def resolve(p, replicas_per_worker: Optional[int] = None,
     cpus = cpu_units.usable_cpus() or os.cpu_count() or 1
     input_threads, input_threads_origin = gpu_env.private_threads(
         p, device_set.num_devices if device_set.kind == "gpu" else 0, cpus) \
-        if f.real_data else (None, "")
+        if real else (None, "")
+    return Facts(spec=spec, device=device_set, precision=precision,
+                 image_size=p.image_size or spec.image_size, mode=mode,
+                 train_and_eval=train_and_eval, real_data=real, notices=tuple(notices),
+                 train_examples=train.num_examples,
+                 eval_examples=evaluated.num_examples if evaluated else None,
+                 train_found=train.found, eval_found=evaluated.found if evaluated else "",
+                 parameter_server=parameter_server, num_workers=num_workers,
+                 batch_size=batch, eval_batch_size=p.eval_batch_size or batch,
+                 accum_steps=accum, num_runs=num_runs,
+                 num_warmup=0 if mode == EVAL else params_lib.num_warmup_batches(p),
+                 xla=params_lib.xla_requested(p), input_threads=input_threads,
+                 input_threads_origin=input_threads_origin)
+
+
+def resolve(p, replicas_per_worker: Optional[int] = None, facts: Optional[Facts] = None,
+            replica_kind: Optional[str] = None) -> Resolved:
+    """The arithmetic over the replicas that run the steps, on the facts of Params.
+
+    replicas_per_worker, replica_kind: the replicas each worker runs and their device kind
+    when they are not this process's devices (a parameter-server controller: its strategy
+    counts the workers' replicas). facts: read_facts(p) when read already (a run reads them
+    before its strategy exists); read here otherwise."""
+    f = facts if facts is not None else read_facts(p)
+    spec, mode, num_workers = f.spec, f.mode, f.num_workers
+    notices: list[str] = []
+    replicas = replicas_per_worker or f.device.num_devices
+    kind = replica_kind or f.device.kind
+    own = f.device.num_devices
+    worker_batch = params_lib.global_batch(f.run_batch_size, f.accum_steps, replicas, 1)
+    global_batch = params_lib.global_batch(f.run_batch_size, f.accum_steps, replicas,
+                                           num_workers)
+    if replicas != own:
+        notices.append("Parameter-server workers run %d replica(s) each: a step counts %d "
+                       "images per worker, not this controller's %d device(s)"
+                       % (replicas, worker_batch, own))
+    if f.precision == "fp16" and kind == "cpu":
+        # A parameter-server controller cannot read its workers' CPUs' units.
+        notice = cpu_units.cpu_fp16_notice(None if f.parameter_server
+                                           else cpu_units.cpu_flags())
+        if notice:
+            notices.append(notice)
+    train_examples, eval_examples = f.train_examples, f.eval_examples
+    num_eval_batches = None
+    eval_global_batch = f.eval_batch_size * replicas * num_workers
+    if eval_examples is not None:
+        num_eval_batches = eval_batches(p, eval_global_batch, eval_examples)
+    _check_enough_data(f, global_batch, eval_global_batch)
+    if mode == EVAL:
+        num_batches = num_eval_batches
+        num_epochs = num_batches * global_batch / eval_examples
+    else:
+        num_batches, num_epochs = params_lib.num_batches_and_epochs(p, global_batch,
+                                                                    train_examples)
+    iterations_per_step = num_workers if f.parameter_server else 1
     return Resolved(
-        facts=f, batch_size=batch, eval_batch_size=eval_batch, accum_steps=accum,
-        global_batch=global_batch, num_runs=num_runs,
-        num_batches=num_batches, num_epochs=num_epochs,
-        num_warmup=0 if mode == EVAL else params_lib.num_warmup_batches(p),
-        xla=params_lib.xla_requested(p), notices=tuple(notices), num_workers=num_workers,
-        worker_batch=worker_batch,
+        facts=f, global_batch=global_batch, num_batches=num_batches, num_epochs=num_epochs,
+        replicas_per_worker=replicas, replica_kind=kind, worker_batch=worker_batch,
         step_line_batch=global_batch if p.variable_update == "distributed_all_reduce"
         else worker_batch,
         eval_global_batch=eval_global_batch, num_eval_batches=num_eval_batches or 0,
         iterations_per_step=iterations_per_step,
         images_per_iteration=global_batch // iterations_per_step,
-        input_threads=input_threads, input_threads_origin=input_threads_origin)
+        replica_notices=tuple(notices))
 
 
 def _check_enough_data(f: Facts, global_batch: int, eval_global_batch: int) -> None:
@@ -285,7 +357,8 @@ def _check_enough_data(f: Facts, global_batch: int, eval_global_batch: int) -> N
                              % (what, batch, found))
 
 
-def _serving_facts(p, device_kind: str) -> list[str]:
+def _serving_facts(p, device_set: devices.DeviceSet, num_workers: int,
+                   parameter_server: bool) -> list[str]:
     """Refuses what --saved_model and --trt_mode cannot do here (UsageError); returns the
     notices about their flags."""
     from tfbench.measure import tensorrt
@@ -299,9 +372,15 @@ def _serving_facts(p, device_kind: str) -> list[str]:
         raise UsageError("--saved_model_dir=%s is a file: give a new or empty directory"
                          % p.saved_model_dir)
     if p.trt_mode:
-        reasons = tensorrt.unavailable_reasons(tensorrt.read(), device_kind)
+        reasons = tensorrt.unavailable_reasons(tensorrt.read(), device_set.kind)
         if reasons:
             raise UsageError(tensorrt.unavailable_message("--trt_mode=" + p.trt_mode, reasons))
+    replicas = device_set.num_devices
+    if replicas > 1 or num_workers > 1 or parameter_server:
+        raise UsageError("--%s times one served model on one device of one process, as a "
+                         "deployment runs it: this run has %d device(s) on %d worker(s)%s" % (
+                             "trt_mode" if p.trt_mode else "saved_model", replicas, num_workers,
+                             " with parameter servers" if parameter_server else ""))
     if p.is_explicit("trt_calibration_batches") and p.trt_mode != "INT8":
         return ["--trt_calibration_batches applies to --trt_mode=INT8; ignored"]
     return []
@@ -316,7 +395,7 @@ def eval_batches(p, eval_global_batch: int, eval_examples: int) -> int:
     return params_lib.num_batches_and_epochs(p, eval_global_batch, eval_examples)[0]
 
 
-def _validate_devices_applies(p, mode: str) -> None:
+def _validate_devices_applies(p, mode: str, parameter_server: bool) -> None:
     """--validate_devices checks the training step on the devices of this process; refuses
     (UsageError) the runs that have none to check."""
     if mode != TRAINING:
@@ -327,13 +406,13 @@ def _validate_devices_applies(p, mode: str) -> None:
     if p.diagnose_input:
         raise UsageError("--validate_devices and --diagnose_input each run their own probes "
                          "after a run: give one of them")
-    if _parameter_server(p):
+    if parameter_server:
         raise UsageError("--validate_devices checks the devices of the process that runs the "
                          "steps: with --ps_hosts the workers run them, not the controller (nor "
                          "a ps task); validate each worker's host in a run of its own")
 
 
-def _validate_options(p, mode: str, devices: int) -> None:
+def _validate_options(p, mode: str, devices: int, parameter_server: bool) -> None:
     """Refuses (UsageError) --validate_device_checks and --validate_allreduce_json where they
     cannot apply."""
     if p.is_explicit("validate_device_checks"):
@@ -352,7 +431,7 @@ def _validate_options(p, mode: str, devices: int) -> None:
     if devices < 2:
         raise UsageError("--validate_allreduce_json: one device has no all-reduce to time "
                          "(give --num_gpus=N, N > 1)")
-    if _parameter_server(p):
+    if parameter_server:
         raise UsageError("--validate_allreduce_json: with --ps_hosts the workers run the "
                          "steps, not the controller; time the all-reduce with `tfbench "
                          "allreduce`")
@@ -360,12 +439,6 @@ def _validate_options(p, mode: str, devices: int) -> None:
     if not os.path.isdir(folder):
         raise UsageError("--validate_allreduce_json=%s: the folder %s does not exist"
                          % (p.validate_allreduce_json, folder))
-
-
-def _parameter_server(p) -> bool:
-    from tfbench.distribute import cluster
-    found = cluster.read_cluster(p)
-    return found is not None and found.mode == cluster.PARAMETER_SERVER
 
 
 def eval_steps_during_training(p, r: Resolved) -> set[int]:

@@ -1,8 +1,9 @@
 """Runs one benchmark: the start every mode shares, then the runner of the mode.
 
-run(p, log, result) resolves what will run (tfbench.engine.resolved), applies the runtime
-settings and seeds, captures the environment, creates the strategy, reports the header, starts
-the Meter and hands over to the mode's runner (RUNNERS: train.py, eval_runner.py, data_only.py,
+run(p, log, result) reads what will run (tfbench.engine.resolved.read_facts), applies the runtime
+settings and seeds, captures the environment, creates the strategy, resolves the arithmetic over
+the replicas it runs (resolve), reports the header, starts the Meter and hands over to the
+mode's runner (RUNNERS: train.py, eval_runner.py, data_only.py,
 all over base.py), turning the failures a user can cause into tfbench's errors; the measurements
 are finished (tfbench.engine.measurements) on success and on failure alike. A ps or worker
 task of a parameter-server cluster serves instead of running a mode. --diagnose_input runs
@@ -23,14 +24,14 @@ import tensorflow as tf
 
 from tfbench.config import data_source
 from tfbench.distribute import devices
-from tfbench.distribute import strategy as strategy_lib, strategies, sync
+from tfbench.distribute import strategy as strategy_lib, sync
 from tfbench.engine import actions, explain, measurements
 from tfbench.engine.base import Clock, ModeRunner
 from tfbench.engine.data_only import DataOnlyRunner
 from tfbench.engine.eval_runner import EvalRunner
 from tfbench.engine.measurements import Meter
-from tfbench.engine.resolved import (DATA_ONLY, EVAL, FORWARD_ONLY, TRAINING, Resolved,
-                                 resolve)
+from tfbench.engine.resolved import (DATA_ONLY, EVAL, FORWARD_ONLY, TRAINING, Facts, Resolved,
+                                     read_facts, resolve)
 from tfbench.engine.runlog import Header, RunLog, SilentLog, record_notice
 from tfbench.engine.train import TrainRunner
 from tfbench import errors
@@ -45,10 +46,10 @@ RUNNERS: dict[str, type[ModeRunner]] = {TRAINING: TrainRunner, FORWARD_ONLY: Tra
 def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
         clock: Clock = Clock()) -> RunResult:
     """Runs the benchmark, filling `result` as it goes (partial results survive errors)."""
-    plan = resolve(p)
+    facts = read_facts(p)
     res = result or RunResult()
-    describe(p, plan, res)
-    runtime_notices = devices.prepare_runtime(p, plan.device, plan.mode != FORWARD_ONLY,
+    describe(p, facts, res)
+    runtime_notices = devices.prepare_runtime(p, facts.device, facts.mode != FORWARD_ONLY,
                                               p.gpu_memory_limit_mb or None)
     # Keras 3 initializers without a seed draw from Python's `random`, which
     # tf.random.set_seed leaves alone: seeding all of them makes the weights repeatable.
@@ -57,15 +58,16 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     tf.random.set_seed(p.tf_random_seed)
     np.random.seed(4321)
     env_before = _capture_environment(res, log)
-    record_notice(log, res, *plan.notices, *runtime_notices, *explain.prepare(p, plan))
+    record_notice(log, res, *facts.notices, *runtime_notices, *explain.prepare(p, facts))
     try:
-        sp = strategy_lib.make_strategy(p, plan.device)
+        sp = strategy_lib.make_strategy(p, facts.device)
     finally:
         # A SIGTERM held while a cluster formed reaches the CLI's handler now (errors).
         errors.release_sigterm()
     record_notice(log, res, *sp.notices)
-    if strategies.is_parameter_server(sp.strategy):
-        plan = _count_worker_replicas(p, plan, sp.strategy, res, log)
+    plan = resolve(p, facts=facts, **_replicas_counted(facts, sp))
+    record_notice(log, res, *plan.replica_notices)
+    describe_steps(plan, res)
     res.variable_update = sp.variables_label
     res.num_workers, res.extra["reduction"] = sp.num_workers, sp.reduction
     res.chief = sync.is_chief(sp.strategy)
@@ -75,9 +77,7 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
         sp.serve()
         res.server_task, res.images_per_sec = sp.cluster.label, 0.0
         return res
-    meter = Meter.start(plan, p.monitor_interval_ms / 1000.0, elsewhere=(
-        "the parameter-server workers run the steps, not this controller"
-        if strategies.is_parameter_server(sp.strategy) else None))
+    meter = Meter.start(plan, p.monitor_interval_ms / 1000.0)
     runner = RUNNERS[plan.mode](p=p, plan=plan, strategy=sp.strategy, log=log, meter=meter,
                                 clock=clock)
     try:
@@ -104,32 +104,45 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     return res
 
 
-def describe(p, plan: Resolved, res: RunResult) -> None:
-    """What will run, in RunResult's fields (and a few of `extra`'s)."""
-    res.model = plan.spec.name
-    res.dataset = plan.spec.dataset
-    res.mode = plan.mode
-    res.train_and_eval = plan.train_and_eval
-    res.precision = plan.precision
-    res.xla = plan.xla
-    res.batch_size = plan.run_batch_size
-    res.global_batch_size = plan.global_batch
-    res.num_devices = plan.device.num_devices
-    res.device_kind = plan.device.kind
-    res.data_format = plan.device.data_format
-    res.image_size = plan.image_size
-    res.num_batches = plan.num_batches
-    res.num_warmup_batches = plan.num_warmup
-    res.step_line_batch = plan.step_line_batch
-    res.accum_steps = plan.accum_steps
+def describe(p, facts: Facts, res: RunResult) -> None:
+    """What will run as known before the strategy exists, in RunResult's fields (and a few of
+    `extra`'s): a run whose strategy fails (a cluster that does not form) keeps them in its
+    row. What the replicas decide is describe_steps'."""
+    res.model = facts.spec.name
+    res.dataset = facts.spec.dataset
+    res.mode = facts.mode
+    res.train_and_eval = facts.train_and_eval
+    res.precision = facts.precision
+    res.xla = facts.xla
+    res.batch_size = facts.run_batch_size
+    if not facts.parameter_server:
+        # This process's devices run the steps; a parameter-server controller's run none
+        # (describe_steps describes the workers' replicas, once its strategy counted them).
+        res.num_devices = facts.device.num_devices
+        res.device_kind = facts.device.kind
+    res.data_format = facts.device.data_format
+    res.image_size = facts.image_size
+    res.num_warmup_batches = facts.num_warmup
+    res.accum_steps = facts.accum_steps
     res.data_source = data_source.data_source_label(p)
     res.tf_version = tf.__version__
     res.keras_version = keras.__version__
-    res.extra["device_name"] = devices.device_name(plan.device)
-    res.extra["devices"] = list(plan.device.names)
-    res.extra["num_epochs"] = plan.num_epochs
+    res.extra["device_name"] = devices.device_name(facts.device)
+    res.extra["devices"] = list(facts.device.names)
     res.extra["tf_git_hash"] = tf.version.GIT_VERSION
-    res.extra["num_runs"] = plan.num_runs
+    res.extra["num_runs"] = facts.num_runs
+
+
+def describe_steps(plan: Resolved, res: RunResult) -> None:
+    """What the replicas that run the steps decide (Resolved's arithmetic), in RunResult."""
+    res.global_batch_size = plan.global_batch
+    if plan.parameter_server:
+        # The row describes the workers' devices, as TensorFlow counted them.
+        res.num_devices = plan.replicas_per_worker
+        res.device_kind = plan.replica_kind
+    res.num_batches = plan.num_batches
+    res.step_line_batch = plan.step_line_batch
+    res.extra["num_epochs"] = plan.num_epochs
 
 
 def header(p, plan: Resolved, sp: strategy_lib.BuiltStrategy) -> Header:
@@ -156,27 +169,17 @@ def _capture_environment(res: RunResult, log: RunLog) -> dict:
     return env
 
 
-def _count_worker_replicas(p, plan: Resolved, strategy: tf.distribute.Strategy,
-                           res: RunResult, log: RunLog) -> Resolved:
-    """A parameter-server controller runs no step: the workers do, one replica per worker
-    GPU (TensorFlow counts them from the workers' devices, parameter_server_strategy_v2),
-    so a step's images are counted from the strategy's replicas, not this host's devices."""
-    replicas = strategy.num_replicas_in_sync
-    own = plan.device.num_devices
-    plan = resolve(p, replicas_per_worker=replicas, facts=plan.facts)
-    describe(p, plan, res)
-    # The row describes the workers' devices, as TensorFlow counted them, not this host's.
-    res.num_devices = replicas
-    res.device_kind = "gpu" if getattr(strategy.extended, "_num_gpus_per_worker", 0) else "cpu"
-    if replicas != own:
-        notice = ("Parameter-server workers run %d replica(s) each: a step counts %d images "
-                  "per worker, not this controller's %d device(s)"
-                  % (replicas, plan.worker_batch, own))
-        record_notice(log, res, notice)
-    if res.device_kind == "cpu" and plan.precision == "fp16":
-        # The workers' CPUs, whose units this controller cannot read.
-        record_notice(log, res, cpu_units.cpu_fp16_notice(None))
-    return plan
+def _replicas_counted(facts: Facts, sp: strategy_lib.BuiltStrategy) -> dict:
+    """resolve's replicas_per_worker and replica_kind where this process's devices do not run
+    the steps: a parameter-server controller's workers do, one replica per worker GPU
+    (TensorFlow counts them from the workers' devices, parameter_server_strategy_v2). Else
+    none: resolve counts this process's devices."""
+    if not facts.parameter_server or sp.strategy is None:   # (a ps or worker task serves)
+        return {}
+    strategy = sp.strategy
+    return {"replicas_per_worker": strategy.num_replicas_in_sync,
+            "replica_kind": "gpu" if getattr(strategy.extended, "_num_gpus_per_worker", 0)
+            else "cpu"}
 
 
 def _failure(exc: BaseException, p, plan: Resolved, sp: strategy_lib.BuiltStrategy,
@@ -186,7 +189,7 @@ def _failure(exc: BaseException, p, plan: Resolved, sp: strategy_lib.BuiltStrate
     evidence = _oom_evidence(exc)
     if evidence is not None:
         # A parameter-server controller cannot read its workers' CPUs: no bf16 advice there.
-        flags = None if strategies.is_parameter_server(sp.strategy) else cpu_units.cpu_flags()
+        flags = None if plan.parameter_server else cpu_units.cpu_flags()
         return OutOfMemory("Out of memory running %s at batch size %d per device in %s: %s [%s]"
                            % (plan.spec.name, plan.batch_size, plan.precision,
                               errors.oom_remedies(res.device_kind, plan.precision,

@@ -240,6 +240,10 @@ class Steps:
         strategy = self.strategy
         jit = self.config.jit_compile
         single = strategy.num_replicas_in_sync == 1
+        # Asked of the strategy, not a plan: Steps are built from a model, an optimizer and a
+        # strategy (tests, benchmarks/, a probe's one-device strategy), and how a step is
+        # driven is the strategy object's (a ParameterServerStrategy's steps are scheduled
+        # through its coordinator). Runners ask their plan (Resolved.parameter_server).
         parameter_server = strategies.is_parameter_server(strategy)
         # Parameter-server workers read real data from their own per-worker iterator.
         from_iterator = from_iterator or parameter_server
@@ -338,7 +342,7 @@ def synthetic_images(strategy: tf.distribute.Strategy, batch_size: int, image_si
     def make(_context):
         return tf.cast(tf.random.truncated_normal(
             [batch_size, image_size, image_size, 3], mean=127.0, stddev=60.0, seed=seed), dtype)
-    if strategies.is_parameter_server(strategy):
+    if strategies.is_parameter_server(strategy):   # how values live on this strategy (no plan)
         return pipelines.WorkerImages(strategy, make)
 
     def make_on_replica_device(context):

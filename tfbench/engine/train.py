@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfbench.config import params as params_lib
-from tfbench.distribute import strategies, variables
+from tfbench.distribute import variables
 from tfbench.engine import lr, optimizers, steps
 from tfbench.engine.base import ModeRunner, StepFn, should_display
 from tfbench.engine.checkpoints import Checkpoints, TrainDir, open_train_dir
@@ -38,7 +38,7 @@ class Setup:
     eval_inputs: Any = None
 
 
-def make_optimizer(p, plan: Resolved, strategy: tf.distribute.Strategy,
+def make_optimizer(p, plan: Resolved,
                    record_notice: Callable[[str], None]) -> keras.optimizers.Optimizer:
     """The optimizer with its learning-rate schedule (and dynamic loss scaling);
     `record_notice` records the notices of learning-rate flags that have no effect."""
@@ -51,7 +51,7 @@ def make_optimizer(p, plan: Resolved, strategy: tf.distribute.Strategy,
     if scaling == "dynamic":
         opt = optimizers.LossScaleOptimizer(
             opt, initial_scale=scale, dynamic_growth_steps=p.fp16_inc_loss_scale_every_n)
-    if strategies.is_parameter_server(strategy):
+    if plan.parameter_server:
         _count_every_update(opt)
     return opt
 
@@ -79,8 +79,7 @@ class TrainRunner(ModeRunner):
         optimizer = None
         with variables.scope(self.strategy):
             if training:
-                optimizer = make_optimizer(p, r, self.strategy,
-                                           lambda text: self.record_notice(res, text))
+                optimizer = make_optimizer(p, r, lambda text: self.record_notice(res, text))
                 optimizer.build(model.trainable_variables)
         folding = None if training else self.fold_batch_norm(model, res)
         if folding is not None:
