@@ -281,3 +281,93 @@ def test_host_time_between_steps_is_what_separates_the_footer_from_the_steady_st
     summary = console.summary_lines(make_params({"device": "cpu"}), res)
     assert "Host time between steps: 500.00 ms/step (in total images/sec, not in latency or " \
         "steady state)" in summary
+
+
+# --- total images/sec: measured once, by measurements.finish from the Meter's repeats --------
+
+def _nan_at(step):
+    def check_finite(self, out, where, res):
+        if where == "step %d" % step:
+            raise NanLoss("Loss became NaN at %s" % where)
+    return check_finite
+
+
+# Every place that used to set or recompute images_per_sec: training's timed loop and its
+# repeats' median (train.py), --eval's evaluations (eval_runner.py), --data_only's loop, and
+# the fallback of a run stopped in its timed steps (measurements.finish).
+IMAGES_PER_SEC_CASES = {
+    "training": ({"num_batches": 3, "num_warmup_batches": 1}, BATCH / STEP_SEC),
+    "repeats": ({"num_batches": 3, "num_warmup_batches": 1, "num_runs": 3}, BATCH / STEP_SEC),
+    "forward_only": ({"num_batches": 3, "num_warmup_batches": 1, "forward_only": True},
+                     BATCH / STEP_SEC),
+    "train_and_eval": ({"num_batches": 4, "num_warmup_batches": 1, "num_eval_batches": 2,
+                        "eval_during_training_every_n_steps": 2}, BATCH / STEP_SEC),
+    "stopped_by_a_nan": ({"num_batches": 20, "num_warmup_batches": 1, "display_every": 5},
+                         BATCH / STEP_SEC),
+    "eval": ({"eval": True, "num_batches": 4}, BATCH / STEP_SEC),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IMAGES_PER_SEC_CASES))
+def test_images_per_sec_is_written_once_from_the_steps_the_meter_recorded(
+        case, gpu, tmp_path, monkeypatch):
+    from counted_result import CountedResult
+    flags, expected = IMAGES_PER_SEC_CASES[case]
+    if case == "eval":
+        run({"num_batches": 1, "num_warmup_batches": 0, "train_dir": str(tmp_path)})
+        flags = dict(flags, train_dir=str(tmp_path))
+    res = CountedResult()
+    if case == "stopped_by_a_nan":
+        monkeypatch.setattr(base.ModeRunner, "_check_finite", _nan_at(10))
+        with pytest.raises(NanLoss):
+            run(flags, res)
+        assert len(res.step_times) == 10
+    else:
+        run(flags, res)
+    assert (res.writes["images_per_sec"], res.writes["wall_time"]) == (1, 1)
+    assert res.images_per_sec == pytest.approx(expected)
+    if case == "repeats":
+        assert res.extra["images_per_sec_runs"] == [pytest.approx(expected)] * 3
+    else:
+        assert res.images_per_sec == pytest.approx(
+            len(res.step_times) * BATCH / res.wall_time)
+
+
+def test_data_only_images_per_sec_is_written_once(tmp_path):
+    """--data_only times its own loop (arrival intervals), on the real clock."""
+    from counted_result import CountedResult
+    from tfbench.data.fake_imagenet import write_fake_imagenet
+    write_fake_imagenet(str(tmp_path), num_train=16, num_validation=8, num_shards=1, seed=1,
+                        image_size=24)
+    res = CountedResult()
+    run({"data_only": True, "data_dir": str(tmp_path), "num_batches": 3,
+         "num_warmup_batches": 1}, res)
+    assert (res.writes["images_per_sec"], res.writes["wall_time"]) == (1, 1)
+    assert res.images_per_sec == pytest.approx(3 * BATCH / res.wall_time)
+    assert res.wall_time == pytest.approx(sum(res.step_times))
+
+
+def test_finish_takes_the_repeats_that_ran_to_their_end_else_the_steps_timed():
+    """Two complete repeats of 3 steps (1 s and 3 s a step) and a third stopped after one: the
+    median of the two; none complete: the steps the last repeat timed."""
+    from tfbench.engine.resolved import resolve
+    p = make_params({"device": "cpu", "model": "trivial", "batch_size": BATCH})
+    plan = resolve(p)
+    meter = measurements.Meter(())
+    for steps_run, wall in ((3, 3.0), (3, 9.0)):
+        meter.start_repeat()
+        meter.timed(1, wall / 3)
+        meter.end_repeat(steps_run, wall)
+    meter.start_repeat()
+    meter.timed(1, 2.0)
+    res = RunResult()
+    measurements.total_images_per_sec(res, p, plan, meter.repeats)
+    assert res.images_per_sec == pytest.approx((3 * BATCH / 3.0 + 3 * BATCH / 9.0) / 2)
+    assert res.extra["images_per_sec_runs"] == [3 * BATCH / 3.0, 3 * BATCH / 9.0]
+    assert res.wall_time == 2.0   # the last repeat's, as far as it went
+    meter.start_repeat(replace=True)   # as each evaluation of --eval replaces the last
+    meter.timed(2, 4.0)
+    res = RunResult()
+    measurements.total_images_per_sec(res, p, plan, meter.repeats)
+    assert (res.images_per_sec, res.wall_time) == (2 * BATCH / 4.0, 4.0)
+    assert "images_per_sec_runs" not in res.extra

@@ -5,6 +5,7 @@ import os
 import numpy as np
 import pytest
 
+from counted_result import CountedResult
 from helpers import install_fake_horovod, only_row, run_inprocess
 
 pytestmark = pytest.mark.slow
@@ -244,35 +245,6 @@ def test_horovod_rank_1_writes_nothing_into_train_dir_and_takes_rank_0s_state(
     assert hvd.broadcast_steps == [[0], [0]]
 
 
-class _CountedExtra(dict):
-    """RunResult.extra counting each key's assignments (res.extra[key] = ...)."""
-
-    def __init__(self, writes):
-        super().__init__()
-        self.writes = writes
-
-    def __setitem__(self, key, value):
-        self.writes["extra." + key] += 1
-        super().__setitem__(key, value)
-
-
-def _result_counting_writes():
-    """A RunResult that counts the assignments to each field and `extra` key after creation."""
-    import collections
-    from tfbench.results import RunResult
-
-    class Counted(RunResult):
-        def __setattr__(self, name, value):
-            if "writes" in self.__dict__:
-                self.writes[name] += 1
-            object.__setattr__(self, name, value)
-    res = Counted()
-    writes = collections.Counter()
-    res.extra = _CountedExtra(writes)
-    res.__dict__["writes"] = writes
-    return res
-
-
 # What a run describes of itself, each written once (runner.describe, then describe_steps).
 DESCRIBED = ("model", "dataset", "mode", "train_and_eval", "precision", "xla", "batch_size",
              "global_batch_size", "num_devices", "device_kind", "data_format", "image_size",
@@ -303,7 +275,7 @@ def test_a_run_reads_its_facts_and_cluster_once_resolves_once_and_describes_once
     monkeypatch.setattr(runner, "read_facts", counted("read_facts", read_facts))
     monkeypatch.setattr(runner, "resolve", counted("resolve", resolve))
     monkeypatch.setattr(cluster, "read_cluster", cluster_read_by_resolving)
-    res = _result_counting_writes()
+    res = CountedResult()
     p = make_params({"device": "cpu", "model": "trivial", "image_size": 16, "batch_size": 4,
                      "num_batches": 2, "num_warmup_batches": 1})
     runner.run(p, SilentLog(), res)

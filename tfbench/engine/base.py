@@ -214,7 +214,7 @@ class ModeRunner:
         """Runs eval batches with progress lines and the Accuracy line; returns top-1.
 
         Each step's time (with its host fetch) goes to `times` when given. `timed`: these steps
-        are the run's measurement (--eval), so res.wall_time covers every step in `times`."""
+        are the run's measurement (--eval): the Meter's repeat covers every step in `times`."""
         p, now = self.p, self.clock.perf_counter
         # Every worker evaluates its own part of the data (strategy.distribute_inputs) and the
         # accuracy is their mean (Steps.eval_step), so the count is all workers' images.
@@ -227,8 +227,7 @@ class ModeRunner:
             out = step_fn(inputs).numpy()
             times.append(now() - t0)
             if timed:
-                res.wall_time = now() - loop_start
-                self.meter.covered_steps = len(times)
+                self.meter.timed(len(times), now() - loop_start)
             raise_if_stopped()
             top1s.append(float(out[2]))
             top5s.append(float(out[3]))

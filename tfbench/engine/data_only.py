@@ -36,12 +36,13 @@ class DataOnlyRunner(ModeRunner):
         self.meter.steady_state()
         log.steps_started(p.loss_type_to_report, False)
         log.step_progress("timed", 0, r.num_batches)
+        self.meter.start_repeat()
         self.meter.open_window(new_measurement=True)
-        res.wall_time = 0.0
+        wall_time = 0.0
         for i, interval in enumerate(diagnose.arrival_intervals(iterator, r.num_batches, now)):
             res.step_times.append(interval)
-            res.wall_time += interval
-            self.meter.covered_steps = len(res.step_times)
+            wall_time += interval
+            self.meter.timed(len(res.step_times), wall_time)
             raise_if_stopped()
             log.step_progress("timed", i + 1, r.num_batches)
             if should_display(i, p.display_every):
@@ -49,6 +50,6 @@ class DataOnlyRunner(ModeRunner):
                 log.step(StepReport(step=i + 1, images_per_sec=mean, plusminus=pm,
                                     jitter=jitter, loss=0.0))
         self.meter.close_window()
+        self.meter.end_repeat(len(res.step_times), wall_time)
         res.first_step_sec = (res.warmup_times or res.step_times or [None])[0]
         self.step_stats(res, res.step_times, p.display_perf_ewma)
-        res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time

@@ -46,16 +46,16 @@ class EvalRunner(ModeRunner):
                     self._cold_call(step_fn, images, res)
                 # Each evaluation is a new measurement: its steps replace the last ones.
                 res.step_times.clear()
-                res.wall_time, res.images_per_sec, self.meter.covered_steps = 0.0, 0.0, 0
+                self.meter.start_repeat(replace=True)
                 self.meter.open_window(new_measurement=True)
                 loop_start = now()
                 self._evaluate(step_fn, images, r.num_batches, res, times=res.step_times,
                                timed=True)
-                res.wall_time = now() - loop_start
+                wall_time = now() - loop_start
                 self.meter.close_window()
+                self.meter.end_repeat(len(res.step_times), wall_time)
                 if res.step_times:
-                    res.images_per_sec = len(res.step_times) * r.global_batch / res.wall_time
-                    res.between_steps_sec = res.wall_time - sum(res.step_times)
+                    res.between_steps_sec = wall_time - sum(res.step_times)
                     self.step_stats(res, res.step_times, None)
                 evaluated = path
             if not p.eval_interval_secs:

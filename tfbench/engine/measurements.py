@@ -1,9 +1,11 @@
-"""Every figure beside the timed steps: the monitors' windows and device-memory peaks while a
-run goes on (Meter), and the figures computed when it ends (finish), on success and on failure.
+"""Every figure beside the timed steps: what the timed steps covered, the monitors' windows and
+device-memory peaks while a run goes on (Meter), and the figures computed when it ends
+(finish), on success and on failure.
 
-finish() writes figures only into RunResult: FLOPs and MFU, latency, cold start, memory, the
-monitors' summaries and time series, the expected range, the training-time estimate and the
-environment fields that changed. tfbench.output.console prints them.
+finish() writes figures only into RunResult: total images/sec and the wall time it divides
+(from the repeats the Meter recorded: set once, here), FLOPs and MFU, latency, cold start,
+memory, the monitors' summaries and time series, the expected range, the training-time estimate
+and the environment fields that changed. tfbench.output.console prints them.
 """
 
 from __future__ import annotations
@@ -19,6 +21,15 @@ from tfbench.measure import environment, estimate, expected_range, flops, memory
 from tfbench.results import RunResult
 
 
+@dataclasses.dataclass
+class Repeat:
+    """One repeat of the timed steps, as far as it went: the steps timed, the wall time they
+    cover (evaluations between them excluded) and whether it ran to its end."""
+    steps: int = 0
+    wall_time: float = 0.0
+    complete: bool = False
+
+
 class Meter:
     """The monitors and device-memory peaks around the timed steps of one run.
 
@@ -26,9 +37,9 @@ class Meter:
     open_window() / close_window() exactly around timed steps (the monitors' figures cover
     those only: tfbench.monitors.aggregate; the memory peaks are read as each window closes,
     so what runs after the timed steps, a final checkpoint or evaluation, is not in them), run
-    an evaluation inside `evaluation()` (its peak is its own figure), and keep
-    `covered_steps`, the timed steps that RunResult.wall_time covers (this repeat's), for a
-    failed run's images/sec.
+    an evaluation inside `evaluation()` (its peak is its own figure), and record each repeat
+    of the timed steps (start_repeat, timed after every step, end_repeat): finish() computes
+    total images/sec from the repeats, once, a failed run's from the steps timed until then.
     """
 
     def __init__(self, device_names: Sequence[str], mons: Sequence[monitors.Monitor] = ()):
@@ -42,7 +53,7 @@ class Meter:
         self.timed_unavailable: Optional[str] = None
         self.timed_host_rss: Optional[int] = None
         self.eval_peaks: Optional[dict[str, Optional[int]]] = None   # evaluations' own
-        self.covered_steps = 0
+        self.repeats: list[Repeat] = []
         self.elsewhere: Optional[str] = None   # why this process measures no step
 
     @classmethod
@@ -64,6 +75,25 @@ class Meter:
         for m in meter.monitors:
             m.start()
         return meter
+
+    def start_repeat(self, replace: bool = False) -> None:
+        """A repeat of the timed steps starts (--num_runs repeats them); `replace`: it replaces
+        the repeats before it (each evaluation of --eval is a new measurement)."""
+        if replace:
+            self.repeats.clear()
+        self.repeats.append(Repeat())
+
+    def timed(self, steps: int, wall_time: float) -> None:
+        """The current repeat so far: `steps` timed steps in `wall_time` seconds (evaluations
+        between them excluded). Said after every step, so that a failure leaves them; two
+        assignments, as it runs between timed steps."""
+        repeat = self.repeats[-1]
+        repeat.steps, repeat.wall_time = steps, wall_time
+
+    def end_repeat(self, steps: int, wall_time: float) -> None:
+        """The current repeat ran to its end: `steps` timed steps in `wall_time` seconds."""
+        self.timed(steps, wall_time)
+        self.repeats[-1].complete = True
 
     def steady_state(self) -> None:
         """Warm-up is over: the device memory peak so far (autotuning scratch included) is kept
@@ -114,10 +144,8 @@ def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
     model: the model the timed steps ran, whose FLOPs are counted (None if none was built);
     on a failure the FLOP count (a second trace of the model) is skipped."""
     meter.stop()
-    if not res.images_per_sec and meter.covered_steps and res.wall_time:
-        # Stopped early (interrupt, NaN): the steps already timed still count, those the
-        # wall time covers (this repeat's).
-        res.images_per_sec = meter.covered_steps * plan.global_batch / res.wall_time
+    if meter.repeats:
+        total_images_per_sec(res, p, plan, meter.repeats)
     ips = res.images_per_sec or None
     # This host's monitors and memory see this worker's images only.
     timed_images = len(res.step_times) * plan.worker_batch
@@ -159,6 +187,23 @@ def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
         after = environment.capture(res.command.split() if res.command else None)
         res.environment["after"] = after
         res.extra["environment_changes"] = environment.diff(env_before, after)
+
+
+def total_images_per_sec(res: RunResult, p, plan: Resolved, repeats: Sequence[Repeat]) -> None:
+    """Total images/sec (the footer's `total images/sec`) and the wall time it divides: the
+    one place either is set. A repeat's figure is its timed steps' images over their wall time;
+    the run's is the median of the repeats that ran to their end (with their spread, over
+    several), or where none did (an interrupt, a NaN) the steps the last one timed."""
+    complete = [r for r in repeats if r.complete] or list(repeats[-1:])
+    totals = [r.steps * plan.global_batch / r.wall_time if r.steps and r.wall_time else 0.0
+              for r in complete]
+    res.wall_time = repeats[-1].wall_time   # the last repeat's, as far as it went
+    if len(totals) > 1:
+        summary = stats.repeat_summary(totals, p.unstable_threshold_pct)
+        res.extra.update(summary)
+        res.images_per_sec = summary["images_per_sec_median"]
+    else:
+        res.images_per_sec = totals[0]
 
 
 def _larger(before: Optional[dict[str, Optional[int]]],

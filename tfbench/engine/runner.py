@@ -75,7 +75,7 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     log.cluster_lines(sp.start_lines)
     if sp.serve is not None:   # a ps or worker task of a parameter-server cluster
         sp.serve()
-        res.server_task, res.images_per_sec = sp.cluster.label, 0.0
+        res.server_task = sp.cluster.label
         return res
     meter = Meter.start(plan, p.monitor_interval_ms / 1000.0)
     runner = RUNNERS[plan.mode](p=p, plan=plan, strategy=sp.strategy, log=log, meter=meter,

@@ -21,7 +21,6 @@ from tfbench.engine.checkpoints import Checkpoints, TrainDir, open_train_dir
 from tfbench.engine.resolved import TRAINING, Resolved, eval_steps_during_training
 from tfbench.engine.runlog import StepReport
 from tfbench.errors import raise_if_stopped
-from tfbench.measure import stats
 from tfbench.results import RunResult
 
 
@@ -137,20 +136,14 @@ class TrainRunner(ModeRunner):
         # init_global_step // num_workers where every worker's update counts).
         num_timed = max(r.num_batches - s.train_dir.init_global_step // r.iterations_per_step,
                         0)
-        totals = []
         for run in range(r.num_runs):
             if run:
                 if p.cooldown_secs:
                     self.clock.sleep(p.cooldown_secs)
                 log.repeat_started(run + 1, r.num_runs)
-            totals.append(self._timed_loop(s, res, num_timed, checkpoints,
-                                           new_measurement=run == 0))
+            self._timed_loop(s, res, num_timed, checkpoints, new_measurement=run == 0)
             # Each repeat's own wall time: its total images/sec is recomputable from the JSON.
-            res.extra.setdefault("wall_time_runs", []).append(res.wall_time)
-        if len(totals) > 1:
-            summary = stats.repeat_summary(totals, p.unstable_threshold_pct)
-            res.extra.update(summary)
-            res.images_per_sec = summary["images_per_sec_median"]
+            res.extra.setdefault("wall_time_runs", []).append(self.meter.repeats[-1].wall_time)
         if training and s.train_dir.manager is not None:
             checkpoints.save(checkpoints.global_step())
         if r.train_and_eval:
@@ -161,14 +154,15 @@ class TrainRunner(ModeRunner):
                     self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
 
     def _timed_loop(self, s: Setup, res: RunResult, num_timed: int, checkpoints: Checkpoints,
-                    new_measurement: bool = True) -> float:
-        """One measurement: num_timed steps with Step lines; returns total images/sec.
+                    new_measurement: bool = True) -> None:
+        """One repeat: num_timed steps with Step lines, recorded in the Meter (its total
+        images/sec is measurements.finish's).
 
-        The monitors' window is open exactly while res.wall_time runs (evaluations excluded).
-        What runs between two steps on the host (one clock reading, the loss, the Step line
-        every --display_every steps) counts in total images/sec but not in the step times
-        (latency, steady state); it is kept to a few statements, and its total is recorded
-        (between_steps_sec) so the console can say how large it was."""
+        The monitors' window is open exactly while the repeat's wall time runs (evaluations
+        excluded). What runs between two steps on the host (one clock reading, the loss, the
+        Step line every --display_every steps) counts in total images/sec but not in the step
+        times (latency, steady state); it is kept to a few statements, and its total is
+        recorded (between_steps_sec) so the console can say how large it was."""
         p, r, log, now = self.p, self.plan, self.log, self.clock.perf_counter
         training = r.mode == TRAINING
         with_acc = p.print_training_accuracy or not training
@@ -178,7 +172,7 @@ class TrainRunner(ModeRunner):
         times: list[float] = []
         out = None
         paused = 0.0
-        self.meter.covered_steps = 0
+        self.meter.start_repeat()
         log.step_progress("timed", 0, num_timed)
         self.meter.open_window(new_measurement)
         loop_start = now()
@@ -190,10 +184,9 @@ class TrainRunner(ModeRunner):
             raise_if_stopped()
             times.append(elapsed)
             res.step_times.append(elapsed)
-            # Covers every step timed so far: a NaN or an interrupt below leaves a fallback
+            # Covers every step timed so far: a NaN or an interrupt below leaves an
             # images/sec over exactly these steps.
-            res.wall_time = done - loop_start - paused
-            self.meter.covered_steps = len(times)
+            self.meter.timed(len(times), done - loop_start - paused)
             if res.first_step_sec is None:
                 res.first_step_sec = elapsed
             loss = float(out[loss_index]) if training else 0.0
@@ -228,15 +221,14 @@ class TrainRunner(ModeRunner):
                     res.stopped_early = True
                     break
                 log.training_resumed()
-        res.wall_time = now() - loop_start - paused
+        wall_time = now() - loop_start - paused
         self.meter.close_window()
+        self.meter.end_repeat(len(times), wall_time)
         if not times:
-            return 0.0
-        res.between_steps_sec = (res.between_steps_sec or 0.0) + res.wall_time - sum(times)
+            return
+        res.between_steps_sec = (res.between_steps_sec or 0.0) + wall_time - sum(times)
         self._check_finite(out, "step %d" % len(times), res)
         self.step_stats(res, times, p.display_perf_ewma)
-        res.images_per_sec = len(times) * r.global_batch / res.wall_time
-        return res.images_per_sec
 
     def _write_summaries(self, s: Setup, out: np.ndarray, global_step: int) -> None:
         p, writer = self.p, s.train_dir.summary_writer
