@@ -56,3 +56,33 @@ def test_this_hosts_monitors_see_this_workers_images():
     extra = _finish_two_workers().extra
     assert (extra["monitor_images"], extra["monitor_images_per_sec"]) == (
         40, WHOLE_RUN_IPS / 2)
+
+
+PS_CONTROLLER = {"ps_hosts": "127.0.0.1:7001", "worker_hosts": "127.0.0.1:7002,127.0.0.1:7003",
+                 "controller_host": "127.0.0.1:7004", "job_name": "controller"}
+
+
+@pytest.mark.parametrize("flags, named", [({}, True), (PS_CONTROLLER, False)],
+                         ids=["one_host", "parameter_server_controller"])
+def test_the_device_name_is_written_once_where_the_run_is_described(flags, named, monkeypatch):
+    """runner.describe names the devices that run the steps (none on a parameter-server
+    controller, whose own devices are not the workers'); finish only reads the name (MFU's
+    peak is looked up by it, or not judged at all), it never blanks or rewrites it."""
+    from counted_result import CountedResult
+    from tfbench.engine import runner
+    from tfbench.engine.resolved import read_facts
+    from tfbench.measure import peak
+    p = make_params(dict(flags, device="cpu", model="trivial", batch_size=4))
+    facts = read_facts(p)
+    res = CountedResult(gflops_per_image=1.0)
+    runner.describe(p, facts, res)
+    plan = resolve(p, facts=facts)
+    looked_up = []
+    monkeypatch.setattr(peak, "cached_peak", lambda name, precision: looked_up.append(name))
+    meter = measurements.Meter.start(plan, 10.0)
+    meter.start_repeat()
+    meter.end_repeat(10, 1.0)
+    measurements.finish(res, p, plan, meter, None, None, SilentLog())
+    assert res.writes["extra.device_name"] == 1
+    assert bool(res.extra["device_name"]) == named
+    assert looked_up == ([res.extra["device_name"]] if named else [])

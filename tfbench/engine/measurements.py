@@ -154,8 +154,7 @@ def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
         count_flops(model, plan.image_size, res, log)
     if meter.elsewhere:
         # The controller's own devices are not the workers': no peak, MFU or published range
-        # judged from them, and no device name that would say otherwise.
-        res.extra["device_name"] = ""
+        # judged from them (runner.describe named no device).
         record_notice(log, res, "MFU and the published range are not judged on a "
                       "parameter-server controller: %s" % meter.elsewhere)
     flops_figures(res, p, plan, ips, judge_peak=not meter.elsewhere)

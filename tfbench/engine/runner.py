@@ -127,7 +127,9 @@ def describe(p, facts: Facts, res: RunResult) -> None:
     res.data_source = data_source.data_source_label(p)
     res.tf_version = tf.__version__
     res.keras_version = keras.__version__
-    res.extra["device_name"] = devices.device_name(facts.device)
+    # The devices that run the steps, named once: none on a parameter-server controller, whose
+    # own devices are not the workers' (no peak, MFU or published range is judged from them).
+    res.extra["device_name"] = "" if facts.parameter_server else devices.device_name(facts.device)
     res.extra["devices"] = list(facts.device.names)
     res.extra["tf_git_hash"] = tf.version.GIT_VERSION
     res.extra["num_runs"] = facts.num_runs
