@@ -55,6 +55,36 @@ def test_text_is_never_wrapped():
     assert len(tables.text(wide).splitlines()) == 3
 
 
+# Cells of every kind a table holds: numbers (right-aligned), text with spaces at either end,
+# sparklines, accents, combining marks, wide characters, markup-like brackets, empty cells.
+PIECES = ["1", "23", "4,567.8", "-0.5", "+6.0%", "resnet50", " lead", "trail ", "a b", "@",
+          "\u2581\u2584\u2588", "caf\u00e9", "e\u0301", "\u65e5\u672c", "[bold]", "x/y", ""]
+
+
+def test_text_lays_out_a_table_as_rich_does(monkeypatch):
+    import random
+    rng = random.Random(44)
+    frames = []
+    for _ in range(120):
+        columns, rows = rng.randint(1, 5), rng.randint(0, 4)
+        numbers = [rng.random() < 0.4 for _ in range(columns)]
+        frames.append(pd.DataFrame({
+            "c%d %s" % (i, rng.choice(PIECES[5:-1])): [
+                rng.choice(PIECES[:5] + [""]) if numbers[i] else
+                "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 3)))
+                for _ in range(rows)] for i in range(columns)}))
+    plain = [tables.text(f) for f in frames]
+    monkeypatch.setattr(tables, "_plain", lambda *args: None)   # rich lays out every one
+    assert plain == [tables.text(f) for f in frames]
+
+
+def test_text_leaves_to_rich_what_rich_would_change():
+    # An emoji code rich replaces, a tab: laid out by rich itself.
+    assert tables._plain(["a"], [[":thumbs_up:"]], ["left"]) is None
+    assert tables._plain(["a"], [["x\ty"]], ["left"]) is None
+    assert ":thumbs_up:" not in tables.text(pd.DataFrame({"a": [":thumbs_up:"]}))
+
+
 def test_html_has_the_titles_and_escapes():
     html = tables.html(FRAME)
     assert "<th>Images/sec</th>" in html and "<td>1,234.5</td>" in html
