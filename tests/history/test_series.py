@@ -84,6 +84,21 @@ def test_a_series_is_one_configuration_on_one_machine():
     assert [s.name for s in built(s)] == sorted(found)
 
 
+def test_a_cpu_series_among_gpu_ones_is_named_by_its_device():
+    # No GPU model: pandas leaves the cell NaN (a float, and true) where other results have one.
+    s = MemoryStore()
+    add_series(s, [1000.0, 1001.0], prefix="r")
+    for day in range(2):
+        add(s, "c-%d" % day, day, 50.0, host="cpu-node", device_kind="cpu", device_name="CPU",
+            env={"hostname": "cpu-node"})
+    assert sorted(by_name(built(s))) == [
+        "resnet50 training fp16 bs64 224px on CPU @ cpu-node",
+        "resnet50 training fp16 bs64 224px on NVIDIA H100 80GB HBM3 @ gpu-node-1"]
+    assert hs.describe({"model": "resnet50", "gpu_model": float("nan"), "device_name": A100,
+                        "machine": float("nan"), "hostname": "a100-node-1"}) == \
+        "resnet50 on NVIDIA A100-SXM4-80GB @ a100-node-1"
+
+
 def test_a_multi_host_run_is_one_result_of_the_series_of_its_hosts():
     s = MemoryStore()
     rows = [{"run_id": "m1", "status": "ok", "model": "resnet50", "mode": "training",

@@ -223,3 +223,13 @@ def test_frame_reads_some_columns_or_all(store):
     assert len(store.frame().columns) == len(schema.results.columns)
     assert store.frame(where=schema.results.c.run_id == "r2")["run_id"].tolist() == ["r2"]
 
+
+
+def test_frame_reads_results_by_id(store):
+    store.add_many(record.from_rows([row("r%d" % i, timestamp="2026-10-0%dT00:00:00+00:00"
+                                         % (4 - i)) for i in range(1, 4)], "import"))
+    ids = dict(zip(store.frame(columns=["run_id"])["run_id"], store.frame(columns=["id"])["id"]))
+    frame = store.frame(columns=["id", "run_id"], ids=[ids["r3"], ids["r1"], ids["r3"]])
+    assert list(frame.columns) == ["id", "run_id"]
+    assert list(frame["run_id"]) == ["r1", "r3"]            # in id order, each once
+    assert store.frame(columns=["id"], ids=[]).empty

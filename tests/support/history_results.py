@@ -25,17 +25,19 @@ def open_store(path) -> store.Store:
 
 
 class MemoryStore:
-    """The reading side of tfbench.history.store.Store (frame, environment, where, close) over
-    results kept in memory, each added as Store.add adds it (its workers' rows through JSON,
-    Recorded.summary): making a SQLite store and writing to it takes a quarter of a second here
-    (its tables made, each commit synced to disk), too slow for the quick tests of what is read
-    from it. tests/history/test_series checks its frame against a real store's."""
+    """The reading side of tfbench.history.store.Store (frame, environment, where, close; and
+    the derived series_levels: levels, save_levels) over results kept in memory, each added as
+    Store.add adds it (its workers' rows through JSON, Recorded.summary): making a SQLite store
+    and writing to it takes a quarter of a second here (its tables made, each commit synced to
+    disk), too slow for the quick tests of what is read from it. tests/history/test_series
+    checks its frame against a real store's, test_levels its listings against real ones."""
 
     def __init__(self) -> None:
         self.recorded: list[store.Recorded] = []      # as added, for Store.add_many
         self._rows: dict[str, dict] = {}
         self._workers: dict[str, dict[str, dict]] = {}
         self._facts: dict[str, dict[str, str]] = {}
+        self._levels: dict[tuple[str, str], dict] = {}     # series_levels
 
     def add(self, result: store.Recorded) -> None:
         self.recorded.append(result)
@@ -50,12 +52,25 @@ class MemoryStore:
         values["id"] = self._rows.get(result.run_id, {}).get("id", len(self._rows) + 1)
         self._rows[result.run_id] = values
 
-    def frame(self, where=None, columns: Optional[Sequence[str]] = None) -> pd.DataFrame:
+    def frame(self, where=None, columns: Optional[Sequence[str]] = None,
+              ids=None) -> pd.DataFrame:
         assert where is None, "MemoryStore reads no SQL condition"
         names = [c.name for c in schema.results.columns]
         frame = pd.DataFrame(list(self._rows.values()), columns=names)
-        frame = frame.sort_values(["timestamp", "id"]).reset_index(drop=True)
+        if ids is not None:
+            frame = frame[frame["id"].isin(set(ids))].sort_values("id")
+        else:
+            frame = frame.sort_values(["timestamp", "id"])
+        frame = frame.reset_index(drop=True)
         return frame[list(columns)] if columns is not None else frame
+
+    def levels(self, figure: str) -> dict:
+        return {k: dict(row) for (k, f), row in self._levels.items() if f == figure}
+
+    def save_levels(self, rows) -> bool:
+        for row in rows:
+            self._levels[row["series_key"], row["figure"]] = dict(row)
+        return True
 
     def environment(self, run_ids=None) -> dict[str, dict[str, str]]:
         return {k: dict(v) for k, v in self._facts.items()

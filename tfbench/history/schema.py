@@ -13,6 +13,11 @@ is a column here with no hand-written change (docs/history.md lists the tables).
                    kernel, CPU)
   validation_checks  one row per verdict of a `tfbench validate` (its host and start time are
                    its identity); its training runs are results like any other
+  series_levels    derived, never the only copy of anything: each series' current level for a
+                   figure (tfbench.history.levels), keyed by a digest of what it was computed
+                   from, so that a listing finds change points only in series whose results
+                   changed. A store without it (made before it, or one this user may only read)
+                   is listed without it; the store's version does not count it
 Standard library and SQLAlchemy only.
 """
 
@@ -101,3 +106,17 @@ environment = sa.Table(
     sa.Column("run_id", sa.String(64), primary_key=True),
     sa.Column("fact", sa.String(64), primary_key=True),
     sa.Column("value", sa.Text, nullable=False))
+
+# The tables that hold what was recorded: a store is refused when they cannot be made.
+RECORDS = (meta, results, result_workers, validation_checks, environment)
+
+series_levels = sa.Table(
+    "series_levels", metadata,
+    sa.Column("series_key", sa.String(40), primary_key=True),
+    sa.Column("figure", sa.String(64), primary_key=True),
+    sa.Column("inputs", sa.String(40), nullable=False),    # digest of what it was computed from
+    sa.Column("runs", sa.Integer, nullable=False),         # the runs with a value, segmented
+    sa.Column("last_id", sa.BigInteger),                   # results.id of the last of them
+    sa.Column("level", sa.Float),                          # median of the current segment
+    sa.Column("change_pct", sa.Float),                     # against the segment before, %
+    sa.Column("computed_at", sa.String(32), nullable=False))

@@ -9,10 +9,12 @@ but hold no value. Pure pandas over the store's `results` frame: no TensorFlow, 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence
 
+import numpy as np
 import pandas as pd
 
 from tfbench import figures
@@ -64,9 +66,11 @@ def filtered(frame: pd.DataFrame, model: Optional[str] = None, host: Optional[st
     keep = pd.Series(True, index=out.index)
 
     def match(column: pd.Series, pattern: str) -> pd.Series:
-        return column.fillna("").astype(str).map(
-            lambda v: any(fnmatch.fnmatch(part.lower(), pattern.lower())
-                          for part in v.split(",")))
+        # Each distinct value once: a store holds 100,000 results of a few hundred machines.
+        codes, distinct = pd.factorize(column.fillna("").astype(str))
+        hits = np.array([any(fnmatch.fnmatch(part.lower(), pattern.lower())
+                             for part in v.split(",")) for v in distinct], dtype=bool)
+        return pd.Series(hits[codes], index=column.index)
     if model:
         keep &= match(out["model"], model)
     if host:
@@ -95,12 +99,41 @@ def columns_for(figure: str) -> list[str]:
     return list(dict.fromkeys(READ_COLUMNS + (figure,)))
 
 
+# What describe reads of a series' last result: the listing reads them for those results alone
+# (build's `details`), and of every result only what the table and the filters need.
+NAME_COLUMNS = ("id",) + NAME_PARTS + ("num_devices", "gpu_model", "device_name", "device_kind",
+                                       "machine", "hostname")
+LIST_COLUMNS = ("id", "timestamp", "status", "series_key") + SPREAD_INPUTS
+
+
+def list_columns(figure: str, model: Optional[str] = None, host: Optional[str] = None,
+                 gpu: Optional[str] = None) -> list[str]:
+    """The `results` columns the listing reads of every result, with those of the filters
+    given (as `filtered` reads them)."""
+    wanted = LIST_COLUMNS + (figure,) + (("model",) if model else ()) \
+        + (("machine",) if host else ()) + (("gpu_model", "device_name") if gpu else ())
+    return list(dict.fromkeys(wanted))
+
+
 def spreads(frame: pd.DataFrame, figure: str) -> list[Optional[float]]:
     """spread_of for each result of `frame` (a series' runs), reading only its inputs."""
+    return spreads_of(spread_inputs(frame), figure)
+
+
+def spread_inputs(frame: pd.DataFrame) -> np.ndarray:
+    """The SPREAD_INPUTS of each result of `frame` as numbers (NaN where empty or not one), a
+    column each: all spread_of reads of a result."""
+    if not len(frame):
+        return np.empty((0, len(SPREAD_INPUTS)))
+    return np.column_stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(
+        dtype=float, na_value=np.nan) for c in SPREAD_INPUTS])
+
+
+def spreads_of(inputs: np.ndarray, figure: str) -> list[Optional[float]]:
+    """spread_of for each row of `inputs` (spread_inputs)."""
     if figure != "images_per_sec":
-        return [None] * len(frame)
-    return [spread_of(dict(zip(SPREAD_INPUTS, r)), figure)
-            for r in frame[list(SPREAD_INPUTS)].itertuples(index=False, name=None)]
+        return [None] * len(inputs)
+    return [spread_of(dict(zip(SPREAD_INPUTS, r)), figure) for r in inputs.tolist()]
 
 
 def spread_of(row: Mapping[str, Any], figure: str) -> Optional[float]:
@@ -148,33 +181,96 @@ def describe(row: Mapping[str, Any]) -> str:
         else:
             parts.append(str(value))
     count = int(_num(row.get("num_devices")) or 1)
-    device = row.get("gpu_model") or row.get("device_name") or row.get("device_kind") or "?"
+    device = _text(row, "gpu_model") or _text(row, "device_name") or _text(row, "device_kind") \
+        or "?"
     return "%s on %s%s @ %s" % (" ".join(parts), "%d x " % count if count > 1 else "", device,
-                                row.get("machine") or row.get("hostname") or "?")
+                                _text(row, "machine") or _text(row, "hostname") or "?")
 
 
-@dataclass
+def _text(row: Mapping[str, Any], name: str) -> Any:
+    """A text cell, None where empty: pandas leaves an empty one of a text column NaN (a float,
+    and true), where the column has text in other rows."""
+    value = row.get(name)
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+class _Grouped:
+    """The results of one build, grouped by series (each series' results together, oldest
+    first), with the arrays its series read: shared, so that a series of 100 results costs no
+    frame of its own until one is asked for (1,000 series are listed in well under a second)."""
+
+    def __init__(self, frame: pd.DataFrame, figure: str) -> None:
+        self.frame = frame
+        self.value = pd.to_numeric(frame[figure], errors="coerce").to_numpy(
+            dtype=float, na_value=np.nan)
+        self.ran = (frame["status"] == "ok").to_numpy(dtype=bool)    # ended ok
+        self.has = self.ran & ~np.isnan(self.value)                  # and has a value
+        self.timestamp = frame["timestamp"].to_numpy()
+        self.id = frame["id"].to_numpy()
+        self._spread_inputs: Optional[np.ndarray] = None
+
+    def spread_inputs(self) -> np.ndarray:
+        if self._spread_inputs is None:
+            self._spread_inputs = spread_inputs(self.frame)
+        return self._spread_inputs
+
+
 class Series:
-    key: str
-    name: str
-    figure: str
-    rows: pd.DataFrame             # every result of the series, oldest first
-    ok: pd.DataFrame               # those with a value of the figure
-    segmentation: Optional[cp.Segmentation] = None
-    facts: dict[str, dict[str, str]] = field(default_factory=dict)
+    """One configuration on one machine, one figure: `rows`, every result of it, oldest first;
+    `ok`, those with a value of the figure (failed results are counted, never valued)."""
+
+    def __init__(self, key: str, name: str, figure: str, grouped: _Grouped, lo: int,
+                 hi: int) -> None:
+        self.key, self.name, self.figure = key, name, figure
+        self._grouped, self._lo, self._hi = grouped, lo, hi
+        self._has = grouped.has[lo:hi]
+        self.segmentation: Optional[cp.Segmentation] = None
+        self.facts: dict[str, dict[str, str]] = {}
+
+    @functools.cached_property
+    def rows(self) -> pd.DataFrame:
+        return self._grouped.frame.iloc[self._lo:self._hi]
+
+    @functools.cached_property
+    def ok(self) -> pd.DataFrame:
+        ok = self.rows[self._has].copy()
+        ok[self.figure] = self._grouped.value[self._lo:self._hi][self._has]
+        return ok
+
+    @property
+    def runs(self) -> int:
+        """Every result of the series, failed ones too."""
+        return self._hi - self._lo
+
+    @property
+    def timestamps(self) -> np.ndarray:
+        """The results' timestamps as stored, oldest first."""
+        return self._grouped.timestamp[self._lo:self._hi]
 
     @property
     def failed(self) -> int:
         """Results that did not end ok (counted, never valued)."""
-        return int((self.rows["status"] != "ok").sum())
+        return int(self.runs - self._grouped.ran[self._lo:self._hi].sum())
+
+    @functools.cached_property
+    def values(self) -> list[float]:
+        return self._grouped.value[self._lo:self._hi][self._has].tolist()
 
     @property
-    def values(self) -> list[float]:
-        return self.ok[self.figure].astype(float).tolist()
+    def ok_ids(self) -> np.ndarray:
+        """The results.id of those with a value, oldest first."""
+        return self._grouped.id[self._lo:self._hi][self._has]
+
+    def inputs(self) -> tuple[np.ndarray, np.ndarray]:
+        """All segment() reads: the values, and each one's spread_inputs."""
+        return (self._grouped.value[self._lo:self._hi][self._has],
+                self._grouped.spread_inputs()[self._lo:self._hi][self._has])
 
     def segment(self) -> cp.Segmentation:
         if self.segmentation is None:
-            self.segmentation = cp.find_changes(self.values, spreads(self.ok, self.figure))
+            values, inputs = self.inputs()
+            self.segmentation = cp.find_changes(values.tolist(),
+                                                spreads_of(inputs, self.figure))
         return self.segmentation
 
     def current(self) -> tuple[Optional[float], Optional[float]]:
@@ -189,20 +285,34 @@ class Series:
         return last.after, last.pct
 
 
-def build(frame: pd.DataFrame, figure: str) -> list[Series]:
+def build(frame: pd.DataFrame, figure: str,
+          details: Optional[Callable[[Sequence[int]], pd.DataFrame]] = None) -> list[Series]:
     """The series of `frame`'s results for `figure`, by configuration and machine: those with
     a value of it, or whose every result failed (a configuration whose runs do not measure the
-    figure, e.g. latency in training, is not a series of it)."""
-    out = []
-    # Sorted once: each group keeps the order (groupby does not reorder within a group).
+    figure, e.g. latency in training, is not a series of it), by name. Each is named after its
+    latest result (describe); `details(ids)`: those results (by id) with the columns describe
+    reads, where `frame` lacks them."""
+    # Sorted once, then each series' results put together (a stable sort keeps their order),
+    # the series in the order of their first result, as the names' ties stay.
     frame = frame.sort_values(["when", "id"], kind="stable")
-    for key, rows in frame.groupby("series_key", sort=False):
-        values = pd.to_numeric(rows[figure], errors="coerce")
-        ok = rows[(rows["status"] == "ok") & values.notna()].copy()
-        if ok.empty and (rows["status"] == "ok").any():
-            continue
-        ok[figure] = values[ok.index]
-        out.append(Series(str(key), describe(rows.iloc[-1].to_dict()), figure, rows, ok))
+    codes, keys = pd.factorize(frame["series_key"])
+    frame, codes = frame[codes >= 0], codes[codes >= 0]
+    grouped = _Grouped(frame.iloc[np.argsort(codes, kind="stable")], figure)
+    counts = np.bincount(codes, minlength=len(keys))
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    with_value = np.add.reduceat(grouped.has, starts) if len(starts) else starts
+    ran = np.add.reduceat(grouped.ran, starts) if len(starts) else starts
+    kept = np.flatnonzero((with_value > 0) | (ran == 0))
+    last = ends[kept] - 1
+    if details is None:
+        named = grouped.frame.iloc[last].to_dict("records")
+    else:
+        ids = grouped.frame["id"].to_numpy()[last]
+        by_id = {r["id"]: r for r in details(ids.tolist()).to_dict("records")}
+        named = [by_id[i] for i in ids.tolist()]
+    out = [Series(str(keys[i]), describe(row), figure, grouped, int(starts[i]), int(ends[i]))
+           for i, row in zip(kept, named)]
     return sorted(out, key=lambda s: s.name)
 
 
@@ -242,8 +352,9 @@ def runs_around_changes(found: Sequence[Series], window: int = ATTRIBUTION_WINDO
     """The run ids whose environment facts the attribution of the series' changes reads."""
     ids: list[str] = []
     for s in found:
-        run_ids = list(s.ok["run_id"])
-        for c in s.segment().changes:
+        changes = s.segment().changes
+        run_ids = list(s.ok["run_id"]) if changes else []
+        for c in changes:
             ids += run_ids[max(0, c.index - window):c.index + window]
     return ids
 

@@ -95,7 +95,8 @@ class Store:
                 # serialises them at BEGIN IMMEDIATE).
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"),
                              {"k": _lock_key("tfbench history schema")})
-            schema.metadata.create_all(conn, checkfirst=True)
+            schema.metadata.create_all(conn, tables=schema.RECORDS, checkfirst=True)
+            self._add_derived_tables(conn)
             found = conn.execute(sa.select(schema.meta.c.value).where(
                 schema.meta.c.key == "store_version")).scalar()
             if found is None:
@@ -110,6 +111,17 @@ class Store:
             elif int(found) < schema.STORE_VERSION:
                 self._migrate(conn, int(found))
             self._add_figure_columns(conn)
+
+    def _add_derived_tables(self, conn) -> None:
+        """Creates the derived tables a store lacks (one made before them) where this user may:
+        a store they may only read is listed without them (tfbench.history.levels)."""
+        if sa.inspect(conn).has_table(schema.series_levels.name):
+            return
+        try:
+            with conn.begin_nested():   # a refusal leaves the opening transaction usable
+                schema.series_levels.create(conn)
+        except sa.exc.SQLAlchemyError:
+            pass
 
     def _migrate(self, conn, found: int) -> None:
         """Brings a store of version `found` to STORE_VERSION (each step a function of its own,
@@ -228,20 +240,32 @@ class Store:
         return Added(validation_id, "added" if added else "already")
 
     # --- reading ------------------------------------------------------------------------
-    def frame(self, where: Optional[Any] = None, columns: Optional[Sequence[str]] = None):
+    def frame(self, where: Optional[Any] = None, columns: Optional[Sequence[str]] = None,
+              ids: Optional[Iterable[int]] = None):
         """Every result (pandas DataFrame, one row per result, oldest first), optionally
         filtered by a SQLAlchemy condition on `results` and limited to some of its columns
-        (reading every figure of 100,000 results takes seconds; a few columns, a fraction)."""
+        (reading every figure of 100,000 results takes seconds; a few columns, a fraction).
+        `ids`: only the results of these ids (results.id), in id order."""
         import pandas as pd
         table = schema.results
         names = list(columns) if columns is not None else [c.name for c in table.columns]
         query = sa.select(*[table.c[n] for n in names])
         if where is not None:
             query = query.where(where)
-        query = query.order_by(table.c.timestamp, table.c.id)
+        if ids is None:
+            queries = [query.order_by(table.c.timestamp, table.c.id)]
+        else:   # in chunks: a statement takes a bounded number of parameters
+            wanted = sorted(set(int(i) for i in ids))
+            queries = [query.where(table.c.id.in_(wanted[i:i + 500])).order_by(table.c.id)
+                       for i in range(0, len(wanted), 500)]
+        records: list[tuple] = []
         with self.engine.connect() as conn:
-            # Tuples, not mappings: a third of the time on a wide table.
-            return pd.DataFrame.from_records(conn.execute(query).fetchall(), columns=names)
+            for q in queries:
+                # The driver's tuples: SQLAlchemy's rows cost more to make than the query, and
+                # pandas reads them element by element. Every column type here is one the
+                # drivers return as is (text, integers, floats).
+                records += conn.execute(q).cursor.fetchall()
+        return pd.DataFrame.from_records(records, columns=names)
 
     def environment(self, run_ids: Optional[Iterable[str]] = None) -> dict[str, dict[str, str]]:
         """run_id -> {fact: value}."""
@@ -258,6 +282,16 @@ class Store:
                 for row in conn.execute(query):
                     out.setdefault(row.run_id, {})[row.fact] = row.value
         return out
+
+    def levels(self, figure: str) -> dict[str, dict[str, Any]]:
+        """series_key -> its series_levels row for `figure` (tfbench.history.levels)."""
+        from tfbench.history import levels
+        return levels.read(self.engine, figure)
+
+    def save_levels(self, rows: Sequence[Mapping[str, Any]]) -> bool:
+        """Keeps series_levels rows (tfbench.history.levels): False where the store refused."""
+        from tfbench.history import levels
+        return levels.write(self.engine, rows)
 
     def count(self) -> int:
         with self.engine.connect() as conn:

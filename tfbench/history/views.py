@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, TextIO
+from typing import Any, Mapping, Optional, TextIO
 
 import pandas as pd
 
@@ -40,25 +40,28 @@ def _write(out: TextIO, frame: pd.DataFrame, fmt: str, empty: str) -> None:
         out.write(tables.text(frame, list(frame.columns)))
 
 
-def _results(store: Store, args: argparse.Namespace) -> pd.DataFrame:
-    """The results the filters keep, with the columns the views read."""
-    hs.check_figure(args.figure)
-    return hs.filtered(store.frame(columns=hs.columns_for(args.figure)), args.model, args.host,
-                       args.gpu, args.after, args.before)
+def _results(store: Store, args: argparse.Namespace, columns: list[str]) -> pd.DataFrame:
+    """The results the filters keep, with `columns`."""
+    return hs.filtered(store.frame(columns=columns), args.model, args.host, args.gpu,
+                       args.after, args.before)
 
 
-def list_table(found: list[hs.Series]) -> pd.DataFrame:
+def list_table(found: list[hs.Series],
+               levels: Optional[Mapping[str, tuple[Optional[float], Optional[float]]]] = None
+               ) -> pd.DataFrame:
+    """The series' table; `levels`: series key -> Series.current() where already known
+    (tfbench.history.levels), else each series finds its own."""
     rows = []
     for s in found:
-        level, change = s.current()
+        level, change = levels[s.key] if levels is not None else s.current()
+        values, stamps = s.values, s.timestamps
         rows.append({
-            "Series": s.name, "Runs": str(len(s.rows)), "Failed": str(s.failed),
-            "First": str(s.rows["timestamp"].iloc[0])[:10],
-            "Last": str(s.rows["timestamp"].iloc[-1])[:10],
-            "Last value": _fmt(s.values[-1]) if s.values else "",
+            "Series": s.name, "Runs": str(s.runs), "Failed": str(s.failed),
+            "First": str(stamps[0])[:10], "Last": str(stamps[-1])[:10],
+            "Last value": _fmt(values[-1]) if values else "",
             "Current level (median)": _fmt(level),
             "Change vs previous level": _pct(change),
-            "Trend": hs.sparkline(s.values)})
+            "Trend": hs.sparkline(values)})
     return pd.DataFrame(rows)
 
 
@@ -68,6 +71,8 @@ def changes_table(found: list[hs.Series], facts: dict[str, dict[str, str]],
     rows, outliers, regression = [], [], False
     for s in found:
         seg = s.segment()
+        if not (seg.changes or seg.outliers):
+            continue
         ok = s.ok.reset_index(drop=True)
         for c in seg.changes:
             first = ok.iloc[c.index]
@@ -111,8 +116,11 @@ def fleet_table(rows: list[hs.FleetRow], threshold_pct: float, by: str) -> pd.Da
 def main(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     figure = args.figure
     since = hs._date(getattr(args, "since", None), "--since")
-    frame = _results(store, args)
+    hs.check_figure(figure)
     label = "%s (%s)" % (figure, hs.figures.BY_NAME[figure].unit or "value")
+    if args.command == "list":
+        return _list(store, args, label, out)
+    frame = _results(store, args, hs.columns_for(figure))
     if args.command == "fleet":
         for by in ("host", "gpu"):
             rows = hs.fleet(frame, figure, by)
@@ -138,10 +146,21 @@ def main(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             _write(out, outliers, args.format, "")
         if regression and since is not None:
             return errors.EXIT_REGRESSION
-        return errors.EXIT_OK
+    return errors.EXIT_OK
+
+
+def _list(store: Store, args: argparse.Namespace, label: str, out: TextIO) -> int:
+    """`tfbench history`: every result's few cells the table needs, each series' name from
+    its latest result alone, and the current levels the store keeps for series whose results
+    did not change (a listing cut in time keeps none: its series are not the whole ones)."""
+    from tfbench.history import levels
+    frame = _results(store, args, hs.list_columns(args.figure, args.model, args.host, args.gpu))
+    found = hs.build(frame, args.figure,
+                     details=lambda ids: store.frame(columns=hs.NAME_COLUMNS, ids=ids))
+    current = levels.current(store, found, save=not (args.after or args.before))
     if args.format != "csv":
         out.write("History at %s: %d series of %s\n" % (store.where(), len(found), label))
-    _write(out, list_table(found), args.format,
+    _write(out, list_table(found, current), args.format,
            "no results%s" % (" match the filters" if any(
                (args.model, args.host, args.gpu, args.after, args.before)) else " yet"))
     return errors.EXIT_OK
