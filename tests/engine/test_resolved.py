@@ -347,3 +347,54 @@ def test_every_reader_asks_the_plan_whether_it_is_a_parameter_server_run(
     flipped = plan.with_facts(parameter_server=not plan.parameter_server)
     assert PARAMETER_SERVER_READERS[reader](p, flipped, monkeypatch) == \
         flipped.parameter_server
+
+
+# --- loss scaling, accuracy on/off, the reported loss: each decided once, in the facts -------
+
+def _runner(p, plan):
+    return base.ModeRunner(p=p, plan=plan, strategy=tf.distribute.get_strategy())
+
+
+@pytest.mark.parametrize("flags, planned", [
+    ({"use_fp16": True, "fp16_enable_auto_loss_scale": True}, ("none", 1.0)),
+    ({}, ("dynamic", 8.0)),
+    ({"use_fp16": True}, ("dynamic", 8.0)),
+], ids=["fp16_dynamic_flags_plan_none", "fp32_flags_plan_dynamic", "static_flags_plan_dynamic"])
+def test_the_optimizer_and_the_steps_scale_the_loss_as_the_plan_says(flags, planned):
+    """Loss scaling is decided once (config.params.loss_scaling, into Facts): the optimizer's
+    LossScaleOptimizer (train.make_optimizer) and the steps' scaling (ModeRunner.step_config)
+    follow a plan that contradicts the flags."""
+    from tfbench.engine import optimizers
+    p = make_params(dict(flags, device="cpu", model="trivial", batch_size=4))
+    plan = resolve(p).with_facts(loss_scaling=planned[0], loss_scale=planned[1])
+    opt = train.make_optimizer(p, plan, lambda text: None)
+    config = _runner(p, plan).step_config("training")
+    assert (config.loss_scaling, config.loss_scale) == planned
+    assert isinstance(opt, optimizers.LossScaleOptimizer) == (planned[0] == "dynamic")
+    if planned[0] == "dynamic":
+        assert opt.initial_scale == planned[1]
+
+
+def test_loss_scaling_follows_the_flags_and_precision():
+    def scaling(**flags):
+        return resolve(make_params(dict(flags, device="cpu", model="trivial"))).loss_scaling, \
+            resolve(make_params(dict(flags, device="cpu", model="trivial"))).loss_scale
+    assert scaling() == ("none", 1.0)
+    assert scaling(precision="bf16") == ("none", 1.0)
+    assert scaling(use_fp16=True) == ("static", 128.0)
+    assert scaling(use_fp16=True, fp16_loss_scale=64.0) == ("static", 64.0)
+    assert scaling(use_fp16=True, fp16_enable_auto_loss_scale=True) == ("dynamic", 2.0 ** 15)
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_every_step_asks_the_plan_whether_it_computes_accuracy(flag):
+    """Training steps compute top-1/top-5 as the plan says (Facts.training_accuracy, from
+    --print_training_accuracy); evaluation and forward-only steps always do."""
+    p = make_params({"device": "cpu", "model": "trivial", "print_training_accuracy": flag})
+    plan = resolve(p)
+    assert plan.facts.training_accuracy == flag
+    flipped = plan.with_facts(training_accuracy=not flag)
+    runner_ = _runner(p, flipped)
+    assert runner_.step_config("training").compute_accuracy == (not flag)
+    assert runner_.step_config("eval").compute_accuracy
+    assert runner_.step_config("forward_only").compute_accuracy

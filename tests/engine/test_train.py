@@ -108,3 +108,42 @@ def test_peak_memory_covers_the_timed_steps_and_an_evaluation_has_its_own(tmp_pa
     run = json.loads(name.read_text())
     assert run["csv_row"]["peak_mem_gb"] == "4"
     assert run["extra"]["eval_peak_mem_gb"] == 9.0
+
+
+def test_the_timed_loop_and_the_summaries_report_what_the_plan_says(tmp_path, monkeypatch):
+    """The reported loss (Facts.loss_index) and accuracy on or off (Resolved.step_accuracy) are
+    decided once: the Step lines and RunResult.losses, and the summaries, read the plan. Here
+    the plan contradicts the flags (base_loss reported under --loss_type_to_report=total_loss,
+    accuracy on without --print_training_accuracy)."""
+    import dataclasses
+
+    import tensorflow as tf
+
+    from tfbench.config.params import make_params
+    from tfbench.engine import resolved, runner, steps
+    from tfbench.engine.runlog import SilentLog
+    from tfbench.results import RunResult
+    read_facts = resolved.read_facts
+    monkeypatch.setattr(runner, "read_facts", lambda p: dataclasses.replace(
+        read_facts(p), loss_index=0, training_accuracy=True))
+    outputs, scalars = [], []
+    train_step = steps.Steps.train_step
+
+    def recorded(self, *args, **kwargs):
+        fn = train_step(self, *args, **kwargs)
+        return lambda inputs: outputs.append(fn(inputs).numpy()) or tf.constant(outputs[-1])
+    monkeypatch.setattr(steps.Steps, "train_step", recorded)
+    monkeypatch.setattr(tf.summary, "scalar",
+                        lambda name, value, **k: scalars.append((name, float(value))))
+    p = make_params({"device": "cpu", "model": "trivial", "image_size": 16, "batch_size": 4,
+                     "num_batches": 3, "num_warmup_batches": 1, "train_dir": str(tmp_path),
+                     "summary_verbosity": 1, "save_summaries_steps": 1,
+                     "loss_type_to_report": "total_loss"})
+    res = runner.run(p, SilentLog(), RunResult())
+    timed = outputs[1:]
+    assert len(timed) == 3 and all(out[0] != out[1] for out in timed)
+    assert res.losses == [float(out[0]) for out in timed]
+    assert [v for name, v in scalars if name == "total_loss"] == res.losses
+    assert res.top_1_accuracy == float(timed[-1][2])
+    assert [v for name, v in scalars if name == "top_1_accuracy"] == \
+        [float(out[2]) for out in timed]

@@ -233,9 +233,18 @@ def xla_requested(p: "Params") -> bool:
     return bool(p.xla or p.xla_compile)
 
 
-def dynamic_loss_scaling(p: "Params") -> bool:
-    """fp16 with --fp16_enable_auto_loss_scale: a LossScaleOptimizer adjusts the scale."""
-    return resolve_precision(p) == "fp16" and bool(p.fp16_enable_auto_loss_scale)
+# The legacy script's static loss scale for fp16 when --fp16_loss_scale is not given.
+DEFAULT_STATIC_LOSS_SCALE = 128.0
+
+
+def loss_scaling(p: "Params", precision: str) -> tuple[str, float]:
+    """(none | static | dynamic, initial scale) for a run of `precision`: fp16 scales its loss,
+    statically or, with --fp16_enable_auto_loss_scale, adjusted by a LossScaleOptimizer."""
+    if precision != "fp16":
+        return "none", 1.0
+    if p.fp16_enable_auto_loss_scale:
+        return "dynamic", p.fp16_loss_scale or 2.0 ** 15
+    return "static", p.fp16_loss_scale or DEFAULT_STATIC_LOSS_SCALE
 
 
 def resolve_precision(p: "Params") -> str:

@@ -126,13 +126,12 @@ class ModeRunner:
 
     def step_config(self, mode: str) -> steps.StepConfig:
         p, r = self.p, self.plan
-        scaling, scale = optimizers.loss_scaling(p, r.precision)
         return steps.StepConfig(
             num_label_classes=r.spec.num_classes - 1, weight_decay=p.weight_decay,
-            loss_scaling=scaling, loss_scale=scale,
+            loss_scaling=r.loss_scaling, loss_scale=r.loss_scale,
             # The run's micro-batches; an evaluation step during training has none.
             accum_steps=r.accum_steps if mode == TRAINING else 1,
-            compute_accuracy=p.print_training_accuracy or mode != TRAINING,
+            compute_accuracy=r.step_accuracy(mode),
             jit_compile=r.xla, fast_paths=step_fast_paths(r))
 
     def serve(self, model: keras.Model, res: RunResult, batch: int, from_iterator: bool,

@@ -10,7 +10,6 @@ from tfbench.distribute import sync
 from tfbench.engine import update_kernels
 
 POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
-DEFAULT_STATIC_LOSS_SCALE = 128.0
 
 
 def set_policy(precision: str) -> None:
@@ -112,11 +111,3 @@ def _unscaled(grad, scale):
     with tf.device(grad.device):
         return grad / scale
 
-
-def loss_scaling(p, precision: str) -> tuple[str, float]:
-    """('none' | 'static' | 'dynamic', initial scale)."""
-    if precision != "fp16":
-        return "none", 1.0
-    if p.fp16_enable_auto_loss_scale:
-        return "dynamic", p.fp16_loss_scale or 2.0 ** 15
-    return "static", p.fp16_loss_scale or DEFAULT_STATIC_LOSS_SCALE

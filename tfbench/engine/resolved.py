@@ -68,6 +68,16 @@ class Facts:
     num_runs: int = 1            # timed runs (eval mode: one)
     num_warmup: int = 0
     xla: bool = False
+    # fp16's loss scaling (none | static | dynamic) and its initial scale: the optimizer's and
+    # the steps' (config.params.loss_scaling).
+    loss_scaling: str = "none"
+    loss_scale: float = 1.0
+    # Whether training steps compute top-1/top-5 (--print_training_accuracy): see
+    # Resolved.step_accuracy.
+    training_accuracy: bool = False
+    # The element of a step's output [base_loss, total_loss, top_1, top_5] that Step lines,
+    # RunResult.losses and the summaries report (--loss_type_to_report).
+    loss_index: int = 1
     # Real data: tf.data's private thread pool (None: TensorFlow's shared threads) and where
     # its size comes from (gpu_env.private_threads).
     input_threads: Optional[int] = None
@@ -178,6 +188,23 @@ class Resolved:
         return self.facts.xla
 
     @property
+    def loss_scaling(self) -> str:
+        return self.facts.loss_scaling
+
+    @property
+    def loss_scale(self) -> float:
+        return self.facts.loss_scale
+
+    @property
+    def loss_index(self) -> int:
+        return self.facts.loss_index
+
+    def step_accuracy(self, mode: str) -> bool:
+        """Whether a step of `mode` computes top-1/top-5: evaluation and forward-only steps
+        always, training steps with --print_training_accuracy (Facts.training_accuracy)."""
+        return mode != TRAINING or self.facts.training_accuracy
+
+    @property
     def input_threads(self) -> Optional[int]:
         return self.facts.input_threads
 
@@ -243,6 +270,7 @@ def read_facts(p) -> Facts:
                    if not (name == "freeze_when_forward_only" and p.trt_mode))
     notices.extend(_serving_facts(p, device_set, num_workers, parameter_server))
     precision = params_lib.resolve_precision(p)
+    loss_scaling, loss_scale = params_lib.loss_scaling(p, precision)
     mode = params_lib.run_mode(p)
     train_and_eval = mode == TRAINING and bool(
         p.eval_during_training_every_n_steps or p.eval_during_training_every_n_epochs
@@ -289,8 +317,10 @@ def read_facts(p) -> Facts:
                  batch_size=batch, eval_batch_size=p.eval_batch_size or batch,
                  accum_steps=accum, num_runs=num_runs,
                  num_warmup=0 if mode == EVAL else params_lib.num_warmup_batches(p),
-                 xla=params_lib.xla_requested(p), input_threads=input_threads,
-                 input_threads_origin=input_threads_origin)
+                 xla=params_lib.xla_requested(p), loss_scaling=loss_scaling,
+                 loss_scale=loss_scale, training_accuracy=p.print_training_accuracy,
+                 loss_index=0 if p.loss_type_to_report == "base_loss" else 1,
+                 input_threads=input_threads, input_threads_origin=input_threads_origin)
 
 
 def resolve(p, replicas_per_worker: Optional[int] = None, facts: Optional[Facts] = None,

@@ -46,10 +46,10 @@ def make_optimizer(p, plan: Resolved,
     for text in notices:
         record_notice(text)
     opt = optimizers.make_optimizer(p, lr.KerasSchedule(schedule))
-    scaling, scale = optimizers.loss_scaling(p, plan.precision)
-    if scaling == "dynamic":
+    if plan.loss_scaling == "dynamic":
         opt = optimizers.LossScaleOptimizer(
-            opt, initial_scale=scale, dynamic_growth_steps=p.fp16_inc_loss_scale_every_n)
+            opt, initial_scale=plan.loss_scale,
+            dynamic_growth_steps=p.fp16_inc_loss_scale_every_n)
     if plan.parameter_server:
         _count_every_update(opt)
     return opt
@@ -165,9 +165,9 @@ class TrainRunner(ModeRunner):
         recorded (between_steps_sec) so the console can say how large it was."""
         p, r, log, now = self.p, self.plan, self.log, self.clock.perf_counter
         training = r.mode == TRAINING
-        with_acc = p.print_training_accuracy or not training
+        with_acc = r.step_accuracy(r.mode)
         log.steps_started(p.loss_type_to_report, with_acc)
-        loss_index = 0 if p.loss_type_to_report == "base_loss" else 1
+        loss_index = r.loss_index
         eval_due = eval_steps_during_training(p, r) if r.train_and_eval else set()
         times: list[float] = []
         out = None
@@ -231,18 +231,17 @@ class TrainRunner(ModeRunner):
         self.step_stats(res, times, p.display_perf_ewma)
 
     def _write_summaries(self, s: Setup, out: np.ndarray, global_step: int) -> None:
-        p, writer = self.p, s.train_dir.summary_writer
+        p, r, writer = self.p, self.plan, s.train_dir.summary_writer
         if writer is None or global_step % p.save_summaries_steps:
             return
         with writer.as_default(step=global_step):
             opt = s.optimizer
             inner = getattr(opt, "inner_optimizer", opt)
             tf.summary.scalar("learning_rate", inner.learning_rate)
-            tf.summary.scalar(p.loss_type_to_report,
-                              float(out[0 if p.loss_type_to_report == "base_loss" else 1]))
+            tf.summary.scalar(p.loss_type_to_report, float(out[r.loss_index]))
             if hasattr(opt, "dynamic_scale"):
                 tf.summary.scalar("loss_scale", opt.dynamic_scale)
-            if p.print_training_accuracy:
+            if r.step_accuracy(TRAINING):   # (summaries are training's)
                 tf.summary.scalar("top_1_accuracy", float(out[2]))
                 tf.summary.scalar("top_5_accuracy", float(out[3]))
             if p.summary_verbosity >= 2:
