@@ -178,8 +178,8 @@ def test_a_parameter_server_controller_reads_a_folder_dataset_and_resolves_once(
     facts = resolved.read_facts(p)
     res = RunResult()
     runner.describe(p, facts, res)
-    plan = runner.resolve(p, facts=facts, **runner._replicas_counted(facts, _ps_controller(p)))
-    runner.describe_steps(plan, res)
+    assert runner._plan_before_strategy(p, facts, res) is None
+    plan = runner._resolve(p, facts, res, **runner._replicas_counted(_ps_controller(p)))
     assert len(walks) == 1 and len(device_plans) == 1 and len(clusters) == 1
     assert len(resolves) == 1
     # 2 workers x 1 replica x 2 images (not x 2 controller devices), 8 training images.
@@ -326,8 +326,8 @@ PARAMETER_SERVER_READERS = {
     "base.step_fast_paths: the standard step": lambda p, plan, mp:
         base.step_fast_paths(plan) == fast_paths.STANDARD and plan.device.kind == "cpu",
     "train.make_optimizer": _optimizer_counts_every_workers_update,
-    "runner: the strategy counts the replicas": lambda p, plan, mp: bool(
-        runner._replicas_counted(plan.facts, _ps_controller(p))),
+    "runner: resolved once the strategy counted the replicas": lambda p, plan, mp:
+        runner._plan_before_strategy(p, plan.facts, RunResult()) is None,
     "runner: the OOM advice": _oom_advice_reads_this_cpu,
     "measurements.Meter: measured elsewhere": _meter_measures_elsewhere,
     "explain.applies": _explain_does_not_apply,

@@ -49,6 +49,7 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     facts = read_facts(p)
     res = result or RunResult()
     describe(p, facts, res)
+    plan = _plan_before_strategy(p, facts, res)
     runtime_notices = devices.prepare_runtime(p, facts.device, facts.mode != FORWARD_ONLY,
                                               p.gpu_memory_limit_mb or None)
     # Keras 3 initializers without a seed draw from Python's `random`, which
@@ -58,16 +59,17 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     tf.random.set_seed(p.tf_random_seed)
     np.random.seed(4321)
     env_before = _capture_environment(res, log)
-    record_notice(log, res, *facts.notices, *runtime_notices, *explain.prepare(p, facts))
+    record_notice(log, res, *facts.notices, *(plan.replica_notices if plan else ()),
+                  *runtime_notices, *explain.prepare(p, facts))
     try:
         sp = strategy_lib.make_strategy(p, facts.device)
     finally:
         # A SIGTERM held while a cluster formed reaches the CLI's handler now (errors).
         errors.release_sigterm()
     record_notice(log, res, *sp.notices)
-    plan = resolve(p, facts=facts, **_replicas_counted(facts, sp))
-    record_notice(log, res, *plan.replica_notices)
-    describe_steps(plan, res)
+    if plan is None:   # a parameter-server run: its strategy has counted the replicas now
+        plan = _resolve(p, facts, res, **_replicas_counted(sp))
+        record_notice(log, res, *plan.replica_notices)
     res.variable_update = sp.variables_label
     res.num_workers, res.extra["reduction"] = sp.num_workers, sp.reduction
     res.chief = sync.is_chief(sp.strategy)
@@ -105,9 +107,9 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
 
 
 def describe(p, facts: Facts, res: RunResult) -> None:
-    """What will run as known before the strategy exists, in RunResult's fields (and a few of
-    `extra`'s): a run whose strategy fails (a cluster that does not form) keeps them in its
-    row. What the replicas decide is describe_steps'."""
+    """What will run, as the facts say, in RunResult's fields (and a few of `extra`'s): a run
+    whose strategy fails (a cluster that does not form) keeps them in its row. What the
+    replicas decide is describe_steps'."""
     res.model = facts.spec.name
     res.dataset = facts.spec.dataset
     res.mode = facts.mode
@@ -115,11 +117,6 @@ def describe(p, facts: Facts, res: RunResult) -> None:
     res.precision = facts.precision
     res.xla = facts.xla
     res.batch_size = facts.run_batch_size
-    if not facts.parameter_server:
-        # This process's devices run the steps; a parameter-server controller's run none
-        # (describe_steps describes the workers' replicas, once its strategy counted them).
-        res.num_devices = facts.device.num_devices
-        res.device_kind = facts.device.kind
     res.data_format = facts.device.data_format
     res.image_size = facts.image_size
     res.num_warmup_batches = facts.num_warmup
@@ -135,13 +132,27 @@ def describe(p, facts: Facts, res: RunResult) -> None:
     res.extra["num_runs"] = facts.num_runs
 
 
+def _plan_before_strategy(p, facts: Facts, res: RunResult) -> Optional[Resolved]:
+    """The arithmetic over the replicas is done once they are counted: this process's
+    devices, known before the strategy exists (so its refusals come before anything is
+    printed); None on a parameter-server run, whose workers' replicas only its strategy
+    counts (run resolves it then)."""
+    return None if facts.parameter_server else _resolve(p, facts, res)
+
+
+def _resolve(p, facts: Facts, res: RunResult, **replicas) -> Resolved:
+    """The run's arithmetic over its replicas (resolve), described (describe_steps)."""
+    plan = resolve(p, facts=facts, **replicas)
+    describe_steps(plan, res)
+    return plan
+
+
 def describe_steps(plan: Resolved, res: RunResult) -> None:
-    """What the replicas that run the steps decide (Resolved's arithmetic), in RunResult."""
+    """What the replicas that run the steps decide (Resolved's arithmetic), in RunResult: on
+    a parameter-server controller the workers' devices, as TensorFlow counted them."""
     res.global_batch_size = plan.global_batch
-    if plan.parameter_server:
-        # The row describes the workers' devices, as TensorFlow counted them.
-        res.num_devices = plan.replicas_per_worker
-        res.device_kind = plan.replica_kind
+    res.num_devices = plan.replicas_per_worker
+    res.device_kind = plan.replica_kind
     res.num_batches = plan.num_batches
     res.step_line_batch = plan.step_line_batch
     res.extra["num_epochs"] = plan.num_epochs
@@ -171,12 +182,12 @@ def _capture_environment(res: RunResult, log: RunLog) -> dict:
     return env
 
 
-def _replicas_counted(facts: Facts, sp: strategy_lib.BuiltStrategy) -> dict:
-    """resolve's replicas_per_worker and replica_kind where this process's devices do not run
-    the steps: a parameter-server controller's workers do, one replica per worker GPU
-    (TensorFlow counts them from the workers' devices, parameter_server_strategy_v2). Else
-    none: resolve counts this process's devices."""
-    if not facts.parameter_server or sp.strategy is None:   # (a ps or worker task serves)
+def _replicas_counted(sp: strategy_lib.BuiltStrategy) -> dict:
+    """resolve's replicas_per_worker and replica_kind on a parameter-server run, whose
+    workers run the steps, one replica per worker GPU (TensorFlow counts them from the
+    workers' devices, parameter_server_strategy_v2); none on its ps and worker tasks, which
+    serve (resolve counts this process's devices)."""
+    if sp.strategy is None:
         return {}
     strategy = sp.strategy
     return {"replicas_per_worker": strategy.num_replicas_in_sync,
