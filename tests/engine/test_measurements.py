@@ -215,7 +215,7 @@ def test_warmup_sec_is_one_figure_in_the_json_csv_and_console(gpu, monkeypatch):
                                 pytest.approx(STEP_SEC)]
     assert res.warmup_sec == pytest.approx(COLD_SEC + 2 * STEP_SEC + 3 * 0.5)
     assert csv_out.row_for(res)["warmup_sec"] == "103.5"
-    (line,) = [l for l in console.summary_lines(None, res) if l.startswith("Cold start:")]
+    (line,) = [l for l in console.summary_lines(res) if l.startswith("Cold start:")]
     assert line.startswith("Cold start: first step 100.000 s, warm-up 103.500 s (3 steps)")
 
 
@@ -248,16 +248,16 @@ def test_the_console_summary_is_rendered_from_figures_the_manifest_keeps(gpu):
     flags = {"num_batches": 3, "num_warmup_batches": 1, "num_runs": 2,
              "estimate_dataset_size": 1008}
     res, _ = run(flags)
-    lines = console.summary_lines(None, res)
+    lines = console.summary_lines(res)
     assert [l.split(":")[0] for l in lines] == [
         "Model stats", "Cold start", "Host time between steps", "Memory", "GPU power", "Repeats",
         "Training-time estimate"]
     # No figure is a rendered line.
     assert not [v for v in res.extra.values() if isinstance(v, str) and v in lines]
     p = make_params({"device": "cpu", "model": "trivial", "json_dir": ""})
-    saved = json.loads(json.dumps(files.manifest(p, res), default=str))
+    saved = json.loads(json.dumps(files.manifest(p, res, csv_out.row_for(res)), default=str))
     loaded = RunResult(**{f.name: saved[f.name] for f in dataclasses.fields(RunResult)})
-    assert console.summary_lines(None, loaded) == lines
+    assert console.summary_lines(loaded) == lines
 
 
 def test_host_time_between_steps_is_what_separates_the_footer_from_the_steady_state(gpu):
@@ -278,7 +278,7 @@ def test_host_time_between_steps_is_what_separates_the_footer_from_the_steady_st
     assert res.extra["host_ms_between_steps"] == pytest.approx(500.0)
     assert 1000.0 * BATCH / res.images_per_sec == pytest.approx(
         1000.0 * STEP_SEC + res.extra["host_ms_between_steps"])
-    summary = console.summary_lines(make_params({"device": "cpu"}), res)
+    summary = console.summary_lines(res)
     assert "Host time between steps: 500.00 ms/step (in total images/sec, not in latency or " \
         "steady state)" in summary
 

@@ -124,7 +124,7 @@ def test_expected_range_line_for_a_known_gpu():
     # The JSON keeps the band and its sources; the line is rendered from them.
     reference = res.extra["expected_range_reference"]
     assert reference["low"] < 2200.0 < reference["high"] and reference["references"]
-    (line,) = console.summary_lines(None, res)
+    (line,) = console.summary_lines(res)
     assert line.startswith("Expected range for resnet50_v1.5 training fp16, 1x A100 40GB SXM, "
                            "batch 256 per GPU")
     assert res.extra["expected_range_source"] == (
@@ -136,12 +136,12 @@ def test_expected_range_line_for_a_known_gpu():
     v1.extra["device_name"] = "NVIDIA A100-SXM4-40GB"
     measurements.expected_range_figures(v1, "gpu")
     assert (v1.extra["expected_range"], v1.extra["expected_range_source"]) == ("", "")
-    assert console.summary_lines(None, v1) == [
+    assert console.summary_lines(v1) == [
         "Expected range: no published figure for resnet50 training fp16, 1x A100 40GB SXM, "
         "batch 256 per GPU (published: resnet50_v1.5 at batch 256)"]
     assert line.endswith("; +/-10%]") and ", measured 2,200: within [published " in line
     res.extra = json.loads(json.dumps(res.extra))   # as a JSON manifest keeps them
-    assert console.summary_lines(None, res) == [line]
+    assert console.summary_lines(res) == [line]
 
 
 def test_nhwc_only_model_says_so_under_nchw():

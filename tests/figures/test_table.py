@@ -58,7 +58,7 @@ def _render(values, unstable=True):
     res = _result(values, unstable)
     step = classic_log.step_line(1, res.step_images_per_sec, res.step_images_per_sec_plusminus,
                                  res.jitter, 0.0)
-    return [step] + console.summary_lines(None, res) + console.footer(res)
+    return [step] + console.summary_lines(res) + console.footer(res)
 
 
 def _line_of(text):

@@ -101,12 +101,12 @@ def test_lines_a_run_shows_or_leaves_out():
     assert console.stopped_lines(RunResult()) == []
     assert console.footer(RunResult(train_and_eval=True)) == []
     server = RunResult(params_count=5, server_task="ps 0")
-    assert console.footer(server) == [] and console.summary_lines(None, server) == []
+    assert console.footer(server) == [] and console.summary_lines(server) == []
     assert console.fold_line(3) == ("Batch norm folded into 3 convolutions for inference "
                                     "(--nofold_batch_norm times the unfolded model)")
     folded = RunResult(params_count=5, mode="training",
                        extra={"batch_norm_folded_convolutions": 3})
-    assert console.summary_lines(None, folded) == ["Model stats: 5 trainable params",
+    assert console.summary_lines(folded) == ["Model stats: 5 trainable params",
                                                    console.fold_line(3)]
 
 
@@ -127,7 +127,7 @@ def test_a_whole_summary_in_order():
             "mig": True},
         "input_bound": False, "synthetic_images_per_sec": 1000.0,
         "input_only_images_per_sec": 2000.0})
-    assert console.summary_lines(None, res) == [
+    assert console.summary_lines(res) == [
         "Model stats: 25,557,032 trainable params, 8.178 GFLOPs/image forward (multiply-add = "
         "2), achieved 12.500 TFLOP/s, MFU 4.2% of 312.0 TFLOP/s per device",
         "Latency (ms/batch): p50 1.00  p90 2.00  p99 3.00  mean 1.50  min 0.50  max 4.00",
@@ -144,9 +144,9 @@ def test_a_whole_summary_in_order():
         "(CPU threads, host-to-device copies); try --datasets_num_private_threads to cap the "
         "pipeline's threads, or more host cores"]
     res.mode = "training"
-    assert console.summary_lines(None, res)[0].endswith(
+    assert console.summary_lines(res)[0].endswith(
         "achieved 12.500 TFLOP/s (training = 3x forward), MFU 4.2% of 312.0 TFLOP/s per device")
-    assert not [l for l in console.summary_lines(None, res) if l.startswith("Latency")]
+    assert not [l for l in console.summary_lines(res) if l.startswith("Latency")]
 
 
 def test_summary_and_console_line():

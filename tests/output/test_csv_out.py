@@ -92,7 +92,7 @@ def test_params_says_what_is_counted():
     """flops.count_params counts trainable weights (batch-norm moving statistics excluded)."""
     assert dict(csv_out.COLUMNS)["params"].startswith("trainable parameters")
     from tfbench.output import console
-    (line,) = console.summary_lines(None, RunResult(params_count=1234))
+    (line,) = console.summary_lines(RunResult(params_count=1234))
     assert line == "Model stats: 1,234 trainable params"
 
 

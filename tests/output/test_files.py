@@ -31,11 +31,12 @@ def test_the_manifest_holds_the_result_the_flags_and_the_csv_row():
     p = make_params({"model": "resnet50", "batch_size": 64, "num_gpus": 2, "device": "gpu",
                      "xla": True})
     result = _result()
-    data = files.manifest(p, result)
+    row = csv_out.row_for(result)
+    data = files.manifest(p, result, row)
     # Every field of the result; `params` is the flags' values (RunResult.params is unused).
     fields = {k: v for k, v in result.to_dict().items() if k != "params"}
     assert {k: data[k] for k in fields} == fields
-    assert data["csv_row"] == csv_out.row_for(result)
+    assert data["csv_row"] is row
     assert data["params_explicit"] == ["batch_size", "device", "model", "num_gpus", "xla"]
     assert data["params"]["batch_size"] == 64 and data["params"]["num_batches"] is None
     assert "explicit" not in data["params"]
@@ -60,7 +61,8 @@ def test_write_all_writes_each_output_asked_for(tmp_path):
     assert row == csv_out.row_for(result) and row["images_per_sec"] == "1234.5"
     assert result.json_file == str(tmp_path / "j" / (result.run_id + ".json"))
     with open(result.json_file) as handle:
-        assert json.load(handle) == json.loads(json.dumps(files.manifest(p, result)))
+        assert json.load(handle) == json.loads(json.dumps(
+            files.manifest(p, result, csv_out.row_for(result))))
     # Nothing asked for, nothing written.
     bare = _result()
     assert files.write_all(make_params({"csv_file": "", "json_dir": ""}), bare) == []
@@ -77,3 +79,23 @@ def test_a_parameter_server_task_writes_nothing_and_says_the_controller_reports(
     result.status = "error"
     files.write_all(p, result)
     assert only_row(tmp_path / "r.csv")["status"] == "error"
+
+
+def test_the_row_is_built_once_and_the_manifest_keeps_the_one_the_csv_file_gets(
+        tmp_path, monkeypatch):
+    """write_all builds the run's row once (csv_out.row_for) and hands that row to the JSON
+    manifest and to the CSV file: a second build could differ (each build here is numbered)."""
+    built = []
+    row_for = csv_out.row_for
+
+    def numbered(result):
+        built.append(result.run_id)
+        return dict(row_for(result), notices="build %d" % len(built))
+    monkeypatch.setattr(csv_out, "row_for", numbered)
+    p = make_params({"csv_file": str(tmp_path / "r.csv"), "json_dir": str(tmp_path / "j")})
+    result = _result()
+    files.write_all(p, result)
+    assert len(built) == 1
+    with open(result.json_file) as handle:
+        assert json.load(handle)["csv_row"] == only_row(tmp_path / "r.csv")
+    assert only_row(tmp_path / "r.csv")["notices"] == "build 1"

@@ -24,7 +24,7 @@ def write_manifest(tmp_path, r):
                          "--num_gpus=%d" % r.num_devices])
     path = str(tmp_path / ("%s.json" % r.run_id))
     with open(path, "w") as handle:
-        json.dump(files.manifest(p, r), handle)
+        json.dump(files.manifest(p, r, csv_out.row_for(r)), handle)
     return path
 
 

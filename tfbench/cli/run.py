@@ -124,7 +124,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
             emit(line)
         print_error(result.error)
         return code
-    for line in console.summary_lines(p, result) + lines:
+    for line in console.summary_lines(result) + lines:
         emit(line)
     for line in console.footer(result):
         emit(line)

@@ -21,7 +21,7 @@ from tfbench.output.device_checks_line import device_check_lines
 from tfbench.results import RunResult
 
 
-def summary_lines(p, result: RunResult) -> list[str]:
+def summary_lines(result: RunResult) -> list[str]:
     """tfbench's own lines, printed before the legacy footer."""
     extra = result.extra
     if result.server_task:

@@ -30,12 +30,14 @@ def results_line_to(line: str, csv_path: str) -> Optional[str]:
     return results_line(match.group(1), csv_path, match.group(3)) if match else None
 
 
-def manifest(p, result: RunResult) -> dict[str, Any]:
+def manifest(p, result: RunResult, row: dict[str, str]) -> dict[str, Any]:
+    """The JSON manifest: every field of the result, the flags' values and which were given,
+    and `row`, the run's CSV row (csv_out.row_for(result), built once per run by write_all)."""
     data = result.to_dict()
     data["params"] = {k: v for k, v in dataclasses.asdict(p).items()
                       if k != "explicit"}
     data["params_explicit"] = sorted(p.explicit)
-    data["csv_row"] = csv_out.row_for(result)
+    data["csv_row"] = row
     return data
 
 
@@ -51,15 +53,17 @@ def write_all(p, result: RunResult) -> list[str]:
         # ps / worker tasks of a parameter-server cluster measure nothing themselves.
         return ["%s: done serving the cluster; the controller reports the results"
                 % result.server_task]
+    # The row, built once: the manifest keeps the one the CSV file gets.
+    row = csv_out.row_for(result)
     path = manifest_path(p, result)
     if path:
         result.json_file = path
-        csv_out.write_json_atomic(path, manifest(p, result))
+        csv_out.write_json_atomic(path, manifest(p, result, row))
     if p.benchmark_log_dir:
         from tfbench.output import benchmark_logger
         benchmark_logger.write(p.benchmark_log_dir, p, result)
     if p.csv_file:
-        notice = csv_out.append_row(p.csv_file, result)
+        notice = csv_out.append_rows(p.csv_file, [row])
         if notice:
             lines.append(notice)
         lines.append(results_line(result.status, p.csv_file, result.run_id))
