@@ -44,8 +44,10 @@ def test_a_missing_data_dir_prints_nothing_before_its_error_line(tmp_path, capsy
     code, out, err = _tfbench(["--data_dir=%s" % missing, "--data_name=%s" % data_name,
                                "--csv_file=r.csv"], tmp_path, capsys)
     assert (code, out) == (2, "")
+    hint = (" (expected ImageNet TFRecords in the legacy layout; create a small one with "
+            "`tfbench make_fake_imagenet --out DIR`)") if data_name == "imagenet" else ""
     assert err.splitlines()[-1:] == [
-        "tfbench: error: --data_dir=%s does not exist or is not a directory" % missing]
+        "tfbench: error: --data_dir=%s does not exist or is not a directory%s" % (missing, hint)]
     assert [l for l in err.splitlines() if "error" in l.lower()] == err.splitlines()[-1:]
     assert os.listdir(tmp_path) == []
 
