@@ -8,7 +8,7 @@ import keras
 import pytest
 import tensorflow as tf
 
-from tfbench.distribute import packing, strategies, strategy as strategy_lib
+from tfbench.distribute import cluster, packing, strategies, strategy as strategy_lib
 from tfbench.engine import steps
 from tfbench.distribute.devices import DeviceSet
 from tfbench.errors import UsageError
@@ -173,7 +173,8 @@ def test_a_slurm_step_picks_the_strategy_as_worker_hosts_do(monkeypatch):
     assert str(err.value).startswith("a Slurm step of several tasks without ps runs "
                                      "MultiWorkerMirroredStrategy: use --variable_update="
                                      "collective_all_reduce")
-    assert strategy_lib.num_workers(make_params({})) == 3
+    p = make_params({})
+    assert strategy_lib.num_workers(p, cluster.read_cluster(p)) == 3
 
 
 def test_ps_and_worker_tasks_serve_with_the_legacy_lines():
@@ -212,9 +213,10 @@ def test_parameter_server_workers_with_different_gpu_counts_are_a_usage_error(mo
 
 
 def test_num_workers_counts_cluster_workers():
-    assert strategy_lib.num_workers(make_params({})) == 1
-    assert strategy_lib.num_workers(make_params(
-        {"job_name": "worker", "worker_hosts": "a:1,b:2,c:3"})) == 3
+    alone = make_params({})
+    assert strategy_lib.num_workers(alone, cluster.read_cluster(alone)) == 1
+    three = make_params({"job_name": "worker", "worker_hosts": "a:1,b:2,c:3"})
+    assert strategy_lib.num_workers(three, cluster.read_cluster(three)) == 3
 
 
 class _CapturedStrategy:
