@@ -4,13 +4,14 @@
 Writes one results CSV of --results rows (default 100,000) in --series series (default 1,000: a
 configuration on a host, 100 runs each, every column of the current schema filled as a GPU run
 fills it, a driver update half-way), then times the commands a user runs, each a fresh process:
-  import    `tfbench history import FILE` into a new SQLite store       target under 60 s
+  import    `tfbench history import FILE` into a new SQLite store, which also finds and keeps
+            every series' current level (series_levels)                 target under 60 s
   again     the same import, every result already there (idempotency)
-  first     `tfbench history` (the series), the first listing: every series' current level
-            found and kept (series_levels)
+  first     `tfbench history` (the series), the first listing after the import
   list      `tfbench history` again: the levels kept read back          target under 1 s
   changes   `tfbench history changes` (change points of every series)    target under 10 s
-then `list`, `first` (the kept levels deleted before it) and `changes` again in one process.
+then `list`, `first` (the kept levels deleted before it: a store an older tfbench wrote) and
+`changes` again in one process.
 Nothing here is a test: the figures depend on the machine; the CPU is printed with them.
 
   python benchmarks/history_store_speed.py [--results=100000] [--series=1000] [--dir=DIR]

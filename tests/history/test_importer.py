@@ -112,6 +112,29 @@ def test_importing_again_adds_nothing(store_url, tmp_path, capsys):
     assert {r["source"] for r in results.values()} == {"import"}
 
 
+def test_an_import_keeps_the_levels_the_listing_after_it_reads(store_url, tmp_path, capsys,
+                                                                monkeypatch):
+    """The first listing after a large import would find every series' change points (2 s on
+    1,000 series): the import finds them once, and the listing after it finds none."""
+    from tfbench.history import changes
+    write_csv(tmp_path / "a.csv", [row("r%d" % i, hostname=host, images_per_sec=str(1000 + i))
+                                   for i, host in enumerate(["node1", "node1", "node2"])])
+    assert run_import(store_url, "a.csv", capsys=capsys)[0] == 0
+    s = Store(store_url)
+    try:
+        with s.engine.connect() as conn:
+            kept = conn.execute(sa.select(schema.series_levels)).mappings().all()
+    finally:
+        s.close()
+    assert sorted(r["figure"] for r in kept) == ["images_per_sec"] * 2   # one per host's series
+    calls = []
+    found = changes.find_changes
+    monkeypatch.setattr(changes, "find_changes", lambda *a, **k: calls.append(1) or found(*a, **k))
+    assert cli.main(["tfbench", "history", "--history", store_url]) == 0
+    assert calls == []
+    assert "2 series of images_per_sec" in capsys.readouterr().out
+
+
 def test_a_newer_csv_is_refused_and_the_others_import(tmp_path, capsys):
     url = location.url_for(str(tmp_path / "h.sqlite"))
     write_csv(tmp_path / "newer.csv", [row("n1", future_figure="1")],

@@ -149,15 +149,31 @@ def main(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     return errors.EXIT_OK
 
 
-def _list(store: Store, args: argparse.Namespace, label: str, out: TextIO) -> int:
-    """`tfbench history`: every result's few cells the table needs, each series' name from
-    its latest result alone, and the current levels the store keeps for series whose results
-    did not change (a listing cut in time keeps none: its series are not the whole ones)."""
+def listing(store: Store, args: argparse.Namespace) -> tuple[list[hs.Series], dict]:
+    """The series the listing shows and their current levels: every result's few cells the
+    table needs, each series' name from its latest result alone, the levels the store keeps
+    for series whose results did not change (found and kept for the others, unless the listing
+    is cut in time: its series are not the whole ones)."""
     from tfbench.history import levels
     frame = _results(store, args, hs.list_columns(args.figure, args.model, args.host, args.gpu))
     found = hs.build(frame, args.figure,
                      details=lambda ids: store.frame(columns=hs.NAME_COLUMNS, ids=ids))
-    current = levels.current(store, found, save=not (args.after or args.before))
+    return found, levels.current(store, found, save=not (args.after or args.before))
+
+
+def keep_levels(store: Store, figure: str = "images_per_sec") -> int:
+    """Finds and keeps the current level of every series of `figure` that lacks a kept one, as
+    the first listing would (after an import, so that the listing reads them); the series."""
+    args = argparse.Namespace(figure=figure, model=None, host=None, gpu=None, after=None,
+                              before=None)
+    return len(listing(store, args)[0])
+
+
+def _list(store: Store, args: argparse.Namespace, label: str, out: TextIO) -> int:
+    """`tfbench history`: every result's few cells the table needs, each series' name from
+    its latest result alone, and the current levels the store keeps for series whose results
+    did not change (a listing cut in time keeps none: its series are not the whole ones)."""
+    found, current = listing(store, args)
     if args.format != "csv":
         out.write("History at %s: %d series of %s\n" % (store.where(), len(found), label))
     _write(out, list_table(found, current), args.format,
