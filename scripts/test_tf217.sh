@@ -43,5 +43,5 @@ EOF
 
 python -c "import tensorflow as tf, keras; print('TensorFlow', tf.__version__, '/ Keras', keras.__version__)"
 (cd "$VENV" && tfbench --device=cpu --model=trivial --num_batches=5 --image_size=32 --csv_file= \
-    --json_dir= | tail -2)
+    --json_dir= --history= | tail -2)
 python -m pytest -q tests "$@"
