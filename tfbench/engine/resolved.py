@@ -332,7 +332,7 @@ def resolve(p, replicas_per_worker: Optional[int] = None, facts: Optional[Facts]
     counts the workers' replicas). facts: read_facts(p) when read already (a run reads them
     before its strategy exists); read here otherwise."""
     f = facts if facts is not None else read_facts(p)
-    spec, mode, num_workers = f.spec, f.mode, f.num_workers
+    mode, num_workers = f.mode, f.num_workers
     notices: list[str] = []
     replicas = replicas_per_worker or f.device.num_devices
     kind = replica_kind or f.device.kind
