@@ -101,15 +101,22 @@ def worker(row: Mapping[str, Any], env: Optional[Mapping[str, Any]],
                   gpu_uuids=tuple(str(g["uuid"]) for g in gpus if g.get("uuid")))
 
 
+def with_manifest_figures(row: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """A CSV row with the figures only the JSON manifest keeps (its `extra`: no CSV column,
+    no structure), which the store keeps too; the row's own cells win."""
+    cells = dict(row)
+    for name, value in extra.items():
+        figure = figures.BY_NAME.get(name)
+        if figure is not None and not figure.csv and figure.type != "json":
+            cells.setdefault(name, value)
+    return cells
+
+
 def from_run(row: Mapping[str, str], result_extra: Mapping[str, Any],
              environment: Mapping[str, Any], run_id: str, source: str = "run") -> Recorded:
     """A finished (or failed) run: its CSV row, the figures only its manifest keeps, its
     environment before the run."""
-    cells: dict[str, Any] = dict(row)
-    for name, value in result_extra.items():
-        figure = figures.BY_NAME.get(name)
-        if figure is not None and not figure.csv and figure.type != "json" and name not in cells:
-            cells[name] = value
+    cells = with_manifest_figures(row, result_extra)
     env = environment.get("before") or {}
     return Recorded(run_id=run_id, source=source,
                     workers=(worker(cells, env, result_extra.get("gpus")),),
@@ -147,10 +154,7 @@ def from_rows(rows: Sequence[Mapping[str, str]], source: str,
         used = (manifest.get("extra") or {}).get("gpus")   # the chief's, as its environment
         cells = [dict(r, run_id=r["run_id"]) for r in run_rows]
         if len(cells) == 1:
-            for name, value in (manifest.get("extra") or {}).items():
-                figure = figures.BY_NAME.get(name)
-                if figure is not None and not figure.csv and figure.type != "json":
-                    cells[0].setdefault(name, value)
+            cells[0] = with_manifest_figures(cells[0], manifest.get("extra") or {})
         out.append(Recorded(run_id=run_id, source=source,
                             workers=tuple(worker(r, env, used) if i == 0 else worker(r, None)
                                           for i, r in enumerate(cells)),
