@@ -1,4 +1,4 @@
-"""Whole sweeps with a fake child (tfbench.cli.sweep over tfbench.sweep.runner): isolation of
+"""Whole sweeps with a fake child (tfbench.cli.sweep over tfbench.sweep.study): isolation of
 failing points, study tables, interrupts, exit codes."""
 
 import io

@@ -1,4 +1,4 @@
-"""`tfbench sweep`: the command-line layer over tfbench.sweep (grid, runner, max_batch, summary).
+"""`tfbench sweep`: the command-line layer over tfbench.sweep (grid, study, max_batch, summary).
 
     tfbench sweep [benchmark flags...] --sweep=KEY=V1,V2,... [--sweep=...] [--repeats=N]
                   [--out_dir=DIR] [--scaling=weak|strong] [--find_max_batch_size] [--knee_pct=90]
@@ -24,7 +24,7 @@ from tfbench.cli.guard import MIXED_FLAGS, Parser, guarded, split_benchmark_flag
 from tfbench.config import flagdefs
 from tfbench.config.argv import params_of_flags
 from tfbench.sweep import grid, max_batch, summary
-from tfbench.sweep.runner import Sweep, SweepConfig
+from tfbench.sweep.study import Sweep, SweepConfig
 
 
 def _parser() -> argparse.ArgumentParser:

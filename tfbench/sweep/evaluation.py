@@ -1,5 +1,5 @@
 """The GPU evaluation method (`tfbench evaluate`): its configurations, each run in its own child
-process (the sweep's, tfbench.sweep.runner), resumable; tfbench.report.evaluation_report writes
+process (the sweep's, tfbench.sweep.study), resumable; tfbench.report.evaluation_report writes
 its report.
 
 The method, as practitioners publish GPU evaluations of image classifiers:
@@ -45,7 +45,7 @@ from tfbench.measure import nvml as nvml_lib
 from tfbench.report import evaluation as ev
 from tfbench.report import load
 from tfbench.sweep.grid import Point
-from tfbench.sweep.runner import PointRecord, Sweep, SweepConfig
+from tfbench.sweep.study import PointRecord, Sweep, SweepConfig
 
 MODELS = ("resnet50", "resnet101", "mobilenet_v3_large", "efficientnet_b0", "vit_tiny")
 MODES = ev.MODES
@@ -301,7 +301,7 @@ def _latest_rows(out_dir: str) -> dict:
 
 
 class Evaluation:
-    """Runs the method's pending points through the sweep's child runner and progress bar."""
+    """Runs the method's pending points through the Sweep (sweep.study) and its progress bar."""
 
     def __init__(self, method: Method, base_flags: Sequence[str], out_dir: str, mixed: str,
                  child_cmd: Sequence[str] = DEFAULT_CHILD, stream: Optional[TextIO] = None,

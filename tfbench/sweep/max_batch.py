@@ -13,7 +13,7 @@ from tfbench.config import params as params_lib
 from tfbench.config.argv import params_of_flags
 from tfbench.sweep.grid import Point, expand_grid, point_flags, point_name
 from tfbench.sweep.progress import Progress
-from tfbench.sweep.runner import PointRecord, Sweep
+from tfbench.sweep.study import PointRecord, Sweep
 
 
 @dataclasses.dataclass

@@ -11,7 +11,7 @@ from tfbench.config.argv import params_of_flags
 from tfbench.output import csv_out
 from tfbench.sweep.max_batch import MaxBatchResult
 from tfbench.sweep.grid import point_flags
-from tfbench.sweep.runner import PointRecord, SweepConfig
+from tfbench.sweep.study import PointRecord, SweepConfig
 
 
 def max_batch_rows(results: Sequence[MaxBatchResult]) -> list[dict[str, object]]:
