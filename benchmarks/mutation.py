@@ -72,7 +72,7 @@ TARGETS: dict[str, tuple[str, list[str], list[str]]] = {
                     "test_repeats_report_the_median_for_odd_and_even_counts",
                     "tests/e2e/test_figures_recomputed.py::"
                     "test_ewma_step_lines_and_evaluations_outside_the_timed_wall"] + [
-                       "tests/engine/test_measurements.py::" + t for t in (
+                       "tests/engine/test_meter.py::" + t for t in (
                            "test_step_images_per_sec_covers_every_timed_step_of_the_last_repeat",
                            "test_power_and_energy_cover_the_timed_repeats_not_the_cooldown",
                            "test_a_nan_in_the_second_repeat_keeps_the_first_repeats_figure")]),

@@ -45,7 +45,7 @@ def test_an_interval_runs_from_one_arrival_to_the_next():
 def test_data_only_step_times_are_the_arrival_intervals():
     """--data_only's steps: the caller's work between batches (here the Step lines) counts."""
     from tfbench.config.params import make_params
-    from tfbench.engine import base, data_only, measurements
+    from tfbench.engine import base, data_only, meter as meter_lib
     from tfbench.engine.resolved import DATA_ONLY, resolve
     from tfbench.engine.runlog import SilentLog
     from tfbench.results import RunResult
@@ -64,9 +64,9 @@ def test_data_only_step_times_are_the_arrival_intervals():
     runner.run(res)
     assert res.warmup_times == [1.0]
     assert res.step_times == [1.0, 1.5, 1.5]
-    # The loop's repeat, whose images/sec measurements.finish computes.
-    assert runner.meter.repeats == [measurements.Repeat(3, 4.0, complete=True)]
-    measurements.total_images_per_sec(res, p, plan, runner.meter.repeats)
+    # The loop's repeat, whose images/sec meter.finish computes.
+    assert runner.meter.repeats == [meter_lib.Repeat(3, 4.0, complete=True)]
+    meter_lib.total_images_per_sec(res, p, plan, runner.meter.repeats)
     assert res.wall_time == 4.0 and res.images_per_sec == pytest.approx(3 * 4 / 4.0)
 
 

@@ -299,7 +299,7 @@ def _fp16_notice_reads_this_cpu(p, plan, monkeypatch):
 
 
 def _meter_measures_elsewhere(p, plan, monkeypatch):
-    from tfbench.engine.measurements import Meter
+    from tfbench.engine.meter import Meter
     meter = Meter.start(plan, 10.0)
     meter.stop()
     return meter.elsewhere is not None
@@ -329,7 +329,7 @@ PARAMETER_SERVER_READERS = {
     "runner: resolved once the strategy counted the replicas": lambda p, plan, mp:
         runner._plan_before_strategy(p, plan.facts, RunResult()) is None,
     "runner: the OOM advice": _oom_advice_reads_this_cpu,
-    "measurements.Meter: measured elsewhere": _meter_measures_elsewhere,
+    "meter.Meter: measured elsewhere": _meter_measures_elsewhere,
     "explain.applies": _explain_does_not_apply,
 }
 

@@ -113,13 +113,13 @@ def test_cifar_model_implies_dataset_with_notice(tmp_path):
 def test_expected_range_line_for_a_known_gpu():
     import json
 
-    from tfbench.engine import measurements
+    from tfbench.engine import meter as meter_lib
     from tfbench.output import console
     from tfbench.results import RunResult
     res = RunResult(model="resnet50_v1.5", mode="training", precision="fp16", num_devices=1,
                     batch_size=256, images_per_sec=2200.0)
     res.extra["device_name"] = "NVIDIA A100-SXM4-40GB"
-    measurements.expected_range_figures(res, "gpu")
+    meter_lib.expected_range_figures(res, "gpu")
     assert res.extra["expected_range"] == "within"
     # The JSON keeps the band and its sources; the line is rendered from them.
     reference = res.extra["expected_range_reference"]
@@ -134,7 +134,7 @@ def test_expected_range_line_for_a_known_gpu():
     v1 = RunResult(model="resnet50", mode="training", precision="fp16", num_devices=1,
                    batch_size=256, images_per_sec=2200.0)
     v1.extra["device_name"] = "NVIDIA A100-SXM4-40GB"
-    measurements.expected_range_figures(v1, "gpu")
+    meter_lib.expected_range_figures(v1, "gpu")
     assert (v1.extra["expected_range"], v1.extra["expected_range_source"]) == ("", "")
     assert console.summary_lines(v1) == [
         "Expected range: no published figure for resnet50 training fp16, 1x A100 40GB SXM, "

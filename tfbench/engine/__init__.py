@@ -11,7 +11,7 @@ mode), then base.py (what the runners share) and the runner of the mode you care
   eval_runner.py   --eval: the latest checkpoint, again with --eval_interval_secs
   data_only.py     --data_only: the input pipeline alone
   diagnose.py      --diagnose_input: three runs and the figures of the verdict
-  measurements.py  Meter (monitor windows, memory peaks) and finish(): the figures of a run
+  meter.py         Meter (monitor windows, memory peaks) and finish(): the figures of a run
   serving.py       --saved_model: export, load and the served step; tftrt.py: --trt_mode's
                    conversion with TF-TRT's own converter
   checkpoints.py   --train_dir: checkpoints, resume, the summary writer

@@ -4,7 +4,7 @@ tfbench.engine.eval_runner (--eval) and tfbench.engine.data_only (--data_only).
 A runner is built by keyword with everything it runs on: Params, the Resolved plan, the
 strategy, the RunLog it reports to, the Meter around its timed steps and the Clock that times
 them. Its run(res) fills RunResult as it goes, so a failure keeps what was measured; the
-model its timed steps run is `model` (tfbench.engine.measurements counts its FLOPs). This base
+model its timed steps run is `model` (tfbench.engine.meter counts its FLOPs). This base
 holds what several modes share: building the model (and its batch-norm-folded clone for
 inference), step configuration, inputs, the Step lines' figures, the NaN check and evaluation.
 
@@ -25,8 +25,8 @@ import tensorflow as tf
 from tfbench import figures
 from tfbench.config import fast_paths
 from tfbench.distribute import pipelines, variables
-from tfbench.engine import measurements, optimizers, serving, steps
-from tfbench.engine.measurements import Meter
+from tfbench.engine import meter as meter_lib, optimizers, serving, steps
+from tfbench.engine.meter import Meter
 from tfbench.engine.resolved import TRAINING, Resolved
 from tfbench.engine.runlog import RunLog, SilentLog, record_notice
 from tfbench.errors import NanLoss, raise_if_stopped
@@ -145,7 +145,7 @@ class ModeRunner:
         step = self.serving.step(model, res, self.strategy, batch, from_iterator, calibration)
         for text in self.serving.notices:
             self.record_notice(res, text)
-        measurements.count_flops(model, self.plan.image_size, res, self.log)
+        meter_lib.count_flops(model, self.plan.image_size, res, self.log)
         self.model = None
         return step
 

@@ -5,7 +5,7 @@ settings and seeds, captures the environment, creates the strategy, resolves the
 the replicas it runs (resolve), reports the header, starts the Meter and hands over to the
 mode's runner (RUNNERS: train.py, eval_runner.py, data_only.py,
 all over base.py), turning the failures a user can cause into tfbench's errors; the measurements
-are finished (tfbench.engine.measurements) on success and on failure alike. A ps or worker
+are finished (tfbench.engine.meter) on success and on failure alike. A ps or worker
 task of a parameter-server cluster serves instead of running a mode. --diagnose_input runs
 this three times (tfbench.engine.diagnose).
 
@@ -25,11 +25,11 @@ import tensorflow as tf
 from tfbench.config import data_source
 from tfbench.distribute import devices
 from tfbench.distribute import strategy as strategy_lib, sync
-from tfbench.engine import actions, explain, measurements
+from tfbench.engine import actions, explain, meter as meter_lib
 from tfbench.engine.base import Clock, ModeRunner
 from tfbench.engine.data_only import DataOnlyRunner
 from tfbench.engine.eval_runner import EvalRunner
-from tfbench.engine.measurements import Meter
+from tfbench.engine.meter import Meter
 from tfbench.engine.resolved import (DATA_ONLY, EVAL, FORWARD_ONLY, TRAINING, Facts, Resolved,
                                      read_facts, resolve)
 from tfbench.engine.runlog import Header, RunLog, SilentLog, record_notice
@@ -96,8 +96,8 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     finally:
         # On a failure the FLOP count (a second trace of the model) is skipped.
         try:
-            measurements.finish(res, p, plan, meter, runner.model, env_before, log,
-                                failed=sys.exc_info()[0] is not None)
+            meter_lib.finish(res, p, plan, meter, runner.model, env_before, log,
+                             failed=sys.exc_info()[0] is not None)
             if sys.exc_info()[0] is not None:
                 explain.discard_nccl_log()
         finally:

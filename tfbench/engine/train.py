@@ -156,7 +156,7 @@ class TrainRunner(ModeRunner):
     def _timed_loop(self, s: Setup, res: RunResult, num_timed: int, checkpoints: Checkpoints,
                     new_measurement: bool = True) -> None:
         """One repeat: num_timed steps with Step lines, recorded in the Meter (its total
-        images/sec is measurements.finish's).
+        images/sec is meter.finish's).
 
         The monitors' window is open exactly while the repeat's wall time runs (evaluations
         excluded). What runs between two steps on the host (one clock reading, the loss, the

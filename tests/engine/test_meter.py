@@ -10,7 +10,7 @@ import pytest
 from tfbench.output import console, csv_out
 from tfbench.output.classic_log import ClassicLog
 from tfbench.measure import memory
-from tfbench.engine import base, measurements, runner, steps
+from tfbench.engine import base, meter as meter_lib, runner, steps
 from tfbench.errors import NanLoss
 from tfbench.monitors import aggregate
 from tfbench.monitors.base import Monitor
@@ -69,7 +69,7 @@ CLOCK = base.Clock()   # the runner's clock: the fake GPU's while the `gpu` fixt
 def gpu(monkeypatch):
     g = MeteredGpu()
     monkeypatch.setitem(globals(), "CLOCK", base.Clock(perf_counter=g.now, sleep=g.sleep))
-    monkeypatch.setattr(measurements.monitors, "create", lambda *a, **k: [FakeNvmlMonitor(g)])
+    monkeypatch.setattr(meter_lib.monitors, "create", lambda *a, **k: [FakeNvmlMonitor(g)])
 
     def costed(make):
         def builder(self, *args, **kwargs):
@@ -283,7 +283,7 @@ def test_host_time_between_steps_is_what_separates_the_footer_from_the_steady_st
         "steady state)" in summary
 
 
-# --- total images/sec: measured once, by measurements.finish from the Meter's repeats --------
+# --- total images/sec: measured once, by meter.finish from the Meter's repeats ---------------
 
 def _nan_at(step):
     def check_finite(self, out, where, res):
@@ -294,7 +294,7 @@ def _nan_at(step):
 
 # Every place that used to set or recompute images_per_sec: training's timed loop and its
 # repeats' median (train.py), --eval's evaluations (eval_runner.py), --data_only's loop, and
-# the fallback of a run stopped in its timed steps (measurements.finish).
+# the fallback of a run stopped in its timed steps (meter.finish).
 IMAGES_PER_SEC_CASES = {
     "training": ({"num_batches": 3, "num_warmup_batches": 1}, BATCH / STEP_SEC),
     "repeats": ({"num_batches": 3, "num_warmup_batches": 1, "num_runs": 3}, BATCH / STEP_SEC),
@@ -353,7 +353,7 @@ def test_finish_takes_the_repeats_that_ran_to_their_end_else_the_steps_timed():
     from tfbench.engine.resolved import resolve
     p = make_params({"device": "cpu", "model": "trivial", "batch_size": BATCH})
     plan = resolve(p)
-    meter = measurements.Meter(())
+    meter = meter_lib.Meter(())
     for steps_run, wall in ((3, 3.0), (3, 9.0)):
         meter.start_repeat()
         meter.timed(1, wall / 3)
@@ -361,13 +361,13 @@ def test_finish_takes_the_repeats_that_ran_to_their_end_else_the_steps_timed():
     meter.start_repeat()
     meter.timed(1, 2.0)
     res = RunResult()
-    measurements.total_images_per_sec(res, p, plan, meter.repeats)
+    meter_lib.total_images_per_sec(res, p, plan, meter.repeats)
     assert res.images_per_sec == pytest.approx((3 * BATCH / 3.0 + 3 * BATCH / 9.0) / 2)
     assert res.extra["images_per_sec_runs"] == [3 * BATCH / 3.0, 3 * BATCH / 9.0]
     assert res.wall_time == 2.0   # the last repeat's, as far as it went
     meter.start_repeat(replace=True)   # as each evaluation of --eval replaces the last
     meter.timed(2, 4.0)
     res = RunResult()
-    measurements.total_images_per_sec(res, p, plan, meter.repeats)
+    meter_lib.total_images_per_sec(res, p, plan, meter.repeats)
     assert (res.images_per_sec, res.wall_time) == (2 * BATCH / 4.0, 4.0)
     assert "images_per_sec_runs" not in res.extra

@@ -1,11 +1,11 @@
-"""Figures of a multi-worker run (tfbench.engine.measurements.finish): which are the whole run's
+"""Figures of a multi-worker run (tfbench.engine.meter.finish): which are the whole run's
 and which this host's, on stand-ins whose per-host and global counts differ (2 workers of 4
 images a step each: 8 a step in all)."""
 
 import pytest
 
 from tfbench.config.params import make_params
-from tfbench.engine import measurements
+from tfbench.engine import meter as meter_lib
 from tfbench.engine.resolved import resolve
 from tfbench.engine.runlog import SilentLog
 from tfbench.results import RunResult
@@ -36,8 +36,8 @@ def _finish_two_workers() -> RunResult:
     plan = resolve(p)
     assert (plan.num_workers, plan.worker_batch, plan.global_batch) == (2, 4, 8)
     res = RunResult(images_per_sec=WHOLE_RUN_IPS, step_times=[0.01] * 10)
-    meter = measurements.Meter(("/cpu:0",), [_HostMonitor()])
-    measurements.finish(res, p, plan, meter, None, None, SilentLog())
+    meter = meter_lib.Meter(("/cpu:0",), [_HostMonitor()])
+    meter_lib.finish(res, p, plan, meter, None, None, SilentLog())
     return res
 
 
@@ -79,10 +79,10 @@ def test_the_device_name_is_written_once_where_the_run_is_described(flags, named
     plan = resolve(p, facts=facts)
     looked_up = []
     monkeypatch.setattr(peak, "cached_peak", lambda name, precision: looked_up.append(name))
-    meter = measurements.Meter.start(plan, 10.0)
+    meter = meter_lib.Meter.start(plan, 10.0)
     meter.start_repeat()
     meter.end_repeat(10, 1.0)
-    measurements.finish(res, p, plan, meter, None, None, SilentLog())
+    meter_lib.finish(res, p, plan, meter, None, None, SilentLog())
     assert res.writes["extra.device_name"] == 1
     assert bool(res.extra["device_name"]) == named
     assert looked_up == ([res.extra["device_name"]] if named else [])
