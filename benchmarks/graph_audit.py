@@ -146,7 +146,7 @@ def trace(flags: list[str], iterator: bool = False):
     """(step_graph.StepAudit, BuiltStrategy, notices) for `tfbench FLAGS` on logical devices;
     iterator: the step reads its batch from an iterator, as with real data."""
     import dataclasses
-    from tfbench.config.argv import parse_params
+    from tfbench.config.argv import parse_settings
     from tfbench.distribute import strategy as strategy_lib
     from tfbench.engine import train
     from tfbench.engine.resolved import resolve
@@ -154,7 +154,7 @@ def trace(flags: list[str], iterator: bool = False):
 
     import step_graph   # beside this script
 
-    p = parse_params(["tfbench", *flags])
+    p = parse_settings(["tfbench", *flags])
     resolved = resolve(p)
     n = resolved.device.num_devices
     device_set = dataclasses.replace(resolved.device,

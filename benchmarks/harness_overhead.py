@@ -34,13 +34,13 @@ def bare_loop(model: str, batch: int, size: int, steps_n: int, warmup: int,
     from tfbench.config import fast_paths
     from tfbench.engine import optimizers, steps
     from tfbench.models import catalog
-    from tfbench.config.params import make_params
+    from tfbench.config.settings import make_settings
     spec = catalog.get(model)
     optimizers.set_policy(precision)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():
         net = spec.build(size, "NHWC")
-        opt = optimizers.make_optimizer(make_params({"optimizer": "sgd"}), 0.001)
+        opt = optimizers.make_optimizer(make_settings({"optimizer": "sgd"}), 0.001)
         opt.build(net.trainable_variables)
     config = steps.StepConfig(spec.num_classes - 1, 4e-5, fast_paths=fast_paths.for_device("cpu"))
     step = steps.Steps(net, opt, strategy, config).train_step()

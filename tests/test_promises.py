@@ -16,7 +16,7 @@ from csv_headers import HEADERS
 from helpers import ROOT, only_row
 from tfbench import errors
 from tfbench.config import flagdefs
-from tfbench.config.argv import parse_params
+from tfbench.config.argv import parse_settings
 from tfbench.output import csv_out
 
 # --- the CSV header of each schema version (tests/support/csv_headers.py) -------------------
@@ -213,7 +213,7 @@ def test_the_table_is_the_legacy_scripts_whole_flag_list():
 
 @functools.lru_cache(maxsize=None)
 def _defaults():
-    return parse_params(["tfbench"])
+    return parse_settings(["tfbench"])
 
 
 @pytest.mark.parametrize("line, name, default", LEGACY_DEFAULTS,
@@ -221,7 +221,7 @@ def _defaults():
 def test_legacy_flag_default(line, name, default):
     del line   # the citation
     assert flagdefs.BY_NAME[name].default == default
-    value = getattr(_defaults(), name)
+    value = _defaults().flag_values()[name]
     assert (list(value) if isinstance(value, tuple) else value) == default
 
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 from helpers import FakeGpu
 from tfbench.children import rows
 from tfbench.children.process import ChildOutcome
-from tfbench.config.argv import params_of_flags
+from tfbench.config.argv import settings_of_flags
 from tfbench.distribute import devices
 from tfbench.engine.resolved import resolve
 from tfbench.launch import remote, tasks
@@ -36,7 +36,7 @@ def _host_row(flags):
 
 
 def _run(row_flags):
-    r = resolve(params_of_flags(row_flags))
+    r = resolve(settings_of_flags(row_flags))
     return {"mode": r.mode, "batch_size": str(r.run_batch_size),
             "global_batch_size": str(r.global_batch), "num_devices": str(r.device.num_devices),
             "num_workers": str(r.num_workers), "accum_steps": str(r.accum_steps)}
@@ -93,7 +93,7 @@ def test_a_real_data_row_names_the_data_as_the_run_does(tmp_path):
     flags = ["--model=trivial", "--device=cpu", "--data_only", "--data_dir=%s" % data]
     row = _sweep_row(flags, tmp_path)
     assert (row["data_source"], row["mode"]) == ("imagenet_tfrecord", "data_only")
-    assert resolve(params_of_flags(flags)).mode == "data_only"
+    assert resolve(settings_of_flags(flags)).mode == "data_only"
     # A --data_dir this host cannot read: the child names the error, the row no dataset.
     assert _sweep_row(["--data_dir=%s" % (tmp_path / "gone")], tmp_path)["data_source"] == ""
 
@@ -107,7 +107,7 @@ def test_strong_scaling_keeps_the_global_batch_the_run_computes():
     assert [p.flags["batch_size"] for p in points] == ["48", "16"]
     for point in points:
         flags = grid.point_flags(base, point.flags)
-        assert resolve(params_of_flags(flags)).global_batch == 96
+        assert resolve(settings_of_flags(flags)).global_batch == 96
 
 
 def test_strong_scaling_refuses_a_global_batch_it_cannot_split():

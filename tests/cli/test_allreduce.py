@@ -52,9 +52,9 @@ def test_the_help_holds_the_probes_own_counts():
 
 @pytest.mark.slow
 def test_without_max_bytes_the_sizes_are_the_devices():
-    from tfbench.config.params import make_params
+    from tfbench.config.settings import make_settings
     from tfbench.engine import allreduce_run
-    p = make_params({"device": "cpu", "num_gpus": 2, "model": "trivial"})
+    p = make_settings({"device": "cpu", "num_gpus": 2, "model": "trivial"})
     with pytest.raises(UsageError, match=r"^sizes: --min_bytes=2097152 is above the largest "
                                          r"size on CPU devices \(1 MiB\): give --max_bytes too"):
         allreduce_run.allreduce_probe_run(p, allreduce_run.Sizes(2 << 20, None))

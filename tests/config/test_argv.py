@@ -4,22 +4,24 @@ tasks and points a subcommand starts."""
 import pytest
 
 from tfbench import errors
-from tfbench.config.argv import params_of_flags, strip_flags
+from tfbench.config.argv import settings_of_flags, strip_flags
 
 
-def test_params_of_flags_parse_flags_as_the_cli_does():
-    p = params_of_flags(["--model=a", "--batch_size", "8", "-xla_compile", "--use_fp16",
+def test_settings_of_flags_parse_flags_as_the_cli_does():
+    p = settings_of_flags(["--model=a", "--batch_size", "8", "-xla_compile", "--use_fp16",
                          "--noforward_only"])
-    assert (p.model, p.batch_size, p.xla_compile, p.forward_only) == ("a", 8, True, False)
+    assert (p.workload.model, p.schedule.batch_size, p.runtime.xla_compile,
+            p.mode.forward_only) == ("a", 8, True, False)
     assert p.is_explicit("batch_size") and not p.is_explicit("num_gpus")
     with pytest.raises(errors.UsageError, match="--use_fp16 asks for fp16"):
-        params_of_flags(["--use_fp16", "--precision=fp32"])
+        settings_of_flags(["--use_fp16", "--precision=fp32"])
 
 
-def test_params_of_flags_read_a_preset_from_any_directory(tmp_path, monkeypatch):
+def test_settings_of_flags_read_a_preset_from_any_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    p = params_of_flags(["--flagfile=flags/scaling_study.flags", "--batch_size=8"])
-    assert (p.model, p.batch_size, p.variable_update) == ("resnet50", 8, "replicated")
+    p = settings_of_flags(["--flagfile=flags/scaling_study.flags", "--batch_size=8"])
+    assert (p.workload.model, p.schedule.batch_size,
+            p.devices.variable_update) == ("resnet50", 8, "replicated")
 
 
 def test_strip_flags_drops_every_spelling_of_the_named_flags():
@@ -48,7 +50,7 @@ SCALING = ["--flagfile=flags/scaling_study.flags", "--device=cpu"]
 ])
 def test_nccl_on_a_cpus_devices_is_refused_with_the_strategys_words(flags, message):
     with pytest.raises(errors.UsageError) as raised:
-        params_of_flags(SCALING + flags)
+        settings_of_flags(SCALING + flags)
     assert str(raised.value) == message
 
 
@@ -61,7 +63,7 @@ def test_nccl_on_a_cpus_devices_is_refused_with_the_strategys_words(flags, messa
      "--worker_hosts=127.0.0.1:2", "--controller_host=127.0.0.1:3"],   # no collectives
 ])
 def test_what_runs_is_not_refused(flags):
-    params_of_flags(SCALING + flags)
+    settings_of_flags(SCALING + flags)
 
 
 def test_the_strategy_refuses_with_the_same_words_once_tensorflow_runs():
@@ -89,7 +91,7 @@ def test_the_strategy_refuses_with_the_same_words_once_tensorflow_runs():
 def test_a_refused_enum_names_its_choices_and_what_empty_means(flag, message):
     """absl's own words show an empty value as an empty choice: '<|fp32|fp16|bf16>'."""
     with pytest.raises(errors.UsageError) as caught:
-        params_of_flags([flag])
+        settings_of_flags([flag])
     assert str(caught.value) == message
 
 
@@ -99,4 +101,4 @@ def test_every_enum_that_accepts_empty_says_what_it_means():
     assert {"precision", "trt_mode", "job_name"} <= set(takes_empty)
     # (a spec without it is refused: tests/config/test_flagdefs.py)
     assert all(flagdefs.BY_NAME[name].empty for name in takes_empty)
-    assert params_of_flags(["--precision="]).precision == ""    # empty is still accepted
+    assert settings_of_flags(["--precision="]).numerics.precision == ""    # empty is still accepted

@@ -7,7 +7,7 @@ import pytest
 from tfbench.config import data_source as sources
 from tfbench.data import factory
 from tfbench.errors import UsageError
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 
 def _touch(path):
@@ -16,14 +16,14 @@ def _touch(path):
 
 
 def test_synthetic_describe_and_label():
-    p = make_params({})
-    assert not sources.is_real_data(p)
-    assert sources.describe(p) == "imagenet (synthetic)"
-    assert sources.describe(p, "cifar10") == "cifar10 (synthetic)"
-    assert sources.describe(make_params({"data_name": "cifar10"})) == "cifar10 (synthetic)"
-    assert sources.data_source_label(p) == "synthetic"
-    with_dir = make_params({"data_dir": "/x/imagenet", "use_synthetic_data": True})
-    assert sources.data_source_label(with_dir) == "synthetic"
+    p = make_settings({})
+    assert not sources.is_real_data(p.data)
+    assert sources.describe(p.data) == "imagenet (synthetic)"
+    assert sources.describe(p.data, "cifar10") == "cifar10 (synthetic)"
+    assert sources.describe(make_settings({"data_name": "cifar10"}).data) == "cifar10 (synthetic)"
+    assert sources.data_source_label(p.data) == "synthetic"
+    with_dir = make_settings({"data_dir": "/x/imagenet", "use_synthetic_data": True})
+    assert sources.data_source_label(with_dir.data) == "synthetic"
 
 
 def test_guess_from_contents(tmp_path):
@@ -51,29 +51,30 @@ def test_guess_fails_clearly(tmp_path):
 
 def test_real_describe_label_and_sizes(tmp_path):
     _touch(str(tmp_path / "train-00000-of-00001"))
-    p = make_params({"data_dir": str(tmp_path)})
-    assert sources.describe(p) == "imagenet"
-    assert sources.data_source_label(p) == "imagenet_tfrecord"
+    p = make_settings({"data_dir": str(tmp_path)})
+    assert sources.describe(p.data) == "imagenet"
+    assert sources.data_source_label(p.data) == "imagenet_tfrecord"
     assert factory.num_examples(p, "imagenet", True) == 1281167
     assert factory.num_examples(p, "imagenet", False) == 50000
-    cached = make_params({"data_dir": str(tmp_path), "datasets_repeat_cached_sample": True})
-    assert sources.data_source_label(cached) == "imagenet_tfrecord+cached_sample"
-    c = make_params({"data_dir": str(tmp_path), "data_name": "cifar10"})
-    assert sources.describe(c) == "cifar10"
-    assert sources.data_source_label(c) == "cifar10_pickle"
+    cached = make_settings({"data_dir": str(tmp_path), "datasets_repeat_cached_sample": True})
+    assert sources.data_source_label(cached.data) == "imagenet_tfrecord+cached_sample"
+    c = make_settings({"data_dir": str(tmp_path), "data_name": "cifar10"})
+    assert sources.describe(c.data) == "cifar10"
+    assert sources.data_source_label(c.data) == "cifar10_pickle"
     assert factory.num_examples(c, "cifar10", True) == 50000
     assert factory.num_examples(c, "cifar10", False) == 10000
-    t = make_params({"data_dir": str(tmp_path), "data_name": "tfds:mnist"})
-    assert sources.describe(t) == "tfds:mnist" and sources.data_source_label(t) == "tfds:mnist"
+    t = make_settings({"data_dir": str(tmp_path), "data_name": "tfds:mnist"})
+    assert sources.describe(t.data) == "tfds:mnist" \
+        and sources.data_source_label(t.data) == "tfds:mnist"
 
 
 def test_synthetic_sizes_follow_model_dataset():
-    assert factory.num_examples(make_params({}), "cifar10", True) == 50000
-    assert factory.num_examples(make_params({"data_name": "folder"}), "imagenet", False) == 50000
+    assert factory.num_examples(make_settings({}), "cifar10", True) == 50000
+    assert factory.num_examples(make_settings({"data_name": "folder"}), "imagenet", False) == 50000
 
 
 def test_bad_data_name():
     with pytest.raises(UsageError, match="not one of imagenet, cifar10, tfds:NAME, folder"):
-        sources.resolve_data_name(make_params({"data_name": "coco", "data_dir": "/x"}))
+        sources.resolve_data_name(make_settings({"data_name": "coco", "data_dir": "/x"}).data)
     with pytest.raises(UsageError):
-        sources.resolve_data_name(make_params({"data_name": "tfds:", "data_dir": "/x"}))
+        sources.resolve_data_name(make_settings({"data_name": "tfds:", "data_dir": "/x"}).data)

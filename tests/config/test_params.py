@@ -8,7 +8,8 @@ import pytest
 from tfbench.config import flagdefs
 from tfbench.config import params as params_lib
 from tfbench.errors import UsageError
-from tfbench.config.params import make_params, num_batches_and_epochs, parse_piecewise
+from tfbench.config.params import make_params, parse_piecewise
+from tfbench.config.settings import make_settings
 
 
 def test_every_flag_is_a_field_with_its_default():
@@ -62,15 +63,6 @@ def test_unknown_parameter():
         make_params({"no_such_flag": 1})
 
 
-def test_num_batches_and_epochs_legacy_cases():
-    # From the legacy tests: defaults, explicit batches, and epochs rounding up.
-    assert num_batches_and_epochs(make_params({}), 25, 50) == (100, 50.0)
-    assert num_batches_and_epochs(make_params({"num_batches": 21}), 25, 50) == (21, 10.5)
-    batches, epochs = num_batches_and_epochs(make_params({"num_epochs": 3.0}), 2, 3)
-    assert (batches, epochs) == (5, pytest.approx(10 / 3))
-    assert num_batches_and_epochs(make_params({"num_epochs": 4.0}), 2, 3) == (6, 4.0)
-
-
 def test_parse_piecewise():
     assert parse_piecewise("1;3;.1;5;.01") == ([1.0, 0.1, 0.01], [3, 5])
     with pytest.raises(UsageError, match="epochs must increase"):
@@ -87,8 +79,8 @@ def test_autotune_threshold_raises_the_default_warm_up_as_legacy(threshold, warm
 
 def test_autotune_threshold_is_a_working_flag(monkeypatch):
     from tfbench.distribute import devices
-    p = make_params({"autotune_threshold": 3})
-    assert flagdefs.graph_only_overrides(p) == []   # no "has no effect" notice
+    p = make_settings({"autotune_threshold": 3})
+    assert flagdefs.graph_only_overrides(p.flag_values()) == []   # no "has no effect" notice
     monkeypatch.setattr(os, "environ", dict(os.environ))   # the GPU variables stay here
     monkeypatch.delenv("TF_AUTOTUNE_THRESHOLD", raising=False)
     devices.set_environment(p, "gpu")
@@ -138,18 +130,6 @@ def test_run_mode(values, mode):
 ])
 def test_micro_batches_are_accumulated_in_training_only(values, micro):
     assert params_lib.accum_steps(make_params(values)) == micro
-
-
-@pytest.mark.parametrize("values, batch", [
-    ({"batch_size": 32}, 32),
-    ({}, 64),                                                  # the model's batch
-    ({"batch_size": 32, "eval_batch_size": 8}, 32),            # training times batch_size
-    ({"batch_size": 32, "eval_batch_size": 8, "eval": True, "train_dir": "/c"}, 8),
-    ({"batch_size": 32, "eval": True, "train_dir": "/c"}, 32),
-    ({"eval": True, "train_dir": "/c"}, 64),
-])
-def test_timed_batch_is_the_eval_batch_in_eval_mode(values, batch):
-    assert params_lib.timed_batch(make_params(values), 64) == batch
 
 
 @pytest.mark.parametrize("values, devices", [

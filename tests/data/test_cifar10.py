@@ -8,7 +8,7 @@ import pytest
 from tfbench import data
 from tfbench.data import cifar10
 from tfbench.errors import UsageError
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 PER_FILE = 4
 
@@ -40,7 +40,7 @@ def test_load_converts_chw_to_hwc(tmp_path, str_keys):
 
 def test_eval_batches_are_the_pixels_normalised(tmp_path):
     written = _write_batches(tmp_path)
-    params = make_params({"data_dir": str(tmp_path), "data_name": "cifar10"})
+    params = make_settings({"data_dir": str(tmp_path), "data_name": "cifar10"})
     ds = data.make_dataset(params, dataset_name="cifar10", image_size=32, batch_size=PER_FILE,
                            train=False, seed=0)
     images, labels = next(iter(ds))
@@ -51,7 +51,7 @@ def test_eval_batches_are_the_pixels_normalised(tmp_path):
 
 def test_training_with_distortions(tmp_path):
     _write_batches(tmp_path)
-    params = make_params({"data_dir": str(tmp_path), "distortions": True})
+    params = make_settings({"data_dir": str(tmp_path), "distortions": True})
     ds = data.make_dataset(params, dataset_name="cifar10", image_size=32, batch_size=8,
                            train=True, seed=0)
     for images, labels in ds.take(3):

@@ -10,7 +10,7 @@ from tfbench import data
 from tfbench.data import data_errors
 from tfbench.data.fake_imagenet import write_fake_imagenet
 from tfbench.errors import UsageError
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 
 def _first_error(params, train=True, dataset_name="imagenet"):
@@ -29,7 +29,7 @@ def test_corrupt_record_names_the_file(tmp_path):
     raw = bytearray(open(bad, "rb").read())
     raw[len(raw) // 2] ^= 0xFF  # inside some record's data: its CRC no longer matches
     open(bad, "wb").write(bytes(raw))
-    params = make_params({"data_dir": str(tmp_path)})
+    params = make_settings({"data_dir": str(tmp_path)})
     exc = _first_error(params)
     assert isinstance(exc, tf.errors.DataLossError)
     assert data.is_data_error(exc)
@@ -52,7 +52,7 @@ def _write_record(path, encoded, label=5):
 def test_record_without_a_jpeg_names_the_file_from_the_message(tmp_path):
     path = os.path.join(str(tmp_path), "validation-00000-of-00001")
     _write_record(path, b"this is not an image")
-    params = make_params({"data_dir": str(tmp_path)})
+    params = make_settings({"data_dir": str(tmp_path)})
     exc = _first_error(params, train=False)
     assert path in str(exc)
     line = data.explain_data_error(exc, params, train=False)
@@ -62,7 +62,7 @@ def test_record_without_a_jpeg_names_the_file_from_the_message(tmp_path):
 def test_label_out_of_range_names_the_file(tmp_path):
     path = os.path.join(str(tmp_path), "validation-00000-of-00001")
     _write_record(path, tf.io.encode_jpeg(np.zeros((8, 8, 3), np.uint8)).numpy(), label=1001)
-    params = make_params({"data_dir": str(tmp_path)})
+    params = make_settings({"data_dir": str(tmp_path)})
     line = data.explain_data_error(_first_error(params, train=False), params, train=False)
     assert "image/class/label is not in 1..1000" in line and "1001" in line and path in line
 
@@ -76,7 +76,7 @@ def test_truncated_jpeg_in_folder_found_by_scanning(tmp_path):
     (tmp_path / "a" / "good.jpg").write_bytes(jpeg)
     bad = tmp_path / "b" / "broken.jpg"
     bad.write_bytes(jpeg[:len(jpeg) // 3])
-    params = make_params({"data_dir": str(tmp_path), "data_name": "folder"})
+    params = make_settings({"data_dir": str(tmp_path), "data_name": "folder"})
     exc = _first_error(params, train=False)
     assert data.is_data_error(exc)
     line = data.explain_data_error(exc, params, train=False)
@@ -85,7 +85,7 @@ def test_truncated_jpeg_in_folder_found_by_scanning(tmp_path):
 
 def test_scan_budget_and_clean_files(tmp_path):
     write_fake_imagenet(str(tmp_path), 4, 0, 2, seed=0, image_size=16)
-    params = make_params({"data_dir": str(tmp_path)})
+    params = make_settings({"data_dir": str(tmp_path)})
     assert data_errors.find_bad_file(params, True) == (None, "", 2, 2)
     assert data_errors.find_bad_file(params, True, budget_seconds=-1) == (None, "", 0, 2)
     line = data.explain_data_error(tf.errors.DataLossError(None, None, "corrupted record at 3"),
@@ -94,7 +94,7 @@ def test_scan_budget_and_clean_files(tmp_path):
 
 
 def test_no_examples_at_all(tmp_path):
-    params = make_params({"data_dir": str(tmp_path), "data_name": "imagenet"})
+    params = make_settings({"data_dir": str(tmp_path), "data_name": "imagenet"})
     line = data.explain_data_error(StopIteration(), params)
     assert "no readable examples in %s" % os.path.join(str(tmp_path), "train-*-of-*") in line
 

@@ -44,7 +44,7 @@ def test_an_interval_runs_from_one_arrival_to_the_next():
 
 def test_data_only_step_times_are_the_arrival_intervals():
     """--data_only's steps: the caller's work between batches (here the Step lines) counts."""
-    from tfbench.config.params import make_params
+    from tfbench.config.settings import make_settings
     from tfbench.engine import base, data_only, meter as meter_lib
     from tfbench.engine.resolved import DATA_ONLY, resolve
     from tfbench.engine.runlog import SilentLog
@@ -54,7 +54,7 @@ def test_data_only_step_times_are_the_arrival_intervals():
     class SlowLog(SilentLog):
         def step(self, report):
             clock.t += 0.5
-    p = make_params({"device": "cpu", "model": "trivial", "batch_size": 4, "num_batches": 3,
+    p = make_settings({"device": "cpu", "model": "trivial", "batch_size": 4, "num_batches": 3,
                      "num_warmup_batches": 1, "display_every": 1})
     plan = resolve(p).with_facts(mode=DATA_ONLY)
     runner = data_only.DataOnlyRunner(p=p, plan=plan, strategy=tf.distribute.get_strategy(),
@@ -71,12 +71,12 @@ def test_data_only_step_times_are_the_arrival_intervals():
 
 
 def test_the_explain_input_probe_times_arrivals_on_the_runners_clock():
-    from tfbench.config.params import make_params
+    from tfbench.config.settings import make_settings
     from tfbench.engine import base, explain
     from tfbench.engine.resolved import resolve
     from tfbench.results import RunResult
     clock = FakeClock()
-    p = make_params({"device": "cpu", "model": "trivial", "batch_size": 4, "accum_steps": 2})
+    p = make_settings({"device": "cpu", "model": "trivial", "batch_size": 4, "accum_steps": 2})
     runner = base.ModeRunner(p=p, plan=resolve(p), strategy=tf.distribute.get_strategy(),
                              clock=base.Clock(perf_counter=clock.now))
     asked, batches = [], SlowBatches(clock, seconds=0.25)

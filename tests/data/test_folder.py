@@ -8,7 +8,7 @@ from tfbench import data
 from tfbench.config import data_source
 from tfbench.data import folder
 from tfbench.errors import UsageError
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 
 def _write(path, value, png=False, shape=(20, 30, 3)):
@@ -34,12 +34,12 @@ def test_list_images_labels_by_sorted_class(flat):
     assert classes == ["a", "b"]
     assert labels == [0, 0, 1, 1]
     assert [p.rsplit("/", 1)[1] for p in paths] == ["1.jpeg", "2.png", "1.jpg", "2.PNG"]
-    assert data.num_examples(make_params({"data_dir": str(flat)}), "imagenet", True) == 4
+    assert data.num_examples(make_settings({"data_dir": str(flat)}), "imagenet", True) == 4
 
 
 @pytest.mark.parametrize("train", [True, False])
 def test_batches_imagenet_recipe(flat, train):
-    params = make_params({"data_dir": str(flat), "data_name": "folder"})
+    params = make_settings({"data_dir": str(flat), "data_name": "folder"})
     ds = data.make_dataset(params, dataset_name="imagenet", image_size=16, batch_size=4,
                            train=train, seed=3)
     images, labels = next(iter(ds))
@@ -56,8 +56,8 @@ def test_cifar_recipe_and_split_layout(tmp_path):
     _write(tmp_path / "train" / "dog" / "z.png", 200, png=True, shape=(40, 40, 3))
     assert folder.num_examples(str(tmp_path), True) == 3
     assert folder.num_examples(str(tmp_path), False) == 2
-    params = make_params({"data_dir": str(tmp_path), "distortions": True})
-    assert data_source.describe(params) == "folder"
+    params = make_settings({"data_dir": str(tmp_path), "distortions": True})
+    assert data_source.describe(params.data) == "folder"
     ds = data.make_dataset(params, dataset_name="cifar10", image_size=32, batch_size=2,
                            train=False, seed=0)
     images, labels = next(iter(ds))
@@ -83,6 +83,6 @@ def test_empty_and_missing(tmp_path):
 def test_too_many_classes_for_cifar_model(tmp_path):
     for i in range(12):
         _write(tmp_path / ("c%02d" % i) / "x.png", i, png=True, shape=(4, 4, 3))
-    params = make_params({"data_dir": str(tmp_path), "data_name": "folder"})
+    params = make_settings({"data_dir": str(tmp_path), "data_name": "folder"})
     with pytest.raises(UsageError, match="labels up to 11 but the model is a cifar10 model"):
         data.make_dataset(params, dataset_name="cifar10", image_size=8, batch_size=2, train=True)

@@ -10,7 +10,7 @@ from tfbench import data
 from tfbench.data import imagenet
 from tfbench.data.fake_imagenet import write_fake_imagenet
 from tfbench.errors import UsageError
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 SIZE = 24
 BATCH = 4
@@ -40,7 +40,7 @@ def _batches(params, train, count=2, dtype=tf.float32, seed=5, size=SIZE, batch=
 
 @pytest.mark.parametrize("train", [True, False])
 def test_batches_shape_dtype_range_labels(fake_dir, train):
-    params = make_params({"data_dir": fake_dir})
+    params = make_settings({"data_dir": fake_dir})
     batches = _batches(params, train, count=3)
     split = "train" if train else "validation"
     known = set(_labels_in(sorted(tf.io.gfile.glob(os.path.join(fake_dir, split + "-*")))))
@@ -52,7 +52,7 @@ def test_batches_shape_dtype_range_labels(fake_dir, train):
 
 
 def test_eval_reads_validation_in_file_order(fake_dir):
-    params = make_params({"data_dir": fake_dir})
+    params = make_settings({"data_dir": fake_dir})
     files = imagenet.list_files(fake_dir, train=False)
     # Interleaving 3 files of 3, 3, 2 records one record at a time.
     per_file = [_labels_in([f]) for f in files]
@@ -64,7 +64,7 @@ def test_eval_reads_validation_in_file_order(fake_dir):
 
 @pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16])
 def test_dtype(fake_dir, dtype):
-    ds = data.make_dataset(make_params({"data_dir": fake_dir}), dataset_name="imagenet",
+    ds = data.make_dataset(make_settings({"data_dir": fake_dir}), dataset_name="imagenet",
                            image_size=SIZE, batch_size=2, train=True, dtype=dtype, seed=1)
     assert ds.element_spec[0].dtype == dtype
     assert ds.element_spec[0].shape.as_list() == [2, SIZE, SIZE, 3]
@@ -73,7 +73,7 @@ def test_dtype(fake_dir, dtype):
 
 @pytest.mark.slow
 def test_same_seed_same_batches_other_seed_differs(fake_dir):
-    params = make_params({"data_dir": fake_dir, "distortions": True,
+    params = make_settings({"data_dir": fake_dir, "distortions": True,
                           "resize_method": "round_robin"})
     a = _batches(params, True, count=1, seed=11)
     b = _batches(params, True, count=1, seed=11)
@@ -89,7 +89,7 @@ def test_same_seed_same_batches_other_seed_differs(fake_dir):
     {"resize_method": "bicubic"},
 ])
 def test_training_variants(fake_dir, flags):
-    images, labels = _batches(make_params({"data_dir": fake_dir, **flags}), True, count=1)[0]
+    images, labels = _batches(make_settings({"data_dir": fake_dir, **flags}), True, count=1)[0]
     assert images.shape == (BATCH, SIZE, SIZE, 3)
     assert images.min() >= -1.0 and images.max() <= 1.0
 
@@ -107,13 +107,13 @@ def _write_flat_grey(directory, value, split="validation"):
 
 def test_normalisation_values(tmp_path):
     _write_flat_grey(str(tmp_path), 100)
-    images, labels = _batches(make_params({"data_dir": str(tmp_path)}), False, count=1)[0]
+    images, labels = _batches(make_settings({"data_dir": str(tmp_path)}), False, count=1)[0]
     assert list(labels) == [7] * BATCH
     np.testing.assert_allclose(images, 100 / 127.5 - 1, atol=1.5 / 127.5)
-    mlperf, _ = _batches(make_params({"data_dir": str(tmp_path), "ml_perf": True}), False, 1)[0]
+    mlperf, _ = _batches(make_settings({"data_dir": str(tmp_path), "ml_perf": True}), False, 1)[0]
     np.testing.assert_allclose(mlperf[0, 0, 0], 100 - np.array([123.68, 116.78, 103.94]),
                                atol=1.5)
-    official, _ = _batches(make_params({"data_dir": str(tmp_path),
+    official, _ = _batches(make_settings({"data_dir": str(tmp_path),
                                         "input_preprocessor": "official_models_imagenet"}),
                            False, 1)[0]
     np.testing.assert_allclose(official[0, 0, 0], 100 - np.array([123.68, 116.78, 103.94]),
@@ -121,21 +121,21 @@ def test_normalisation_values(tmp_path):
 
 
 def test_official_preprocessor_training(fake_dir):
-    params = make_params({"data_dir": fake_dir, "input_preprocessor": "official_models_imagenet"})
+    params = make_settings({"data_dir": fake_dir, "input_preprocessor": "official_models_imagenet"})
     images, _ = _batches(params, True, count=1)[0]
     assert images.shape == (BATCH, SIZE, SIZE, 3)
     assert images.min() >= -123.68 - 1e-3 and images.max() <= 255 - 103.94 + 1e-3
 
 
 def test_repeat_cached_sample_repeats_one_record(fake_dir):
-    params = make_params({"data_dir": fake_dir, "datasets_repeat_cached_sample": True})
+    params = make_settings({"data_dir": fake_dir, "datasets_repeat_cached_sample": True})
     (images, labels), = _batches(params, False, count=1, batch=6)
     assert len(set(labels)) == 1
     np.testing.assert_array_equal(images[0], images[-1])
 
 
 def test_dataset_options_from_flags(fake_dir):
-    params = make_params({"data_dir": fake_dir, "datasets_num_private_threads": 3,
+    params = make_settings({"data_dir": fake_dir, "datasets_num_private_threads": 3,
                           "datasets_sloppy_parallel_interleave": True,
                           "datasets_use_caching": True,
                           "datasets_parallel_interleave_cycle_length": 2,
@@ -146,14 +146,14 @@ def test_dataset_options_from_flags(fake_dir):
     assert ds.options().deterministic is False
     images, _ = next(iter(ds))
     assert images.shape == (BATCH, SIZE, SIZE, 3)
-    plain = data.make_dataset(make_params({"data_dir": fake_dir}), dataset_name="imagenet",
+    plain = data.make_dataset(make_settings({"data_dir": fake_dir}), dataset_name="imagenet",
                               image_size=SIZE, batch_size=BATCH, train=True, seed=1)
     assert plain.options().deterministic is True
 
 
 def test_missing_and_empty_directories(tmp_path):
     def make(directory, train=True):
-        data.make_dataset(make_params({"data_dir": directory, "data_name": "imagenet"}),
+        data.make_dataset(make_settings({"data_dir": directory, "data_name": "imagenet"}),
                           dataset_name="imagenet", image_size=SIZE, batch_size=BATCH,
                           train=train)
 
@@ -172,11 +172,11 @@ def test_missing_and_empty_directories(tmp_path):
 
 def test_imagenet_data_needs_an_imagenet_model(fake_dir):
     with pytest.raises(UsageError, match="labels up to 1000 but the model is a cifar10 model"):
-        data.make_dataset(make_params({"data_dir": fake_dir}), dataset_name="cifar10",
+        data.make_dataset(make_settings({"data_dir": fake_dir}), dataset_name="cifar10",
                           image_size=SIZE, batch_size=BATCH, train=True)
 
 
 def test_synthetic_params_rejected():
     with pytest.raises(ValueError):
-        data.make_dataset(make_params({}), dataset_name="imagenet", image_size=SIZE,
+        data.make_dataset(make_settings({}), dataset_name="imagenet", image_size=SIZE,
                           batch_size=BATCH, train=True)

@@ -12,7 +12,7 @@ from multiworker_checks import write_labelled_split
 from tfbench import data
 from tfbench.data import factory, sharding
 from tfbench.errors import UsageError
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 SIZE = 16
 
@@ -61,7 +61,7 @@ def _check_partition(parts, everything):
 @pytest.mark.parametrize("count", [2, 3, 4])
 def test_imagenet_files_split_by_file(imagenet_dir, train, count):
     data_dir, labels = imagenet_dir
-    params = make_params({"data_dir": data_dir})
+    params = make_settings({"data_dir": data_dir})
     parts = [_one_epoch(params, train, sharding.Shard(i, count)) for i in range(count)]
     _check_partition(parts, labels[train])
     # Whole files: shard i reads files i, i + count, ...
@@ -75,7 +75,7 @@ def test_imagenet_files_split_by_file(imagenet_dir, train, count):
 @pytest.mark.parametrize("count", [2, 3])
 def test_fewer_files_than_pipelines_split_by_record(one_file_dir, train, count):
     data_dir, labels = one_file_dir
-    params = make_params({"data_dir": data_dir,
+    params = make_settings({"data_dir": data_dir,
                           "datasets_sloppy_parallel_interleave": True})   # order kept anyway
     parts = [_one_epoch(params, train, sharding.Shard(i, count)) for i in range(count)]
     _check_partition(parts, labels[train])
@@ -83,14 +83,14 @@ def test_fewer_files_than_pipelines_split_by_record(one_file_dir, train, count):
 
 def test_whole_data_is_unchanged(one_file_dir):
     data_dir, labels = one_file_dir
-    params = make_params({"data_dir": data_dir})
+    params = make_settings({"data_dir": data_dir})
     assert sorted(_one_epoch(params, True, sharding.WHOLE)) == labels[True]
     assert _one_epoch(params, False, sharding.WHOLE) == labels[False]   # in file order
 
 
 def test_pipelines_batch_their_own_share(imagenet_dir):
     data_dir, labels = imagenet_dir
-    params = make_params({"data_dir": data_dir})
+    params = make_settings({"data_dir": data_dir})
     seen = []
     for i in range(2):
         ds = data.make_dataset(params, dataset_name="imagenet", image_size=SIZE, batch_size=3,
@@ -105,7 +105,7 @@ def test_pipelines_batch_their_own_share(imagenet_dir):
 def test_a_worker_index_known_only_as_a_tensor(imagenet_dir):
     """A parameter-server worker: the index is a tensor inside the traced dataset function."""
     data_dir, labels = imagenet_dir
-    params = make_params({"data_dir": data_dir})
+    params = make_settings({"data_dir": data_dir})
 
     @tf.function
     def first_epoch(index):
@@ -127,7 +127,7 @@ def _images(directory, count):
 @pytest.mark.parametrize("train", [True, False])
 def test_image_folders_split_by_index(tmp_path, train):
     _images(tmp_path, 7)
-    params = make_params({"data_dir": str(tmp_path), "data_name": "folder"})
+    params = make_settings({"data_dir": str(tmp_path), "data_name": "folder"})
     everything = _one_epoch(params, train, sharding.WHOLE, "folder")
     parts = [_one_epoch(params, train, sharding.Shard(i, 3), "folder") for i in range(3)]
     _check_partition(parts, everything)
@@ -145,7 +145,7 @@ def _cifar(directory, per_file=3):
 @pytest.mark.parametrize("train", [True, False])
 def test_cifar10_splits_by_index(tmp_path, train):
     _cifar(tmp_path)
-    params = make_params({"data_dir": str(tmp_path), "data_name": "cifar10"})
+    params = make_settings({"data_dir": str(tmp_path), "data_name": "cifar10"})
     everything = _one_epoch(params, train, sharding.WHOLE, "cifar10")
     parts = [_one_epoch(params, train, sharding.Shard(i, 2), "cifar10") for i in range(2)]
     _check_partition(parts, everything)
@@ -153,7 +153,7 @@ def test_cifar10_splits_by_index(tmp_path, train):
 
 def test_too_little_data_for_the_pipelines_is_a_usage_error(tmp_path):
     _images(tmp_path, 2)
-    params = make_params({"data_dir": str(tmp_path), "data_name": "folder"})
+    params = make_settings({"data_dir": str(tmp_path), "data_name": "folder"})
     with pytest.raises(UsageError) as err:
         data.make_dataset(params, dataset_name="imagenet", image_size=8, batch_size=1,
                           train=True, shard=data.Shard(2, 3))

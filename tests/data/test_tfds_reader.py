@@ -12,12 +12,12 @@ from tfbench import data
 from tfbench.config import data_source
 from tfbench.data import factory, tfds_reader
 from tfbench.errors import UsageError
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 
 def test_not_installed_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)  # import fails
-    params = make_params({"data_dir": str(tmp_path), "data_name": "tfds:mnist"})
+    params = make_settings({"data_dir": str(tmp_path), "data_name": "tfds:mnist"})
     with pytest.raises(UsageError, match="not installed: pip install tensorflow-datasets"):
         data.make_dataset(params, dataset_name="imagenet", image_size=8, batch_size=2,
                           train=True)
@@ -74,12 +74,12 @@ def _fake_tfds(prepared=True, num_classes=3, splits=("train", "test")):
 def test_missing_dataset_gives_the_prepare_command(monkeypatch, tmp_path):
     module, _ = _fake_tfds(prepared=False)
     monkeypatch.setitem(sys.modules, "tensorflow_datasets", module)
-    params = make_params({"data_dir": str(tmp_path), "data_name": "tfds:mnist"})
+    params = make_settings({"data_dir": str(tmp_path), "data_name": "tfds:mnist"})
     with pytest.raises(UsageError) as err:
         data.make_dataset(params, dataset_name="imagenet", image_size=8, batch_size=2, train=True)
     assert "tfds dataset mnist is not prepared under --data_dir=%s" % tmp_path in str(err.value)
     assert tfds_reader.prepare_command("mnist", str(tmp_path)) in str(err.value)
-    unknown = make_params({"data_dir": str(tmp_path), "data_name": "tfds:unknown"})
+    unknown = make_settings({"data_dir": str(tmp_path), "data_name": "tfds:unknown"})
     with pytest.raises(UsageError, match="knows no dataset 'unknown'"):
         data.num_examples(unknown, "imagenet", True)
 
@@ -87,7 +87,7 @@ def test_missing_dataset_gives_the_prepare_command(monkeypatch, tmp_path):
 def test_element_mapping_with_stand_in(monkeypatch, tmp_path):
     module, calls = _fake_tfds()
     monkeypatch.setitem(sys.modules, "tensorflow_datasets", module)
-    params = make_params({"data_dir": str(tmp_path), "data_name": "tfds:fake"})
+    params = make_settings({"data_dir": str(tmp_path), "data_name": "tfds:fake"})
     assert data.num_examples(params, "cifar10", False) == 3
     ds = data.make_dataset(params, dataset_name="cifar10", image_size=8, batch_size=3,
                            train=False, seed=4)
@@ -102,7 +102,7 @@ def test_element_mapping_with_stand_in(monkeypatch, tmp_path):
 def test_split_and_label_checks(monkeypatch, tmp_path):
     module, _ = _fake_tfds(splits=("extra",))
     monkeypatch.setitem(sys.modules, "tensorflow_datasets", module)
-    params = make_params({"data_dir": str(tmp_path), "data_name": "tfds:fake"})
+    params = make_settings({"data_dir": str(tmp_path), "data_name": "tfds:fake"})
     with pytest.raises(UsageError, match="has no train split \\(it has: extra\\)"):
         data.num_examples(params, "imagenet", True)
     module, _ = _fake_tfds(num_classes=20)
@@ -133,15 +133,15 @@ def test_real_tiny_prepared_dataset(tmp_path):
                 yield i, {"image": np.full((12 + i, 10, 3), 20 * i, np.uint8), "label": i % 3}
 
     TfbenchTinyImages(data_dir=str(tmp_path)).download_and_prepare()
-    params = make_params({"data_dir": str(tmp_path), "data_name": "tfds:tfbench_tiny_images"})
+    params = make_settings({"data_dir": str(tmp_path), "data_name": "tfds:tfbench_tiny_images"})
     assert data.num_examples(params, "imagenet", True) == 6
-    assert data_source.describe(params) == "tfds:tfbench_tiny_images"
+    assert data_source.describe(params.data) == "tfds:tfbench_tiny_images"
     ds = data.make_dataset(params, dataset_name="imagenet", image_size=8, batch_size=4,
                            train=True, seed=1)
     images, labels = next(iter(ds))
     assert images.shape == (4, 8, 8, 3) and set(labels.numpy()) <= {0, 1, 2}
     assert images.numpy().min() >= -1.0 and images.numpy().max() <= 1.0
-    missing = make_params({"data_dir": str(tmp_path / "empty"), "data_name": "tfds:mnist"})
+    missing = make_settings({"data_dir": str(tmp_path / "empty"), "data_name": "tfds:mnist"})
     with pytest.raises(UsageError, match="not prepared.*download_and_prepare"):
         data.num_examples(missing, "imagenet", True)
 
@@ -149,7 +149,7 @@ def test_real_tiny_prepared_dataset(tmp_path):
 def test_pipelines_sharing_tfds_data_split_its_records(monkeypatch, tmp_path):
     module, calls = _fake_tfds()
     monkeypatch.setitem(sys.modules, "tensorflow_datasets", module)
-    params = make_params({"data_dir": str(tmp_path), "data_name": "tfds:fake"})
+    params = make_settings({"data_dir": str(tmp_path), "data_name": "tfds:fake"})
     seen = []
     for i in range(2):
         source = factory.make_source(params, dataset_name="cifar10", image_size=8, train=True,
@@ -158,7 +158,7 @@ def test_pipelines_sharing_tfds_data_split_its_records(monkeypatch, tmp_path):
         # Every pipeline reads the files in one order and keeps its records.
         assert calls["as_dataset"]["shuffle_files"] is False
     assert seen == [[0, 2], [1]]
-    sloppy = make_params({"data_dir": str(tmp_path), "data_name": "tfds:fake",
+    sloppy = make_settings({"data_dir": str(tmp_path), "data_name": "tfds:fake",
                           "datasets_sloppy_parallel_interleave": True})
     with pytest.raises(UsageError, match="--datasets_sloppy_parallel_interleave cannot be used "
                                          "when 2 workers or processes share tfds data"):

@@ -8,11 +8,11 @@ import pytest
 from tfbench.distribute import cluster
 from tfbench.distribute import peers
 from tfbench.errors import UsageError
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 
 def _plan(env=None, **flags):
-    return cluster.read_cluster(make_params(flags), environ=env or {})
+    return cluster.read_cluster(make_settings(flags), environ=env or {})
 
 
 def test_no_cluster_is_a_single_host():

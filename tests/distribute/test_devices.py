@@ -11,7 +11,7 @@ from helpers import FakeGpu
 from helpers import A100_DRIVER, FakeNvml, a100
 from tfbench.distribute import devices
 from tfbench.errors import UsageError
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 CUDA12 = {"is_cuda_build": True, "cuda_version": "12.5.1"}
 
@@ -42,7 +42,7 @@ def gpus(monkeypatch):
 def test_a_gpu_request_without_a_gpu_is_refused(flags, request_flag):
     assert devices.visible_gpus() == []
     with pytest.raises(UsageError) as err:
-        devices.select_devices(make_params(flags))
+        devices.select_devices(make_settings(flags))
     message = str(err.value)
     assert message.startswith("%s asks for GPUs but none is visible (TensorFlow sees none; "
                               % request_flag)
@@ -60,15 +60,15 @@ def test_a_gpu_request_without_a_gpu_is_refused(flags, request_flag):
      "hierarchical_copy": False},
 ])
 def test_the_single_device_default_falls_back_to_the_cpu_and_says_so(flags):
-    plan = devices.select_devices(make_params(flags))
+    plan = devices.select_devices(make_settings(flags))
     assert (plan.kind, plan.num_devices, plan.names) == ("cpu", 1, ("/cpu:0",))
     assert plan.notices == ("No GPU visible: running on CPU (--device=cpu)",)
 
 
 def test_explicit_cpu_devices_are_not_a_gpu_request():
-    plan = devices.select_devices(make_params({"device": "cpu", "num_gpus": 4}))
+    plan = devices.select_devices(make_settings({"device": "cpu", "num_gpus": 4}))
     assert (plan.kind, plan.num_devices, plan.notices) == ("cpu", 4, ())
-    plan = devices.select_devices(make_params({"device": "cpu", "gpu_indices": "1"}))
+    plan = devices.select_devices(make_settings({"device": "cpu", "gpu_indices": "1"}))
     assert plan.notices == ("--gpu_indices=1 has no effect on the CPU; ignored",)
 
 
@@ -103,7 +103,7 @@ def test_device_name_is_the_model_of_the_gpus_used_not_gpu_0(gpus):
 
 def test_the_plan_records_the_chosen_models(gpus):
     gpus(["Tesla T4", "NVIDIA L4", "NVIDIA L4"])
-    plan = devices.select_devices(make_params({"device": "gpu", "gpu_indices": "1,2"}))
+    plan = devices.select_devices(make_settings({"device": "gpu", "gpu_indices": "1,2"}))
     assert plan.gpu_indices == (1, 2) and plan.gpu_models == ("NVIDIA L4", "NVIDIA L4")
     assert plan.notices == () and devices.device_name(plan) == "NVIDIA L4"
 
@@ -116,12 +116,11 @@ def test_the_plan_records_the_chosen_models(gpus):
 ])
 def test_the_plan_has_the_devices_the_flags_ask_for(gpus, flags, count, indices):
     """The count a study reads from the flags alone (config.params.requested_devices)."""
-    from tfbench.config import params as params_lib
     gpus(["NVIDIA L4"] * 4)
-    p = make_params(flags)
+    p = make_settings(flags)
     plan = devices.select_devices(p)
     assert (plan.num_devices, plan.gpu_indices) == (count, indices)
-    assert params_lib.requested_devices(p) == count
+    assert p.asks.devices == count
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -129,10 +128,9 @@ def test_the_plan_has_the_devices_the_flags_ask_for(gpus, flags, count, indices)
     ({"gpu_indices": "0,0"}, "--gpu_indices='0,0' must name distinct GPUs by index (0, 1, ...)"),
 ])
 def test_indices_the_flags_cannot_count_are_refused_alike(gpus, flags, message):
-    from tfbench.config import params as params_lib
     gpus(["NVIDIA L4"] * 4)
-    p = make_params(flags)
-    for count in (devices.select_devices, params_lib.requested_devices):
+    p = make_settings(flags)
+    for count in (devices.select_devices, lambda settings: settings.asks.devices):
         with pytest.raises(UsageError) as exc:
             count(p)
         assert str(exc.value) == message
@@ -140,7 +138,7 @@ def test_indices_the_flags_cannot_count_are_refused_alike(gpus, flags, message):
 
 def test_a_mig_slice_is_said(gpus):
     gpus(["NVIDIA A100-SXM4-40GB MIG 1g.5gb"])
-    plan = devices.select_devices(make_params({}))
+    plan = devices.select_devices(make_settings({}))
     assert plan.notices == (
         "GPU 0 is a MIG slice (NVIDIA A100-SXM4-40GB MIG 1g.5gb): it has a fraction of the GPU's "
         "SMs and memory, so there is no datasheet peak (MFU needs --peak_tflops or `tfbench "
@@ -150,7 +148,7 @@ def test_a_mig_slice_is_said(gpus):
 
 def test_gpus_of_different_models_are_said_and_named_together(gpus):
     gpus(["NVIDIA A100-SXM4-40GB", "Tesla T4"])
-    plan = devices.select_devices(make_params({"num_gpus": 2}))
+    plan = devices.select_devices(make_settings({"num_gpus": 2}))
     assert plan.notices == ("The GPUs used are of different models (NVIDIA A100-SXM4-40GB, "
                             "Tesla T4): no one datasheet peak or published expected range "
                             "describes them",)
@@ -173,22 +171,22 @@ def test_a_slurm_task_drives_every_gpu_it_sees_unless_num_gpus_is_given(gpus, mo
     for name, value in dict(SLURM_TASK_2, CUDA_VISIBLE_DEVICES="4,5,6,7").items():
         monkeypatch.setenv(name, value)
     gpus(["NVIDIA H100 80GB HBM3"] * 4)
-    plan = devices.select_devices(make_params({}))
+    plan = devices.select_devices(make_settings({}))
     assert plan.num_devices == 4 and plan.names == ("/gpu:0", "/gpu:1", "/gpu:2", "/gpu:3")
     assert plan.notices == ("Slurm step: this task drives the 4 GPU(s) it sees (--num_gpus=4; "
                             "CUDA_VISIBLE_DEVICES=4,5,6,7)",)
-    resolver = cluster.read_cluster(make_params({})).resolver(num_gpus=plan.num_devices)
+    resolver = cluster.read_cluster(make_settings({})).resolver(num_gpus=plan.num_devices)
     assert resolver.num_accelerators() == {"GPU": 4}
-    assert devices.select_devices(make_params({"num_gpus": 2})).num_devices == 2
+    assert devices.select_devices(make_settings({"num_gpus": 2})).num_devices == 2
     # A one-node step given its cluster by flags (scripts/sbatch_scaling.sh): the same GPUs.
     flags = {"job_name": "worker", "worker_hosts": "dgx8:12000", "task_index": 0}
     monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "1")
-    assert devices.select_devices(make_params(flags)).num_devices == 4
+    assert devices.select_devices(make_settings(flags)).num_devices == 4
     # Slurm bound no GPU: the node's GPUs may be other jobs', so the default of one, said so.
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    plan = devices.select_devices(make_params(flags))
+    plan = devices.select_devices(make_settings(flags))
     assert plan.num_devices == 1 and plan.notices == (
         "Slurm step: no GPU bound to this task (CUDA_VISIBLE_DEVICES unset; ask with "
         "--gpus-per-node or --gres): running the default --num_gpus=1",)
     monkeypatch.delenv("SLURM_STEP_NUM_TASKS")   # not a step: the --num_gpus default
-    assert devices.select_devices(make_params({})).num_devices == 1
+    assert devices.select_devices(make_settings({})).num_devices == 1

@@ -8,7 +8,7 @@ import pytest
 from helpers import run_cli
 from tfbench.distribute import devices
 from tfbench.errors import UsageError
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 pytestmark = pytest.mark.slow
 
@@ -17,7 +17,7 @@ ENV = devices.FROZEN_WEIGHTS_ENV
 
 @pytest.fixture
 def params():
-    return make_params({"model": "trivial"})
+    return make_settings({"model": "trivial"})
 
 
 def test_forward_only_on_cpu_sets_it(monkeypatch, params):

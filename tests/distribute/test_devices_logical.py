@@ -10,7 +10,7 @@ import pytest
 from helpers import FakeGpu, run_check_script, run_cli
 from tfbench.distribute import devices
 from tfbench.errors import UsageError
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 pytestmark = pytest.mark.slow
 
@@ -118,7 +118,7 @@ def test_cli_independent_forward_only_with_xla(tmp_path):
 ])
 def test_more_gpus_than_visible_names_what_is_visible(monkeypatch, flags, needle):
     monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu(0), FakeGpu(1)])
-    p = make_params(dict(device="gpu", **flags))
+    p = make_settings(dict(device="gpu", **flags))
     with pytest.raises(UsageError) as err:
         devices.select_devices(p)
     message = str(err.value)
@@ -128,6 +128,6 @@ def test_more_gpus_than_visible_names_what_is_visible(monkeypatch, flags, needle
 
 def test_gpu_indices_choose_the_devices(monkeypatch):
     monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu(i) for i in range(4)])
-    plan = devices.select_devices(make_params({"device": "gpu", "gpu_indices": "2,3"}))
+    plan = devices.select_devices(make_settings({"device": "gpu", "gpu_indices": "2,3"}))
     assert plan.num_devices == 2 and plan.names == ("/gpu:0", "/gpu:1")
     assert plan.gpu_indices == (2, 3)

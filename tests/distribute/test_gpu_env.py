@@ -10,7 +10,7 @@ import pytest
 
 from helpers import run_inprocess
 from tfbench.config import startup_env
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 from tfbench.distribute import devices, gpu_env
 from tfbench.errors import UsageError
 
@@ -28,7 +28,7 @@ def environ(monkeypatch):
 
 
 def _gpu(values, environ, num_devices=1):
-    settings = devices.set_environment(make_params(dict(values, model="trivial")), "gpu",
+    settings = devices.set_environment(make_settings(dict(values, model="trivial")), "gpu",
                                        num_devices=num_devices)
     return {k: environ.get(k) for k in (MODE, COUNT, BN)}, list(settings.notices)
 
@@ -115,7 +115,7 @@ def test_values_tensorflow_would_refuse_are_one_error_line(environ, values, inhe
 
 
 def test_the_cpu_path_sets_no_gpu_variable(environ):
-    devices.set_environment(make_params({"model": "trivial", "gpu_thread_mode": "gpu_shared"}),
+    devices.set_environment(make_settings({"model": "trivial", "gpu_thread_mode": "gpu_shared"}),
                             "cpu")
     assert not {MODE, COUNT, BN} & set(environ)
 
@@ -125,7 +125,7 @@ def test_variables_set_after_tensorflow_started_are_named_in_one_line(environ, m
     monkeypatch.setattr(devices, "configure_runtime", lambda *a: ["GPUs 0,1"])
     plan = devices.DeviceSet("gpu", 2, ("/gpu:0", "/gpu:1"), "NCHW", gpu_indices=(0, 1))
     environ[BN] = "1"
-    notices = devices.prepare_runtime(make_params({"model": "trivial",
+    notices = devices.prepare_runtime(make_settings({"model": "trivial",
                                                    "batchnorm_persistent": False}), plan)
     assert notices[-1] == (
         "TensorFlow had started in this process before this run's settings, so these did not "
@@ -161,12 +161,12 @@ def test_a_run_after_tensorflow_started_says_which_settings_did_not_apply(tmp_pa
     ({}, 0, 64, None),                                # a CPU run: the shared threads
 ])
 def test_tf_data_private_pool_follows_the_legacy_arithmetic(flags, gpus, cpus, want):
-    p = make_params(dict(flags, model="trivial"))
+    p = make_settings(dict(flags, model="trivial"))
     assert gpu_env.private_threads(p, gpus, cpus)[0] == want
 
 
 def test_the_private_pool_says_where_its_size_comes_from():
-    p = make_params({"model": "trivial"})
+    p = make_settings({"model": "trivial"})
     assert gpu_env.private_threads(p, 2, 16) == (
         8, "the legacy default on GPUs: 16 usable CPUs - 4 GPU threads - 4 for monitoring and transfers")
 
@@ -174,9 +174,9 @@ def test_the_private_pool_says_where_its_size_comes_from():
 FORCE_GPU_COMPATIBLE_CHECK = """
 import sys, tensorflow as tf
 from tensorflow.python.eager import context
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 from tfbench.distribute import devices
-p = make_params({"model": "trivial", "force_gpu_compatible": sys.argv[1] == "1"})
+p = make_settings({"model": "trivial", "force_gpu_compatible": sys.argv[1] == "1"})
 plan = devices.DeviceSet("cpu", 1, ("/cpu:0",), "NHWC")
 assert devices.configure_runtime(p, plan) == []
 tf.constant(1.0)   # the runtime starts with the context's ConfigProto

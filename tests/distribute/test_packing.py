@@ -10,7 +10,7 @@ logical CPU devices, a fresh process).
 import pytest
 
 from helpers import run_check_script
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 from tfbench.distribute import packing
 from tfbench.distribute.packing import Transfer, split_into_packs
 
@@ -26,13 +26,13 @@ MIB = 2 ** 20
     ({}, True, None),
 ])
 def test_transfer_dtype_is_the_compute_dtype_when_compact(flags, compiled, dtype):
-    assert packing.transfer_for(make_params(flags), 0, compiled, "gpu").dtype == dtype
+    assert packing.transfer_for(make_settings(flags), 0, compiled, "gpu").dtype == dtype
 
 
 @pytest.mark.parametrize("repacking,spec_packs,packs", [(0, 0, 0), (3, 0, 3), (0, 2, 2),
                                                         (3, 2, 3)])
 def test_gradient_repacking_wins_over_the_specs_packs(repacking, spec_packs, packs):
-    p = make_params({"gradient_repacking": repacking})
+    p = make_settings({"gradient_repacking": repacking})
     assert packing.transfer_for(p, spec_packs, False, "gpu").num_packs == packs
 
 
@@ -41,11 +41,11 @@ def test_gradient_repacking_wins_over_the_specs_packs(repacking, spec_packs, pac
     # On CPU devices, as the legacy script: no packs unless asked (--gradient_repacking, #N).
     ("cpu", 0, "as computed, each gradient alone")])
 def test_default_packs_by_device_kind(kind, pack_bytes, label):
-    transfer = packing.transfer_for(make_params({}), 0, False, kind)
+    transfer = packing.transfer_for(make_settings({}), 0, False, kind)
     assert (transfer.pack_bytes, transfer.label()) == (pack_bytes, label)
     assert split_into_packs([4, 4, 4], transfer) == (
         [[2, 1, 0]] if kind == "gpu" else [[2], [1], [0]])
-    assert packing.transfer_for(make_params({"gradient_repacking": 2}), 0, False,
+    assert packing.transfer_for(make_settings({"gradient_repacking": 2}), 0, False,
                                 kind).num_packs == 2
 
 

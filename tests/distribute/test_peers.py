@@ -11,11 +11,11 @@ from tfbench.distribute import cluster
 from tfbench.distribute import peers
 from helpers import free_ports as _free_ports
 from tfbench.errors import DistributedError
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 
 def _plan(env=None, **flags):
-    return cluster.read_cluster(make_params(flags), environ=env or {})
+    return cluster.read_cluster(make_settings(flags), environ=env or {})
 
 
 # What TensorFlow says when a peer stops sending heartbeats (a hung or cut-off task), as
@@ -41,8 +41,8 @@ _SERVE_WITH_FLAGS = r"""
 import json, sys
 import tensorflow as tf
 from tfbench.distribute import cluster, devices, peers
-from tfbench.config.params import make_params
-p = make_params({"device": "cpu", "num_intra_threads": 3, "num_inter_threads": 2,
+from tfbench.config.settings import make_settings
+p = make_settings({"device": "cpu", "num_intra_threads": 3, "num_inter_threads": 2,
                  "enable_optimizations": False, "job_name": sys.argv[1],
                  "worker_hosts": "127.0.0.1:1", "ps_hosts": "127.0.0.1:2",
                  "controller_host": "127.0.0.1:3"})

@@ -8,7 +8,7 @@ import tensorflow as tf
 from helpers import install_fake_horovod
 from tfbench.distribute import strategy as strategy_lib, pipelines
 from tfbench.distribute.devices import DeviceSet
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 
 CPU1 = DeviceSet("cpu", 1, ("/cpu:0",), "NHWC")
@@ -40,7 +40,7 @@ def test_pipeline_shard(args, shard):
 
 def test_horovod_ranks_read_their_own_part_of_the_data(fake_horovod):
     """--variable_update=horovod: rank 3 of 4 reads examples 3, 7, 11, ..."""
-    sp = strategy_lib.make_strategy(make_params({"variable_update": "horovod", "device": "cpu"}),
+    sp = strategy_lib.make_strategy(make_settings({"variable_update": "horovod", "device": "cpu"}),
                                     CPU1)
     assert pipelines.process_rank(sp.strategy) == (3, 4)
     assert pipelines.process_shard(sp.strategy) == (3, 4)

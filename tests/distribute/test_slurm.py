@@ -7,12 +7,12 @@ import pytest
 from tfbench.distribute import cluster
 from tfbench.distribute import slurm
 from tfbench.errors import UsageError
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 from slurm_env import SLURM_TASK_2
 
 
 def _plan(env=None, **flags):
-    return cluster.read_cluster(make_params(flags), environ=env or {})
+    return cluster.read_cluster(make_settings(flags), environ=env or {})
 
 
 # An srun step of 3 tasks, one per node (`srun -N3 --ntasks-per-node=1 tfbench ...` in job

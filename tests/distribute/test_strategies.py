@@ -13,7 +13,7 @@ from tfbench.engine import steps
 from tfbench.distribute import strategy as strategy_lib, strategies, sync
 from tfbench.distribute.devices import DeviceSet
 from tfbench.errors import UsageError
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 
 CPU1 = DeviceSet("cpu", 1, ("/cpu:0",), "NHWC")
@@ -29,15 +29,15 @@ def test_horovod_missing_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "horovod", None)
     monkeypatch.setitem(sys.modules, "horovod.tensorflow", None)
     with pytest.raises(UsageError) as err:
-        strategy_lib.make_strategy(make_params({"variable_update": "horovod", "device": "cpu"}),
+        strategy_lib.make_strategy(make_settings({"variable_update": "horovod", "device": "cpu"}),
                                    CPU1)
     assert str(err.value).startswith("--variable_update=horovod needs horovod, which is not "
                                      "importable")
-    assert strategy_lib.num_workers(make_params({"variable_update": "horovod"}), None) == 1
+    assert strategy_lib.num_workers(make_settings({"variable_update": "horovod"}), None) == 1
 
 
 def test_horovod_averages_gradients_and_broadcasts_initial_state(fake_horovod):
-    p = make_params({"variable_update": "horovod", "device": "cpu", "horovod_device": "/cpu:0"})
+    p = make_settings({"variable_update": "horovod", "device": "cpu", "horovod_device": "/cpu:0"})
     assert strategy_lib.num_workers(p, None) == 4
     sp = strategy_lib.make_strategy(p, CPU1)
     assert isinstance(sp.strategy, strategies.HorovodStrategy)
@@ -65,7 +65,7 @@ def test_horovod_with_xla_compiles_around_the_allreduce(fake_horovod):
         fake_horovod.calls.append(("allreduce", op, device_dense))
         return tf.py_function(lambda t: t, [tensor], tensor.dtype)
     fake_horovod.allreduce = allreduce
-    sp = strategy_lib.make_strategy(make_params({"variable_update": "horovod", "device": "cpu",
+    sp = strategy_lib.make_strategy(make_settings({"variable_update": "horovod", "device": "cpu",
                                                  "xla": True}), CPU1)
     with sp.strategy.scope():
         model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
@@ -82,13 +82,13 @@ def test_horovod_with_xla_compiles_around_the_allreduce(fake_horovod):
 
 def test_horovod_runs_one_device_per_process(fake_horovod):
     with pytest.raises(UsageError, match="one device per process"):
-        strategy_lib.make_strategy(make_params({"variable_update": "horovod", "device": "cpu",
+        strategy_lib.make_strategy(make_settings({"variable_update": "horovod", "device": "cpu",
                                                 "num_gpus": 2}), CPU2)
 
 
 def test_horovod_with_a_cluster_is_an_error():
     with pytest.raises(UsageError, match="horovodrun"):
-        strategy_lib.make_strategy(make_params({"variable_update": "horovod", "device": "cpu",
+        strategy_lib.make_strategy(make_settings({"variable_update": "horovod", "device": "cpu",
                                                 "job_name": "worker",
                                                 "worker_hosts": "127.0.0.1:1"}), CPU1)
 
@@ -103,7 +103,7 @@ def test_horovod_process_takes_its_local_rank_gpu(fake_horovod, monkeypatch):
     from tfbench.distribute import devices
 
     monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu(i) for i in range(4)])
-    plan = devices.select_devices(make_params({"variable_update": "horovod", "device": "gpu"}))
+    plan = devices.select_devices(make_settings({"variable_update": "horovod", "device": "gpu"}))
     assert (plan.num_devices, plan.names, plan.gpu_indices) == (1, ("/gpu:0",), (1,))
 
 
@@ -113,7 +113,7 @@ def test_horovod_process_bound_to_one_gpu_takes_it(fake_horovod, monkeypatch):
     from tfbench.distribute import devices
 
     monkeypatch.setattr(devices, "visible_gpus", lambda: [FakeGpu()])
-    plan = devices.select_devices(make_params({"variable_update": "horovod", "device": "gpu"}))
+    plan = devices.select_devices(make_settings({"variable_update": "horovod", "device": "gpu"}))
     assert (plan.num_devices, plan.names, plan.gpu_indices) == (1, ("/gpu:0",), (0,))
 
 

@@ -12,7 +12,7 @@ from tfbench.distribute import cluster, packing, strategies, strategy as strateg
 from tfbench.engine import steps
 from tfbench.distribute.devices import DeviceSet
 from tfbench.errors import UsageError
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 CPU1 = DeviceSet("cpu", 1, ("/cpu:0",), "NHWC")
 CPU2 = DeviceSet("cpu", 2, ("/cpu:0", "/cpu:1"), "NHWC")
@@ -64,7 +64,7 @@ def test_hierarchical_copy_on_odd_device_counts_reduces_to_one_device(n, spec, h
 
 
 def test_hierarchical_copy_ignored_outside_replicated_gives_no_odd_count_notice():
-    sp = strategy_lib.make_strategy(make_params(
+    sp = strategy_lib.make_strategy(make_settings(
         {"variable_update": "parameter_server", "device": "cpu", "num_gpus": 3,
          "hierarchical_copy": True}), _plan("cpu", 3))
     assert isinstance(sp.strategy, tf.distribute.experimental.CentralStorageStrategy)
@@ -109,7 +109,7 @@ def test_collective_nccl_on_cpu_is_an_error():
 @pytest.mark.parametrize("vu,show", [("parameter_server", False), ("replicated", True),
                                      ("independent", False)])
 def test_one_device_is_one_device_strategy_with_the_legacy_labels(vu, show):
-    sp = strategy_lib.make_strategy(make_params({"variable_update": vu, "device": "cpu"}), CPU1)
+    sp = strategy_lib.make_strategy(make_settings({"variable_update": vu, "device": "cpu"}), CPU1)
     assert isinstance(sp.strategy, tf.distribute.OneDeviceStrategy)
     assert (sp.variables_label, sp.show_all_reduce, sp.all_reduce_label) == (vu, show, None)
     assert sp.num_workers == 1 and sp.job_name == "" and sp.serve is None
@@ -122,7 +122,7 @@ def test_one_device_is_one_device_strategy_with_the_legacy_labels(vu, show):
 def test_a_legacy_one_gpu_line_on_the_cpu_has_nothing_to_reduce(flags, unused):
     """`--num_gpus=1 --variable_update=replicated --all_reduce_spec=nccl` where no GPU is visible
     falls back to the CPU (devices.select_devices) and runs: one device reduces nothing."""
-    sp = strategy_lib.make_strategy(make_params(dict(variable_update="replicated", **flags)),
+    sp = strategy_lib.make_strategy(make_settings(dict(variable_update="replicated", **flags)),
                                     CPU1)
     assert isinstance(sp.strategy, tf.distribute.OneDeviceStrategy)
     assert sp.notices == ("One device: nothing to all-reduce (%s unused)" % unused,)
@@ -130,7 +130,7 @@ def test_a_legacy_one_gpu_line_on_the_cpu_has_nothing_to_reduce(flags, unused):
 
 def test_multi_worker_value_without_a_cluster_runs_replicated_and_says_so():
     sp = strategy_lib.make_strategy(
-        make_params({"variable_update": "collective_all_reduce", "device": "cpu"}), CPU1)
+        make_settings({"variable_update": "collective_all_reduce", "device": "cpu"}), CPU1)
     assert sp.variables_label == "replicated"
     assert sp.notices[0].startswith("--variable_update=collective_all_reduce without a cluster")
 
@@ -158,7 +158,7 @@ def test_multi_worker_value_without_a_cluster_runs_replicated_and_says_so():
 ])
 def test_multi_host_misuse_is_a_usage_error(flags, plan, needle):
     with pytest.raises(UsageError) as err:
-        strategy_lib.make_strategy(make_params(dict(device="cpu", **flags)), plan)
+        strategy_lib.make_strategy(make_settings(dict(device="cpu", **flags)), plan)
     assert needle in str(err.value)
 
 
@@ -168,29 +168,29 @@ def test_a_slurm_step_picks_the_strategy_as_worker_hosts_do(monkeypatch):
     for name, value in SLURM_TASK_2.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(UsageError) as err:
-        strategy_lib.make_strategy(make_params(dict(device="cpu",
+        strategy_lib.make_strategy(make_settings(dict(device="cpu",
                                                     variable_update="replicated")), CPU1)
     assert str(err.value).startswith("a Slurm step of several tasks without ps runs "
                                      "MultiWorkerMirroredStrategy: use --variable_update="
                                      "collective_all_reduce")
-    p = make_params({})
+    p = make_settings({})
     assert strategy_lib.num_workers(p, cluster.read_cluster(p)) == 3
 
 
 def test_ps_and_worker_tasks_serve_with_the_legacy_lines():
     flags = dict(device="cpu", ps_hosts="127.0.0.1:3", worker_hosts="127.0.0.1:1,127.0.0.1:4",
                  controller_host="127.0.0.1:2")
-    ps = strategy_lib.make_strategy(make_params(dict(job_name="ps", **flags)), CPU1)
+    ps = strategy_lib.make_strategy(make_settings(dict(job_name="ps", **flags)), CPU1)
     assert ps.strategy is None and callable(ps.serve)
     assert ps.start_lines == ("Running parameter server 0",)
     assert (ps.variables_label, ps.num_workers, ps.job_name) == ("parameter_server", 2, "ps")
     worker = strategy_lib.make_strategy(
-        make_params(dict(job_name="worker", task_index=1, **flags)), CPU1)
+        make_settings(dict(job_name="worker", task_index=1, **flags)), CPU1)
     assert worker.start_lines == ("Starting worker 1",)
 
 
 def test_a_ps_task_with_gpus_says_it_leaves_them_unused():
-    ps = strategy_lib.make_strategy(make_params(dict(
+    ps = strategy_lib.make_strategy(make_settings(dict(
         job_name="ps", ps_hosts="127.0.0.1:3", worker_hosts="127.0.0.1:1",
         controller_host="127.0.0.1:2", num_gpus=2)), GPU2)
     assert ps.notices == ("Parameter server: variables live on this task's CPU "
@@ -207,15 +207,15 @@ def test_parameter_server_workers_with_different_gpu_counts_are_a_usage_error(mo
     monkeypatch.setattr(tf.distribute.experimental, "ParameterServerStrategy", mismatched)
     with pytest.raises(UsageError, match="parameter-server workers run different numbers of "
                                          "GPUs: give every worker the same --num_gpus"):
-        strategy_lib.make_strategy(make_params(dict(
+        strategy_lib.make_strategy(make_settings(dict(
             device="cpu", job_name="controller", ps_hosts="127.0.0.1:3",
             worker_hosts="127.0.0.1:1", controller_host="127.0.0.1:2")), CPU1)
 
 
 def test_num_workers_counts_cluster_workers():
-    alone = make_params({})
+    alone = make_settings({})
     assert strategy_lib.num_workers(alone, cluster.read_cluster(alone)) == 1
-    three = make_params({"job_name": "worker", "worker_hosts": "a:1,b:2,c:3"})
+    three = make_settings({"job_name": "worker", "worker_hosts": "a:1,b:2,c:3"})
     assert strategy_lib.num_workers(three, cluster.read_cluster(three)) == 3
 
 
@@ -237,7 +237,7 @@ def captured_multi_worker(monkeypatch):
     monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", _CapturedStrategy)
 
     def make(plan, **flags):
-        p = make_params(dict(device=plan.kind, job_name="worker", task_index=0,
+        p = make_settings(dict(device=plan.kind, job_name="worker", task_index=0,
                              worker_hosts="127.0.0.1:1,127.0.0.1:2", **flags))
         return strategy_lib.make_strategy(p, plan).strategy
     return make
@@ -281,7 +281,7 @@ def _step_compiles(p, plan, strategy) -> bool:
     """What the run's step decides (engine.steps, from the runner's step settings)."""
     from tfbench.engine import base
     from tfbench.engine.resolved import TRAINING, resolve
-    runner = base.ModeRunner(p=p, plan=resolve(p.replace(device="cpu")), strategy=strategy)
+    runner = base.ModeRunner(p=p, plan=resolve(p.with_flags(device="cpu")), strategy=strategy)
     config = runner.step_config(TRAINING)
     return strategies.replica_step_compilation(strategy, xla=config.jit_compile)[0]
 
@@ -302,7 +302,7 @@ def test_the_strategy_and_the_step_decide_alike_what_xla_compiles(monkeypatch, f
     each replica's whole step where XLA takes the collectives, else forward and backward."""
     if not collectives_compiled:   # RING, as MirroredStrategy takes on virtual GPUs
         monkeypatch.setattr(strategies, "xla_takes_its_collectives", lambda strategy: False)
-    p = make_params(dict(num_gpus=2, variable_update="replicated", **flags))
+    p = make_settings(dict(num_gpus=2, variable_update="replicated", **flags))
     sp = strategy_lib.make_strategy(p, GPU2)
     assert _step_compiles(p, GPU2, sp.strategy) is collectives_compiled
     assert ("inside XLA" in sp.reduction) is collectives_compiled
@@ -313,7 +313,7 @@ def test_the_strategy_and_the_step_decide_alike_what_xla_compiles(monkeypatch, f
 
 
 def test_without_xla_nothing_is_said_of_replica_steps():
-    p = make_params(dict(num_gpus=2, variable_update="replicated"))
+    p = make_settings(dict(num_gpus=2, variable_update="replicated"))
     sp = strategy_lib.make_strategy(p, GPU2)
     assert not _step_compiles(p, GPU2, sp.strategy)
     assert "XLA" not in sp.reduction and not any("--xla" in n for n in sp.notices)
@@ -351,7 +351,7 @@ def test_a_multi_worker_strategy_says_what_xla_compiles_as_its_step_does(
     from tfbench.distribute import peers
     monkeypatch.setattr(peers, "rendezvous", lambda *args, **kwargs: None)
     monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", _MultiWorkerOnTwoGpus)
-    p = make_params(dict(device="gpu", num_gpus=2, job_name="worker", task_index=0,
+    p = make_settings(dict(device="gpu", num_gpus=2, job_name="worker", task_index=0,
                          worker_hosts="127.0.0.1:1,127.0.0.1:2", **flags))
     sp = strategy_lib.make_strategy(p, GPU2)
     assert _step_compiles(p, GPU2, sp.strategy) is compiled

@@ -5,12 +5,12 @@ import types
 
 import pytest
 
+from tfbench.config.settings import make_settings
 from tfbench.engine import actions, explain
 
 
 def _flags(**given):
-    base = dict(explain_scaling=False, validate_devices=False, validate_allreduce_json="")
-    return types.SimpleNamespace(**dict(base, **given))
+    return make_settings(given)
 
 
 def test_the_registry_names_each_probe_by_its_flag_in_the_order_they_run():

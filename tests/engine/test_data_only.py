@@ -60,14 +60,14 @@ def test_eval_on_real_data(tmp_path, fake_dir):
 def test_data_only_step_lines_and_total_are_one_figure(fake_dir):
     """--data_only's Step lines, its total and the input diagnosis's "input pipeline alone" are
     images over the loop's wall time, on a clock that also ticks between the batches."""
-    from tfbench.config.params import make_params
+    from tfbench.config.settings import make_settings
     from tfbench.engine import base, runner
     from tfbench.output.classic_log import ClassicLog
     from tfbench.results import RunResult
     ticks = iter(range(10 ** 6))
     clock = base.Clock(perf_counter=lambda: next(ticks) * 0.001)   # 1 ms per reading
     lines = []
-    res = runner.run(make_params({"device": "cpu", "model": "trivial", "image_size": 32,
+    res = runner.run(make_settings({"device": "cpu", "model": "trivial", "image_size": 32,
                                   "batch_size": 4, "num_batches": 10, "num_warmup_batches": 1,
                                   "display_every": 5, "data_dir": fake_dir, "data_only": True,
                                   "monitor_interval_ms": 0}),
@@ -139,9 +139,9 @@ def _epoch_labels(data_dir, monkeypatch, rank, size, train):
     from tfbench.engine.base import ModeRunner
     from tfbench.engine.resolved import resolve
     from tfbench.distribute import strategy as strategy_lib
-    from tfbench.config.params import make_params
+    from tfbench.config.settings import make_settings
     install_fake_horovod(monkeypatch, rank=rank, size=size)
-    p = make_params({"device": "cpu", "model": "trivial", "image_size": 16, "batch_size": 2,
+    p = make_settings({"device": "cpu", "model": "trivial", "image_size": 16, "batch_size": 2,
                      "data_dir": data_dir, "variable_update": "horovod"})
     plan = resolve(p)
     bench = ModeRunner(p=p, plan=plan,
@@ -166,7 +166,7 @@ def test_a_gpu_run_reads_real_data_with_the_legacy_private_pool(fake_dir, monkey
     runs; tfbench read with TensorFlow's shared threads unless the flag was given."""
     import os
     from helpers import FakeGpu
-    from tfbench.config.params import make_params
+    from tfbench.config.settings import make_settings
     from tfbench.distribute import devices
     from tfbench.engine.base import ModeRunner
     from tfbench.engine.resolved import resolve
@@ -174,7 +174,7 @@ def test_a_gpu_run_reads_real_data_with_the_legacy_private_pool(fake_dir, monkey
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))   # usable CPUs
 
     def pool(flags):
-        p = make_params(dict(flags, device="gpu", num_gpus=2, model="trivial", image_size=32,
+        p = make_settings(dict(flags, device="gpu", num_gpus=2, model="trivial", image_size=32,
                              data_dir=fake_dir, data_name="imagenet"))
         runner = ModeRunner.__new__(ModeRunner)
         runner.p, runner.plan = p, resolve(p)

@@ -14,7 +14,7 @@ import tensorflow as tf
 from tensorflow.python.framework import config as tf_config
 
 from helpers import run_inprocess
-from tfbench.config.argv import parse_params
+from tfbench.config.argv import parse_settings
 from tfbench.engine import device_checks, resolved as resolved_lib
 from tfbench.errors import UsageError
 from tfbench.measure import agreement, peak
@@ -134,7 +134,7 @@ def test_op_determinism_is_on_inside_and_as_before_after():
     (resolved_lib.EVAL, "not in eval mode (drop --eval)"),
     (resolved_lib.DATA_ONLY, "not in data-only mode (drop --data_only)")])
 def test_only_training_runs_have_device_checks(mode, message):
-    p = parse_params(["tfbench", "--device=cpu", "--validate_devices"])
+    p = parse_settings(["tfbench", "--device=cpu", "--validate_devices"])
     with pytest.raises(UsageError) as caught:
         resolved_lib._validate_devices_applies(p, mode, False)
     assert str(caught.value) == ("--validate_devices checks each device's training step and "
@@ -142,7 +142,7 @@ def test_only_training_runs_have_device_checks(mode, message):
 
 
 def test_diagnose_input_runs_probes_of_its_own():
-    p = parse_params(["tfbench", "--device=cpu", "--validate_devices", "--diagnose_input"])
+    p = parse_settings(["tfbench", "--device=cpu", "--validate_devices", "--diagnose_input"])
     with pytest.raises(UsageError, match="^--validate_devices and --diagnose_input each run "
                                          "their own probes after a run: give one of them$"):
         resolved_lib._validate_devices_applies(p, resolved_lib.TRAINING, False)
@@ -260,7 +260,7 @@ def test_a_failure_outside_any_one_device_ends_the_checks_and_keeps_the_run(tmp_
      "--validate_allreduce_json=no/such/ar.json: the folder %s does not exist"
      % os.path.abspath("no/such"))])
 def test_the_validate_options_that_cannot_apply_are_refused(flags, message):
-    p = parse_params(["tfbench", "--device=cpu", "--model=trivial"] + flags)
+    p = parse_settings(["tfbench", "--device=cpu", "--model=trivial"] + flags)
     with pytest.raises(UsageError) as caught:
         resolved_lib.resolve(p)
     assert str(caught.value) == message

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 import zygote
 from helpers import ROOT, only_row, run_inprocess
-from tfbench.config.argv import parse_params
+from tfbench.config.argv import parse_settings
 from tfbench.engine import explain
 from tfbench.engine.resolved import resolve
 from tfbench.measure import nccl_log
@@ -19,7 +19,7 @@ from tfbench.results import RunResult
 
 
 def _plan(*flags, kind="cpu"):
-    p = parse_params(["tfbench", "--device=cpu", "--model=trivial"] + list(flags))
+    p = parse_settings(["tfbench", "--device=cpu", "--model=trivial"] + list(flags))
     plan = resolve(p)
     return p, plan.with_facts(device=dataclasses.replace(plan.device, kind=kind))
 

@@ -5,7 +5,7 @@ import pytest
 from tfbench.engine import lr
 from tfbench.config.datasets import IMAGENET, NUM_TRAIN_EXAMPLES
 from tfbench.models.registry import ModelSpec
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 
 RESNET = ModelSpec("resnet_like", IMAGENET, lambda *a: None, 224, 64, 0.128, "resnet",
                    lr_schedule="resnet")
@@ -14,7 +14,7 @@ N = 1281167
 
 
 def values(flag_values, spec, batch, steps, num_examples=None):
-    plan, _ = lr.schedule_for(make_params(flag_values), spec, batch,
+    plan, _ = lr.schedule_for(make_settings(flag_values), spec, batch,
                               num_examples or NUM_TRAIN_EXAMPLES[spec.dataset])
     schedule = lr.KerasSchedule(plan)
     return [float(schedule(s)) for s in steps]
@@ -62,14 +62,14 @@ def test_cifar_resnet_schedule():
 
 
 def test_warmup_without_init_lr_gives_notice():
-    plan, notices = lr.schedule_for(make_params({"num_learning_rate_warmup_epochs": 2}), TRIVIAL,
+    plan, notices = lr.schedule_for(make_settings({"num_learning_rate_warmup_epochs": 2}), TRIVIAL,
                                     32, N)
     assert plan.warmup_steps == 0
     assert notices and "no effect" in notices[0]
 
 
 def test_schedule_serialises():
-    plan, _ = lr.schedule_for(make_params({}), RESNET, 256, N)
+    plan, _ = lr.schedule_for(make_settings({}), RESNET, 256, N)
     restored = lr.KerasSchedule.from_config(lr.KerasSchedule(plan).get_config())
     assert restored.schedule == plan
 

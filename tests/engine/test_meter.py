@@ -14,7 +14,7 @@ from tfbench.engine import base, meter as meter_lib, runner, steps
 from tfbench.errors import NanLoss
 from tfbench.monitors import aggregate
 from tfbench.monitors.base import Monitor
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 from tfbench.results import FIELD_NAMES, RunResult
 
 pytestmark = pytest.mark.slow
@@ -96,7 +96,7 @@ def run(flags, result=None):
     values.update(flags)
     lines = []
     res = result or RunResult()
-    runner.run(make_params(values), ClassicLog(lines.append), res,
+    runner.run(make_settings(values), ClassicLog(lines.append), res,
                clock=CLOCK)
     return res, lines
 
@@ -105,6 +105,7 @@ def test_power_and_energy_cover_the_timed_repeats_not_the_cooldown(gpu, tmp_path
     res, _ = run({"num_batches": 3, "num_warmup_batches": 1, "num_runs": 2,
                   "cooldown_secs": 30.0, "train_dir": str(tmp_path / "ckpt")})
     assert res.images_per_sec == pytest.approx(BATCH / STEP_SEC)
+    assert res.extra["num_runs"] == 2
     timed = 2 * 3
     assert len(res.step_times) == timed
     assert res.extra["energy_j"] == pytest.approx(timed * STEP_SEC * STEP_W)
@@ -187,6 +188,7 @@ def test_a_nan_in_the_second_repeat_keeps_the_first_repeats_figure(gpu, monkeypa
         run({"num_batches": 3, "num_warmup_batches": 0, "num_runs": 2}, res)
     assert len(res.step_times) == 4   # 3 of the first repeat, 1 of the second
     assert res.images_per_sec == pytest.approx(3 * BATCH / (COLD_SEC + 2 * STEP_SEC))
+    assert res.extra["num_runs"] == 1    # --num_runs=2 asked; the figure is one repeat's
     assert res.wall_time == pytest.approx(STEP_SEC)   # the second repeat's, so far
 
 
@@ -254,7 +256,7 @@ def test_the_console_summary_is_rendered_from_figures_the_manifest_keeps(gpu):
         "Training-time estimate"]
     # No figure is a rendered line.
     assert not [v for v in res.extra.values() if isinstance(v, str) and v in lines]
-    p = make_params({"device": "cpu", "model": "trivial", "json_dir": ""})
+    p = make_settings({"device": "cpu", "model": "trivial", "json_dir": ""})
     saved = json.loads(json.dumps(files.manifest(p, res, csv_out.row_for(res)), default=str))
     loaded = RunResult(**{f.name: saved[f.name] for f in dataclasses.fields(RunResult)})
     assert console.summary_lines(loaded) == lines
@@ -269,7 +271,7 @@ def test_host_time_between_steps_is_what_separates_the_footer_from_the_steady_st
             gpu.run(0.5, IDLE_W)
 
     lines = []
-    res = runner.run(make_params({"device": "cpu", "model": "trivial", "image_size": 16,
+    res = runner.run(make_settings({"device": "cpu", "model": "trivial", "image_size": 16,
                                   "batch_size": BATCH, "num_batches": 4,
                                   "num_warmup_batches": 1, "display_every": 1, "csv_file": "",
                                   "json_dir": "", "forward_only": True}),
@@ -293,8 +295,8 @@ def _nan_at(step):
 
 
 # Every place that used to set or recompute images_per_sec: training's timed loop and its
-# repeats' median (train.py), --eval's evaluations (eval_runner.py), --data_only's loop, and
-# the fallback of a run stopped in its timed steps (meter.finish).
+# repeats' median (train.py), --eval's evaluations (checkpoint_eval.py), --data_only's loop,
+# and the fallback of a run stopped in its timed steps (meter.finish).
 IMAGES_PER_SEC_CASES = {
     "training": ({"num_batches": 3, "num_warmup_batches": 1}, BATCH / STEP_SEC),
     "repeats": ({"num_batches": 3, "num_warmup_batches": 1, "num_runs": 3}, BATCH / STEP_SEC),
@@ -351,7 +353,7 @@ def test_finish_takes_the_repeats_that_ran_to_their_end_else_the_steps_timed():
     """Two complete repeats of 3 steps (1 s and 3 s a step) and a third stopped after one: the
     median of the two; none complete: the steps the last repeat timed."""
     from tfbench.engine.resolved import resolve
-    p = make_params({"device": "cpu", "model": "trivial", "batch_size": BATCH})
+    p = make_settings({"device": "cpu", "model": "trivial", "batch_size": BATCH})
     plan = resolve(p)
     meter = meter_lib.Meter(())
     for steps_run, wall in ((3, 3.0), (3, 9.0)):

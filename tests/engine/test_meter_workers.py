@@ -4,7 +4,7 @@ images a step each: 8 a step in all)."""
 
 import pytest
 
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 from tfbench.engine import meter as meter_lib
 from tfbench.engine.resolved import resolve
 from tfbench.engine.runlog import SilentLog
@@ -29,7 +29,7 @@ class _HostMonitor:
 
 
 def _finish_two_workers() -> RunResult:
-    p = make_params({"device": "cpu", "model": "trivial", "batch_size": 4,
+    p = make_settings({"device": "cpu", "model": "trivial", "batch_size": 4,
                      "job_name": "worker", "worker_hosts": "127.0.0.1:1,127.0.0.1:2",
                      "task_index": 0, "variable_update": "collective_all_reduce",
                      "estimate_dataset_size": DATASET})
@@ -72,7 +72,7 @@ def test_the_device_name_is_written_once_where_the_run_is_described(flags, named
     from tfbench.engine import runner
     from tfbench.engine.resolved import read_facts
     from tfbench.measure import peak
-    p = make_params(dict(flags, device="cpu", model="trivial", batch_size=4))
+    p = make_settings(dict(flags, device="cpu", model="trivial", batch_size=4))
     facts = read_facts(p)
     res = CountedResult(gflops_per_image=1.0)
     runner.describe(p, facts, res)

@@ -12,7 +12,7 @@ from helpers import run_inprocess
 from tfbench.config import fast_paths
 from tfbench.engine import base, runner, train
 from tfbench.engine.resolved import resolve
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 from tfbench.errors import UsageError
 from tfbench.results import RunResult
 
@@ -23,7 +23,7 @@ TWO_WORKERS = {"worker_hosts": "127.0.0.1:7002,127.0.0.1:7003", "job_name": "wor
 
 
 def _learning_rates(values, steps):
-    p = make_params(values)
+    p = make_settings(values)
     opt = train.make_optimizer(p, resolve(p), lambda text: None)
     rates = []
     for step in steps:
@@ -44,7 +44,7 @@ def test_parameter_server_schedule_counts_one_workers_batch_per_step():
 
 def test_a_parameter_server_controller_counts_the_workers_replicas_in_its_evaluation_batch():
     """The controller's own 2 devices are not the workers' replicas (1 each)."""
-    p = make_params(dict(PS_CLUSTER, device="cpu", num_gpus=2, model="trivial", batch_size=8,
+    p = make_settings(dict(PS_CLUSTER, device="cpu", num_gpus=2, model="trivial", batch_size=8,
                          eval_batch_size=8, num_eval_batches=3,
                          eval_during_training_every_n_steps=5))
     own, workers = resolve(p), resolve(p, replicas_per_worker=1)
@@ -61,7 +61,7 @@ def test_all_reduce_cluster_schedule_counts_every_workers_batch():
 
 def test_global_batch_counts_micro_batches_devices_and_workers():
     # 4 images x 3 micro-batches x 2 devices x 2 workers (config.params.global_batch).
-    p = make_params(dict(TWO_WORKERS, device="cpu", num_gpus=2, model="trivial", batch_size=4,
+    p = make_settings(dict(TWO_WORKERS, device="cpu", num_gpus=2, model="trivial", batch_size=4,
                          accum_steps=3, num_runs=2))
     r = resolve(p)
     assert (r.global_batch, r.worker_batch, r.accum_steps, r.run_batch_size) == (48, 24, 3, 4)
@@ -69,7 +69,7 @@ def test_global_batch_counts_micro_batches_devices_and_workers():
 
 
 def test_eval_mode_times_the_eval_batch_once_without_micro_batches(tmp_path):
-    p = make_params(dict(TWO_WORKERS, device="cpu", num_gpus=2, model="trivial", batch_size=32,
+    p = make_settings(dict(TWO_WORKERS, device="cpu", num_gpus=2, model="trivial", batch_size=32,
                          eval_batch_size=8, accum_steps=3, num_runs=3, eval=True,
                          train_dir=str(tmp_path)))
     r = resolve(p)
@@ -135,7 +135,7 @@ def test_evaluation_without_eval_length_flags_covers_trainings_epochs(tmp_path):
 def test_step_lines_count_the_workers_images_legacy_counts(variable_update, batch):
     # Legacy Step lines count this worker's batch, except distributed_all_reduce's single
     # session, whose one step is every worker's (batch_size * num_workers).
-    plan = resolve(make_params(dict(TWO_WORKERS, device="cpu", model="trivial", batch_size=4,
+    plan = resolve(make_settings(dict(TWO_WORKERS, device="cpu", model="trivial", batch_size=4,
                                     variable_update=variable_update)))
     mean, _, _ = base.step_stats(RunResult(), plan.step_line_batch, [0.5, 0.5], None)
     assert mean == pytest.approx(batch / 0.5)
@@ -173,7 +173,7 @@ def test_a_parameter_server_controller_reads_a_folder_dataset_and_resolves_once(
                         lambda *a, **k: clusters.append(a) or read_cluster(*a, **k))
     monkeypatch.setattr(runner, "resolve",
                         lambda *a, **k: resolves.append(k) or resolve_(*a, **k))
-    p = make_params(dict(PS_CLUSTER, device="cpu", num_gpus=2, model="trivial", batch_size=2,
+    p = make_settings(dict(PS_CLUSTER, device="cpu", num_gpus=2, model="trivial", batch_size=2,
                          data_dir=str(data_dir)))
     facts = resolved.read_facts(p)
     res = RunResult()
@@ -194,7 +194,7 @@ def test_what_resolving_read_is_kept_once_in_the_facts():
     """The model, devices, precision, image size, mode, evaluations, data kind and data sizes
     of a Resolved are its Facts': changed there, they change; the arithmetic stays."""
     from tfbench.engine.resolved import FORWARD_ONLY, Resolved
-    r = resolve(make_params({"device": "cpu", "model": "trivial", "batch_size": 4}))
+    r = resolve(make_settings({"device": "cpu", "model": "trivial", "batch_size": 4}))
     changed = {"spec": dataclasses.replace(r.spec, name="other", image_size=17),
                "device": dataclasses.replace(r.device, names=("/cpu:9",)),
                "precision": "fp16", "image_size": 99, "mode": FORWARD_ONLY,
@@ -212,7 +212,7 @@ def test_a_missing_data_dir_is_refused_with_or_without_data_name(tmp_path, data_
     # after the header: it is refused here, before the header, in the same line.
     missing = tmp_path / "imagenet"
     with pytest.raises(UsageError) as err:
-        resolve(make_params({"device": "cpu", "model": "trivial", "data_dir": str(missing),
+        resolve(make_settings({"device": "cpu", "model": "trivial", "data_dir": str(missing),
                              "data_name": data_name}))
     # ImageNet's says what it expects there and how to make a small one, as its reader does.
     hint = (" (expected ImageNet TFRecords in the legacy layout; create a small one with "
@@ -235,12 +235,12 @@ def _empty_images(root, counts):
 def test_folder_data_says_what_it_found(tmp_path):
     plots = _empty_images(tmp_path / "report", {"plots": 9})
     flags = {"device": "cpu", "model": "trivial", "data_dir": str(plots)}
-    plan = resolve(make_params(dict(flags, batch_size=4)))
+    plan = resolve(make_settings(dict(flags, batch_size=4)))
     found = "Found 9 images in 1 class (plots) in %s" % plots
     assert [n for n in plan.notices if n.startswith("Found")] == [found]
     assert (plan.train_examples, plan.num_epochs) == (9, 100 * 4 / 9)
     many = _empty_images(tmp_path / "many", {"c%d" % i: 1 for i in range(7)})
-    plan = resolve(make_params(dict(flags, batch_size=1, data_dir=str(many))))
+    plan = resolve(make_settings(dict(flags, batch_size=1, data_dir=str(many))))
     assert "Found 7 images in 7 classes (c0, c1, c2, c3, c4, ...) in %s" % many in plan.notices
 
 
@@ -250,28 +250,28 @@ def test_counted_data_smaller_than_one_global_batch_is_refused(tmp_path):
     for more, batch in [({"batch_size": 32}, 32), ({"batch_size": 5, "num_gpus": 2}, 10),
                         ({"batch_size": 3, "accum_steps": 4}, 12)]:
         with pytest.raises(UsageError) as err:
-            resolve(make_params(dict(flags, **more)))
+            resolve(make_settings(dict(flags, **more)))
         assert str(err.value) == (
             "--data_dir holds too few images for one global batch of %d: found 9 images in 1 "
             "class (plots) in %s (is it the dataset you meant? a smaller --batch_size runs it)"
             % (batch, plots))
-    assert resolve(make_params(dict(flags, batch_size=9))).global_batch == 9
+    assert resolve(make_settings(dict(flags, batch_size=9))).global_batch == 9
     # An evaluation reads the validation split, in batches of every device's eval batch.
     split = _empty_images(tmp_path / "split", {"train/a": 4, "train/b": 4, "validation/a": 1,
                                                "validation/b": 1})
     evaluating = dict(flags, data_dir=str(split), batch_size=2,
                       eval_during_training_every_n_steps=2)
-    plan = resolve(make_params(evaluating))
+    plan = resolve(make_settings(evaluating))
     assert [n for n in plan.notices if n.startswith("Found")] == [
         "Found 8 images in 2 classes (a, b) in %s" % (split / "train"),
         "Found 2 images in 2 classes (a, b) in %s" % (split / "validation")]
     with pytest.raises(UsageError, match="too few images for one global evaluation batch of 4: "
                                          "found 2 images in 2 classes"):
-        resolve(make_params(dict(evaluating, eval_batch_size=4)))
+        resolve(make_settings(dict(evaluating, eval_batch_size=4)))
     # The legacy sizes of ImageNet and CIFAR-10 are not counted: nothing said, nothing refused.
     (tmp_path / "tfrecords" / "train-00000-of-00001").parent.mkdir()
     (tmp_path / "tfrecords" / "train-00000-of-00001").write_bytes(b"x")
-    plan = resolve(make_params(dict(flags, batch_size=4096,
+    plan = resolve(make_settings(dict(flags, batch_size=4096,
                                     data_dir=str(tmp_path / "tfrecords"))))
     assert not [n for n in plan.notices if n.startswith("Found")]
 
@@ -309,7 +309,7 @@ def _explain_does_not_apply(p, plan, monkeypatch):
     from tfbench.distribute.strategy import BuiltStrategy
     from tfbench.engine import explain
     sp = BuiltStrategy(object(), "replicated", None, False)
-    return not explain.applies(p.replace(explain_scaling=True), plan, sp)
+    return not explain.applies(p.with_flags(explain_scaling=True), plan, sp)
 
 
 def _optimizer_counts_every_workers_update(p, plan, monkeypatch):
@@ -341,7 +341,7 @@ def test_every_reader_asks_the_plan_whether_it_is_a_parameter_server_run(
     """The cluster is read once, into Facts.parameter_server: every reader follows the plan's
     answer, not the flags' cluster (read again) nor the strategy's type. Each plan here says
     the opposite of its flags."""
-    p = make_params(dict(flags, device="cpu", model="trivial", batch_size=4))
+    p = make_settings(dict(flags, device="cpu", model="trivial", batch_size=4))
     plan = resolve(p)
     assert plan.parameter_server == (flags is PS_CLUSTER) and plan.num_workers == 2
     flipped = plan.with_facts(parameter_server=not plan.parameter_server)
@@ -365,7 +365,7 @@ def test_the_optimizer_and_the_steps_scale_the_loss_as_the_plan_says(flags, plan
     LossScaleOptimizer (train.make_optimizer) and the steps' scaling (ModeRunner.step_config)
     follow a plan that contradicts the flags."""
     from tfbench.engine import optimizers
-    p = make_params(dict(flags, device="cpu", model="trivial", batch_size=4))
+    p = make_settings(dict(flags, device="cpu", model="trivial", batch_size=4))
     plan = resolve(p).with_facts(loss_scaling=planned[0], loss_scale=planned[1])
     opt = train.make_optimizer(p, plan, lambda text: None)
     config = _runner(p, plan).step_config("training")
@@ -377,8 +377,8 @@ def test_the_optimizer_and_the_steps_scale_the_loss_as_the_plan_says(flags, plan
 
 def test_loss_scaling_follows_the_flags_and_precision():
     def scaling(**flags):
-        return resolve(make_params(dict(flags, device="cpu", model="trivial"))).loss_scaling, \
-            resolve(make_params(dict(flags, device="cpu", model="trivial"))).loss_scale
+        return resolve(make_settings(dict(flags, device="cpu", model="trivial"))).loss_scaling, \
+            resolve(make_settings(dict(flags, device="cpu", model="trivial"))).loss_scale
     assert scaling() == ("none", 1.0)
     assert scaling(precision="bf16") == ("none", 1.0)
     assert scaling(use_fp16=True) == ("static", 128.0)
@@ -390,7 +390,7 @@ def test_loss_scaling_follows_the_flags_and_precision():
 def test_every_step_asks_the_plan_whether_it_computes_accuracy(flag):
     """Training steps compute top-1/top-5 as the plan says (Facts.training_accuracy, from
     --print_training_accuracy); evaluation and forward-only steps always do."""
-    p = make_params({"device": "cpu", "model": "trivial", "print_training_accuracy": flag})
+    p = make_settings({"device": "cpu", "model": "trivial", "print_training_accuracy": flag})
     plan = resolve(p)
     assert plan.facts.training_accuracy == flag
     flipped = plan.with_facts(training_accuracy=not flag)

@@ -145,9 +145,9 @@ def test_expected_range_line_for_a_known_gpu():
 
 
 def test_nhwc_only_model_says_so_under_nchw():
-    from tfbench.config.params import make_params
+    from tfbench.config.settings import make_settings
     from tfbench.engine.resolved import resolve
-    r = resolve(make_params({"device": "cpu", "model": "convnext_tiny", "mkl": True,
+    r = resolve(make_settings({"device": "cpu", "model": "convnext_tiny", "mkl": True,
                              "data_format": "NCHW"}))
     assert r.device.data_format == "NHWC"
     assert any("cannot run channels-first" in n for n in r.notices)
@@ -249,13 +249,12 @@ def test_horovod_rank_1_writes_nothing_into_train_dir_and_takes_rank_0s_state(
 DESCRIBED = ("model", "dataset", "mode", "train_and_eval", "precision", "xla", "batch_size",
              "global_batch_size", "num_devices", "device_kind", "data_format", "image_size",
              "num_batches", "num_warmup_batches", "step_line_batch", "accum_steps",
-             "data_source", "extra.device_name", "extra.devices", "extra.num_epochs",
-             "extra.num_runs")
+             "data_source", "extra.device_name", "extra.devices", "extra.num_epochs")
 
 
 def test_a_run_reads_its_facts_and_cluster_once_resolves_once_and_describes_once(monkeypatch):
     import sys
-    from tfbench.config.params import make_params
+    from tfbench.config.settings import make_settings
     from tfbench.distribute import cluster
     from tfbench.engine import runner
     from tfbench.engine.runlog import SilentLog
@@ -276,7 +275,7 @@ def test_a_run_reads_its_facts_and_cluster_once_resolves_once_and_describes_once
     monkeypatch.setattr(runner, "resolve", counted("resolve", resolve))
     monkeypatch.setattr(cluster, "read_cluster", cluster_read_by_resolving)
     res = CountedResult()
-    p = make_params({"device": "cpu", "model": "trivial", "image_size": 16, "batch_size": 4,
+    p = make_settings({"device": "cpu", "model": "trivial", "image_size": 16, "batch_size": 4,
                      "num_batches": 2, "num_warmup_batches": 1})
     runner.run(p, SilentLog(), res)
     assert calls == {"read_facts": 1, "resolve": 1, "read_cluster": 1}

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import only_row, read_rows, run_inprocess, write_fake_cifar10
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 from tfbench.engine import base, resolved as resolved_lib, serving
 from tfbench.errors import UsageError
 from tfbench.models import catalog
@@ -183,14 +183,14 @@ def test_eval_on_real_data_scores_as_in_process(tmp_path):
 ])
 def test_refused_combinations(values, message):
     with pytest.raises(UsageError) as err:
-        make_params(values)
+        make_settings(values)
     assert message in str(err.value)
 
 
 def test_one_process_only(monkeypatch):
     for name in ("SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_PROCID", "TF_CONFIG"):
         monkeypatch.delenv(name, raising=False)
-    p = make_params({"saved_model": True, "forward_only": True, "device": "cpu",
+    p = make_settings({"saved_model": True, "forward_only": True, "device": "cpu",
                      "model": "trivial", "job_name": "worker", "task_index": 0,
                      "worker_hosts": "127.0.0.1:1,127.0.0.1:2"})
     with pytest.raises(UsageError, match="--saved_model times one served model on one device "

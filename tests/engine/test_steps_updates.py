@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tfbench.config.fast_paths import CPU, STANDARD, for_device
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 from tfbench.engine import lr, optimizers, steps, update_kernels
 
 
@@ -72,7 +72,7 @@ def test_each_optimizer_updates_with_one_kernel_per_variable(optimizer, precisio
     """As --optimizer builds it (with the legacy defaults), against Keras' own optimizer of the
     same settings, on the step each device kind traces (a GPU step's weight decay is
     differentiated; the CPU's plain SGD applies it in the update)."""
-    p = make_params({"optimizer": optimizer})
+    p = make_settings({"optimizer": optimizer})
     fused = optimizers.make_optimizer(p, 0.1)
     twin = KERAS[type(fused)].from_config(fused.get_config())
     scaling = "dynamic" if precision == "fp16" else "none"
@@ -116,7 +116,7 @@ def test_sgd_decay_update_is_exact_for_a_known_step():
 
 def test_clipping_keeps_the_decay_out_of_the_update():
     """Keras clips the gradient before its update, so the L2 term's gradient must be in it."""
-    p = make_params({"optimizer": "sgd", "gradient_clip": 1.0})
+    p = make_settings({"optimizer": "sgd", "gradient_clip": 1.0})
     _, _, ops = _train(lambda: optimizers.make_optimizer(p, 0.1), CPU, steps_run=1)
     assert ops.count("ResourceApplyGradientDescent") == 2
     assert "ResourceApplyProximalGradientDescent" not in ops
@@ -133,12 +133,12 @@ def test_a_parameter_server_controller_traces_the_standard_gpu_safe_step():
     import dataclasses
     from tfbench.engine.base import step_fast_paths
     from tfbench.engine.resolved import resolve
-    controller = resolve(make_params({
+    controller = resolve(make_settings({
         "device": "cpu", "model": "trivial", "ps_hosts": "127.0.0.1:7001",
         "worker_hosts": "127.0.0.1:7002", "controller_host": "127.0.0.1:7004",
         "job_name": "controller"}))
     assert controller.parameter_server and step_fast_paths(controller) == STANDARD
-    one = resolve(make_params({"device": "cpu", "model": "trivial"}))
+    one = resolve(make_settings({"device": "cpu", "model": "trivial"}))
     assert step_fast_paths(one) == CPU
     gpu = one.with_facts(device=dataclasses.replace(one.device, kind="gpu"))
     assert step_fast_paths(gpu) == STANDARD

@@ -59,7 +59,7 @@ def test_stop_at_top_1_accuracy(tmp_path, monkeypatch):
         top_1 = next(scripted)
         self.log.accuracy(top_1, 1.0, 4)
         return top_1
-    monkeypatch.setattr(base.ModeRunner, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(base.ModeRunner, "_run_eval_batches", fake_evaluate)
     code, lines = run_inprocess(BASE + ["--num_batches=8", "--num_warmup_batches=0",
                                         "--eval_during_training_every_n_steps=2",
                                         "--num_eval_batches=1",
@@ -89,7 +89,7 @@ def test_peak_memory_covers_the_timed_steps_and_an_evaluation_has_its_own(tmp_pa
     def peak_device_bytes(names):
         return {name: allocator["peak"] for name in names}, None
 
-    evaluate = ModeRunner._evaluate
+    evaluate = ModeRunner._run_eval_batches
 
     def evaluating(self, *args, **kwargs):
         allocator["peak"] = max(allocator["peak"], 9 * gib)   # the evaluation's batch
@@ -97,7 +97,7 @@ def test_peak_memory_covers_the_timed_steps_and_an_evaluation_has_its_own(tmp_pa
 
     monkeypatch.setattr(memory, "reset_peak", reset_peak)
     monkeypatch.setattr(memory, "peak_device_bytes", peak_device_bytes)
-    monkeypatch.setattr(ModeRunner, "_evaluate", evaluating)
+    monkeypatch.setattr(ModeRunner, "_run_eval_batches", evaluating)
     code, lines = run_inprocess(
         [a for a in BASE if a != "--json_dir="] + [
             "--num_batches=4", "--num_warmup_batches=1", "--eval_during_training_every_n_steps=2",
@@ -119,7 +119,7 @@ def test_the_timed_loop_and_the_summaries_report_what_the_plan_says(tmp_path, mo
 
     import tensorflow as tf
 
-    from tfbench.config.params import make_params
+    from tfbench.config.settings import make_settings
     from tfbench.engine import resolved, runner, steps
     from tfbench.engine.runlog import SilentLog
     from tfbench.results import RunResult
@@ -135,7 +135,7 @@ def test_the_timed_loop_and_the_summaries_report_what_the_plan_says(tmp_path, mo
     monkeypatch.setattr(steps.Steps, "train_step", recorded)
     monkeypatch.setattr(tf.summary, "scalar",
                         lambda name, value, **k: scalars.append((name, float(value))))
-    p = make_params({"device": "cpu", "model": "trivial", "image_size": 16, "batch_size": 4,
+    p = make_settings({"device": "cpu", "model": "trivial", "image_size": 16, "batch_size": 4,
                      "num_batches": 3, "num_warmup_batches": 1, "train_dir": str(tmp_path),
                      "summary_verbosity": 1, "save_summaries_steps": 1,
                      "loss_type_to_report": "total_loss"})

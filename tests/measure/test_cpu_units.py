@@ -47,10 +47,10 @@ def test_fp16_on_a_cpu_without_fp16_units_is_said_to_run_in_software():
 def test_a_cpu_run_in_fp16_says_so_before_it_starts(monkeypatch, flags, precision, notice):
     """ResNet-50 at batch 4 took 14.9 s a step on a CPU in fp16: read as a precision result, the
     figure would mislead. The line is one of the run's notices (classic log, CSV, JSON)."""
-    from tfbench.config.params import make_params
+    from tfbench.config.settings import make_settings
     from tfbench.engine.resolved import resolve
     monkeypatch.setattr(cpu_units, "cpu_flags", lambda: frozenset(EPYC_FLAGS.split()))
-    plan = resolve(make_params(dict(flags, model="trivial")))
+    plan = resolve(make_settings(dict(flags, model="trivial")))
     assert plan.device.kind == "cpu" and plan.precision == precision
     said = [n for n in plan.notices if n.startswith("fp16 on this CPU runs in software")]
     assert len(said) == (1 if notice else 0)

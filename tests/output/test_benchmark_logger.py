@@ -2,6 +2,7 @@
 
 import types
 
+from tfbench.config.settings import make_settings
 from tfbench.output import benchmark_logger
 from tfbench.results import RunResult
 
@@ -13,7 +14,7 @@ def _two_worker_result():
 
 
 def test_batch_size_is_the_workers_batch():
-    p = types.SimpleNamespace(optimizer="sgd", benchmark_test_id=None)
+    p = make_settings({"optimizer": "sgd"})
     info = benchmark_logger.run_info(p, _two_worker_result(), ["/cpu:0"], 0.0)
     params = {e["name"]: e for e in info["run_parameters"]}
     # Legacy run_param batch_size is self.batch_size: per device x devices of one worker.
@@ -51,7 +52,7 @@ def test_the_files_written_line_by_line(tmp_path, monkeypatch):
                           "top_1_accuracy": 0.125, "top_5_accuracy": 0.5},
                          {"step": 10, "images_per_sec": 620, "time": 86400.25,
                           "top_1_accuracy": None, "top_5_accuracy": None}])
-    p = types.SimpleNamespace(optimizer="momentum", benchmark_test_id="t7")
+    p = make_settings({"optimizer": "momentum", "benchmark_test_id": "t7"})
     benchmark_logger.write(str(tmp_path / "logs"), p, res)
     first = json.loads((tmp_path / "logs" / "benchmark_run.log").read_text())
     # A second run replaces the run log and appends its metrics (none: no step ran).

@@ -48,10 +48,10 @@ def test_every_flag_and_column_documented():
 
 
 def test_flag_presets_parse():
-    from tfbench.config.argv import parse_params
+    from tfbench.config.argv import parse_settings
     flag_dir = os.path.join(ROOT, "flags")
     presets = sorted(f for f in os.listdir(flag_dir) if f.endswith(".flags"))
     assert len(presets) >= 5
     for name in presets:
-        p = parse_params(["tfbench", "--flagfile=" + os.path.join(flag_dir, name)])
-        assert p.model
+        p = parse_settings(["tfbench", "--flagfile=" + os.path.join(flag_dir, name)])
+        assert p.workload.model

@@ -5,7 +5,7 @@ import json
 import os
 
 from helpers import only_row
-from tfbench.config.params import make_params
+from tfbench.config.settings import make_settings
 from tfbench.output import csv_out, files
 from tfbench.results import RunResult
 
@@ -28,7 +28,7 @@ def test_the_results_line_and_the_same_line_naming_another_file():
 
 
 def test_the_manifest_holds_the_result_the_flags_and_the_csv_row():
-    p = make_params({"model": "resnet50", "batch_size": 64, "num_gpus": 2, "device": "gpu",
+    p = make_settings({"model": "resnet50", "batch_size": 64, "num_gpus": 2, "device": "gpu",
                      "xla": True})
     result = _result()
     row = csv_out.row_for(result)
@@ -44,16 +44,16 @@ def test_the_manifest_holds_the_result_the_flags_and_the_csv_row():
 
 
 def test_the_manifest_path_is_the_run_id_in_json_dir():
-    assert files.manifest_path(make_params({"json_dir": ""}), _result()) is None
-    assert files.manifest_path(make_params({}), _result()) == \
+    assert files.manifest_path(make_settings({"json_dir": ""}), _result()) is None
+    assert files.manifest_path(make_settings({}), _result()) == \
         os.path.join("tfbench_runs", "20260301T120000Z-abc123.json")   # the default
-    assert files.manifest_path(make_params({"json_dir": "j"}), _result()) == \
+    assert files.manifest_path(make_settings({"json_dir": "j"}), _result()) == \
         os.path.join("j", "20260301T120000Z-abc123.json")
 
 
 def test_write_all_writes_each_output_asked_for(tmp_path):
     # (--benchmark_log_dir's files: tests/output/test_benchmark_logger.py)
-    p = make_params({"csv_file": str(tmp_path / "r.csv"), "json_dir": str(tmp_path / "j")})
+    p = make_settings({"csv_file": str(tmp_path / "r.csv"), "json_dir": str(tmp_path / "j")})
     result = _result()
     lines = files.write_all(p, result)
     assert lines == [files.results_line("ok", str(tmp_path / "r.csv"), result.run_id)]
@@ -65,12 +65,12 @@ def test_write_all_writes_each_output_asked_for(tmp_path):
             files.manifest(p, result, csv_out.row_for(result))))
     # Nothing asked for, nothing written.
     bare = _result()
-    assert files.write_all(make_params({"csv_file": "", "json_dir": ""}), bare) == []
+    assert files.write_all(make_settings({"csv_file": "", "json_dir": ""}), bare) == []
     assert bare.json_file in ("", None)
 
 
 def test_a_parameter_server_task_writes_nothing_and_says_the_controller_reports(tmp_path):
-    p = make_params({"csv_file": str(tmp_path / "r.csv"), "json_dir": str(tmp_path / "j")})
+    p = make_settings({"csv_file": str(tmp_path / "r.csv"), "json_dir": str(tmp_path / "j")})
     result = _result(server_task="ps task 0")
     assert files.write_all(p, result) == [
         "ps task 0: done serving the cluster; the controller reports the results"]
@@ -92,7 +92,7 @@ def test_the_row_is_built_once_and_the_manifest_keeps_the_one_the_csv_file_gets(
         built.append(result.run_id)
         return dict(row_for(result), notices="build %d" % len(built))
     monkeypatch.setattr(csv_out, "row_for", numbered)
-    p = make_params({"csv_file": str(tmp_path / "r.csv"), "json_dir": str(tmp_path / "j")})
+    p = make_settings({"csv_file": str(tmp_path / "r.csv"), "json_dir": str(tmp_path / "j")})
     result = _result()
     files.write_all(p, result)
     assert len(built) == 1

@@ -105,7 +105,7 @@ def test_the_tfjob_manifest_runs_the_image_with_flags_tfbench_accepts():
     """docker/tfjob.yaml: the image built from docker/Dockerfile, flags tfbench parses, and no
     TF_CONFIG of its own (the operator sets it; test_cluster parses the operator's format)."""
     import json
-    from tfbench.config.argv import parse_params
+    from tfbench.config.argv import parse_settings
     text = _read("tfjob.yaml")
     lines = [l.strip() for l in text.splitlines() if not l.strip().startswith("#")]
     assert "kind: TFJob" in lines and "- name: tensorflow    # the operator's default " \
@@ -113,7 +113,8 @@ def test_the_tfjob_manifest_runs_the_image_with_flags_tfbench_accepts():
     assert "image: registry.example.com/tfbench:ngc" in lines
     (args_line,) = [l for l in lines if l.startswith("args: ")]
     args = json.loads(args_line[len("args: "):])
-    p = parse_params(["tfbench"] + args)
-    assert p.variable_update == "collective_all_reduce" and p.cluster_timeout_secs >= 600
+    p = parse_settings(["tfbench"] + args)
+    assert p.devices.variable_update == "collective_all_reduce" \
+        and p.cluster.cluster_timeout_secs >= 600
     assert "TF_CONFIG" not in text.replace("gives every pod TF_CONFIG", "")
     assert "ENTRYPOINT [\"/opt/nvidia/nvidia_entrypoint.sh\", \"tfbench\"]" in _read("Dockerfile")

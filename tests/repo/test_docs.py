@@ -87,10 +87,10 @@ def test_the_test_command_installs_the_full_tensorflow_wheel():
 def test_documented_command_lines_parse(doc, monkeypatch, tmp_path):
     """Every benchmark command line shown in the README and docs/ is accepted by the parser,
     from any directory (--flagfile=flags/... finds the presets)."""
-    from tfbench.config.argv import parse_params
+    from tfbench.config.argv import parse_settings
     monkeypatch.chdir(tmp_path)
     for argv in _benchmark_commands(_read(doc)):
-        assert parse_params(argv).model, " ".join(argv)
+        assert parse_settings(argv).workload.model, " ".join(argv)
 
 
 def test_the_readme_shows_common_command_lines():

@@ -112,6 +112,30 @@ def test_imports_flow_down_the_layers():
     assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
 
 
+# What argv becomes before the Settings (config.settings): never read outside tfbench.config.
+_PARAMS_STAGE = {"Params", "make_params", "parse_params"}
+
+
+def test_only_the_configuration_layer_reads_params():
+    wrong = []
+    for module, path in sorted(MODULES.items()):
+        if module.startswith("tfbench.config"):
+            continue
+        if "tfbench.config.params" in GRAPH[module]:
+            wrong.append("%s imports tfbench.config.params" % module)
+        with open(path) as handle:
+            tree = ast.parse(handle.read(), path)
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                  for a in n.names}
+        wrong += ["%s names %s" % (module, name) for name in sorted(names & _PARAMS_STAGE)]
+    assert not wrong, ("below the configuration layer a run reads its Settings "
+                       "(tfbench.config.settings: settings.schedule.batch_size, "
+                       "settings.asks.run_mode, make_settings, argv.settings_of_flags), never "
+                       "Params:\n" + "\n".join(wrong))
+
+
 def _cycles() -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan)."""
     index, low, stack, on_stack, found = {}, {}, [], set(), []

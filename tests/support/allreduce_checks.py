@@ -15,7 +15,7 @@ import paths  # noqa: F401 - the checkout's root first on sys.path
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tfbench.config.argv import parse_params  # noqa: E402
+from tfbench.config.argv import parse_settings  # noqa: E402
 from tfbench.distribute import allreduce_probe, devices, sync, variables  # noqa: E402
 from tfbench.distribute import strategy as strategy_lib  # noqa: E402
 
@@ -23,7 +23,7 @@ FLAGS = ["tfbench", "--device=cpu", "--num_gpus=3", "--model=trivial"]
 
 
 def _strategy(*flags):
-    p = parse_params(FLAGS + list(flags))
+    p = parse_settings(FLAGS + list(flags))
     plan = devices.select_devices(p)
     devices.prepare_runtime(p, plan)
     return strategy_lib.make_strategy(p, plan).strategy

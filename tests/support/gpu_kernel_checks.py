@@ -40,7 +40,7 @@ from tfbench.engine import train  # noqa: E402
 from tfbench.engine.resolved import resolve  # noqa: E402
 from tfbench.data.fake_imagenet import write_fake_imagenet  # noqa: E402
 from tfbench.models import catalog
-from tfbench.config.params import make_params  # noqa: E402
+from tfbench.config.settings import make_settings  # noqa: E402
 from tfbench.results import RunResult  # noqa: E402
 
 NUM_DEVICES = 2
@@ -169,7 +169,7 @@ def gpu_step_graph(flags: dict):
 
 def gpu_runner(flags: dict) -> train.TrainRunner:
     """The runner of `tfbench --device=gpu FLAGS`, on logical CPU devices."""
-    p = make_params(dict(device="gpu", **flags))
+    p = make_settings(dict(device="gpu", **flags))
     resolved = resolve(p)
     plan = resolved.device
     assert plan.kind == "gpu", plan

@@ -3,7 +3,7 @@
 Run in a fresh process by test_matrix.py (logical devices exist only if configured before
 TensorFlow initialises); one process runs every cell, which is what keeps it cheap.
 
-A cell goes through the CLI's own parsing (parse_params), the plan and make_strategy. Where a
+A cell goes through the CLI's own parsing (parse_settings), the plan and make_strategy. Where a
 strategy is built, the mode's runner sets up the model, optimizer and step, and one step runs:
 the cell trains (traced, run, its loss finite). A UsageError is a refusal: its one line is what
 the CLI prints. Anything else is a failure, reported with its class and first line.
@@ -49,7 +49,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tfbench.config.argv import parse_params  # noqa: E402
+from tfbench.config.argv import parse_settings  # noqa: E402
 from tfbench.distribute import strategy as strategy_lib  # noqa: E402
 from tfbench.engine import checkpoints  # noqa: E402
 from tfbench.engine.resolved import EVAL, resolve  # noqa: E402
@@ -120,7 +120,7 @@ def _fresh_collective_keys() -> None:
 
 
 def _plan(args: list[str]):
-    p = parse_params(["tfbench", *BASE, *args])
+    p = parse_settings(["tfbench", *BASE, *args])
     plan = resolve(p)
     _fresh_collective_keys()
     return p, plan, strategy_lib.make_strategy(p, plan.device)

@@ -20,7 +20,7 @@ import tensorflow as tf  # noqa: E402
 from tfbench.engine import steps, update_kernels  # noqa: E402
 from tfbench.distribute import strategy as strategy_lib, pipelines, variables  # noqa: E402
 from tfbench.distribute.devices import DeviceSet  # noqa: E402
-from tfbench.config.params import make_params  # noqa: E402
+from tfbench.config.settings import make_settings  # noqa: E402
 
 NUM_DEVICES = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 DEVICES = tuple("/cpu:%d" % i for i in range(NUM_DEVICES))
@@ -102,7 +102,7 @@ def main() -> None:
                                  zip(_replica_weights(m2, 0), _replica_weights(m2, 1)))}
 
     # Spread parameter servers (parameter_server) and XLA per replica give the same update too.
-    sp = strategy_lib.make_strategy(make_params({"variable_update": "parameter_server",
+    sp = strategy_lib.make_strategy(make_settings({"variable_update": "parameter_server",
                                                  "device": "cpu", "num_gpus": 2}), plan)
     out["ps_strategy"] = type(sp.strategy).__name__
     mp_strategy = sp.strategy
@@ -116,7 +116,7 @@ def main() -> None:
     out["xla_norm_losses"] = lxn
 
     # Independent: replica i trains alone on its half of the batch.
-    sp = strategy_lib.make_strategy(make_params({"variable_update": "independent",
+    sp = strategy_lib.make_strategy(make_settings({"variable_update": "independent",
                                                  "device": "cpu", "num_gpus": 2}), plan)
     out["independent_label"] = sp.variables_label
     _, mi = _train(sp.strategy, init, images, labels)
@@ -142,7 +142,7 @@ def main() -> None:
 
     # Replicated with an explicit reduction.
     for spec in ("pscpu", "hierarchical_copy"):
-        sp = strategy_lib.make_strategy(make_params({"variable_update": "replicated",
+        sp = strategy_lib.make_strategy(make_settings({"variable_update": "replicated",
                                                      "all_reduce_spec": spec, "device": "cpu",
                                                      "num_gpus": 2}), plan)
         _, ms = _train(sp.strategy, init, images, labels)
@@ -159,7 +159,7 @@ def odd_count_checks(out, plan, init, images, labels, diff_to_base) -> None:
     out["tf_hierarchical_copy_weight_diff"] = diff_to_base(mr, 0)
     for name, flags in (("hierarchical_copy", {"hierarchical_copy": True}),
                         ("xring", {"all_reduce_spec": "xring"})):
-        sp = strategy_lib.make_strategy(make_params(dict(
+        sp = strategy_lib.make_strategy(make_settings(dict(
             variable_update="replicated", device="cpu", num_gpus=NUM_DEVICES, **flags)), plan)
         _, ms = _train(sp.strategy, init, images, labels)
         out["odd_" + name] = {"label": sp.all_reduce_label, "notices": list(sp.notices),

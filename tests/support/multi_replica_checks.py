@@ -20,7 +20,7 @@ from tfbench.distribute import strategy as strategy_lib, strategies, sync, varia
 from tfbench.distribute.devices import DeviceSet  # noqa: E402
 from tfbench.distribute.spread import SpreadStorageStrategy  # noqa: E402
 from tfbench.models.fused_bn import FusedBatchNorm  # noqa: E402
-from tfbench.config.params import make_params  # noqa: E402
+from tfbench.config.settings import make_settings  # noqa: E402
 
 DEVICES = ("/cpu:0", "/cpu:1")
 
@@ -156,7 +156,7 @@ def _clipped_update(strategy, loss_scaling: str) -> list[float]:
     +3 and replica 1's -1 (times the loss scale where it is dynamic, as scaled gradients are):
     every distinct change of the weights, on every copy."""
     def optimizer():
-        return optimizers.make_optimizer(make_params({"gradient_clip": 0.5}), 1.0)
+        return optimizers.make_optimizer(make_settings({"gradient_clip": 0.5}), 1.0)
     model, _, st = _scaled_steps(strategy, loss_scaling=loss_scaling, make_optimizer=optimizer)
     before = [_replica_values(strategy, v) for v in model.trainable_variables]
     scale = 1024.0 if loss_scaling == "dynamic" else 1.0
@@ -248,7 +248,7 @@ def _gradient_sum_devices(compute_devices, local_parameter_device,
                           variable_update="parameter_server") -> list[str]:
     """Where a step sums the replicas' gradients."""
     plan = DeviceSet("cpu", len(compute_devices), tuple(compute_devices), "NHWC")
-    sp = strategy_lib.make_strategy(make_params({
+    sp = strategy_lib.make_strategy(make_settings({
         "variable_update": variable_update, "device": "cpu",
         "num_gpus": len(compute_devices), "local_parameter_device": local_parameter_device}),
         plan)
@@ -281,7 +281,7 @@ def _moves(strategy, replica_of) -> list[float]:
     """One plain SGD step (LEARNING_RATE) of the engine's training step with the losses of
     KNOWN: every distinct change of a weight, on every copy of it."""
     model, _, st = _scaled_steps(strategy, loss_scaling="none", make_optimizer=lambda: (
-        optimizers.make_optimizer(make_params({"optimizer": "sgd"}), LEARNING_RATE)))
+        optimizers.make_optimizer(make_settings({"optimizer": "sgd"}), LEARNING_RATE)))
     before = [_replica_values(strategy, v) for v in model.trainable_variables]
     st._losses = _known_losses(st, replica_of)  # noqa: SLF001
     st.train_step()(_images(strategy)).numpy()
@@ -293,7 +293,7 @@ def _moves(strategy, replica_of) -> list[float]:
 def _mean_of_replicas(variable_update: str, **flags) -> list[float]:
     """_moves under the strategy a run of --variable_update builds on 2 devices."""
     plan = DeviceSet("cpu", len(DEVICES), DEVICES, "NHWC")
-    strategy = strategy_lib.make_strategy(make_params({
+    strategy = strategy_lib.make_strategy(make_settings({
         "variable_update": variable_update, "device": "cpu", "num_gpus": len(DEVICES),
         **flags}), plan).strategy
     return _moves(strategy, lambda: tf.distribute.get_replica_context().replica_id_in_sync_group)
@@ -331,7 +331,7 @@ def _mean_of_horovod_ranks() -> list[float]:
     sys.modules["horovod.tensorflow"] = hvd
     try:
         plan = DeviceSet("cpu", 1, DEVICES[:1], "NHWC")
-        strategy = strategy_lib.make_strategy(make_params({
+        strategy = strategy_lib.make_strategy(make_settings({
             "variable_update": "horovod", "device": "cpu"}), plan).strategy
         return _moves(strategy, lambda: 0)
     finally:

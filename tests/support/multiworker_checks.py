@@ -56,9 +56,9 @@ def main() -> None:
     from tfbench.distribute import devices, pipelines, strategy as strategy_lib
     from tfbench.engine.base import ModeRunner
     from tfbench.engine.resolved import resolve
-    from tfbench.config.params import make_params
+    from tfbench.config.settings import make_settings
 
-    p = make_params({"device": "cpu", "model": "trivial", "image_size": SIZE,
+    p = make_settings({"device": "cpu", "model": "trivial", "image_size": SIZE,
                      "batch_size": batch, "eval_batch_size": eval_batch, "data_dir": data_dir,
                      "job_name": "worker", "worker_hosts": hosts, "task_index": task,
                      "variable_update": "collective_all_reduce", "cluster_timeout_secs": 60})
@@ -99,13 +99,13 @@ def main() -> None:
 def ps_images_main() -> None:
     ps, workers, controller = sys.argv[2:5]
     import tensorflow as tf
-    from tfbench.config.params import make_params
+    from tfbench.config.settings import make_settings
     from tfbench.distribute import devices, pipelines, strategy as strategy_lib
     from tfbench.engine import steps
     from tfbench.engine.base import ModeRunner
     from tfbench.engine.resolved import resolve
 
-    p = make_params({"device": "cpu", "model": "trivial", "image_size": 8, "batch_size": 2,
+    p = make_settings({"device": "cpu", "model": "trivial", "image_size": 8, "batch_size": 2,
                      "job_name": "controller", "ps_hosts": ps, "worker_hosts": workers,
                      "controller_host": controller, "cluster_timeout_secs": 60})
     plan = resolve(p)
@@ -150,11 +150,11 @@ def ps_images_main() -> None:
 def serve_worker_main() -> None:
     index, ps, workers, controller = int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
     import tensorflow as tf
-    from tfbench.config.params import make_params
+    from tfbench.config.settings import make_settings
     from tfbench.distribute import cluster, peers
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    p = make_params({"device": "cpu", "model": "trivial", "job_name": "worker",
+    p = make_settings({"device": "cpu", "model": "trivial", "job_name": "worker",
                      "task_index": index, "ps_hosts": ps, "worker_hosts": workers,
                      "controller_host": controller})
     peers.serve(cluster.read_cluster(p), 120)

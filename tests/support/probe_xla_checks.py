@@ -23,14 +23,14 @@ graph_audit.setup_devices(2)
 
 import tensorflow as tf  # noqa: E402
 
-from tfbench.config.argv import parse_params  # noqa: E402
+from tfbench.config.argv import parse_settings  # noqa: E402
 from tfbench.distribute import allreduce_probe, strategies  # noqa: E402
 from tfbench.distribute import strategy as strategy_lib  # noqa: E402
 from tfbench.engine.resolved import resolve  # noqa: E402
 
 
 def traced(precision: str) -> dict:
-    p = parse_params(["tfbench", "--device=gpu", "--num_gpus=2", "--model=trivial",
+    p = parse_settings(["tfbench", "--device=gpu", "--num_gpus=2", "--model=trivial",
                       "--variable_update=replicated", "--xla", "--precision=" + precision])
     plan = resolve(p)
     device_set = dataclasses.replace(plan.device, names=("/cpu:0", "/cpu:1"))

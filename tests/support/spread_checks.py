@@ -14,7 +14,7 @@ import tensorflow as tf  # noqa: E402
 
 import keras  # noqa: E402
 
-from tfbench.config.params import make_params  # noqa: E402
+from tfbench.config.settings import make_settings  # noqa: E402
 from tfbench.distribute import sync, variables  # noqa: E402
 from tfbench.engine import optimizers, steps  # noqa: E402
 from tfbench.distribute.spread import SpreadStorageStrategy  # noqa: E402
@@ -29,7 +29,7 @@ def misplaced_checks(strategy) -> dict:
         keras.utils.set_random_seed(1)
         model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8),
                                   keras.layers.Dense(3)])
-        inner = optimizers.make_optimizer(make_params({"gradient_clip": 1.0}), 0.1)
+        inner = optimizers.make_optimizer(make_settings({"gradient_clip": 1.0}), 0.1)
         opt = optimizers.LossScaleOptimizer(inner)
         opt.build(model.trainable_variables)
     st = steps.Steps(model, opt, strategy, steps.StepConfig(3, 0.0, loss_scaling="dynamic"))

@@ -1,4 +1,4 @@
-"""A stand-in for the children of `tfbench validate` (tests/validate/test_runner.py,
+"""A stand-in for the children of `tfbench validate` (tests/validate/test_run_plan.py,
 tests/cli/test_validate.py), without TensorFlow:
 
     python validate_fake_child.py SCRIPT health --json=FILE ...

@@ -12,7 +12,7 @@ from helpers import FakeNvml, NVMLError
 from tfbench import errors
 from tfbench.measure import nvml as nvml_lib, tensorrt
 from tfbench.sweep import evaluation as ev
-from tfbench.config.argv import params_of_flags
+from tfbench.config.argv import settings_of_flags
 from tfbench.sweep.grid import point_flags
 
 
@@ -27,34 +27,36 @@ def test_the_plan_is_five_models_three_modes_training_and_inference():
 
 
 def _params(item, method=ev.Method(), mixed="fp16", base=()):
-    return params_of_flags(point_flags(list(base), ev.item_flags(item, method, mixed)))
+    return settings_of_flags(point_flags(list(base), ev.item_flags(item, method, mixed)))
 
 
 def test_each_run_gets_the_method_flags():
     train = _params(ev.Item("resnet50", "native", "training"), base=["--num_gpus=4"])
-    assert (train.model, train.batch_size, train.num_batches, train.num_warmup_batches,
-            train.num_runs, train.tf_random_seed, train.num_gpus, train.forward_only,
-            train.precision, train.xla) == ("resnet50", 32, 200, 20, 3, 1234, 4, False, "fp32",
-                                            False)
+    assert (train.workload.model, train.schedule.batch_size, train.schedule.num_batches,
+            train.schedule.num_warmup_batches, train.schedule.num_runs,
+            train.workload.tf_random_seed, train.devices.num_gpus, train.mode.forward_only,
+            train.numerics.precision, train.runtime.xla) == ("resnet50", 32, 200, 20, 3, 1234, 4,
+                                                             False, "fp32", False)
     infer = _params(ev.Item("vit_tiny", "mixed_xla", "inference"), base=["--num_gpus=4"])
-    assert (infer.forward_only, infer.batch_size, infer.num_batches, infer.num_gpus,
-            infer.precision, infer.xla, infer.fp16_enable_auto_loss_scale) == (
+    assert (infer.mode.forward_only, infer.schedule.batch_size, infer.schedule.num_batches,
+            infer.devices.num_gpus, infer.numerics.precision, infer.runtime.xla,
+            infer.numerics.fp16_enable_auto_loss_scale) == (
         True, 1, 1000, 1, "fp16", True, False)
     mixed = _params(ev.Item("resnet50", "mixed", "training"))
-    assert (mixed.precision, mixed.fp16_enable_auto_loss_scale, mixed.xla) == ("fp16", True,
-                                                                               False)
+    assert (mixed.numerics.precision, mixed.numerics.fp16_enable_auto_loss_scale,
+            mixed.runtime.xla) == ("fp16", True, False)
     cpu = _params(ev.Item("resnet50", "mixed", "training"), mixed="bf16")
-    assert (cpu.precision, cpu.fp16_enable_auto_loss_scale) == ("bf16", False)
+    assert (cpu.numerics.precision, cpu.numerics.fp16_enable_auto_loss_scale) == ("bf16", False)
     quick = _params(ev.Item("resnet50", "native", "training"), ev.Method(**ev.QUICK))
-    assert quick.image_size == 32 and quick.num_batches == ev.QUICK["train_steps"]
+    assert quick.workload.image_size == 32 and quick.schedule.num_batches == ev.QUICK["train_steps"]
     # Inference at batch 1 runs on the first of the GPUs the user names.
     base = ["--gpu_indices=2,3", "--num_gpus=2"]
-    points = {p.name: params_of_flags(point_flags(base, p.flags))
+    points = {p.name: settings_of_flags(point_flags(base, p.flags))
               for p in ev.points(ev.Method(models=("resnet50",)), "fp16", base)}
-    assert (points["resnet50_native_training"].gpu_indices,
-            points["resnet50_native_training"].num_gpus) == ("2,3", 2)
-    assert (points["resnet50_native_inference"].gpu_indices,
-            points["resnet50_native_inference"].num_gpus) == ("2", 1)
+    assert (points["resnet50_native_training"].devices.gpu_indices,
+            points["resnet50_native_training"].devices.num_gpus) == ("2,3", 2)
+    assert (points["resnet50_native_inference"].devices.gpu_indices,
+            points["resnet50_native_inference"].devices.num_gpus) == ("2", 1)
 
 
 def test_the_tftrt_mode_is_inference_only_and_where_tf_trt_runs():
@@ -67,8 +69,9 @@ def test_the_tftrt_mode_is_inference_only_and_where_tf_trt_runs():
         method = ev.Method(tftrt_precision=precision)
         infer = _params(ev.Item("resnet50", "tftrt", "inference"), method,
                         base=["--num_gpus=4"])
-        assert (infer.forward_only, infer.batch_size, infer.num_gpus, infer.precision,
-                infer.xla, infer.trt_mode, infer.num_batches) == (
+        assert (infer.mode.forward_only, infer.schedule.batch_size, infer.devices.num_gpus,
+                infer.numerics.precision, infer.runtime.xla, infer.mode.trt_mode,
+                infer.schedule.num_batches) == (
             True, 1, 1, "fp32", False, precision, 1000)
 
 
@@ -88,20 +91,20 @@ def test_where_tf_trt_cannot_run_says_why():
 def test_training_on_several_gpus_uses_one_strategy_in_every_mode(base):
     """XLA cannot run with the default parameter_server on several devices (the engine switches
     it to replicated): every mode trains replicated, so the XLA speed-up measures XLA alone."""
-    runs = {p.name: params_of_flags(point_flags(base, p.flags))
+    runs = {p.name: settings_of_flags(point_flags(base, p.flags))
             for p in ev.points(ev.Method(models=("resnet50",)), "fp16", base)}
-    assert {n: r.variable_update for n, r in runs.items() if n.endswith("_training")} == {
+    assert {n: r.devices.variable_update for n, r in runs.items() if n.endswith("_training")} == {
         "resnet50_native_training": "replicated", "resnet50_mixed_training": "replicated",
         "resnet50_mixed_xla_training": "replicated"}
-    assert runs["resnet50_native_inference"].variable_update == "parameter_server"   # 1 GPU
+    assert runs["resnet50_native_inference"].devices.variable_update == "parameter_server"   # 1 GPU
 
 
 @pytest.mark.parametrize("base", [[], ["--num_gpus=1"], ["--num_gpus=4",
                                                          "--variable_update=parameter_server"]])
 def test_one_gpu_or_the_users_own_choice_is_left_alone(base):
-    runs = [params_of_flags(point_flags(base, p.flags))
+    runs = [settings_of_flags(point_flags(base, p.flags))
             for p in ev.points(ev.Method(models=("resnet50",)), "fp16", base)]
-    assert {r.variable_update for r in runs} == {"parameter_server"}
+    assert {r.devices.variable_update for r in runs} == {"parameter_server"}
 
 
 @pytest.mark.parametrize("flag, hint", [("--batch_size=64", "--train_batch_size"),
@@ -231,9 +234,9 @@ def test_evaluate_gives_explain_scaling_to_training_runs_only():
     from tfbench.sweep import evaluation
     from tfbench.sweep.grid import point_flags
     base = ["--num_gpus=4", "--explain_scaling"]
-    runs = {p.name: params_of_flags(point_flags(base, p.flags))
+    runs = {p.name: settings_of_flags(point_flags(base, p.flags))
             for p in evaluation.points(evaluation.Method(models=("resnet50",)), "fp16", base)}
-    assert {n: r.explain_scaling for n, r in runs.items()} == {
+    assert {n: r.measurement.explain_scaling for n, r in runs.items()} == {
         "resnet50_%s_%s" % (mode, kind): kind == "training"
         for mode in ("native", "mixed", "mixed_xla") for kind in ("training", "inference")}
 
@@ -242,10 +245,9 @@ def test_on_a_cpu_gpu_indices_do_not_make_training_several_devices():
     """The devices a training run uses are the ones its run resolves (config.params.
     requested_devices for both): on --device=cpu, --gpu_indices has no effect, one device
     trains, and the method leaves its strategy alone."""
-    from tfbench.config import params as params_lib
     from tfbench.engine.resolved import resolve
     base = ["--device=cpu", "--gpu_indices=0,1", "--model=trivial"]
     points = {p.name: p for p in ev.points(ev.Method(models=("trivial",)), "bf16", base)}
-    training = params_of_flags(point_flags(base, points["trivial_native_training"].flags))
-    assert resolve(training).device.num_devices == params_lib.requested_devices(training) == 1
-    assert training.variable_update == "parameter_server"   # not made replicated
+    training = settings_of_flags(point_flags(base, points["trivial_native_training"].flags))
+    assert resolve(training).device.num_devices == training.asks.devices == 1
+    assert training.devices.variable_update == "parameter_server"   # not made replicated

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from tfbench.config.argv import parse_params
+from tfbench.config.argv import parse_settings
 from tfbench.cli import sweep as sweep_cli
 from tfbench import errors
 from tfbench.children import process as child
@@ -211,8 +211,9 @@ def test_probe_lengths_leave_a_given_num_epochs_alone():
     # base with --num_epochs, which would make every probe a usage error.
     args, engine = sweep_cli.build(["--find_max_batch_size", "--num_epochs=0.001"])
     sweep_cli._probe_flags(engine.config, io.StringIO())
-    p = parse_params(["tfbench"] + engine.config.base_flags)   # as each probe's child
-    assert (p.num_epochs, p.num_batches, p.num_warmup_batches) == (0.001, None, 1)
+    p = parse_settings(["tfbench"] + engine.config.base_flags)   # as each probe's child
+    assert (p.schedule.num_epochs, p.schedule.num_batches,
+            p.schedule.num_warmup_batches) == (0.001, None, 1)
 
 
 def test_a_search_is_a_point_that_finished_unless_it_found_no_batch_or_stopped():

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from run_results import H100, RUN, h100_result as result
-from tfbench.config.argv import params_of_flags
+from tfbench.config.argv import settings_of_flags
 from tfbench.errors import UsageError
 from tfbench.output import csv_out, files
 from tfbench.validate import baseline as bl
@@ -20,7 +20,7 @@ def write_csv(tmp_path, results, name="results.csv"):
 
 
 def write_manifest(tmp_path, r):
-    p = params_of_flags(["--model=%s" % r.model, "--batch_size=%d" % r.batch_size,
+    p = settings_of_flags(["--model=%s" % r.model, "--batch_size=%d" % r.batch_size,
                          "--num_gpus=%d" % r.num_devices])
     path = str(tmp_path / ("%s.json" % r.run_id))
     with open(path, "w") as handle:

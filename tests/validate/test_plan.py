@@ -101,7 +101,7 @@ def test_the_estimate_by_hand_on_logical_cpu_devices():
     # trivial: 8,517,558 FLOPs an image at 227 px, at 8 px x (8/227)^2; a training step of 2
     # images is 3x: 6.3e-8 TFLOP at 0.05 / 2 TFLOP/s per device = 2.5 us, so the 0.03 s floor.
     step = {s.name: s for s in p.steps}
-    assert estimate.step_seconds(plan.params_of_flags(p.flags), p.host) == 0.03
+    assert estimate.step_seconds(plan.settings_of_flags(p.flags), p.host) == 0.03
     # start-up 5 + 2 replicas x 4.5 + 15 steps x 0.03; then per device: its model 1, the
     # kernels 0.5, the numeric pass 2.5 + one step 0.03; then the all-reduce's sizes 6
     devices = 5 + 2 * 4.5 + 15 * 0.03 + 2 * (1 + 0.5 + 2.5 + 0.03) + 6
@@ -127,7 +127,7 @@ def test_quick_fits_in_two_minutes_on_eight_h100s_by_its_own_estimate():
     # resnet50: 7.716 GFLOPs an image forward; a step of 64 in fp32 (TF32 on an H100: 494.7
     # TFLOP/s dense, of which 20% achieved): 3 x 7.716 x 64 / 98.94 = 14.97 ms
     step_s = 3 * 7.715950592 * 64 / 1e3 / (494.7 * 0.2)
-    assert estimate.step_seconds(plan.params_of_flags(p.flags), host) == pytest.approx(step_s)
+    assert estimate.step_seconds(plan.settings_of_flags(p.flags), host) == pytest.approx(step_s)
     devices = {s.name: s for s in p.steps}["devices"]
     # start-up 20 + 8 replicas x 3 + 15 steps; per device: its model 1, the kernels 1, the
     # numeric pass 4.5 + a step; the all-reduce's sizes 15

@@ -22,5 +22,5 @@ process, outcome, rows`):
   code, line = outcome.study_end([rows.rows_status(r) for r in each_points_rows], "points",
                                  "rows in ..., logs in ...")   # 0 / 6 / 1 and the error line
 `flags` are benchmark flags as the child gets them (no program name), read with
-tfbench.config.argv.params_of_flags.
+tfbench.config.argv.settings_of_flags.
 """

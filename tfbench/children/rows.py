@@ -14,13 +14,13 @@ from tfbench import errors
 from tfbench.children.outcome import classify_failure
 from tfbench.children.process import ChildOutcome, log_tail
 from tfbench.config import data_source
-from tfbench.config import params as params_lib
-from tfbench.config.argv import params_of_flags
+from tfbench.config import settings as settings_lib
+from tfbench.config.argv import settings_of_flags
 from tfbench.output import csv_out
 from tfbench.results import new_run_id
 
 
-def configuration(p: "params_lib.Params", workers: int = 1) -> dict[str, str]:
+def configuration(p: "settings_lib.Settings", workers: int = 1) -> dict[str, str]:
     """The columns a failed child could not write, as its run would have written them, from
     its Params alone (the owners in tfbench.config). `workers`: the cluster's workers (tfbench
     launch's hosts; 1 for a sweep point, one process).
@@ -29,29 +29,29 @@ def configuration(p: "params_lib.Params", workers: int = 1) -> dict[str, str]:
     image size left at the model's default, the device kind unless --device was given, and
     what flags that contradict each other (say --gpu_indices and --num_gpus) leave undecided.
     """
-    batch = params_lib.timed_batch(p, 0)
-    micro = params_lib.accum_steps(p)
+    batch = settings_lib.timed_batch(p, 0)
+    micro = p.asks.accum_steps
     try:
-        devices: Optional[int] = params_lib.requested_devices(p)
+        devices: Optional[int] = p.asks.devices
     except errors.UsageError:
         devices = None
     try:
-        source = data_source.data_source_label(p)
+        source = data_source.data_source_label(p.data)
     except errors.UsageError:   # a --data_dir this host cannot read (or name)
         source = ""
     return {
-        "model": p.model, "mode": params_lib.run_mode(p),
-        "precision": params_lib.resolve_precision(p),
-        "xla": "1" if params_lib.xla_requested(p) else "0",
+        "model": p.workload.model, "mode": p.asks.run_mode,
+        "precision": p.asks.precision,
+        "xla": "1" if p.asks.xla else "0",
         "batch_size": str(batch) if batch else "",
-        "global_batch_size": str(params_lib.global_batch(batch, micro, devices, workers))
+        "global_batch_size": str(settings_lib.global_batch(batch, micro, devices, workers))
         if batch and devices else "",
         "num_devices": str(devices) if devices else "",
         "num_workers": str(workers),
         "accum_steps": str(micro),
-        "device_kind": p.device.lower() if p.is_explicit("device") else "",
+        "device_kind": p.devices.device.lower() if p.is_explicit("device") else "",
         "data_source": source,
-        "image_size": str(p.image_size) if p.image_size else "",
+        "image_size": str(p.workload.image_size) if p.workload.image_size else "",
     }
 
 
@@ -62,7 +62,7 @@ def failure_row(flags: Sequence[str], status: str, error: str, command: str, *,
     `hostname` names another)."""
     from tfbench import __version__
     row = {name: "" for name in csv_out.COLUMN_NAMES}
-    row.update(configuration(params_of_flags(flags), workers))
+    row.update(configuration(settings_of_flags(flags), workers))
     row.update({
         "schema_version": str(csv_out.SCHEMA_VERSION), "run_id": new_run_id(),
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -18,7 +18,7 @@ from typing import Optional, TextIO
 
 from tfbench.cli.guard import MIXED_FLAGS, Parser, flush_native_stdout, guarded, \
     split_benchmark_flags
-from tfbench.config.argv import params_of_flags
+from tfbench.config.argv import settings_of_flags
 from tfbench.errors import UsageError
 
 # The probe's (tfbench.distribute.allreduce_probe: PER_SYNC, REPEATS, WARMUP), kept here so that
@@ -99,7 +99,7 @@ def run(argv: list[str], stdout: Optional[TextIO] = None) -> int:
         raise UsageError("sizes: give 1 <= --min_bytes <= --max_bytes and --step_factor >= 2")
     if args.repeats < 1 or args.warmup < 0:
         raise UsageError("--repeats must be >= 1 and --warmup >= 0")
-    p = params_of_flags(rest)
+    p = settings_of_flags(rest)
     from tfbench.engine import lean_import
     lean_import.import_frameworks()
     from tfbench.engine import allreduce_run

@@ -21,8 +21,7 @@ from tfbench import errors
 from tfbench.children.outcome import study_end
 from tfbench.children.process import DEFAULT_CHILD
 from tfbench.cli.guard import MIXED_FLAGS, Parser, guarded, split_benchmark_flags
-from tfbench.config import params as params_lib
-from tfbench.config.argv import params_of_flags
+from tfbench.config.argv import settings_of_flags
 from tfbench.sweep import evaluation as ev
 
 DEFAULT_OUT_DIR = "tfbench_evaluation"
@@ -177,7 +176,7 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
         "; quick mode" if args.quick else ""))
     if evaluation.tftrt_left_out:
         say("TF-TRT mode left out: %s" % evaluation.tftrt_left_out)
-    if params_lib.requested_devices(params_of_flags(evaluation.sweep.config.base_flags)) > 1:
+    if settings_of_flags(evaluation.sweep.config.base_flags).asks.devices > 1:
         say("training runs use --num_gpus or --gpu_indices; inference runs at batch 1 use one "
             "device")
     say("%d of %d runs to do (%d already finished)" % (len(todo), total, total - len(todo))

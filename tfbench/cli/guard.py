@@ -79,7 +79,7 @@ def split_benchmark_flags(parser: argparse.ArgumentParser, argv: Sequence[str], 
     --out_dir): the benchmark flags are those after `--` (their --flagfile read), and any other
     argument the parser does not take is an error. Either way a word among the benchmark flags
     that is no flag's value is refused; the flags themselves are checked where they are read,
-    by tfbench.config.argv.params_of_flags."""
+    by tfbench.config.argv.settings_of_flags."""
     argv = list(argv)
     if after_separator:
         cut = argv.index("--") if "--" in argv else len(argv)

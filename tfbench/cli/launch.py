@@ -25,9 +25,8 @@ from tfbench import errors
 from tfbench.validate import figures, options as validate_options
 from tfbench.cli.guard import (FLAGS_AFTER_SEPARATOR, MIXED_FLAGS, Parser, guarded,
                                split_benchmark_flags)
-from tfbench.config import params as params_lib
 from tfbench.config import presets
-from tfbench.config.argv import params_of_flags, strip_flags
+from tfbench.config.argv import settings_of_flags, strip_flags
 from tfbench.launch import remote as launch_remote, run as launch, validate_hosts
 
 
@@ -81,23 +80,24 @@ def _config(args: argparse.Namespace, flags: list[str],
         raise errors.UsageError("--%s is set by tfbench launch for every task (one task per "
                                 "--hosts entry); leave it out" % taken[0])
     hosts = launch_remote.parse_hosts(args.hosts, args.port)
-    p = params_of_flags(launch_remote.task_flags(flags, hosts, 0))
-    if p.variable_update == "horovod":
+    p = settings_of_flags(launch_remote.task_flags(flags, hosts, 0))
+    if p.devices.variable_update == "horovod":
         raise errors.UsageError("--variable_update=horovod starts its processes with "
                                 "horovodrun or mpirun, not tfbench launch")
-    if p.is_explicit("variable_update") and p.variable_update not in \
+    if p.is_explicit("variable_update") and p.devices.variable_update not in \
             launch.MULTI_WORKER_VALUES:
         raise errors.UsageError("tfbench launch runs MultiWorkerMirroredStrategy: use "
                                 "--variable_update=%s (or leave it out), not %s"
-                                % (", ".join(launch.MULTI_WORKER_VALUES), p.variable_update))
-    gpus_per_task = None if params_lib.cpu_requested(p) else params_lib.requested_devices(p)
+                                % (", ".join(launch.MULTI_WORKER_VALUES),
+                                   p.devices.variable_update))
+    gpus_per_task = None if p.asks.cpu else p.asks.devices
     machines = [h.machine for h in hosts]
     shared = sorted({m for m in machines if machines.count(m) > 1})
-    if shared and p.gpu_indices and gpus_per_task:
+    if shared and p.devices.gpu_indices and gpus_per_task:
         raise errors.UsageError("--gpu_indices=%s would give every task on %s the same GPUs; "
                                 "leave it out: tfbench launch gives each task on a host named "
                                 "several times --num_gpus GPUs of its own"
-                                % (p.gpu_indices, ", ".join(shared)))
+                                % (p.devices.gpu_indices, ", ".join(shared)))
     rsh = shlex.split(args.rsh)
     if rsh and shutil.which(rsh[0]) is None and presets.find(rsh[0]):
         rsh[0] = os.path.abspath(presets.find(rsh[0]))   # scripts/local_rsh.sh from anywhere
@@ -116,7 +116,7 @@ def _config(args: argparse.Namespace, flags: list[str],
     return launch.LaunchConfig(
         hosts=hosts, flags=strip_flags(flags, ["csv_file"]), rsh=rsh,
         remote_cmd=args.remote_cmd.strip(), out_dir=args.out_dir or launch.default_out_dir(),
-        csv_file=p.csv_file or "", cluster_timeout=float(p.cluster_timeout_secs),
+        csv_file=p.outputs.csv_file or "", cluster_timeout=float(p.cluster.cluster_timeout_secs),
         nccl_debug=args.nccl_debug, gpus_per_task=gpus_per_task,
         command=shlex.join(["tfbench", "launch"] + list(argv)))
 

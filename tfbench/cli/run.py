@@ -17,11 +17,12 @@ from typing import Callable, Optional, Sequence
 
 from tfbench import errors
 from tfbench.cli.guard import flush_native_stdout, print_error
-from tfbench.config.argv import parse_params
+from tfbench.config.argv import parse_settings
 from tfbench.errors import EXIT_OK, EXIT_USAGE, Interrupted, TfbenchError, UsageError
+from tfbench.config.settings import Settings
 
 
-def _internal_error(p, result, exc: Exception) -> None:
+def _internal_error(p: Settings, result, exc: Exception) -> None:
     """An exception no part of tfbench turned into an error a user can act on: a bug. The line
     says so and where its traceback is; the exception's text goes to the JSON manifest only."""
     from tfbench.output import files as outputs
@@ -71,9 +72,9 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     progress = progress if progress is not None and progress.enabled else None
     emit = emit or _Printer()
     try:
-        p = parse_params(argv)
-        _refuse_unknown_model(p.model)
-        history_location.resolve(p.history)   # a malformed --history: refused before a run
+        p = parse_settings(argv)
+        _refuse_unknown_model(p.workload.model)
+        history_location.resolve(p.outputs.history)   # a malformed --history: refused before a run
     except UsageError as exc:
         print_error(str(exc))
         return exc.exit_code
@@ -85,7 +86,7 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         from tfbench.engine import lean_import
         lean_import.import_frameworks()
         from tfbench.engine import diagnose, runner
-        if p.diagnose_input:
+        if p.mode.diagnose_input:
             diagnose.diagnose_input(p, ClassicLog(emit, progress), result)
         else:
             runner.run(p, ClassicLog(emit, progress), result)
@@ -114,8 +115,8 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
     except OSError as exc:
         print_error("could not write results: %s" % exc)
         return code or 1
-    line = history_record.add_run(p.history, result, [
-        f for f in (p.csv_file, outputs.manifest_path(p, result)) if f])
+    line = history_record.add_run(p.outputs.history, result, [
+        f for f in (p.outputs.csv_file, outputs.manifest_path(p, result)) if f])
     if line:
         lines.append(line)
     flush_native_stdout()

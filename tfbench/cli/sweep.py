@@ -22,7 +22,7 @@ from tfbench.children.process import DEFAULT_CHILD
 from tfbench.children.rows import rows_status
 from tfbench.cli.guard import MIXED_FLAGS, Parser, guarded, split_benchmark_flags
 from tfbench.config import flagdefs
-from tfbench.config.argv import params_of_flags
+from tfbench.config.argv import settings_of_flags
 from tfbench.sweep import grid, max_batch, summary
 from tfbench.sweep.study import Sweep, SweepConfig
 
@@ -94,7 +94,7 @@ def build(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
 
 def _probe_flags(config: SweepConfig, stream) -> None:
     """Short probes unless the user chose the lengths; said in one line (no silent change)."""
-    given = params_of_flags(config.base_flags)
+    given = settings_of_flags(config.base_flags)
     added = []
     for name, value, excluded_by in max_batch.PROBE_DEFAULTS:
         if given.is_explicit(name) or any(given.is_explicit(n) for n in excluded_by):
@@ -125,7 +125,7 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD,
     try:
         if args.find_max_batch_size:
             _probe_flags(config, stderr)
-            start = params_of_flags(config.base_flags).batch_size or 1
+            start = settings_of_flags(config.base_flags).schedule.batch_size or 1
             max_results = max_batch.find_max_batch_sizes(
                 engine, start=max(1, start), limit=args.max_batch_size_limit,
                 granularity=args.batch_granularity)

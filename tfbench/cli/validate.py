@@ -1,5 +1,5 @@
 """`tfbench validate`: is every GPU of this host healthy, and which one is not; the
-command-line layer over tfbench.validate (plan, runner, result, console).
+command-line layer over tfbench.validate (plan, run_plan, result, console).
 
     tfbench validate [--level=quick|standard|long] [--tolerance_pct=5] [--baseline=FILE|history]
                      [--min_efficiency_pct=80] [--soak_minutes=30] [--out_dir=DIR]
@@ -22,11 +22,11 @@ from typing import Any, Callable, Optional, Sequence
 from tfbench import errors
 from tfbench.children.process import DEFAULT_CHILD
 from tfbench.cli.guard import MIXED_FLAGS, Parser, guarded, split_benchmark_flags
-from tfbench.config import flagdefs, params as params_lib
-from tfbench.config.argv import params_of_flags
+from tfbench.config import flagdefs
+from tfbench.config.argv import settings_of_flags
 from tfbench.validate import console, figures, options as validate_options, plan as plan_lib
 from tfbench.validate.health_step import HEALTH_CHILD
-from tfbench.validate.runner import Options, Validation
+from tfbench.validate.run_plan import Options, Validation
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,7 +56,7 @@ def _judge(args: argparse.Namespace, flags: Sequence[str], host: plan_lib.Host,
         from tfbench.history import baseline as history_baseline
         # The store the children add to (their --history), opened now: nothing runs when it
         # cannot be.
-        store = history_baseline.open_store(params_of_flags(flags).history)
+        store = history_baseline.open_store(settings_of_flags(flags).outputs.history)
         return figures.with_history(store, args.tolerance_pct, args.min_efficiency_pct, say), \
             "in the history at %s (this host's level, else the fleet's median)" % store.where()
     return figures.with_baseline(args.baseline, plan_lib.run_key(flags, host),
@@ -75,7 +75,7 @@ def _gpus(first: int = 0, nvml_module: Any = None
 
 def _first_gpu(flags: Sequence[str]) -> int:
     """The CUDA index of the run's first GPU: --gpu_indices' first, else 0."""
-    indices = params_lib.gpu_indices(params_of_flags(flags))
+    indices = settings_of_flags(flags).asks.gpu_indices
     return indices[0] if indices else 0
 
 

@@ -1,8 +1,9 @@
-"""argv -> Params: the benchmark flags defined from the flag table on a fresh absl FlagValues.
+"""argv -> Params -> Settings: the benchmark flags, defined from the flag table on a fresh
+absl FlagValues.
 
 The one parser of benchmark command lines: the CLI runs it, and every subcommand that starts
 benchmarks (sweep, evaluate, launch, allreduce) reads what they will run with it
-(params_of_flags). It reads no global FLAGS and imports no TensorFlow.
+(settings_of_flags). It reads no global FLAGS and imports no TensorFlow.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Iterable, Sequence
 from absl import flags
 
 from tfbench.config import flagdefs, presets
+from tfbench.config import settings
 from tfbench.config.params import Params, make_params
+from tfbench.config.settings import Settings
 from tfbench.errors import UsageError
 
 
@@ -70,11 +73,16 @@ def parse_params(argv: Sequence[str]) -> Params:
                        explicit=given)
 
 
-def params_of_flags(flags: Sequence[str]) -> Params:
-    """The Params a benchmark started with `flags` (no program name) runs with; UsageError
+def parse_settings(argv: Sequence[str]) -> Settings:
+    """argv (program name first) -> the run's Settings; UsageError on bad input."""
+    return settings.of(parse_params(argv))
+
+
+def settings_of_flags(flags: Sequence[str]) -> Settings:
+    """The Settings a benchmark started with `flags` (no program name) runs with; UsageError
     when it would refuse them. A subcommand reads what a child, task or point runs from here,
     never from the raw flags."""
-    return parse_params(["tfbench"] + list(flags))
+    return parse_settings(["tfbench"] + list(flags))
 
 
 def strip_flags(flags: Sequence[str], names: Iterable[str]) -> list[str]:

@@ -1,6 +1,7 @@
 """Which data a run reads: the --data_name / --data_dir rules and its names for the header and
-the CSV (data_source). No TensorFlow here: a study names a point's data, even one whose run
-wrote no row, as the run itself does."""
+the CSV (data_source), from the run's data settings (config.settings_groups.Data). No
+TensorFlow here: a study names a point's data, even one whose run wrote no row, as the run
+itself does."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 
 from tfbench.errors import UsageError
 from tfbench.config.datasets import CIFAR10, IMAGENET
+from tfbench.config.settings_groups import Data
 
 FOLDER = "folder"
 TFDS_PREFIX = "tfds:"
@@ -21,9 +23,9 @@ CIFAR10_TRAIN_FILES = tuple("data_batch_%d" % i for i in range(1, 6))
 CIFAR10_EVAL_FILES = ("test_batch",)
 
 
-def is_real_data(params) -> bool:
+def is_real_data(data: Data) -> bool:
     """True when the run reads --data_dir (not synthetic inputs)."""
-    return bool(params.data_dir) and not params.use_synthetic_data
+    return bool(data.data_dir) and not data.use_synthetic_data
 
 
 def tfrecord_pattern(data_dir: str, train: bool) -> str:
@@ -96,34 +98,34 @@ def guess_data_name(data_dir: str) -> str:
         "`tfbench make_fake_imagenet --out DIR`)" % data_dir)
 
 
-def resolve_data_name(params, default: str = IMAGENET) -> str:
+def resolve_data_name(data: Data, default: str = IMAGENET) -> str:
     """imagenet, cifar10, folder or tfds:NAME: --data_name, else guessed from --data_dir, else
     `default` (synthetic data: the model's dataset). A --data_dir that is no directory is
     refused either way (tfds says how to prepare its dataset there itself)."""
-    if params.data_name:
-        name = _check_name(params.data_name)
-        if is_real_data(params) and not name.startswith(TFDS_PREFIX):
-            check_data_dir(params.data_dir, name)
+    if data.data_name:
+        name = _check_name(data.data_name)
+        if is_real_data(data) and not name.startswith(TFDS_PREFIX):
+            check_data_dir(data.data_dir, name)
         return name
-    if not is_real_data(params):
+    if not is_real_data(data):
         return default
-    return guess_data_name(params.data_dir)
+    return guess_data_name(data.data_dir)
 
 
-def describe(params, dataset_name: str | None = None) -> str:
+def describe(data: Data, dataset_name: str | None = None) -> str:
     """The header's Dataset value: `imagenet (synthetic)` without data, `imagenet` with it."""
-    if not is_real_data(params):
-        return "%s (synthetic)" % (params.data_name or dataset_name or IMAGENET)
-    return resolve_data_name(params)
+    if not is_real_data(data):
+        return "%s (synthetic)" % (data.data_name or dataset_name or IMAGENET)
+    return resolve_data_name(data)
 
 
-def data_source_label(params) -> str:
+def data_source_label(data: Data) -> str:
     """The CSV data_source value: synthetic, imagenet_tfrecord, cifar10_pickle, tfds:NAME or
     folder; `+cached_sample` with --datasets_repeat_cached_sample."""
-    if not is_real_data(params):
+    if not is_real_data(data):
         return "synthetic"
-    name = resolve_data_name(params)
+    name = resolve_data_name(data)
     label = _SOURCE_LABELS.get(name, name)
-    if params.datasets_repeat_cached_sample:
+    if data.datasets_repeat_cached_sample:
         label += "+cached_sample"
     return label

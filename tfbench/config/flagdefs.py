@@ -6,14 +6,15 @@ role (ROLES):
   tf1_only  - a legacy TF1/graph-only flag: accepted, and a non-default value prints one "no
               effect" warning;
   tfbench   - tfbench's own flags.
-The table is the single source for absl flag definitions (cli), Params fields (params) and the
-flag reference in docs/flags.md.
+The table is the single source for absl flag definitions (cli), Params fields (params), the
+settings groups by concern (CONCERNS, settings_groups) and the flag reference in docs/flags.md.
+Longer than the layout guide's 420 lines: one table, every flag in it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 
 LEGACY, TF1_ONLY, TFBENCH = "legacy", "tf1_only", "tfbench"
@@ -371,8 +372,84 @@ ALL_FLAGS: tuple[FlagSpec, ...] = LEGACY_FLAGS + TFBENCH_FLAGS
 BY_NAME: dict[str, FlagSpec] = {f.name: f for f in ALL_FLAGS}
 
 
-def graph_only_overrides(params: Any) -> list[str]:
-    """Names of TF1-only flags that `params` (anything with the flags as attributes) sets to a
-    non-default value."""
-    return [f.name for f in ALL_FLAGS
-            if f.role == TF1_ONLY and getattr(params, f.name, f.default) != f.default]
+def graph_only_overrides(values: Mapping[str, Any]) -> list[str]:
+    """Names of TF1-only flags that `values` (every flag's value by name) sets to a non-default
+    value."""
+    return [f.name for f in ALL_FLAGS if f.role == TF1_ONLY and values[f.name] != f.default]
+
+
+# --- concerns: which part of a run each flag settles ----------------------------------------
+# Below the configuration layer a run reads its settings by concern (config.settings), one
+# frozen group per concern, generated from this table (config/settings_groups.py).
+CONCERNS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "workload": ("the model that runs, its input size and its initial weights", (
+        "model", "image_size", "tf_random_seed", "use_tf_layers", "single_l2_loss_op",
+        "backbone_model_path")),
+    "mode": ("what the timed steps do: train, forward only, evaluate a checkpoint, read the "
+             "input alone, or serve an exported model", (
+        "eval", "eval_interval_secs", "eval_during_training_every_n_steps",
+        "eval_during_training_every_n_epochs", "eval_during_training_at_specified_steps",
+        "eval_during_training_at_specified_epochs", "stop_at_top_1_accuracy",
+        "collect_eval_results_async", "forward_only", "freeze_when_forward_only", "data_only",
+        "diagnose_input", "saved_model", "saved_model_dir", "trt_mode",
+        "trt_max_workspace_size_bytes", "trt_calibration_batches", "fold_batch_norm")),
+    "schedule": ("how many images a step takes and how many steps are warmed up, timed and "
+                 "repeated", (
+        "batch_size", "eval_batch_size", "batch_group_size", "accum_steps", "num_batches",
+        "num_eval_batches", "num_epochs", "num_eval_epochs", "num_warmup_batches", "num_runs",
+        "cooldown_secs")),
+    "data": ("the input: which data, how it is read and preprocessed", (
+        "data_dir", "data_name", "use_synthetic_data", "resize_method", "distortions",
+        "use_datasets", "input_preprocessor", "ml_perf", "fuse_decode_and_crop",
+        "distort_color_in_yiq", "datasets_repeat_cached_sample", "datasets_use_prefetch",
+        "datasets_prefetch_buffer_size", "datasets_num_private_threads",
+        "datasets_use_caching", "datasets_parallel_interleave_cycle_length",
+        "datasets_sloppy_parallel_interleave", "datasets_parallel_interleave_prefetch",
+        "multi_device_iterator_max_buffer_size")),
+    "devices": ("the devices of one worker, their memory, and how variables and gradients "
+                "are shared between them (the strategy)", (
+        "device", "num_gpus", "gpu_indices", "data_format", "gpu_memory_limit_mb",
+        "allow_growth", "force_gpu_compatible", "gpu_memory_frac_for_testing",
+        "use_unified_memory", "timestamped_allocator", "gpu_kt_max_interval",
+        "gpu_kt_max_bytes", "gpu_kt_max_pending", "variable_update", "all_reduce_spec",
+        "local_parameter_device", "hierarchical_copy", "network_topology",
+        "gradient_repacking", "compact_gradient_transfer", "variable_consistency",
+        "agg_small_grads_max_bytes", "agg_small_grads_max_group", "allreduce_merge_scope",
+        "horovod_device", "cross_replica_sync", "staged_vars", "sync_on_finish",
+        "use_resource_vars")),
+    "cluster": ("the hosts of a multi-host run and this task's place among them", (
+        "job_name", "ps_hosts", "worker_hosts", "controller_host", "task_index",
+        "server_protocol", "cluster_timeout_secs")),
+    "runtime": ("how TensorFlow executes the step: threads, XLA, graph rewrites, cuDNN and "
+                "MKL settings", (
+        "xla", "xla_compile", "enable_optimizations", "rewriter_config", "gpu_thread_mode",
+        "per_gpu_thread_count", "num_intra_threads", "num_inter_threads", "use_numa_affinity",
+        "autotune_threshold", "batchnorm_persistent", "winograd_nonfused", "mkl",
+        "kmp_blocktime", "kmp_affinity", "kmp_settings", "use_python32_barrier", "debugger")),
+    "numerics": ("the precision the step computes in and how fp16 scales its loss", (
+        "precision", "use_fp16", "fp16_loss_scale", "fp16_vars",
+        "fp16_enable_auto_loss_scale", "fp16_inc_loss_scale_every_n")),
+    "learning": ("the optimizer, its learning rate over time and the regularisation", (
+        "optimizer", "init_learning_rate", "piecewise_learning_rate_schedule",
+        "num_epochs_per_decay", "learning_rate_decay_factor",
+        "num_learning_rate_warmup_epochs", "minimum_learning_rate", "resnet_base_lr",
+        "momentum", "rmsprop_decay", "rmsprop_momentum", "rmsprop_epsilon", "adam_beta1",
+        "adam_beta2", "adam_epsilon", "gradient_clip", "weight_decay", "compute_lr_on_cpu",
+        "sparse_to_dense_grads")),
+    "measurement": ("what is measured and shown beside images/sec, and the probes after the "
+                    "timed steps", (
+        "display_every", "display_perf_ewma", "print_training_accuracy",
+        "loss_type_to_report", "monitor_interval_ms", "unstable_threshold_pct", "peak_tflops",
+        "estimate_dataset_size", "estimate_epochs", "estimate_utilization", "trace_file",
+        "use_chrome_trace_format", "tfprof_file", "graph_file",
+        "partitioned_graph_file_prefix", "summary_verbosity", "save_summaries_steps",
+        "explain_scaling", "validate_devices", "validate_device_checks",
+        "validate_allreduce_json")),
+    "outputs": ("where results, logs and checkpoints are written", (
+        "csv_file", "json_dir", "history", "benchmark_log_dir", "benchmark_test_id",
+        "ml_perf_compliance_logging", "train_dir", "eval_dir", "save_model_secs",
+        "save_model_steps", "max_ckpts_to_keep")),
+}
+
+CONCERN_OF: dict[str, str] = {name: concern for concern, (_, names) in CONCERNS.items()
+                              for name in names}

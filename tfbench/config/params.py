@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping, Optional
 from tfbench.config import flagdefs
 from tfbench.errors import UsageError
 
-_DEFAULT_NUM_BATCHES = 100
+DEFAULT_NUM_BATCHES = 100
 _DEFAULT_NUM_WARMUP_BATCHES = 10
 
 # What a run times (run_mode): the values of the CSV's `mode` and of Resolved.mode.
@@ -209,15 +209,6 @@ def parse_piecewise(text: str) -> tuple[list[float], list[int]]:
     return rates, epochs
 
 
-def num_batches_and_epochs(p: "Params", global_batch: int, num_examples: int) -> tuple[int, float]:
-    """The legacy rule: (timed batches, epochs they make)."""
-    if p.num_epochs is not None:
-        batches = int(p.num_epochs * num_examples + global_batch - 1) // global_batch
-    else:
-        batches = p.num_batches if p.num_batches is not None else _DEFAULT_NUM_BATCHES
-    return batches, batches * global_batch / num_examples
-
-
 def num_warmup_batches(p: "Params") -> int:
     """--num_warmup_batches, else the legacy default max(10, 5 x t^2), t = --autotune_threshold
     or 1: with TF_AUTOTUNE_THRESHOLD=t, TensorFlow's cuDNN autotuner (AutotuneMap) may tune a
@@ -231,20 +222,6 @@ def num_warmup_batches(p: "Params") -> int:
 def xla_requested(p: "Params") -> bool:
     """--xla or its legacy spelling --xla_compile."""
     return bool(p.xla or p.xla_compile)
-
-
-# The legacy script's static loss scale for fp16 when --fp16_loss_scale is not given.
-DEFAULT_STATIC_LOSS_SCALE = 128.0
-
-
-def loss_scaling(p: "Params", precision: str) -> tuple[str, float]:
-    """(none | static | dynamic, initial scale) for a run of `precision`: fp16 scales its loss,
-    statically or, with --fp16_enable_auto_loss_scale, adjusted by a LossScaleOptimizer."""
-    if precision != "fp16":
-        return "none", 1.0
-    if p.fp16_enable_auto_loss_scale:
-        return "dynamic", p.fp16_loss_scale or 2.0 ** 15
-    return "static", p.fp16_loss_scale or DEFAULT_STATIC_LOSS_SCALE
 
 
 def resolve_precision(p: "Params") -> str:
@@ -270,13 +247,6 @@ def accum_steps(p: "Params") -> int:
     """Micro-batches per device per step: --accum_steps in training, else 1 (an inference or
     input-only step has no update to accumulate for)."""
     return p.accum_steps if run_mode(p) == TRAINING else 1
-
-
-def timed_batch(p: "Params", model_batch: int) -> int:
-    """The per-device batch of the timed steps (one micro-batch): --eval_batch_size (else the
-    batch) in eval mode, else --batch_size; `model_batch` is the model's default batch."""
-    batch = p.batch_size or model_batch
-    return (p.eval_batch_size or batch) if run_mode(p) == EVAL else batch
 
 
 def cpu_requested(p: "Params") -> bool:

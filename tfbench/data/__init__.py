@@ -39,7 +39,7 @@ function that consumes it) as tf.errors.DataLossError / InvalidArgumentError, or
 OutOfRangeError when no example is readable. The runner should do:
 
       except (tf.errors.OpError, StopIteration) as exc:
-          if data_source.is_real_data(params) and data.is_data_error(exc):
+          if data_source.is_real_data(params.data) and data.is_data_error(exc):
               raise data.data_error(exc, params, train) from None   # UsageError, exit 2
           raise
 

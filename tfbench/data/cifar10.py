@@ -17,6 +17,7 @@ import tensorflow as tf
 from tfbench.config import data_source as sources
 from tfbench.data import image_ops, pipeline, sharding
 from tfbench.errors import UsageError
+from tfbench.config.settings import Settings
 
 SIZE = 32
 PAD = 4
@@ -82,12 +83,12 @@ def preprocess_image(image: tf.Tensor, seed: tf.Tensor, size: int, distort: bool
     return image_ops.normalize(image)
 
 
-def source(params, *, image_size: int, train: bool, seed,
+def source(params: Settings, *, image_size: int, train: bool, seed,
            shard: sharding.Shard = sharding.WHOLE) -> pipeline.Source:
-    images, labels = load(params.data_dir, train)
-    description = os.path.join(params.data_dir, "data_batch_*" if train else "test_batch")
+    images, labels = load(params.data.data_dir, train)
+    description = os.path.join(params.data.data_dir, "data_batch_*" if train else "test_batch")
     sharding.check_enough(len(images), shard, description)
-    distort = train and params.distortions
+    distort = train and params.data.distortions
 
     def preprocess(element, elem_seed, position):
         image, label = element

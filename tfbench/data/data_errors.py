@@ -21,6 +21,7 @@ from tfbench.config import data_source as sources
 from tfbench.data import encoded_images, image_ops, imagenet
 from tfbench.errors import TfbenchError, UsageError
 from tfbench.config.datasets import CIFAR10, IMAGENET
+from tfbench.config.settings import Settings
 
 SCAN_BUDGET_SECONDS = 60.0
 _DATA_HINTS = ("IteratorGetNext", "Dataset", "Iterator::", "corrupted record", "jpeg", "JPEG",
@@ -74,22 +75,22 @@ def check_image_file(path: str) -> None:
     encoded_images.decode(encoded_images.check_image(tf.io.read_file(path), tf.constant(path)))
 
 
-def _files_and_check(params, train: bool) -> tuple[Sequence[str], Callable[[str], None]]:
-    name = sources.resolve_data_name(params)
+def _files_and_check(params: Settings, train: bool) -> tuple[Sequence[str], Callable[[str], None]]:
+    name = sources.resolve_data_name(params.data)
     if name == IMAGENET:
-        return imagenet.list_files(params.data_dir, train), check_tfrecord_file
+        return imagenet.list_files(params.data.data_dir, train), check_tfrecord_file
     if name == sources.FOLDER:
         from tfbench.data import folder
-        return folder.list_images(params.data_dir, train)[0], check_image_file
+        return folder.list_images(params.data.data_dir, train)[0], check_image_file
     if name == CIFAR10:
         return [], check_image_file  # read whole in Python: its errors already name the file
     from tfbench.data import tfds_reader
-    builder = tfds_reader.load_builder(sources.tfds_name(name), params.data_dir)
+    builder = tfds_reader.load_builder(sources.tfds_name(name), params.data.data_dir)
     files = sorted(glob.glob(os.path.join(builder.data_dir, "*.tfrecord*")))
     return files, lambda path: check_tfrecord_file(path, decode=False)
 
 
-def find_bad_file(params, train: bool = True, budget_seconds: float = SCAN_BUDGET_SECONDS
+def find_bad_file(params: Settings, train: bool = True, budget_seconds: float = SCAN_BUDGET_SECONDS
                   ) -> tuple[Optional[str], str, int, int]:
     """(first bad file or None, its error reason, files checked, files in all)."""
     files, check = _files_and_check(params, train)
@@ -104,7 +105,7 @@ def find_bad_file(params, train: bool = True, budget_seconds: float = SCAN_BUDGE
     return None, "", len(files), len(files)
 
 
-def _named_file(message: str, params, train: bool) -> Optional[str]:
+def _named_file(message: str, params: Settings, train: bool) -> Optional[str]:
     try:
         files, _ = _files_and_check(params, train)
     except TfbenchError:
@@ -116,18 +117,18 @@ def _named_file(message: str, params, train: bool) -> Optional[str]:
     return None
 
 
-def explain_data_error(exc: BaseException, params, train: bool = True,
+def explain_data_error(exc: BaseException, params: Settings, train: bool = True,
                        budget_seconds: float = SCAN_BUDGET_SECONDS) -> str:
     """One line naming the file behind an input-pipeline error (see is_data_error)."""
     if isinstance(exc, TfbenchError):
         return str(exc)
     try:
-        name = sources.resolve_data_name(params)
+        name = sources.resolve_data_name(params.data)
     except UsageError as err:
         return str(err)
     if isinstance(exc, (StopIteration, tf.errors.OutOfRangeError)):
-        where = (sources.tfrecord_pattern(params.data_dir, train) if name == IMAGENET
-                 else params.data_dir)
+        where = (sources.tfrecord_pattern(params.data.data_dir, train) if name == IMAGENET
+                 else params.data.data_dir)
         return ("the input pipeline produced no batch: no readable examples in %s (empty "
                 "files?)" % where)
     message = str(exc)
@@ -137,16 +138,16 @@ def explain_data_error(exc: BaseException, params, train: bool = True,
     try:
         bad, bad_reason, checked, total = find_bad_file(params, train, budget_seconds)
     except TfbenchError as err:
-        return "bad input data under --data_dir=%s: %s (%s)" % (params.data_dir, reason, err)
+        return "bad input data under --data_dir=%s: %s (%s)" % (params.data.data_dir, reason, err)
     if bad:
         return "bad input data in %s: %s" % (bad, bad_reason or reason)
     if checked < total:
         return ("bad input data under --data_dir=%s: %s (checked %d of %d files in %.0f s "
-                "without finding the bad one)" % (params.data_dir, reason, checked, total,
+                "without finding the bad one)" % (params.data.data_dir, reason, checked, total,
                                                   budget_seconds))
-    return "bad input data under --data_dir=%s: %s" % (params.data_dir, reason)
+    return "bad input data under --data_dir=%s: %s" % (params.data.data_dir, reason)
 
 
-def data_error(exc: BaseException, params, train: bool = True) -> UsageError:
+def data_error(exc: BaseException, params: Settings, train: bool = True) -> UsageError:
     """The UsageError to raise (exit code 2) for an input-pipeline error."""
     return UsageError(explain_data_error(exc, params, train))

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from tfbench.data import cifar10, image_ops
 from tfbench.config.datasets import CIFAR10
+from tfbench.config.settings import Settings
 
 _PNG_MAGIC = b"\x89PNG"
 _GIF_MAGIC = b"GIF8"
@@ -38,43 +39,44 @@ def decode(data: tf.Tensor) -> tf.Tensor:
     return image
 
 
-def _imagenet_style(data, seed, position, params, size: int, train: bool) -> tf.Tensor:
+def _imagenet_style(data, seed, position, params: Settings, size: int, train: bool) -> tf.Tensor:
     if train:
         seeds = image_ops.split_seed(seed, 2)
         boxes = image_ops.no_boxes()
         crop = tf.cond(
             tf.io.is_jpeg(data),
             lambda: image_ops.distorted_crop_jpeg(data, boxes, seeds[0],
-                                                  fused=params.fuse_decode_and_crop),
+                                                  fused=params.data.fuse_decode_and_crop),
             lambda: image_ops.distorted_crop_image(decode(data), boxes, seeds[0]))
         image = image_ops.finish_train_image(crop, size, seeds[1], position,
-                                             params.resize_method, params.distortions,
-                                             params.distort_color_in_yiq)
+                                             params.data.resize_method, params.data.distortions,
+                                             params.data.distort_color_in_yiq)
     else:
-        image = image_ops.eval_image(decode(data), size, params.resize_method, position)
-    return image_ops.normalize(image, params.ml_perf)
+        image = image_ops.eval_image(decode(data), size, params.data.resize_method, position)
+    return image_ops.normalize(image, params.data.ml_perf)
 
 
-def preprocess(data: tf.Tensor, origin: tf.Tensor, seed: tf.Tensor, position, params, *,
+def preprocess(data: tf.Tensor, origin: tf.Tensor, seed: tf.Tensor, position, params: Settings, *,
                size: int, train: bool, dataset_name: str) -> tf.Tensor:
     """Encoded image bytes -> float32 [size, size, 3], normalised."""
     data = check_image(data, origin)
     if dataset_name == CIFAR10:
-        return cifar10.preprocess_image(decode(data), seed, size, train and params.distortions)
+        return cifar10.preprocess_image(decode(data), seed, size, train and params.data.distortions)
     return _imagenet_style(data, seed, position, params, size, train)
 
 
-def preprocess_decoded(image: tf.Tensor, seed: tf.Tensor, position, params, *, size: int,
+def preprocess_decoded(image: tf.Tensor, seed: tf.Tensor, position, params: Settings, *, size: int,
                        train: bool, dataset_name: str) -> tf.Tensor:
     """The same recipes for an already decoded uint8 image (tfds features that are not Image)."""
     image = image_ops.to_rgb(image)
     if dataset_name == CIFAR10:
-        return cifar10.preprocess_image(image, seed, size, train and params.distortions)
+        return cifar10.preprocess_image(image, seed, size, train and params.data.distortions)
     if train:
         seeds = image_ops.split_seed(seed, 2)
         crop = image_ops.distorted_crop_image(image, image_ops.no_boxes(), seeds[0])
-        out = image_ops.finish_train_image(crop, size, seeds[1], position, params.resize_method,
-                                           params.distortions, params.distort_color_in_yiq)
+        out = image_ops.finish_train_image(crop, size, seeds[1], position,
+                                           params.data.resize_method, params.data.distortions,
+                                           params.data.distort_color_in_yiq)
     else:
-        out = image_ops.eval_image(image, size, params.resize_method, position)
-    return image_ops.normalize(out, params.ml_perf)
+        out = image_ops.eval_image(image, size, params.data.resize_method, position)
+    return image_ops.normalize(out, params.data.ml_perf)

@@ -19,6 +19,7 @@ import tensorflow as tf
 from tfbench.config import data_source as sources
 from tfbench.data import encoded_images, pipeline, sharding
 from tfbench.errors import UsageError
+from tfbench.config.settings import Settings
 
 LAYOUT = ("expected one sub-directory of JPEG/PNG images per class: DIR/<class>/<image>.jpg, "
           "or DIR/train/<class>/... and DIR/validation/<class>/...")
@@ -83,10 +84,10 @@ def _count(n: int, noun: str) -> str:
     return "{:,} {}".format(n, noun if n == 1 else noun + ("es" if noun.endswith("s") else "s"))
 
 
-def source(params, *, image_size: int, train: bool, seed, dataset_name: str,
+def source(params: Settings, *, image_size: int, train: bool, seed, dataset_name: str,
            shard: sharding.Shard = sharding.WHOLE) -> pipeline.Source:
-    paths, labels, classes = list_images(params.data_dir, train)
-    sharding.check_enough(len(paths), shard, split_root(params.data_dir, train))
+    paths, labels, classes = list_images(params.data.data_dir, train)
+    sharding.check_enough(len(paths), shard, split_root(params.data.data_dir, train))
 
     names = tf.data.Dataset.from_tensor_slices((paths, tf.constant(labels, tf.int32)))
     names = sharding.by_index(names, shard)   # images by index in sorted order
@@ -107,4 +108,4 @@ def source(params, *, image_size: int, train: bool, seed, dataset_name: str,
     return pipeline.Source(
         elements=files, preprocess=preprocess,
         shuffle_buffer=min(len(paths), pipeline.RECORD_SHUFFLE_BUFFER), num_labels=len(classes),
-        description=split_root(params.data_dir, train))
+        description=split_root(params.data.data_dir, train))

@@ -30,6 +30,7 @@ import tensorflow as tf
 from tfbench.config import data_source as sources
 from tfbench.data import image_ops, pipeline, sharding
 from tfbench.errors import UsageError
+from tfbench.config.settings import Settings
 
 NUM_LABELS = 1001  # labels 1..1000; 0 is the unused background class
 OFFICIAL_RESIZE_MIN = 256  # shorter side before the central crop, for S = 224
@@ -81,7 +82,7 @@ def parse(record: tf.Tensor, filename: tf.Tensor):
     return jpeg, label, boxes, features["image/class/text"]
 
 
-def records(files: list[str], params, train: bool, seed,
+def records(files: list[str], params: Settings, train: bool, seed,
             shard: sharding.Shard = sharding.WHOLE) -> tf.data.Dataset:
     """(serialized record, its file name) pairs of part `shard`; files shuffled for training,
     read interleaved.
@@ -104,18 +105,18 @@ def records(files: list[str], params, train: bool, seed,
     return pipeline.interleave_files(names, open_file, params)
 
 
-def _default_preprocess(jpeg, boxes, seed, position, params, size: int, train: bool):
+def _default_preprocess(jpeg, boxes, seed, position, params: Settings, size: int, train: bool):
     if train:
         seeds = image_ops.split_seed(seed, 2)
         crop = image_ops.distorted_crop_jpeg(jpeg, boxes, seeds[0],
-                                             fused=params.fuse_decode_and_crop)
+                                             fused=params.data.fuse_decode_and_crop)
         image = image_ops.finish_train_image(crop, size, seeds[1], position,
-                                             params.resize_method, params.distortions,
-                                             params.distort_color_in_yiq)
+                                             params.data.resize_method, params.data.distortions,
+                                             params.data.distort_color_in_yiq)
     else:
         image = tf.io.decode_jpeg(jpeg, channels=3, dct_method="INTEGER_FAST")
-        image = image_ops.eval_image(image, size, params.resize_method, position)
-    return image_ops.normalize(image, params.ml_perf)
+        image = image_ops.eval_image(image, size, params.data.resize_method, position)
+    return image_ops.normalize(image, params.data.ml_perf)
 
 
 def official_preprocess(jpeg, boxes, seed, size: int, train: bool) -> tf.Tensor:
@@ -136,15 +137,15 @@ def official_preprocess(jpeg, boxes, seed, size: int, train: bool) -> tf.Tensor:
     return image_ops.normalize(image, ml_perf=True)
 
 
-def source(params, *, image_size: int, train: bool, seed,
+def source(params: Settings, *, image_size: int, train: bool, seed,
            shard: sharding.Shard = sharding.WHOLE) -> pipeline.Source:
-    files = list_files(params.data_dir, train)
-    official = params.input_preprocessor == "official_models_imagenet"
+    files = list_files(params.data.data_dir, train)
+    official = params.data.input_preprocessor == "official_models_imagenet"
 
     def preprocess(element, elem_seed, position):
         record, filename = element
         jpeg, label, boxes, _ = parse(record, filename)
-        if params.ml_perf:
+        if params.data.ml_perf:
             boxes = image_ops.no_boxes()
         if official:
             image = official_preprocess(jpeg, boxes, elem_seed, image_size, train)
@@ -156,4 +157,4 @@ def source(params, *, image_size: int, train: bool, seed,
     return pipeline.Source(
         elements=records(files, params, train, seed, shard), preprocess=preprocess,
         shuffle_buffer=pipeline.RECORD_SHUFFLE_BUFFER, num_labels=NUM_LABELS,
-        description=sources.tfrecord_pattern(params.data_dir, train))
+        description=sources.tfrecord_pattern(params.data.data_dir, train))

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import tensorflow as tf
 
 from tfbench.data import image_ops
+from tfbench.config.settings import Settings
 
 AUTOTUNE = tf.data.AUTOTUNE
 DEFAULT_INTERLEAVE_CYCLE_LENGTH = 10  # legacy default of --datasets_parallel_interleave_cycle_length
@@ -33,12 +34,12 @@ class Source:
 
 
 def interleave_files(files: tf.data.Dataset, open_file: Callable[[tf.Tensor], tf.data.Dataset],
-                     params, ordered: bool = False) -> tf.data.Dataset:
+                     params: Settings, ordered: bool = False) -> tf.data.Dataset:
     """Reads several files at once (--datasets_parallel_interleave_cycle_length, default 10),
     in a deterministic order unless --datasets_sloppy_parallel_interleave; always in order with
     `ordered` (the explicit argument overrides the dataset's `deterministic` option)."""
-    cycle = params.datasets_parallel_interleave_cycle_length or DEFAULT_INTERLEAVE_CYCLE_LENGTH
-    prefetch = params.datasets_parallel_interleave_prefetch
+    cycle = params.data.datasets_parallel_interleave_cycle_length or DEFAULT_INTERLEAVE_CYCLE_LENGTH
+    prefetch = params.data.datasets_parallel_interleave_prefetch
 
     def open_one(filename):
         ds = open_file(filename)
@@ -46,20 +47,20 @@ def interleave_files(files: tf.data.Dataset, open_file: Callable[[tf.Tensor], tf
         # nearest equivalent of the legacy flag.
         return ds.prefetch(prefetch) if prefetch else ds
 
-    deterministic = ordered or not params.datasets_sloppy_parallel_interleave
+    deterministic = ordered or not params.data.datasets_sloppy_parallel_interleave
     return files.interleave(open_one, cycle_length=cycle, block_length=1,
                             num_parallel_calls=AUTOTUNE, deterministic=deterministic)
 
 
-def options(params) -> tf.data.Options:
+def options(params: Settings) -> tf.data.Options:
     opts = tf.data.Options()
-    if params.datasets_num_private_threads:
-        opts.threading.private_threadpool_size = params.datasets_num_private_threads
-    opts.deterministic = not params.datasets_sloppy_parallel_interleave
+    if params.data.datasets_num_private_threads:
+        opts.threading.private_threadpool_size = params.data.datasets_num_private_threads
+    opts.deterministic = not params.data.datasets_sloppy_parallel_interleave
     return opts
 
 
-def build(source: Source, params, *, batch_size: int, train: bool, dtype, seed: int
+def build(source: Source, params: Settings, *, batch_size: int, train: bool, dtype, seed: int
           ) -> tf.data.Dataset:
     """Cache / shuffle / repeat forever, preprocess in parallel, batch (drop remainder), prefetch.
 
@@ -68,11 +69,11 @@ def build(source: Source, params, *, batch_size: int, train: bool, dtype, seed: 
     """
     dtype = tf.as_dtype(dtype)
     ds = source.elements
-    if params.datasets_repeat_cached_sample:
+    if params.data.datasets_repeat_cached_sample:
         # One element in memory, repeated: the pipeline's ceiling without I/O.
         ds = ds.take(1).cache().repeat()
     else:
-        if params.datasets_use_caching:
+        if params.data.datasets_use_caching:
             ds = ds.cache()
         if train:
             ds = ds.shuffle(source.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)

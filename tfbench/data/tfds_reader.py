@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from tfbench.data import encoded_images, pipeline, sharding
 from tfbench.errors import UsageError
+from tfbench.config.settings import Settings
 
 INSTALL = "pip install tensorflow-datasets"
 EVAL_SPLITS = ("validation", "test")
@@ -103,12 +104,12 @@ def found(name: str, data_dir: str, train: bool) -> tuple[int, str]:
         count, "" if count == 1 else "s", split, name, data_dir)
 
 
-def source(params, *, name: str, image_size: int, train: bool, seed, dataset_name: str,
+def source(params: Settings, *, name: str, image_size: int, train: bool, seed, dataset_name: str,
            shard: sharding.Shard = sharding.WHOLE) -> pipeline.Source:
     tfds = import_tfds()
-    builder = load_builder(name, params.data_dir)
+    builder = load_builder(name, params.data.data_dir)
     split = split_name(builder, train)
-    if not shard.whole and params.datasets_sloppy_parallel_interleave:
+    if not shard.whole and params.data.datasets_sloppy_parallel_interleave:
         # Pipelines split tfds' records by position, which needs the same order in each.
         raise UsageError("--datasets_sloppy_parallel_interleave cannot be used when %d workers "
                          "or processes share tfds data: their shares would overlap"
@@ -117,14 +118,14 @@ def source(params, *, name: str, image_size: int, train: bool, seed, dataset_nam
     encoded = isinstance(builder.info.features[image_key], tfds.features.Image)
     read_config = tfds.ReadConfig(shuffle_seed=seed if shard.whole else None,
                                   try_autocache=False)
-    if params.datasets_parallel_interleave_cycle_length:
-        read_config.interleave_cycle_length = params.datasets_parallel_interleave_cycle_length
+    if params.data.datasets_parallel_interleave_cycle_length:
+        read_config.interleave_cycle_length = params.data.datasets_parallel_interleave_cycle_length
     ds = builder.as_dataset(
         split=split, shuffle_files=train and shard.whole, as_supervised=True,
         read_config=read_config,
         decoders={image_key: tfds.decode.SkipDecoding()} if encoded else None)
     ds = sharding.by_index(ds, shard)   # records by position, before decoding
-    origin = "a record of tfds %s (%s split) under %s" % (name, split, params.data_dir)
+    origin = "a record of tfds %s (%s split) under %s" % (name, split, params.data.data_dir)
 
     def preprocess(element, elem_seed, position):
         image, label = element
@@ -141,4 +142,4 @@ def source(params, *, name: str, image_size: int, train: bool, seed, dataset_nam
     return pipeline.Source(
         elements=ds, preprocess=preprocess,
         shuffle_buffer=pipeline.RECORD_SHUFFLE_BUFFER, num_labels=num_classes(builder),
-        description="tfds %s (%s split) under %s" % (name, split, params.data_dir))
+        description="tfds %s (%s split) under %s" % (name, split, params.data.data_dir))

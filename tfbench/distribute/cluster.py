@@ -20,6 +20,7 @@ from typing import Mapping, Optional
 
 from tfbench.distribute import slurm
 from tfbench.errors import UsageError
+from tfbench.config.settings import Settings
 
 MULTI_WORKER = "multi_worker"
 PARAMETER_SERVER = "parameter_server"
@@ -113,11 +114,11 @@ def parse_hosts(text: str, flag: str) -> tuple[str, ...]:
     return tuple(hosts)
 
 
-def _from_flags(p) -> Optional[Cluster]:
-    workers = parse_hosts(p.worker_hosts, "worker_hosts")
-    ps = parse_hosts(p.ps_hosts, "ps_hosts")
-    controller = parse_hosts(p.controller_host or "", "controller_host")
-    job = p.job_name
+def _from_flags(p: Settings) -> Optional[Cluster]:
+    workers = parse_hosts(p.cluster.worker_hosts, "worker_hosts")
+    ps = parse_hosts(p.cluster.ps_hosts, "ps_hosts")
+    controller = parse_hosts(p.cluster.controller_host or "", "controller_host")
+    job = p.cluster.job_name
     if not (workers or ps or job):
         if controller:
             raise UsageError("--controller_host needs --ps_hosts, --worker_hosts and "
@@ -148,7 +149,7 @@ def _from_flags(p) -> Optional[Cluster]:
                              "(ParameterServerStrategy); with --worker_hosts alone every worker "
                              "runs the benchmark (MultiWorkerMirroredStrategy)")
         notices: tuple[str, ...] = ()
-        if controller and p.variable_update != "distributed_all_reduce":
+        if controller and p.devices.variable_update != "distributed_all_reduce":
             raise UsageError("--controller_host needs --ps_hosts: with --worker_hosts alone "
                              "every worker runs the benchmark (MultiWorkerMirroredStrategy)")
         if controller:
@@ -158,10 +159,10 @@ def _from_flags(p) -> Optional[Cluster]:
                        "worker runs the benchmark; start no controller task",)
         jobs = (("worker", workers),)
         task_type, mode = "worker", MULTI_WORKER
-        cluster = Cluster(jobs, task_type, p.task_index, mode, "flags", notices)
+        cluster = Cluster(jobs, task_type, p.cluster.task_index, mode, "flags", notices)
         _check_index(cluster, "--task_index")
         return cluster
-    cluster = Cluster(jobs, task_type, p.task_index, mode, "flags")
+    cluster = Cluster(jobs, task_type, p.cluster.task_index, mode, "flags")
     _check_index(cluster, "--task_index")
     return cluster
 
@@ -208,7 +209,7 @@ def _check_index(cluster: Cluster, what: str) -> None:
                             ", ".join(tasks)))
 
 
-def read_cluster(p, environ: Optional[Mapping[str, str]] = None) -> Optional[Cluster]:
+def read_cluster(p: Settings, environ: Optional[Mapping[str, str]] = None) -> Optional[Cluster]:
     """The cluster from the legacy flags, else from TF_CONFIG, else from the Slurm step this
     task runs in (not under horovod, which reads Slurm itself); None for a single host."""
     cluster = _from_flags(p)
@@ -218,7 +219,7 @@ def read_cluster(p, environ: Optional[Mapping[str, str]] = None) -> Optional[Clu
     text = environ.get("TF_CONFIG", "")
     if text.strip():
         return _from_tf_config(text)
-    if p.variable_update == "horovod":
+    if p.devices.variable_update == "horovod":
         return None
     return _from_slurm(environ)
 

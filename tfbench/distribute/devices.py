@@ -15,9 +15,9 @@ from typing import Any, Mapping, Optional
 import tensorflow as tf
 
 from tfbench.config import fast_paths, gpu_names, startup_env
-from tfbench.config import params as params_lib
 from tfbench.distribute import gpu_env
 from tfbench.errors import UsageError
+from tfbench.config.settings import Settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +104,7 @@ def no_gpu_message(request: str, environ: Optional[Mapping[str, str]] = None,
             % (request, "; ".join(seen), ", ".join(causes)))
 
 
-def _gpu_request(p) -> Optional[str]:
+def _gpu_request(p: Settings) -> Optional[str]:
     """The flag that asks for GPUs beyond the single-device default, None for that default.
 
     A legacy one-GPU line such as `--num_gpus=1 --variable_update=replicated
@@ -112,12 +112,12 @@ def _gpu_request(p) -> Optional[str]:
     too, so the all-reduce spec asks for nothing and the line runs on the CPU like a plain
     `--model=resnet50`. With more devices --num_gpus already asks for GPUs.
     """
-    if p.is_explicit("device") and p.device.lower() == "gpu":
+    if p.is_explicit("device") and p.devices.device.lower() == "gpu":
         return "--device=gpu"
-    if p.gpu_indices:
-        return "--gpu_indices=%s" % p.gpu_indices
-    if p.num_gpus > 1:
-        return "--num_gpus=%d" % p.num_gpus
+    if p.devices.gpu_indices:
+        return "--gpu_indices=%s" % p.devices.gpu_indices
+    if p.devices.num_gpus > 1:
+        return "--num_gpus=%d" % p.devices.num_gpus
     return None
 
 
@@ -131,7 +131,7 @@ def _horovod_local_rank() -> Optional[int]:
     return hvd.local_rank()
 
 
-def _slurm_gpus(p, visible: int, environ: Optional[Mapping[str, str]] = None
+def _slurm_gpus(p: Settings, visible: int, environ: Optional[Mapping[str, str]] = None
                 ) -> tuple[Optional[int], Optional[str]]:
     """(GPUs, notice) for a cluster task inside a Slurm step when --num_gpus is not given: the
     GPUs Slurm bound to it (through CUDA_VISIBLE_DEVICES), whatever describes the cluster
@@ -141,7 +141,7 @@ def _slurm_gpus(p, visible: int, environ: Optional[Mapping[str, str]] = None
     said in one line: the node's other GPUs may be other jobs'. (None, None) outside."""
     from tfbench.distribute import cluster
     environ = os.environ if environ is None else environ
-    if "SLURM_STEP_ID" not in environ or visible < 1 or p.variable_update == "horovod" \
+    if "SLURM_STEP_ID" not in environ or visible < 1 or p.devices.variable_update == "horovod" \
             or cluster.read_cluster(p, environ) is None:
         return None, None
     bound = environ.get("CUDA_VISIBLE_DEVICES")
@@ -152,11 +152,11 @@ def _slurm_gpus(p, visible: int, environ: Optional[Mapping[str, str]] = None
                      "CUDA_VISIBLE_DEVICES=%s)" % (visible, visible, bound))
 
 
-def select_devices(p) -> DeviceSet:
+def select_devices(p: Settings) -> DeviceSet:
     """Resolves device kind, count and data format from Params and what is visible."""
     notices = []
     gpus = visible_gpus()
-    kind = p.device.lower()
+    kind = p.devices.device.lower()
     if kind == "gpu" and not gpus:
         request = _gpu_request(p)
         if request is not None:
@@ -164,8 +164,8 @@ def select_devices(p) -> DeviceSet:
         kind = "cpu"
         notices.append("No GPU visible: running on CPU (--device=cpu)")
     # (Fallen back to the CPU, the flags named no GPU: _gpu_request refused --gpu_indices.)
-    n = params_lib.requested_devices(p)
-    if kind == "gpu" and not p.is_explicit("num_gpus") and not p.gpu_indices:
+    n = p.asks.devices
+    if kind == "gpu" and not p.is_explicit("num_gpus") and not p.devices.gpu_indices:
         slurm, notice = _slurm_gpus(p, len(gpus))
         n = slurm or n
         if notice:
@@ -173,9 +173,9 @@ def select_devices(p) -> DeviceSet:
     indices: list[int] = []
     models: list[Optional[str]] = []
     if kind == "gpu":
-        indices = params_lib.gpu_indices(p) or list(range(n))
-        local_rank = _horovod_local_rank() if p.variable_update == "horovod" else None
-        if local_rank is not None and not p.gpu_indices:
+        indices = list(p.asks.gpu_indices) or list(range(n))
+        local_rank = _horovod_local_rank() if p.devices.variable_update == "horovod" else None
+        if local_rank is not None and not p.devices.gpu_indices:
             # One process per GPU: horovodrun starts them; each takes its local rank's GPU, or
             # the only one it sees where the launcher binds one GPU per rank (Slurm
             # --gpus-per-task=1, a per-rank CUDA_VISIBLE_DEVICES).
@@ -186,12 +186,12 @@ def select_devices(p) -> DeviceSet:
                              % (n, indices, len(gpus), ", ".join(names_visible) or "none"))
         models = [gpu_model(gpus[i]) for i in indices[:n]]
         notices.extend(_model_notices(indices[:n], models))
-    elif p.gpu_indices:
-        notices.append("--gpu_indices=%s has no effect on the CPU; ignored" % p.gpu_indices)
-    data_format = p.data_format
+    elif p.devices.gpu_indices:
+        notices.append("--gpu_indices=%s has no effect on the CPU; ignored" % p.devices.gpu_indices)
+    data_format = p.devices.data_format
     if not p.is_explicit("data_format"):
         data_format = "NHWC" if kind == "cpu" else "NCHW"
-    elif kind == "cpu" and data_format == "NCHW" and not p.mkl:
+    elif kind == "cpu" and data_format == "NCHW" and not p.runtime.mkl:
         raise UsageError("--data_format=NCHW is not supported on CPU; use --data_format=NHWC")
     names = tuple("/%s:%d" % (kind, i) for i in range(n))
     return DeviceSet(kind, n, names, data_format, tuple(notices), tuple(indices[:n]),
@@ -226,7 +226,7 @@ class EnvSettings:
     notices: tuple[str, ...] = ()
 
 
-def set_environment(p, kind: str = "gpu", weights_change: bool = True,
+def set_environment(p: Settings, kind: str = "gpu", weights_change: bool = True,
                     num_devices: int = 1) -> EnvSettings:
     """Environment variables that must be set before TensorFlow initialises its devices.
 
@@ -251,14 +251,15 @@ def set_environment(p, kind: str = "gpu", weights_change: bool = True,
     if kind == "gpu":
         gpu, notices = gpu_env.gpu_environment(p, num_devices, os.environ)
         wanted.update(gpu)
-        if p.autotune_threshold:
+        if p.runtime.autotune_threshold:
             # As the legacy script: the flag wins over the environment.
-            wanted["TF_AUTOTUNE_THRESHOLD"] = str(p.autotune_threshold)
-    if p.mkl:
-        wanted.update(KMP_BLOCKTIME=str(p.kmp_blocktime), KMP_SETTINGS=str(p.kmp_settings),
-                      KMP_AFFINITY=p.kmp_affinity)
-        if p.num_intra_threads:
-            wanted["OMP_NUM_THREADS"] = str(p.num_intra_threads)
+            wanted["TF_AUTOTUNE_THRESHOLD"] = str(p.runtime.autotune_threshold)
+    if p.runtime.mkl:
+        wanted.update(KMP_BLOCKTIME=str(p.runtime.kmp_blocktime),
+                      KMP_SETTINGS=str(p.runtime.kmp_settings),
+                      KMP_AFFINITY=p.runtime.kmp_affinity)
+        if p.runtime.num_intra_threads:
+            wanted["OMP_NUM_THREADS"] = str(p.runtime.num_intra_threads)
     changed = {name: value for name, value in wanted.items() if os.environ.get(name) != value}
     for name, value in changed.items():
         if value is None:
@@ -278,7 +279,7 @@ def runtime_started() -> bool:
     return getattr(context.context(), "_context_handle", None) is not None
 
 
-def configure_runtime(p, device_set: DeviceSet, gpu_memory_limit_mb: Optional[int] = None
+def configure_runtime(p: Settings, device_set: DeviceSet, gpu_memory_limit_mb: Optional[int] = None
                       ) -> list[str]:
     """Configures TF devices and threads. Must run before the first TF op.
 
@@ -313,20 +314,20 @@ def configure_runtime(p, device_set: DeviceSet, gpu_memory_limit_mb: Optional[in
                 setting("a %d MB limit on GPU %d" % (gpu_memory_limit_mb, index),
                         tf.config.set_logical_device_configuration, gpu,
                         [tf.config.LogicalDeviceConfiguration(memory_limit=gpu_memory_limit_mb)])
-            elif p.allow_growth:
+            elif p.devices.allow_growth:
                 setting("memory growth on GPU %d" % index,
                         tf.config.experimental.set_memory_growth, gpu, True)
-    intra = p.num_intra_threads if p.num_intra_threads is not None else (
+    intra = p.runtime.num_intra_threads if p.runtime.num_intra_threads is not None else (
         1 if device_set.kind == "gpu" else None)
     if intra is not None:
         setting("%d intra-op threads" % intra,
                 tf.config.threading.set_intra_op_parallelism_threads, intra)
-    if p.num_inter_threads:
-        setting("%d inter-op threads" % p.num_inter_threads,
-                tf.config.threading.set_inter_op_parallelism_threads, p.num_inter_threads)
-    if not p.enable_optimizations:
+    if p.runtime.num_inter_threads:
+        setting("%d inter-op threads" % p.runtime.num_inter_threads,
+                tf.config.threading.set_inter_op_parallelism_threads, p.runtime.num_inter_threads)
+    if not p.runtime.enable_optimizations:
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-    if p.force_gpu_compatible:
+    if p.devices.force_gpu_compatible:
         setting("pinned host buffers (--force_gpu_compatible)", force_gpu_compatible)
     return refused
 
@@ -354,7 +355,7 @@ def force_gpu_compatible() -> None:
     ctx._config = config
 
 
-def prepare_runtime(p, device_set: DeviceSet, weights_change: bool = True,
+def prepare_runtime(p: Settings, device_set: DeviceSet, weights_change: bool = True,
                     gpu_memory_limit_mb: Optional[int] = None) -> list[str]:
     """The environment (set_environment) and the runtime settings (configure_runtime) of a
     run; returns its notices. Where TensorFlow's runtime had started first (an earlier run in

@@ -16,6 +16,7 @@ from typing import Mapping, Optional
 
 from tfbench.config import startup_env
 from tfbench.errors import UsageError
+from tfbench.config.settings import Settings
 
 GPU_THREAD_MODE_ENV = "TF_GPU_THREAD_MODE"
 GPU_THREAD_COUNT_ENV = "TF_GPU_THREAD_COUNT"
@@ -28,7 +29,7 @@ GPU_THREAD_MODES = ("global", "gpu_private", "gpu_shared")
 _BOOL_TEXT = {"0": False, "false": False, "1": True, "true": True}
 
 
-def gpu_environment(p, num_devices: int, environ: Mapping[str, str]
+def gpu_environment(p: Settings, num_devices: int, environ: Mapping[str, str]
                     ) -> tuple[dict[str, Optional[str]], list[str]]:
     """The GPU variables the flags set ({name: value, or None to remove}) and the notices.
 
@@ -60,9 +61,9 @@ def gpu_environment(p, num_devices: int, environ: Mapping[str, str]
                                                default if default is not None else "unset"))
 
     mode_given = p.is_explicit("gpu_thread_mode")
-    mode = p.gpu_thread_mode.lower()
+    mode = p.runtime.gpu_thread_mode.lower()
     if mode_given and mode not in GPU_THREAD_MODES:
-        raise UsageError("--gpu_thread_mode=%s: use one of %s" % (p.gpu_thread_mode,
+        raise UsageError("--gpu_thread_mode=%s: use one of %s" % (p.runtime.gpu_thread_mode,
                                                                  ", ".join(GPU_THREAD_MODES)))
     if mode_given:
         flag_wins(GPU_THREAD_MODE_ENV, mode, "--gpu_thread_mode=%s" % mode)
@@ -74,16 +75,16 @@ def gpu_environment(p, num_devices: int, environ: Mapping[str, str]
                              "--gpu_thread_mode" % (GPU_THREAD_MODE_ENV,
                                                     inherited[GPU_THREAD_MODE_ENV],
                                                     ", ".join(GPU_THREAD_MODES)))
-        kept(GPU_THREAD_MODE_ENV, p.gpu_thread_mode, "--gpu_thread_mode",
-             mode != p.gpu_thread_mode.lower())
+        kept(GPU_THREAD_MODE_ENV, p.runtime.gpu_thread_mode, "--gpu_thread_mode",
+             mode != p.runtime.gpu_thread_mode.lower())
     else:
         out[GPU_THREAD_MODE_ENV] = mode
-    count_given = p.is_explicit("per_gpu_thread_count") and p.per_gpu_thread_count
+    count_given = p.is_explicit("per_gpu_thread_count") and p.runtime.per_gpu_thread_count
     if count_given and mode == "global":
         raise UsageError("--per_gpu_thread_count=%d has no effect with gpu_thread_mode=global "
                          "(GPUs then share the global threads); leave it out or choose "
-                         "gpu_private or gpu_shared" % p.per_gpu_thread_count)
-    per_gpu = p.per_gpu_thread_count or 2
+                         "gpu_private or gpu_shared" % p.runtime.per_gpu_thread_count)
+    per_gpu = p.runtime.per_gpu_thread_count or 2
     count = str(per_gpu * num_devices if mode == "gpu_shared" else per_gpu)
     if mode != "global":
         if mode_given or count_given:
@@ -99,10 +100,10 @@ def gpu_environment(p, num_devices: int, environ: Mapping[str, str]
             kept(GPU_THREAD_COUNT_ENV, count, "--per_gpu_thread_count", int(text) != int(count))
         else:
             out[GPU_THREAD_COUNT_ENV] = count
-    persistent = "1" if p.batchnorm_persistent else None
+    persistent = "1" if p.runtime.batchnorm_persistent else None
     if p.is_explicit("batchnorm_persistent"):
         flag_wins(BATCHNORM_PERSISTENT_ENV, persistent, "--%sbatchnorm_persistent"
-                  % ("" if p.batchnorm_persistent else "no"))
+                  % ("" if p.runtime.batchnorm_persistent else "no"))
     elif BATCHNORM_PERSISTENT_ENV in inherited:
         text = inherited[BATCHNORM_PERSISTENT_ENV]
         if text.lower() not in _BOOL_TEXT:
@@ -110,7 +111,7 @@ def gpu_environment(p, num_devices: int, environ: Mapping[str, str]
                              "abort the run at its first batch norm; unset it or give "
                              "--[no]batchnorm_persistent" % (BATCHNORM_PERSISTENT_ENV, text))
         kept(BATCHNORM_PERSISTENT_ENV, persistent, "--[no]batchnorm_persistent",
-             _BOOL_TEXT[text.lower()] != p.batchnorm_persistent)
+             _BOOL_TEXT[text.lower()] != p.runtime.batchnorm_persistent)
     else:
         out[BATCHNORM_PERSISTENT_ENV] = persistent
     return out, notices
@@ -121,7 +122,7 @@ def gpu_environment(p, num_devices: int, environ: Mapping[str, str]
 MONITORING_THREADS_PER_GPU = 2
 
 
-def private_threads(p, num_gpus: int, cpu_count: int) -> tuple[Optional[int], str]:
+def private_threads(p: Settings, num_gpus: int, cpu_count: int) -> tuple[Optional[int], str]:
     """(size of tf.data's private thread pool, or None for TensorFlow's shared threads; where
     the size comes from) for a real-data run on `num_gpus` GPUs of a host with `cpu_count`
     CPUs (0 GPUs: a CPU run).
@@ -132,12 +133,12 @@ def private_threads(p, num_gpus: int, cpu_count: int) -> tuple[Optional[int], st
     beside the GPU threads and the step's inter-op threads. (The legacy script skips it under
     --nodatasets_use_prefetch, a TF1 flag tfbench ignores: its pipeline always prefetches.) A
     CPU run keeps the shared threads, where the model computes too."""
-    given = p.datasets_num_private_threads
+    given = p.data.datasets_num_private_threads
     if given is not None:
         return (given or None), ("--datasets_num_private_threads=%d" % given)
     if not num_gpus:
         return None, "default"
-    gpu_threads = (p.per_gpu_thread_count or 2) * num_gpus
+    gpu_threads = (p.runtime.per_gpu_thread_count or 2) * num_gpus
     monitoring = MONITORING_THREADS_PER_GPU * num_gpus
     size = max(cpu_count - gpu_threads - monitoring, 1)
     return size, ("the legacy default on GPUs: %d usable CPUs - %d GPU threads - %d for monitoring "

@@ -33,8 +33,8 @@ from tensorflow.python.distribute import cross_device_ops as cross_device_ops_li
 from tensorflow.python.distribute import distribute_utils
 from tensorflow.python.distribute import values as tf_values
 from tensorflow.python.util import nest
+from tfbench.config.settings import Settings
 
-from tfbench.config import params as params_lib
 
 # Packs of 25 MiB unless a pack count is given: PyTorch DistributedDataParallel's default
 # bucket (bucket_cap_mb=25); ResNet-50's 98 MiB of float32 gradients make 4 packs, 49 MiB of
@@ -60,19 +60,19 @@ class Transfer:
         return "%s, %s" % (self.dtype or "as computed", packs)
 
 
-def transfer_for(p, spec_packs: int, compiled: bool, device_kind: str) -> Transfer:
+def transfer_for(p: Settings, spec_packs: int, compiled: bool, device_kind: str) -> Transfer:
     """The transfer for Params: --compact_gradient_transfer (fp16 runs; bf16 runs only where
     XLA compiles the all-reduce: TensorFlow's own NCCL all-reduce takes half, float, double,
     int32 and int64, not bfloat16 (nccl_manager.cc kValidDataTypes), XLA's takes bf16 too),
     then --gradient_repacking, else the `#N` of --all_reduce_spec, else packs of PACK_BYTES on
     GPUs and, on CPU devices, each gradient alone, as the legacy script sends them (a pack is
     a concatenation and a split: on CPU devices only copies, no latency to hide)."""
-    precision = params_lib.resolve_precision(p)
+    precision = p.asks.precision
     dtype = None
-    if p.compact_gradient_transfer and (precision == "fp16"
+    if p.devices.compact_gradient_transfer and (precision == "fp16"
                                         or (precision == "bf16" and compiled)):
         dtype = {"fp16": "float16", "bf16": "bfloat16"}[precision]
-    return Transfer(dtype=dtype, num_packs=p.gradient_repacking or spec_packs,
+    return Transfer(dtype=dtype, num_packs=p.devices.gradient_repacking or spec_packs,
                     pack_bytes=PACK_BYTES if device_kind == "gpu" else 0)
 
 

@@ -34,13 +34,14 @@ import tensorflow as tf
 
 from tfbench.distribute import cluster as cluster_lib
 from tfbench.distribute import packing, peers
-from tfbench.config import params as params_lib
+from tfbench.config import settings as settings_lib
 from tfbench.distribute.devices import DeviceSet
 from tfbench.distribute.spread import SpreadStorageStrategy
 from tfbench.distribute.strategies import (HorovodStrategy, IndependentStrategy, SumsInTurn,
                                            coordinator, import_horovod, remember_cluster,
                                            replica_step_compilation)
 from tfbench.errors import UsageError
+from tfbench.config.settings import Settings
 
 SINGLE_HOST_VALUES = ("parameter_server", "replicated", "independent")
 MULTI_WORKER_VALUES = ("collective_all_reduce", "distributed_all_reduce",
@@ -73,10 +74,10 @@ def distributed_failure(exc: BaseException, sp: BuiltStrategy):
     return peers.as_distributed_error(exc, sp.cluster)
 
 
-def num_workers(p, cluster: Optional[cluster_lib.Cluster]) -> int:
+def num_workers(p: Settings, cluster: Optional[cluster_lib.Cluster]) -> int:
     """Processes whose images one step counts: the workers of `cluster` (read_cluster(p), read
     by the caller), or horovod's size."""
-    if p.variable_update == "horovod":
+    if p.devices.variable_update == "horovod":
         try:
             import horovod.tensorflow as hvd
         except ImportError:
@@ -121,7 +122,7 @@ def cross_device_ops(spec: Optional[str], device_set: DeviceSet, hierarchical: b
         raise UsageError("--hierarchical_copy conflicts with --all_reduce_spec=%s; give one"
                          % spec)
     if name == "nccl":
-        why = params_lib.nccl_refusal(spec, device_set.kind == "gpu", multi_worker=False)
+        why = settings_lib.nccl_refusal(spec, device_set.kind == "gpu", multi_worker=False)
         if why:
             raise UsageError(why)
         return tf.distribute.NcclAllReduce(num_packs=0), "nccl", notices
@@ -176,7 +177,7 @@ def collective_implementation(spec: Optional[str], device_set: DeviceSet):
     if name in ("ring", "xring", "grpc"):
         return impl.RING, "ring"
     if name == "nccl":
-        why = params_lib.nccl_refusal(spec, device_set.kind == "gpu", multi_worker=True)
+        why = settings_lib.nccl_refusal(spec, device_set.kind == "gpu", multi_worker=True)
         if why:
             raise UsageError(why)
         return impl.NCCL, "nccl"
@@ -186,10 +187,10 @@ def collective_implementation(spec: Optional[str], device_set: DeviceSet):
 
 # --- strategies -----------------------------------------------------------------------------
 
-def make_strategy(p, device_set: DeviceSet) -> BuiltStrategy:
+def make_strategy(p: Settings, device_set: DeviceSet) -> BuiltStrategy:
     """The strategy for --variable_update on this host (or this task of a cluster)."""
     cl = cluster_lib.read_cluster(p)
-    if p.variable_update == "horovod":
+    if p.devices.variable_update == "horovod":
         if cl is not None:
             raise UsageError("--variable_update=horovod starts its processes with horovodrun "
                              "or mpirun, not --worker_hosts/--ps_hosts/TF_CONFIG")
@@ -199,14 +200,14 @@ def make_strategy(p, device_set: DeviceSet) -> BuiltStrategy:
     return _single_host(p, device_set)
 
 
-def _single_host(p, device_set: DeviceSet) -> BuiltStrategy:
-    vu = p.variable_update
+def _single_host(p: Settings, device_set: DeviceSet) -> BuiltStrategy:
+    vu = p.devices.variable_update
     notices: list[str] = []
     if vu in MULTI_WORKER_VALUES:
         notices.append("--variable_update=%s without a cluster (--worker_hosts or TF_CONFIG): "
                        "running on this host alone as replicated (MirroredStrategy)" % vu)
         vu = "replicated"
-    if vu == "parameter_server" and device_set.num_devices > 1 and params_lib.xla_requested(p):
+    if vu == "parameter_server" and device_set.num_devices > 1 and p.asks.xla:
         # An XLA cluster reads only variables on its own device (tensorflow.org/xla/known_issues).
         notices.append("--xla: XLA cannot read variables held on another device, so each device "
                        "keeps its own copy (--variable_update=replicated instead of "
@@ -216,24 +217,26 @@ def _single_host(p, device_set: DeviceSet) -> BuiltStrategy:
     if device_set.num_devices == 1:
         # A legacy line for one GPU (say --all_reduce_spec=nccl, after the no-GPU fallback to
         # the CPU) has nothing to reduce: never an error.
-        unused = [flag for flag, given in (("--all_reduce_spec", p.all_reduce_spec),
-                                           ("--hierarchical_copy", p.hierarchical_copy)) if given]
+        unused = [flag for flag, given in (("--all_reduce_spec", p.devices.all_reduce_spec),
+                                           ("--hierarchical_copy", p.devices.hierarchical_copy))
+                  if given]
         if unused:
             notices.append("One device: nothing to all-reduce (%s unused)" % " and ".join(unused))
         return BuiltStrategy(tf.distribute.OneDeviceStrategy(device_set.names[0]), vu,
-                             p.all_reduce_spec, show, notices=tuple(notices),
+                             p.devices.all_reduce_spec, show, notices=tuple(notices),
                              reduction="none (one device)")
-    ops, label, spec_notices = cross_device_ops(p.all_reduce_spec, device_set, p.hierarchical_copy)
-    if vu != "replicated" and (p.all_reduce_spec or p.hierarchical_copy):
+    ops, label, spec_notices = cross_device_ops(p.devices.all_reduce_spec, device_set,
+                                                p.devices.hierarchical_copy)
+    if vu != "replicated" and (p.devices.all_reduce_spec or p.devices.hierarchical_copy):
         notices.append("--all_reduce_spec/--hierarchical_copy apply to "
                        "--variable_update=replicated; ignored with %s" % vu)
         ops, label, spec_notices = None, None, []
-    if vu != "replicated" and p.gradient_repacking:
+    if vu != "replicated" and p.devices.gradient_repacking:
         notices.append("--gradient_repacking applies to --variable_update=replicated; ignored "
                        "with %s" % vu)
     notices.extend(spec_notices)
     if vu == "parameter_server":
-        if p.local_parameter_device.lower() != "cpu":
+        if p.devices.local_parameter_device.lower() != "cpu":
             strategy = SpreadStorageStrategy(device_set.names)
             return BuiltStrategy(strategy, vu, None, False, notices=tuple(notices),
                                  reduction="variables spread over the %d devices, each "
@@ -253,7 +256,7 @@ def _single_host(p, device_set: DeviceSet) -> BuiltStrategy:
     reduction = label or "MirroredStrategy default"
     if ops is None and device_set.kind == "cpu":
         # As the legacy script: NCCL needs GPUs, and TensorFlow's ring on CPU devices copies.
-        devices = ["/cpu:0"] if p.local_parameter_device.lower() == "cpu" \
+        devices = ["/cpu:0"] if p.devices.local_parameter_device.lower() == "cpu" \
             else list(device_set.names)
         ops = SumsInTurn(devices)
         reduction = "each gradient summed on %s (the legacy default on CPU devices)" % (
@@ -266,46 +269,49 @@ def _single_host(p, device_set: DeviceSet) -> BuiltStrategy:
         if ops is not None:
             notices.append("--xla compiles each replica's step with its all-reduce, which "
                            "TensorFlow runs as %s collectives inside XLA: the algorithm of %s "
-                           "is not used" % (impl, "--all_reduce_spec=%s" % p.all_reduce_spec
-                                            if p.all_reduce_spec else "--hierarchical_copy"))
+                           "is not used" % (impl, "--all_reduce_spec=%s" % p.devices.all_reduce_spec
+                                            if p.devices.all_reduce_spec
+                                            else "--hierarchical_copy"))
             # What MirroredStrategy holds when given none: its collectives, which it uses inside
             # XLA whatever it was given (MirroredExtended._get_cross_device_ops, 2.17 to 2.21).
             strategy.extended._cross_device_ops = strategy.extended._collective_ops  # noqa: SLF001
             label = reduction
-    transfer = packing.transfer_for(p, spec_packs(p.all_reduce_spec), compiled, device_set.kind)
+    transfer = packing.transfer_for(p, spec_packs(p.devices.all_reduce_spec), compiled,
+                                    device_set.kind)
     packing.install(strategy, transfer, compiled)
-    return BuiltStrategy(strategy, vu, p.all_reduce_spec if label is None else label, show,
+    return BuiltStrategy(strategy, vu, p.devices.all_reduce_spec if label is None else label, show,
                          notices=tuple(notices),
                          reduction="%s; gradients %s" % (reduction, transfer.label()))
 
 
-def _replica_steps_compiled(p, strategy: tf.distribute.Strategy, notices: list[str]) -> bool:
+def _replica_steps_compiled(p: Settings, strategy: tf.distribute.Strategy,
+                            notices: list[str]) -> bool:
     """Whether --xla compiles each replica's whole step, all-reduce included, as the step will
     (strategies.replica_step_compilation); where it compiles forward and backward only on
     GPUs, a notice says why."""
-    compiled, why = replica_step_compilation(strategy, xla=params_lib.xla_requested(p))
+    compiled, why = replica_step_compilation(strategy, xla=p.asks.xla)
     if why is not None:
         notices.append("--xla compiles each replica's forward and backward passes, not its "
                        "all-reduce and update: %s" % why)
     return compiled
 
 
-def _horovod(p, device_set: DeviceSet) -> BuiltStrategy:
+def _horovod(p: Settings, device_set: DeviceSet) -> BuiltStrategy:
     hvd = import_horovod()
     if device_set.num_devices != 1:
         raise UsageError("--variable_update=horovod runs one device per process (start one "
                          "process per GPU with horovodrun); got --num_gpus=%d"
                          % device_set.num_devices)
-    strategy = HorovodStrategy(device_set.names[0], hvd, p.horovod_device)
+    strategy = HorovodStrategy(device_set.names[0], hvd, p.devices.horovod_device)
     return BuiltStrategy(strategy, "horovod", None, False, num_workers=hvd.size(),
-                         horovod_device=p.horovod_device or None,
+                         horovod_device=p.devices.horovod_device or None,
                          reduction="horovod allreduce (average over %d processes)" % hvd.size())
 
 
-def _multi_host(p, device_set: DeviceSet, cl: cluster_lib.Cluster) -> BuiltStrategy:
-    vu = p.variable_update
+def _multi_host(p: Settings, device_set: DeviceSet, cl: cluster_lib.Cluster) -> BuiltStrategy:
+    vu = p.devices.variable_update
     explicit = p.is_explicit("variable_update")
-    timeout = p.cluster_timeout_secs
+    timeout = p.cluster.cluster_timeout_secs
     # The controller and ps tasks of a parameter-server cluster run no step: their devices
     # do not matter (the same command line on every task is fine).
     computes = not (cl.mode == cluster_lib.PARAMETER_SERVER and cl.task_type in ("chief", "ps"))
@@ -313,9 +319,9 @@ def _multi_host(p, device_set: DeviceSet, cl: cluster_lib.Cluster) -> BuiltStrat
         raise UsageError("a multi-host run uses one CPU device per task; --device=cpu "
                          "--num_gpus=%d splits the CPU only on a single host"
                          % device_set.num_devices)
-    job_name = p.job_name or {"chief": "controller"}.get(cl.task_type, cl.task_type)
+    job_name = p.cluster.job_name or {"chief": "controller"}.get(cl.task_type, cl.task_type)
     if cl.mode == cluster_lib.PARAMETER_SERVER:
-        if params_lib.xla_requested(p):
+        if p.asks.xla:
             raise UsageError("--xla cannot compile a step whose variables live on parameter "
                              "servers (XLA reads only variables on its own device): leave out "
                              "--ps_hosts (MultiWorkerMirroredStrategy) or --xla")
@@ -334,13 +340,13 @@ def _multi_host(p, device_set: DeviceSet, cl: cluster_lib.Cluster) -> BuiltStrat
             return BuiltStrategy(None, label, None, False, num_workers=cl.num_workers,
                                  notices=notices, job_name=job_name, start_lines=(line,),
                                  cluster=cl,
-                                 serve=lambda: peers.serve(cl, timeout, p.server_protocol),
+                                 serve=lambda: peers.serve(cl, timeout, p.cluster.server_protocol),
                                  reduction="parameter servers")
         peers.rendezvous(cl, timeout, listen=False)
         try:
             strategy = peers.run_bounded(
                 lambda: tf.distribute.experimental.ParameterServerStrategy(
-                    cl.resolver(p.server_protocol)), cl, timeout,
+                    cl.resolver(p.cluster.server_protocol)), cl, timeout,
                 "connecting to the ps and workers")
         except ValueError as exc:
             # TF counts replicas from the workers' GPUs (one per GPU) and needs equal counts.
@@ -369,11 +375,11 @@ def _multi_host(p, device_set: DeviceSet, cl: cluster_lib.Cluster) -> BuiltStrat
         vu = "collective_all_reduce"
         notices.append("Cluster without ps: MultiWorkerMirroredStrategy "
                        "(--variable_update=collective_all_reduce)")
-    impl, impl_label = collective_implementation(p.all_reduce_spec, device_set)
+    impl, impl_label = collective_implementation(p.devices.all_reduce_spec, device_set)
     # No timeout_seconds: it starts a thread per collective. A lost peer aborts the collectives
     # through the coordination service (see tfbench.distribute.cluster).
     options = tf.distribute.experimental.CommunicationOptions(implementation=impl)
-    resolver = cl.resolver(p.server_protocol,
+    resolver = cl.resolver(p.cluster.server_protocol,
                            num_gpus=device_set.num_devices if device_set.kind == "gpu" else 0)
     peers.rendezvous(cl, timeout)
     strategy = peers.run_bounded(
@@ -384,9 +390,10 @@ def _multi_host(p, device_set: DeviceSet, cl: cluster_lib.Cluster) -> BuiltStrat
     compiled = _replica_steps_compiled(p, strategy, notices)
     # Packs as on one host (the transfer dtype, --gradient_repacking, the `#N` of the spec), so
     # the first packs are all-reduced while the backward pass makes the rest.
-    transfer = packing.transfer_for(p, spec_packs(p.all_reduce_spec), compiled, device_set.kind)
+    transfer = packing.transfer_for(p, spec_packs(p.devices.all_reduce_spec), compiled,
+                                    device_set.kind)
     packing.install(strategy, transfer, compiled)
-    return BuiltStrategy(strategy, vu, p.all_reduce_spec, vu in ALL_REDUCE_VALUES,
+    return BuiltStrategy(strategy, vu, p.devices.all_reduce_spec, vu in ALL_REDUCE_VALUES,
                          num_workers=cl.num_workers, notices=tuple(notices), job_name=job_name,
                          start_lines=("Starting worker %d" % cl.worker_rank,), cluster=cl,
                          reduction="collective all-reduce (%s) over %d workers%s; gradients %s"

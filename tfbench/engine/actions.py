@@ -20,6 +20,7 @@ from tfbench.engine.base import ModeRunner
 from tfbench.engine.resolved import Resolved
 from tfbench.engine.runlog import RunLog
 from tfbench.results import RunResult
+from tfbench.config.settings import Settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,17 +50,17 @@ ACTIONS: tuple[Action, ...] = (
            lambda c: explain.probe(c.runner, c.sp, c.res, c.log, c.shared)),
     # Each device alone, for tfbench validate (docs/validate.md).
     Action("validate_devices",
-           lambda c: bool(c.p.validate_devices),
+           lambda c: bool(c.p.measurement.validate_devices),
            lambda c: device_checks.check(c.runner, c.res, c.shared, c.log)),
     # The run's all-reduce alone over sizes, for tfbench validate.
     Action("validate_allreduce_json",
-           lambda c: bool(c.p.validate_allreduce_json),
-           lambda c: allreduce_run.after_run(c.runner, c.sp, c.res, c.p.validate_allreduce_json,
-                                             c.log)),
+           lambda c: bool(c.p.measurement.validate_allreduce_json),
+           lambda c: allreduce_run.after_run(c.runner, c.sp, c.res,
+                                             c.p.measurement.validate_allreduce_json, c.log)),
 )
 
 
-def run_all(p: Any, plan: Resolved, sp: BuiltStrategy, runner: ModeRunner, res: RunResult,
+def run_all(p: Settings, plan: Resolved, sp: BuiltStrategy, runner: ModeRunner, res: RunResult,
             log: RunLog, actions: tuple[Action, ...] = ACTIONS) -> list[str]:
     """Runs every action that applies, in order; the names of those that ran. The NCCL log the
     probes asked for is discarded afterwards, whatever happens (explain.keep_nccl_log keeps it

@@ -33,6 +33,7 @@ from tfbench.errors import raise_if_stopped
 from tfbench.measure import memory as memory_lib
 from tfbench.measure import nvml as nvml_lib
 from tfbench.results import RunResult
+from tfbench.config.settings import Settings
 
 KIB, MIB, GIB = 2 ** 10, 2 ** 20, 2 ** 30
 # Of a GPU's memory, what TensorFlow's allocator never gets: its reserve for the system (1.5 GiB
@@ -167,7 +168,7 @@ def _measure(runner: ModeRunner, sp: BuiltStrategy, variables: list, sizes: Size
     try:
         if sized and plan.device.kind == "gpu":
             room = gpu_room(plan.device.names, plan.device.gpu_indices
-                            or range(plan.device.num_devices), runner.p.gpu_memory_limit_mb)
+                            or range(plan.device.num_devices), runner.p.devices.gpu_memory_limit_mb)
             sized, left_out = fitting_sets(strategy, sized, room)
             notices += left_out
         for tensors in sets + sized:
@@ -188,7 +189,7 @@ def _measure(runner: ModeRunner, sp: BuiltStrategy, variables: list, sizes: Size
                           notices, timings)
 
 
-def allreduce_probe_run(p, sizes: Sizes = Sizes(), log: RunLog = SilentLog()
+def allreduce_probe_run(p: Settings, sizes: Sizes = Sizes(), log: RunLog = SilentLog()
                         ) -> AllReduceProbe:
     """`tfbench allreduce`: the strategy a run of Params `p` builds reduces the model's
     gradients, then one tensor per size."""
@@ -204,7 +205,7 @@ def allreduce_probe_run(p, sizes: Sizes = Sizes(), log: RunLog = SilentLog()
                                     % (sizes.min_bytes, plan.device.kind.upper(),
                                        allreduce_probe.human_bytes(sizes.max_bytes)))
     notices = list(plan.notices) + devices.prepare_runtime(p, plan.device)
-    notices += explain.prepare(p.replace(explain_scaling=True), plan.facts)
+    notices += explain.prepare(p.with_flags(explain_scaling=True), plan.facts)
     try:
         sp = strategy_lib.make_strategy(p, plan.device)
     finally:

@@ -1,5 +1,5 @@
 """The shared base of the runners, one per mode: tfbench.engine.train (training, forward-only),
-tfbench.engine.eval_runner (--eval) and tfbench.engine.data_only (--data_only).
+tfbench.engine.checkpoint_eval (--eval) and tfbench.engine.data_only (--data_only).
 
 A runner is built by keyword with everything it runs on: Params, the Resolved plan, the
 strategy, the RunLog it reports to, the Meter around its timed steps and the Clock that times
@@ -33,6 +33,7 @@ from tfbench.errors import NanLoss, raise_if_stopped
 from tfbench.measure import flops, stats
 from tfbench.models import fold_bn
 from tfbench.results import RunResult
+from tfbench.config.settings import Settings
 
 # A compiled step: inputs (per-replica images or a distributed iterator) -> the float32 vector
 # [base_loss, total_loss, top_1, top_5] (tfbench.engine.steps).
@@ -74,7 +75,7 @@ def step_fast_paths(plan: Resolved) -> fast_paths.FastPaths:
 class ModeRunner:
     """One mode's run over a strategy that exists already. Subclasses implement run(res)."""
 
-    def __init__(self, *, p, plan: Resolved, strategy: tf.distribute.Strategy,
+    def __init__(self, *, p: Settings, plan: Resolved, strategy: tf.distribute.Strategy,
                  log: RunLog = SilentLog(), meter: Optional[Meter] = None,
                  clock: Clock = Clock()):
         self.p = p
@@ -111,7 +112,7 @@ class ModeRunner:
                         res: RunResult) -> Optional[fold_bn.FoldedModel]:
         """The folded clone that inference steps run (see models/fold_bn), or None: with
         --nofold_batch_norm, or when the model has no batch norm after a convolution."""
-        if not self.p.fold_batch_norm:
+        if not self.p.mode.fold_batch_norm:
             return None
         # The published parameter count is the unfolded model's (the clone has extra biases).
         res.params_count = flops.count_params(model)
@@ -127,7 +128,7 @@ class ModeRunner:
     def step_config(self, mode: str) -> steps.StepConfig:
         p, r = self.p, self.plan
         return steps.StepConfig(
-            num_label_classes=r.spec.num_classes - 1, weight_decay=p.weight_decay,
+            num_label_classes=r.spec.num_classes - 1, weight_decay=p.learning.weight_decay,
             loss_scaling=r.loss_scaling, loss_scale=r.loss_scale,
             # The run's micro-batches; an evaluation step during training has none.
             accum_steps=r.accum_steps if mode == TRAINING else 1,
@@ -168,7 +169,7 @@ class ModeRunner:
         from tfbench import data
         r = self.plan
         # The private pool's size as resolved (the legacy default on GPUs; 0: shared threads).
-        p = self.p.replace(datasets_num_private_threads=r.input_threads or 0)
+        p = self.p.with_flags(datasets_num_private_threads=r.input_threads or 0)
         return data.make_dataset(p, dataset_name=r.spec.dataset, image_size=r.image_size,
                                  batch_size=batch_size, train=train,
                                  dtype=optimizers.compute_dtype(r.precision),
@@ -208,8 +209,8 @@ class ModeRunner:
                                     "go on and are timed as before; on real data this stops "
                                     "the run" % what)
 
-    def _evaluate(self, step_fn: StepFn, inputs: Any, num_batches: int, res: RunResult,
-                  times: Optional[list[float]] = None, timed: bool = False) -> float:
+    def _run_eval_batches(self, step_fn: StepFn, inputs: Any, num_batches: int, res: RunResult,
+                          times: Optional[list[float]] = None, timed: bool = False) -> float:
         """Runs eval batches with progress lines and the Accuracy line; returns top-1.
 
         Each step's time (with its host fetch) goes to `times` when given. `timed`: these steps
@@ -230,10 +231,10 @@ class ModeRunner:
             raise_if_stopped()
             top1s.append(float(out[2]))
             top5s.append(float(out[3]))
-            if (i + 1) % p.display_every == 0:
+            if (i + 1) % p.measurement.display_every == 0:
                 end = now()
                 self.log.evaluation_progress(
-                    i + 1, p.display_every * global_eval / (end - window_start))
+                    i + 1, p.measurement.display_every * global_eval / (end - window_start))
                 window_start = end
         top_1 = float(np.mean(top1s)) if top1s else 0.0
         top_5 = float(np.mean(top5s)) if top5s else 0.0

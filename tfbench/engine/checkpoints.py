@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from tfbench.distribute import sync
 from tfbench.errors import UsageError
+from tfbench.config.settings import Settings
 
 
 def weight_layers(model: keras.Model) -> list:
@@ -92,7 +93,7 @@ class TrainDir:
     scratch_dir: Optional[str] = None   # a non-chief worker's checkpoints, removed after each
 
 
-def open_train_dir(p, strategy: tf.distribute.Strategy, model: keras.Model,
+def open_train_dir(p: Settings, strategy: tf.distribute.Strategy, model: keras.Model,
                    optimizer: keras.optimizers.Optimizer,
                    record_notice: Callable[[str], None]) -> TrainDir:
     """--train_dir: checkpoints and summaries from the chief alone; every process resumes
@@ -111,7 +112,8 @@ def open_train_dir(p, strategy: tf.distribute.Strategy, model: keras.Model,
     chief = sync.is_chief(strategy)
     if chief:
         out.manager = tf.train.CheckpointManager(
-            ckpt, p.train_dir, max_to_keep=p.max_ckpts_to_keep, checkpoint_name="model.ckpt")
+            ckpt, p.outputs.train_dir, max_to_keep=p.outputs.max_ckpts_to_keep,
+            checkpoint_name="model.ckpt")
         if out.manager.latest_checkpoint:
             restore(out.manager.latest_checkpoint, model, optimizer)
     else:
@@ -126,15 +128,15 @@ def open_train_dir(p, strategy: tf.distribute.Strategy, model: keras.Model,
     sync.sync_restored_state(
         strategy, list(model.variables) + list(optimizer.variables))
     out.init_global_step = int(optimizer.iterations.numpy())
-    if chief and p.summary_verbosity >= 1 and p.save_summaries_steps > 0:
-        out.summary_writer = tf.summary.create_file_writer(p.train_dir)
+    if chief and p.measurement.summary_verbosity >= 1 and p.measurement.save_summaries_steps > 0:
+        out.summary_writer = tf.summary.create_file_writer(p.outputs.train_dir)
     return out
 
 
 class Checkpoints:
     """Periodic (--save_model_steps / --save_model_secs) and final checkpoints, never twice."""
 
-    def __init__(self, p, manager: Optional[tf.train.CheckpointManager],
+    def __init__(self, p: Settings, manager: Optional[tf.train.CheckpointManager],
                  optimizer: Optional[keras.optimizers.Optimizer],
                  scratch_dir: Optional[str] = None):
         self.p = p
@@ -159,7 +161,8 @@ class Checkpoints:
         if self.manager is None:
             return
         step = self.global_step()
-        if self.p.save_model_steps and step % self.p.save_model_steps == 0:
+        if self.p.outputs.save_model_steps and step % self.p.outputs.save_model_steps == 0:
             self.save(step)
-        elif self.p.save_model_secs and time.time() - self.saved_time >= self.p.save_model_secs:
+        elif self.p.outputs.save_model_secs \
+                and time.time() - self.saved_time >= self.p.outputs.save_model_secs:
             self.save(step)

@@ -34,7 +34,7 @@ class DataOnlyRunner(ModeRunner):
         res.warmup_sec = now() - warm_start if r.num_warmup else None
         log.warmup_done()
         self.meter.steady_state()
-        log.steps_started(p.loss_type_to_report, False)
+        log.steps_started(p.measurement.loss_type_to_report, False)
         log.step_progress("timed", 0, r.num_batches)
         self.meter.start_repeat()
         self.meter.open_window(new_measurement=True)
@@ -45,11 +45,12 @@ class DataOnlyRunner(ModeRunner):
             self.meter.timed(len(res.step_times), wall_time)
             raise_if_stopped()
             log.step_progress("timed", i + 1, r.num_batches)
-            if should_display(i, p.display_every):
-                mean, pm, jitter = self.step_stats(res, res.step_times, p.display_perf_ewma)
+            if should_display(i, p.measurement.display_every):
+                mean, pm, jitter = self.step_stats(res, res.step_times,
+                                                   p.measurement.display_perf_ewma)
                 log.step(StepReport(step=i + 1, images_per_sec=mean, plusminus=pm,
                                     jitter=jitter, loss=0.0))
         self.meter.close_window()
         self.meter.end_repeat(len(res.step_times), wall_time)
         res.first_step_sec = (res.warmup_times or res.step_times or [None])[0]
-        self.step_stats(res, res.step_times, p.display_perf_ewma)
+        self.step_stats(res, res.step_times, p.measurement.display_perf_ewma)

@@ -56,7 +56,7 @@ def check(runner: ModeRunner, res: RunResult, shared: explain.DeviceSteps,
     plan = runner.plan
     entries = [dict({"device": label}, **dict.fromkeys(ENTRY_KEYS), errors={})
                for label in shared.labels]
-    chosen = [c for c in DEVICE_CHECKS if c in runner.p.validate_device_checks]
+    chosen = [c for c in DEVICE_CHECKS if c in runner.p.measurement.validate_device_checks]
     res.extra["device_checks"] = entries
     res.extra["device_checks_run"] = chosen
     what = {"step": "the training step of %s" % plan.spec.name,
@@ -250,9 +250,9 @@ def _numeric(runner: ModeRunner, shared: explain.DeviceSteps, entries: list[dict
     plan, p = runner.plan, runner.p
     bound = agreement.BOUNDS[plan.precision]
     batch = numeric_batch(plan.batch_size, plan.eval_batch_size)
-    images, labels = fixed_batch(p.tf_random_seed, batch, plan.image_size,
+    images, labels = fixed_batch(p.workload.tf_random_seed, batch, plan.image_size,
                                  plan.spec.num_classes - 1)
-    info = {"batch": batch, "seed": p.tf_random_seed, "precision": plan.precision,
+    info = {"batch": batch, "seed": p.workload.tf_random_seed, "precision": plan.precision,
             "bound": bound, "deterministic": True, "determinism_unavailable": None,
             "reference": None}
     res.extra["device_checks_numeric"] = info

@@ -10,18 +10,20 @@ from tfbench.engine.base import Clock
 from tfbench.engine.resolved import resolve
 from tfbench.engine.runlog import RunLog
 from tfbench.results import RunResult
+from tfbench.config.settings import Settings
 
 
-def diagnose_input(p, log: RunLog, result: RunResult, *, clock: Clock = Clock()) -> RunResult:
+def diagnose_input(p: Settings, log: RunLog, result: RunResult, *,
+                   clock: Clock = Clock()) -> RunResult:
     """Fills `result` with the real-data run and the diagnosis figures: synthetic and
     input-only images/sec, and `input_bound`."""
     from tfbench import data
     plan = resolve(p)  # validates the configuration before three runs start
-    base = p.replace(diagnose_input=False)
+    base = p.with_flags(diagnose_input=False)
     figures = {}
     for part, key, variant in (
-            ("input_only", "input_only_images_per_sec", base.replace(data_only=True)),
-            ("synthetic", "synthetic_images_per_sec", base.replace(use_synthetic_data=True))):
+            ("input_only", "input_only_images_per_sec", base.with_flags(data_only=True)),
+            ("synthetic", "synthetic_images_per_sec", base.with_flags(use_synthetic_data=True))):
         log.diagnosis_started(part)
         figures[key] = runner.run(variant, log, RunResult(), clock=clock).images_per_sec
     log.diagnosis_started("real")
@@ -32,5 +34,5 @@ def diagnose_input(p, log: RunLog, result: RunResult, *, clock: Clock = Clock())
     result.extra.update(figures)
     result.extra["input_bound"] = bound
     result.extra["input_settings"] = data.input_settings_line(
-        plan.input_threads, plan.input_threads_origin, p.force_gpu_compatible)
+        plan.input_threads, plan.input_threads_origin, p.devices.force_gpu_compatible)
     return result

@@ -45,6 +45,7 @@ from tfbench.errors import raise_if_stopped
 from tfbench.measure import links as links_lib
 from tfbench.measure import nccl_log, nics, scaling, stats
 from tfbench.results import RunResult
+from tfbench.config.settings import Settings
 
 # Device steps: repeats after warm-up; input batches likewise.
 DEVICE_REPEATS, DEVICE_WARMUP = 10, 2
@@ -53,7 +54,7 @@ MIB = 2 ** 20
 NCCL_LOG_ENV = "TFBENCH_NCCL_LOG"   # where prepare() had NCCL write its log
 
 
-def prepare(p, facts: Facts) -> list[str]:
+def prepare(p: Settings, facts: Facts) -> list[str]:
     """Before the strategy exists: notices for a run the probes do not apply to, and on GPUs
     NCCL's log to a file of its own (NCCL reads NCCL_DEBUG when it starts, at the first
     all-reduce), unless NCCL_DEBUG is set already (then what it logs is where the user said).
@@ -64,9 +65,9 @@ def prepare(p, facts: Facts) -> list[str]:
     when rank 0 makes its first communicator, at the run's first all-reduce, so it lands among
     the step lines, above the footer, and logs a copy to the file; NCCL >= 2.22 logs it to
     the file only. INFO and WARN lines go to the file (opened unbuffered)."""
-    if not (p.explain_scaling or p.validate_allreduce_json):
+    if not (p.measurement.explain_scaling or p.measurement.validate_allreduce_json):
         return []
-    if p.explain_scaling and facts.mode not in (TRAINING, FORWARD_ONLY):
+    if p.measurement.explain_scaling and facts.mode not in (TRAINING, FORWARD_ONLY):
         return ["--explain_scaling applies to training and forward-only runs; not in %s mode"
                 % facts.mode]
     notices = []
@@ -78,7 +79,7 @@ def prepare(p, facts: Facts) -> list[str]:
         if not nccl_log.subsys_logs_init(subsys):
             notices.append("%s: your NCCL_DEBUG_SUBSYS=%s leaves out INIT, where NCCL "
                            "names the transport it uses: the transport is not read" % (
-                               "--explain_scaling" if p.explain_scaling
+                               "--explain_scaling" if p.measurement.explain_scaling
                                else "--validate_allreduce_json", subsys))
     return notices
 
@@ -123,8 +124,8 @@ def keep_nccl_log(failure: str) -> str:
         if warnings else "", path)
 
 
-def applies(p, plan: Resolved, sp: BuiltStrategy) -> bool:
-    return bool(p.explain_scaling) and plan.mode in (TRAINING, FORWARD_ONLY) and \
+def applies(p: Settings, plan: Resolved, sp: BuiltStrategy) -> bool:
+    return bool(p.measurement.explain_scaling) and plan.mode in (TRAINING, FORWARD_ONLY) and \
         sp.strategy is not None and not plan.parameter_server
 
 
@@ -264,7 +265,7 @@ def one_device_runner(runner: ModeRunner, device: str, index: int = 0) -> ModeRu
     one = dataclasses.replace(r.device, num_devices=1, names=(device,),
                               gpu_indices=r.device.gpu_indices[index:index + 1])
     plan = r.with_facts(device=one, real_data=False, train_and_eval=False)
-    p = runner.p.replace(train_dir=None)
+    p = runner.p.with_flags(train_dir=None)
     return type(runner)(p=p, plan=plan, strategy=tf.distribute.OneDeviceStrategy(device),
                         clock=runner.clock)
 

@@ -18,7 +18,8 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-from tfbench.config.params import parse_piecewise
+from tfbench.config.settings import parse_piecewise
+from tfbench.config.settings import Settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,30 +34,32 @@ class Schedule:
     warmup_target: float = 0.0
 
 
-def schedule_for(p, spec, batch: int, num_examples: int) -> tuple[Schedule, list[str]]:
+def schedule_for(p: Settings, spec, batch: int, num_examples: int) -> tuple[Schedule, list[str]]:
     """The schedule for Params `p` and ModelSpec `spec`; also notices for ignored flags."""
     batches_per_epoch = num_examples / batch
     notices: list[str] = []
-    if p.piecewise_learning_rate_schedule:
-        rates, epochs = parse_piecewise(p.piecewise_learning_rate_schedule)
+    if p.learning.piecewise_learning_rate_schedule:
+        rates, epochs = parse_piecewise(p.learning.piecewise_learning_rate_schedule)
         schedule = Schedule(tuple(int(e * batches_per_epoch) - 1 for e in epochs), tuple(rates))
         warm_target = rates[0]
-    elif p.init_learning_rate is not None:
-        schedule = Schedule(values=(p.init_learning_rate,))
-        if p.num_epochs_per_decay > 0 and p.learning_rate_decay_factor > 0:
+    elif p.learning.init_learning_rate is not None:
+        schedule = Schedule(values=(p.learning.init_learning_rate,))
+        if p.learning.num_epochs_per_decay > 0 and p.learning.learning_rate_decay_factor > 0:
             schedule = dataclasses.replace(
-                schedule, decay_steps=int(batches_per_epoch * p.num_epochs_per_decay),
-                decay_factor=p.learning_rate_decay_factor, minimum=p.minimum_learning_rate)
-        warm_target = p.init_learning_rate
+                schedule, decay_steps=int(batches_per_epoch * p.learning.num_epochs_per_decay),
+                decay_factor=p.learning.learning_rate_decay_factor,
+                minimum=p.learning.minimum_learning_rate)
+        warm_target = p.learning.init_learning_rate
     else:
-        if p.num_learning_rate_warmup_epochs:
+        if p.learning.num_learning_rate_warmup_epochs:
             notices.append("--num_learning_rate_warmup_epochs has no effect without "
                            "--init_learning_rate or --piecewise_learning_rate_schedule "
                            "(as in tf_cnn_benchmarks)")
-        return model_default_schedule(spec, batch, p.resnet_base_lr, num_examples), notices
-    if p.num_learning_rate_warmup_epochs > 0:
+        return model_default_schedule(spec, batch, p.learning.resnet_base_lr, num_examples), notices
+    if p.learning.num_learning_rate_warmup_epochs > 0:
         schedule = dataclasses.replace(
-            schedule, warmup_steps=int(batches_per_epoch * p.num_learning_rate_warmup_epochs),
+            schedule,
+            warmup_steps=int(batches_per_epoch * p.learning.num_learning_rate_warmup_epochs),
             warmup_target=warm_target)
     return schedule, notices
 

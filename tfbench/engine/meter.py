@@ -19,6 +19,7 @@ from tfbench.engine.resolved import TRAINING, Resolved
 from tfbench.engine.runlog import RunLog, record_notice
 from tfbench.measure import environment, estimate, expected_range, flops, memory, peak, stats
 from tfbench.results import RunResult
+from tfbench.config.settings import Settings
 
 
 @dataclasses.dataclass
@@ -137,7 +138,7 @@ class Meter:
             m.stop()
 
 
-def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
+def finish(res: RunResult, p: Settings, plan: Resolved, meter: Meter, model: Any,
            env_before: Optional[dict], log: RunLog, failed: bool = False) -> None:
     """Summaries of every measurement taken; runs on success and on failure alike.
 
@@ -179,30 +180,34 @@ def finish(res: RunResult, p, plan: Resolved, meter: Meter, model: Any,
         res.extra["samples"] = monitors.samples(meter.monitors)
     if not meter.elsewhere:
         expected_range_figures(res, plan.device.kind)
-    if p.estimate_dataset_size and plan.mode == TRAINING:
+    if p.measurement.estimate_dataset_size and plan.mode == TRAINING:
         res.extra.update(estimate.estimate_summary(
-            ips, p.estimate_dataset_size, p.estimate_epochs, p.estimate_utilization))
+            ips, p.measurement.estimate_dataset_size, p.measurement.estimate_epochs,
+            p.measurement.estimate_utilization))
     if env_before is not None:
         after = environment.capture(res.command.split() if res.command else None)
         res.environment["after"] = after
         res.extra["environment_changes"] = environment.diff(env_before, after)
 
 
-def total_images_per_sec(res: RunResult, p, plan: Resolved, repeats: Sequence[Repeat]) -> None:
+def total_images_per_sec(res: RunResult, p: Settings, plan: Resolved,
+                         repeats: Sequence[Repeat]) -> None:
     """Total images/sec (the footer's `total images/sec`) and the wall time it divides: the
     one place either is set. A repeat's figure is its timed steps' images over their wall time;
     the run's is the median of the repeats that ran to their end (with their spread, over
-    several), or where none did (an interrupt, a NaN) the steps the last one timed."""
+    several), or where none did (an interrupt, a NaN) the steps the last one timed; num_runs
+    counts the repeats it summarises (--num_runs asks for them; an interrupt ends them early)."""
     complete = [r for r in repeats if r.complete] or list(repeats[-1:])
     totals = [r.steps * plan.global_batch / r.wall_time if r.steps and r.wall_time else 0.0
               for r in complete]
     res.wall_time = repeats[-1].wall_time   # the last repeat's, as far as it went
     if len(totals) > 1:
-        summary = stats.repeat_summary(totals, p.unstable_threshold_pct)
+        summary = stats.repeat_summary(totals, p.measurement.unstable_threshold_pct)
         res.extra.update(summary)
         res.images_per_sec = summary["images_per_sec_median"]
     else:
         res.images_per_sec = totals[0]
+        res.extra["num_runs"] = 1
 
 
 def _larger(before: Optional[dict[str, Optional[int]]],
@@ -223,7 +228,7 @@ def count_flops(model, image_size: int, res: RunResult, log: RunLog) -> None:
         record_notice(log, res, "FLOPs not counted: %s" % str(exc).splitlines()[0][:120])
 
 
-def flops_figures(res: RunResult, p, plan: Resolved, ips: Optional[float],
+def flops_figures(res: RunResult, p: Settings, plan: Resolved, ips: Optional[float],
                   judge_peak: bool = True) -> None:
     """Achieved TFLOP/s (training counted as 3x forward) and MFU where a peak is known
     (judge_peak: this process's devices ran the steps)."""
@@ -235,7 +240,7 @@ def flops_figures(res: RunResult, p, plan: Resolved, ips: Optional[float],
     if not judge_peak:
         return
     name = res.extra.get("device_name", "")
-    per_device = p.peak_tflops or (
+    per_device = p.measurement.peak_tflops or (
         peak.gpu_peak_tflops(name, plan.precision) if plan.device.kind == "gpu" else None) \
         or peak.cached_peak(name, plan.precision)
     if per_device:

@@ -8,6 +8,7 @@ import tensorflow as tf
 from tfbench.errors import UsageError
 from tfbench.distribute import sync
 from tfbench.engine import update_kernels
+from tfbench.config.settings import Settings
 
 POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
 
@@ -20,28 +21,30 @@ def compute_dtype(precision: str) -> str:
     return {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[precision]
 
 
-def make_optimizer(p, learning_rate) -> keras.optimizers.Optimizer:
+def make_optimizer(p: Settings, learning_rate) -> keras.optimizers.Optimizer:
     """The optimizer for --optimizer; `momentum` is Nesterov momentum, as in the legacy script.
     Each updates a variable with one TensorFlow training kernel (tfbench.engine.update_kernels),
     as the legacy script's TF1 optimizers do."""
     kwargs = {}
-    if p.gradient_clip is not None:
-        if p.gradient_clip <= 0:
-            raise UsageError("--gradient_clip must be positive, got %s" % p.gradient_clip)
-        kwargs["clipvalue"] = p.gradient_clip
-    if p.optimizer == "sgd":
+    if p.learning.gradient_clip is not None:
+        if p.learning.gradient_clip <= 0:
+            raise UsageError("--gradient_clip must be positive, got %s" % p.learning.gradient_clip)
+        kwargs["clipvalue"] = p.learning.gradient_clip
+    if p.learning.optimizer == "sgd":
         return update_kernels.FusedSGD(learning_rate, **kwargs)
-    if p.optimizer == "momentum":
-        return update_kernels.FusedSGD(learning_rate, momentum=p.momentum, nesterov=True,
+    if p.learning.optimizer == "momentum":
+        return update_kernels.FusedSGD(learning_rate, momentum=p.learning.momentum, nesterov=True,
                                        **kwargs)
-    if p.optimizer == "rmsprop":
-        return update_kernels.FusedRMSprop(learning_rate, rho=p.rmsprop_decay,
-                                           momentum=p.rmsprop_momentum,
-                                           epsilon=p.rmsprop_epsilon, **kwargs)
-    if p.optimizer == "adam":
-        return update_kernels.FusedAdam(learning_rate, beta_1=p.adam_beta1,
-                                        beta_2=p.adam_beta2, epsilon=p.adam_epsilon, **kwargs)
-    raise UsageError("--optimizer=%s is not one of momentum, sgd, rmsprop, adam" % p.optimizer)
+    if p.learning.optimizer == "rmsprop":
+        return update_kernels.FusedRMSprop(learning_rate, rho=p.learning.rmsprop_decay,
+                                           momentum=p.learning.rmsprop_momentum,
+                                           epsilon=p.learning.rmsprop_epsilon, **kwargs)
+    if p.learning.optimizer == "adam":
+        return update_kernels.FusedAdam(learning_rate, beta_1=p.learning.adam_beta1,
+                                        beta_2=p.learning.adam_beta2,
+                                        epsilon=p.learning.adam_epsilon, **kwargs)
+    raise UsageError("--optimizer=%s is not one of momentum, sgd, rmsprop, adam"
+                     % p.learning.optimizer)
 
 
 class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):

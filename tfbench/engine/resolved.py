@@ -21,16 +21,17 @@ from typing import Optional
 import numpy as np
 
 from tfbench.config import data_source, datasets, flagdefs
-from tfbench.config import params as params_lib
+from tfbench.config import settings as settings_lib
 from tfbench.distribute import devices, gpu_env
 from tfbench.distribute import strategy as strategy_lib
 from tfbench.errors import UsageError
 from tfbench.measure import cpu_units
 from tfbench.models import catalog, registry
+from tfbench.config.settings import Settings
 
 # The values of Resolved.mode (config.params.run_mode decides it).
-TRAINING, FORWARD_ONLY, EVAL, DATA_ONLY = (params_lib.TRAINING, params_lib.FORWARD_ONLY,
-                                           params_lib.EVAL, params_lib.DATA_ONLY)
+TRAINING, FORWARD_ONLY, EVAL, DATA_ONLY = (settings_lib.TRAINING, settings_lib.FORWARD_ONLY,
+                                           settings_lib.EVAL, settings_lib.DATA_ONLY)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -234,26 +235,26 @@ class Resolved:
         return self.device.num_devices * self.num_workers
 
 
-def read_facts(p) -> Facts:
+def read_facts(p: Settings) -> Facts:
     """What a run is before its strategy exists (see Facts); refuses (UsageError) what the
     flags and these facts cannot run, before any device or cluster is set up."""
     from tfbench import data
     from tfbench.distribute import cluster as cluster_lib
-    real = data_source.is_real_data(p)
-    if (p.data_only or p.diagnose_input) and not real:
+    real = data_source.is_real_data(p.data)
+    if (p.mode.data_only or p.mode.diagnose_input) and not real:
         raise UsageError("--%s needs real data: give --data_dir (and not --use_synthetic_data)"
-                         % ("data_only" if p.data_only else "diagnose_input"))
+                         % ("data_only" if p.mode.data_only else "diagnose_input"))
     # Real data is named (and a --data_dir that is not there refused) before the header.
-    name = data_source.resolve_data_name(p) if real else p.data_name
+    name = data_source.resolve_data_name(p.data) if real else p.data.data_name
     dataset = name if name in (datasets.IMAGENET, datasets.CIFAR10) else None
-    spec = catalog.get(p.model, dataset)
+    spec = catalog.get(p.workload.model, dataset)
     notices: list[str] = []
-    if p.use_synthetic_data and p.data_dir:
+    if p.data.use_synthetic_data and p.data.data_dir:
         notices.append("--use_synthetic_data: synthetic inputs, --data_dir=%s not read"
-                       % p.data_dir)
+                       % p.data.data_dir)
     if dataset is None and spec.dataset != datasets.IMAGENET:
         notices.append("Model %s exists only for %s: using --data_name=%s"
-                       % (p.model, spec.dataset, spec.dataset))
+                       % (p.workload.model, spec.dataset, spec.dataset))
     device_set = devices.select_devices(p)
     notices.extend(device_set.notices)
     if device_set.data_format == "NCHW" and not spec.channels_first:
@@ -265,17 +266,17 @@ def read_facts(p) -> Facts:
     parameter_server = cluster is not None and cluster.mode == cluster_lib.PARAMETER_SERVER
     num_workers = strategy_lib.num_workers(p, cluster)
     notices.extend("--%s has no effect under TF2 (TF1 graph-only flag); ignored" % name
-                   for name in flagdefs.graph_only_overrides(p)
+                   for name in flagdefs.graph_only_overrides(p.flag_values())
                    # The legacy script's TF-TRT runs froze the graph; TF-TRT still does.
-                   if not (name == "freeze_when_forward_only" and p.trt_mode))
+                   if not (name == "freeze_when_forward_only" and p.mode.trt_mode))
     notices.extend(_serving_facts(p, device_set, num_workers, parameter_server))
-    precision = params_lib.resolve_precision(p)
-    loss_scaling, loss_scale = params_lib.loss_scaling(p, precision)
-    mode = params_lib.run_mode(p)
+    precision = p.asks.precision
+    loss_scaling, loss_scale = settings_lib.loss_scaling(p, precision)
+    mode = p.asks.run_mode
     train_and_eval = mode == TRAINING and bool(
-        p.eval_during_training_every_n_steps or p.eval_during_training_every_n_epochs
-        or p.eval_during_training_at_specified_steps
-        or p.eval_during_training_at_specified_epochs)
+        p.mode.eval_during_training_every_n_steps or p.mode.eval_during_training_every_n_epochs
+        or p.mode.eval_during_training_at_specified_steps
+        or p.mode.eval_during_training_at_specified_epochs)
     # Synthetic data counts the model dataset's legacy epoch (data.split_size).
     none = data.SplitSize(0)
     train = data.split_size(p, spec.dataset, train=True) if mode != EVAL else none
@@ -284,22 +285,22 @@ def read_facts(p) -> Facts:
     # One line per split counted (a folder of flat layout is both splits: one line).
     notices.extend("Found " + found for found in dict.fromkeys(
         (train.found, evaluated.found if evaluated else "")) if found)
-    batch = p.batch_size or spec.batch_size
-    accum = params_lib.accum_steps(p)
-    if p.accum_steps > 1 and mode != TRAINING:
+    batch = p.schedule.batch_size or spec.batch_size
+    accum = p.asks.accum_steps
+    if p.schedule.accum_steps > 1 and mode != TRAINING:
         notices.append("--accum_steps applies to training only; ignored in %s mode" % mode)
     if accum > 1:
         notices.append("Gradient accumulation: %d micro-batches of %d per device per update "
                        "(%d images per device per step)" % (accum, batch, accum * batch))
-    if p.validate_devices:
+    if p.measurement.validate_devices:
         _validate_devices_applies(p, mode, parameter_server)
     _validate_options(p, mode, device_set.num_devices * num_workers, parameter_server)
-    if train_and_eval and p.num_runs > 1:
+    if train_and_eval and p.schedule.num_runs > 1:
         raise UsageError("--num_runs cannot be combined with --eval_during_training_*")
-    num_runs = 1 if mode == EVAL else p.num_runs
-    if num_runs != p.num_runs:
+    num_runs = 1 if mode == EVAL else p.schedule.num_runs
+    if num_runs != p.schedule.num_runs:
         notices.append("--num_runs applies to training and forward-only runs; evaluating once")
-    if p.estimate_dataset_size and mode != TRAINING:
+    if p.measurement.estimate_dataset_size and mode != TRAINING:
         notices.append("--estimate_dataset_size estimates training time: no estimate for a%s "
                        "%s run" % ("n" if mode == EVAL else "", mode.replace("_", "-")))
     # The CPUs this process may run on, not the host's (the legacy script took the host's).
@@ -308,22 +309,24 @@ def read_facts(p) -> Facts:
         p, device_set.num_devices if device_set.kind == "gpu" else 0, cpus) \
         if real else (None, "")
     return Facts(spec=spec, device=device_set, precision=precision,
-                 image_size=p.image_size or spec.image_size, mode=mode,
+                 image_size=p.workload.image_size or spec.image_size, mode=mode,
                  train_and_eval=train_and_eval, real_data=real, notices=tuple(notices),
                  train_examples=train.num_examples,
                  eval_examples=evaluated.num_examples if evaluated else None,
                  train_found=train.found, eval_found=evaluated.found if evaluated else "",
                  parameter_server=parameter_server, num_workers=num_workers,
-                 batch_size=batch, eval_batch_size=p.eval_batch_size or batch,
+                 batch_size=batch, eval_batch_size=p.schedule.eval_batch_size or batch,
                  accum_steps=accum, num_runs=num_runs,
-                 num_warmup=0 if mode == EVAL else params_lib.num_warmup_batches(p),
-                 xla=params_lib.xla_requested(p), loss_scaling=loss_scaling,
-                 loss_scale=loss_scale, training_accuracy=p.print_training_accuracy,
-                 loss_index=0 if p.loss_type_to_report == "base_loss" else 1,
+                 # eval: the one untimed cold call before the first checkpoint's timed batches
+                 # (checkpoint_eval._cold_call).
+                 num_warmup=1 if mode == EVAL else p.asks.warmup_batches,
+                 xla=p.asks.xla, loss_scaling=loss_scaling,
+                 loss_scale=loss_scale, training_accuracy=p.measurement.print_training_accuracy,
+                 loss_index=0 if p.measurement.loss_type_to_report == "base_loss" else 1,
                  input_threads=input_threads, input_threads_origin=input_threads_origin)
 
 
-def resolve(p, replicas_per_worker: Optional[int] = None, facts: Optional[Facts] = None,
+def resolve(p: Settings, replicas_per_worker: Optional[int] = None, facts: Optional[Facts] = None,
             replica_kind: Optional[str] = None) -> Resolved:
     """The arithmetic over the replicas that run the steps, on the facts of Params.
 
@@ -337,8 +340,8 @@ def resolve(p, replicas_per_worker: Optional[int] = None, facts: Optional[Facts]
     replicas = replicas_per_worker or f.device.num_devices
     kind = replica_kind or f.device.kind
     own = f.device.num_devices
-    worker_batch = params_lib.global_batch(f.run_batch_size, f.accum_steps, replicas, 1)
-    global_batch = params_lib.global_batch(f.run_batch_size, f.accum_steps, replicas,
+    worker_batch = settings_lib.global_batch(f.run_batch_size, f.accum_steps, replicas, 1)
+    global_batch = settings_lib.global_batch(f.run_batch_size, f.accum_steps, replicas,
                                            num_workers)
     if replicas != own:
         notices.append("Parameter-server workers run %d replica(s) each: a step counts %d "
@@ -360,13 +363,13 @@ def resolve(p, replicas_per_worker: Optional[int] = None, facts: Optional[Facts]
         num_batches = num_eval_batches
         num_epochs = num_batches * global_batch / eval_examples
     else:
-        num_batches, num_epochs = params_lib.num_batches_and_epochs(p, global_batch,
+        num_batches, num_epochs = settings_lib.num_batches_and_epochs(p, global_batch,
                                                                     train_examples)
     iterations_per_step = num_workers if f.parameter_server else 1
     return Resolved(
         facts=f, global_batch=global_batch, num_batches=num_batches, num_epochs=num_epochs,
         replicas_per_worker=replicas, replica_kind=kind, worker_batch=worker_batch,
-        step_line_batch=global_batch if p.variable_update == "distributed_all_reduce"
+        step_line_batch=global_batch if p.devices.variable_update == "distributed_all_reduce"
         else worker_batch,
         eval_global_batch=eval_global_batch, num_eval_batches=num_eval_batches or 0,
         iterations_per_step=iterations_per_step,
@@ -387,45 +390,48 @@ def _check_enough_data(f: Facts, global_batch: int, eval_global_batch: int) -> N
                              % (what, batch, found))
 
 
-def _serving_facts(p, device_set: devices.DeviceSet, num_workers: int,
+def _serving_facts(p: Settings, device_set: devices.DeviceSet, num_workers: int,
                    parameter_server: bool) -> list[str]:
     """Refuses what --saved_model and --trt_mode cannot do here (UsageError); returns the
     notices about their flags."""
     from tfbench.measure import tensorrt
-    if not params_lib.served(p):
+    if not p.asks.served:
         return []
-    if p.saved_model_dir and os.path.isdir(p.saved_model_dir) and os.listdir(p.saved_model_dir):
+    if p.mode.saved_model_dir and os.path.isdir(p.mode.saved_model_dir) \
+            and os.listdir(p.mode.saved_model_dir):
         raise UsageError("--saved_model_dir=%s is not empty: give a new or empty directory"
-                         % p.saved_model_dir)
-    if p.saved_model_dir and os.path.exists(p.saved_model_dir) \
-            and not os.path.isdir(p.saved_model_dir):
+                         % p.mode.saved_model_dir)
+    if p.mode.saved_model_dir and os.path.exists(p.mode.saved_model_dir) \
+            and not os.path.isdir(p.mode.saved_model_dir):
         raise UsageError("--saved_model_dir=%s is a file: give a new or empty directory"
-                         % p.saved_model_dir)
-    if p.trt_mode:
+                         % p.mode.saved_model_dir)
+    if p.mode.trt_mode:
         reasons = tensorrt.unavailable_reasons(tensorrt.read(), device_set.kind)
         if reasons:
-            raise UsageError(tensorrt.unavailable_message("--trt_mode=" + p.trt_mode, reasons))
+            raise UsageError(tensorrt.unavailable_message("--trt_mode=" + p.mode.trt_mode, reasons))
     replicas = device_set.num_devices
     if replicas > 1 or num_workers > 1 or parameter_server:
         raise UsageError("--%s times one served model on one device of one process, as a "
                          "deployment runs it: this run has %d device(s) on %d worker(s)%s" % (
-                             "trt_mode" if p.trt_mode else "saved_model", replicas, num_workers,
+                             "trt_mode" if p.mode.trt_mode else "saved_model",
+                             replicas, num_workers,
                              " with parameter servers" if parameter_server else ""))
-    if p.is_explicit("trt_calibration_batches") and p.trt_mode != "INT8":
+    if p.is_explicit("trt_calibration_batches") and p.mode.trt_mode != "INT8":
         return ["--trt_calibration_batches applies to --trt_mode=INT8; ignored"]
     return []
 
 
-def eval_batches(p, eval_global_batch: int, eval_examples: int) -> int:
+def eval_batches(p: Settings, eval_global_batch: int, eval_examples: int) -> int:
     """Batches per evaluation, legacy rule: --num_eval_batches or --num_eval_epochs, else
     training's --num_batches or --num_epochs, over the validation set; a batch is every
     worker's (benchmark_cnn.py: eval_batch_size * num_workers)."""
-    if p.num_eval_batches is not None or p.num_eval_epochs is not None:
-        p = p.replace(num_batches=p.num_eval_batches, num_epochs=p.num_eval_epochs)
-    return params_lib.num_batches_and_epochs(p, eval_global_batch, eval_examples)[0]
+    if p.schedule.num_eval_batches is not None or p.schedule.num_eval_epochs is not None:
+        p = p.with_flags(num_batches=p.schedule.num_eval_batches,
+                         num_epochs=p.schedule.num_eval_epochs)
+    return settings_lib.num_batches_and_epochs(p, eval_global_batch, eval_examples)[0]
 
 
-def _validate_devices_applies(p, mode: str, parameter_server: bool) -> None:
+def _validate_devices_applies(p: Settings, mode: str, parameter_server: bool) -> None:
     """--validate_devices checks the training step on the devices of this process; refuses
     (UsageError) the runs that have none to check."""
     if mode != TRAINING:
@@ -433,7 +439,7 @@ def _validate_devices_applies(p, mode: str, parameter_server: bool) -> None:
                          "not in %s mode (drop --%s)" % (mode.replace("_", "-"), {
                              FORWARD_ONLY: "forward_only", EVAL: "eval",
                              DATA_ONLY: "data_only"}[mode]))
-    if p.diagnose_input:
+    if p.mode.diagnose_input:
         raise UsageError("--validate_devices and --diagnose_input each run their own probes "
                          "after a run: give one of them")
     if parameter_server:
@@ -442,18 +448,19 @@ def _validate_devices_applies(p, mode: str, parameter_server: bool) -> None:
                          "a ps task); validate each worker's host in a run of its own")
 
 
-def _validate_options(p, mode: str, devices: int, parameter_server: bool) -> None:
+def _validate_options(p: Settings, mode: str, devices: int, parameter_server: bool) -> None:
     """Refuses (UsageError) --validate_device_checks and --validate_allreduce_json where they
     cannot apply."""
     if p.is_explicit("validate_device_checks"):
-        unknown = [c for c in p.validate_device_checks if c not in flagdefs.DEVICE_CHECKS]
-        if unknown or not p.validate_device_checks:
+        unknown = [c for c in p.measurement.validate_device_checks
+                   if c not in flagdefs.DEVICE_CHECKS]
+        if unknown or not p.measurement.validate_device_checks:
             raise UsageError("--validate_device_checks=%s: give one or more of %s" % (
-                ",".join(p.validate_device_checks), ",".join(flagdefs.DEVICE_CHECKS)))
-        if not p.validate_devices:
+                ",".join(p.measurement.validate_device_checks), ",".join(flagdefs.DEVICE_CHECKS)))
+        if not p.measurement.validate_devices:
             raise UsageError("--validate_device_checks chooses --validate_devices' checks: "
                              "add --validate_devices")
-    if not p.validate_allreduce_json:
+    if not p.measurement.validate_allreduce_json:
         return
     if mode != TRAINING:
         raise UsageError("--validate_allreduce_json times the training run's all-reduce: not "
@@ -465,28 +472,28 @@ def _validate_options(p, mode: str, devices: int, parameter_server: bool) -> Non
         raise UsageError("--validate_allreduce_json: with --ps_hosts the workers run the "
                          "steps, not the controller; time the all-reduce with `tfbench "
                          "allreduce`")
-    folder = os.path.dirname(os.path.abspath(p.validate_allreduce_json))
+    folder = os.path.dirname(os.path.abspath(p.measurement.validate_allreduce_json))
     if not os.path.isdir(folder):
         raise UsageError("--validate_allreduce_json=%s: the folder %s does not exist"
-                         % (p.validate_allreduce_json, folder))
+                         % (p.measurement.validate_allreduce_json, folder))
 
 
-def eval_steps_during_training(p, r: Resolved) -> set[int]:
+def eval_steps_during_training(p: Settings, r: Resolved) -> set[int]:
     """Local step counts after which to evaluate (legacy arithmetic; the last step excluded)."""
     global_batch, num_batches = r.global_batch, r.num_batches
 
     def step_of_epoch(e: float) -> int:
         return int(e * r.train_examples + global_batch - 1) // global_batch
-    if p.eval_during_training_every_n_steps:
-        n = p.eval_during_training_every_n_steps
+    if p.mode.eval_during_training_every_n_steps:
+        n = p.mode.eval_during_training_every_n_steps
         due = set(range(n, num_batches, n))
-    elif p.eval_during_training_every_n_epochs:
-        n = p.eval_during_training_every_n_epochs
+    elif p.mode.eval_during_training_every_n_epochs:
+        n = p.mode.eval_during_training_every_n_epochs
         due = {step_of_epoch(e) for e in np.arange(n, r.num_epochs, n)}
-    elif p.eval_during_training_at_specified_steps:
-        due = {int(s) for s in p.eval_during_training_at_specified_steps}
-    elif p.eval_during_training_at_specified_epochs:
-        due = {step_of_epoch(float(e)) for e in p.eval_during_training_at_specified_epochs}
+    elif p.mode.eval_during_training_at_specified_steps:
+        due = {int(s) for s in p.mode.eval_during_training_at_specified_steps}
+    elif p.mode.eval_during_training_at_specified_epochs:
+        due = {step_of_epoch(float(e)) for e in p.mode.eval_during_training_at_specified_epochs}
     else:
         return set()
     return {s for s in due if 0 < s < num_batches}

@@ -3,7 +3,7 @@
 run(p, log, result) reads what will run (tfbench.engine.resolved.read_facts), applies the runtime
 settings and seeds, captures the environment, creates the strategy, resolves the arithmetic over
 the replicas it runs (resolve), reports the header, starts the Meter and hands over to the
-mode's runner (RUNNERS: train.py, eval_runner.py, data_only.py,
+mode's runner (RUNNERS: train.py, checkpoint_eval.py, data_only.py,
 all over base.py), turning the failures a user can cause into tfbench's errors; the measurements
 are finished (tfbench.engine.meter) on success and on failure alike. A ps or worker
 task of a parameter-server cluster serves instead of running a mode. --diagnose_input runs
@@ -28,7 +28,7 @@ from tfbench.distribute import strategy as strategy_lib, sync
 from tfbench.engine import actions, explain, meter as meter_lib
 from tfbench.engine.base import Clock, ModeRunner
 from tfbench.engine.data_only import DataOnlyRunner
-from tfbench.engine.eval_runner import EvalRunner
+from tfbench.engine.checkpoint_eval import CheckpointEvalRunner
 from tfbench.engine.meter import Meter
 from tfbench.engine.resolved import (DATA_ONLY, EVAL, FORWARD_ONLY, TRAINING, Facts, Resolved,
                                      read_facts, resolve)
@@ -38,12 +38,13 @@ from tfbench import errors
 from tfbench.errors import OutOfMemory, TfbenchError, out_of_memory_evidence
 from tfbench.measure import cpu_units, environment
 from tfbench.results import RunResult
+from tfbench.config.settings import Settings
 
 RUNNERS: dict[str, type[ModeRunner]] = {TRAINING: TrainRunner, FORWARD_ONLY: TrainRunner,
-                                        EVAL: EvalRunner, DATA_ONLY: DataOnlyRunner}
+                                        EVAL: CheckpointEvalRunner, DATA_ONLY: DataOnlyRunner}
 
 
-def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
+def run(p: Settings, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
         clock: Clock = Clock()) -> RunResult:
     """Runs the benchmark, filling `result` as it goes (partial results survive errors)."""
     facts = read_facts(p)
@@ -51,12 +52,12 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     describe(p, facts, res)
     plan = _plan_before_strategy(p, facts, res)
     runtime_notices = devices.prepare_runtime(p, facts.device, facts.mode != FORWARD_ONLY,
-                                              p.gpu_memory_limit_mb or None)
+                                              p.devices.gpu_memory_limit_mb or None)
     # Keras 3 initializers without a seed draw from Python's `random`, which
     # tf.random.set_seed leaves alone: seeding all of them makes the weights repeatable.
     # Keras takes only numpy's seed range; TensorFlow keeps the full int64 seed, as before.
-    keras.utils.set_random_seed(p.tf_random_seed % 2**32)
-    tf.random.set_seed(p.tf_random_seed)
+    keras.utils.set_random_seed(p.workload.tf_random_seed % 2**32)
+    tf.random.set_seed(p.workload.tf_random_seed)
     np.random.seed(4321)
     env_before = _capture_environment(res, log)
     record_notice(log, res, *facts.notices, *(plan.replica_notices if plan else ()),
@@ -79,7 +80,7 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
         sp.serve()
         res.server_task = sp.cluster.label
         return res
-    meter = Meter.start(plan, p.monitor_interval_ms / 1000.0)
+    meter = Meter.start(plan, p.measurement.monitor_interval_ms / 1000.0)
     runner = RUNNERS[plan.mode](p=p, plan=plan, strategy=sp.strategy, log=log, meter=meter,
                                 clock=clock)
     try:
@@ -106,7 +107,7 @@ def run(p, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
     return res
 
 
-def describe(p, facts: Facts, res: RunResult) -> None:
+def describe(p: Settings, facts: Facts, res: RunResult) -> None:
     """What will run, as the facts say, in RunResult's fields (and a few of `extra`'s): a run
     whose strategy fails (a cluster that does not form) keeps them in its row. What the
     replicas decide is describe_steps'."""
@@ -121,7 +122,7 @@ def describe(p, facts: Facts, res: RunResult) -> None:
     res.image_size = facts.image_size
     res.num_warmup_batches = facts.num_warmup
     res.accum_steps = facts.accum_steps
-    res.data_source = data_source.data_source_label(p)
+    res.data_source = data_source.data_source_label(p.data)
     res.tf_version = tf.__version__
     res.keras_version = keras.__version__
     # The devices that run the steps, named once: none on a parameter-server controller, whose
@@ -129,10 +130,9 @@ def describe(p, facts: Facts, res: RunResult) -> None:
     res.extra["device_name"] = "" if facts.parameter_server else devices.device_name(facts.device)
     res.extra["devices"] = list(facts.device.names)
     res.extra["tf_git_hash"] = tf.version.GIT_VERSION
-    res.extra["num_runs"] = facts.num_runs
 
 
-def _plan_before_strategy(p, facts: Facts, res: RunResult) -> Optional[Resolved]:
+def _plan_before_strategy(p: Settings, facts: Facts, res: RunResult) -> Optional[Resolved]:
     """The arithmetic over the replicas is done once they are counted: this process's
     devices, known before the strategy exists (so its refusals come before anything is
     printed); None on a parameter-server run, whose workers' replicas only its strategy
@@ -140,7 +140,7 @@ def _plan_before_strategy(p, facts: Facts, res: RunResult) -> Optional[Resolved]
     return None if facts.parameter_server else _resolve(p, facts, res)
 
 
-def _resolve(p, facts: Facts, res: RunResult, **replicas) -> Resolved:
+def _resolve(p: Settings, facts: Facts, res: RunResult, **replicas) -> Resolved:
     """The run's arithmetic over its replicas (resolve), described (describe_steps)."""
     plan = resolve(p, facts=facts, **replicas)
     describe_steps(plan, res)
@@ -158,15 +158,15 @@ def describe_steps(plan: Resolved, res: RunResult) -> None:
     res.extra["num_epochs"] = plan.num_epochs
 
 
-def header(p, plan: Resolved, sp: strategy_lib.BuiltStrategy) -> Header:
+def header(p: Settings, plan: Resolved, sp: strategy_lib.BuiltStrategy) -> Header:
     """The header's figures: what will run, as the strategy runs it."""
     return Header(
         tf_version=tf.__version__, model=plan.spec.header_name,
-        dataset=data_source.describe(p, plan.spec.dataset), mode=plan.mode,
+        dataset=data_source.describe(p.data, plan.spec.dataset), mode=plan.mode,
         train_and_eval=plan.train_and_eval, batch_size=plan.run_batch_size,
         global_batch_size=plan.global_batch, num_batches=plan.num_batches,
         num_epochs=plan.num_epochs, devices=tuple(plan.device.names),
-        data_format=plan.device.data_format, optimizer=p.optimizer,
+        data_format=plan.device.data_format, optimizer=p.learning.optimizer,
         variable_update=sp.variables_label, all_reduce_spec=sp.all_reduce_label,
         show_all_reduce=sp.show_all_reduce, job_name=sp.job_name,
         horovod_device=sp.horovod_device)
@@ -195,7 +195,7 @@ def _replicas_counted(sp: strategy_lib.BuiltStrategy) -> dict:
             else "cpu"}
 
 
-def _failure(exc: BaseException, p, plan: Resolved, sp: strategy_lib.BuiltStrategy,
+def _failure(exc: BaseException, p: Settings, plan: Resolved, sp: strategy_lib.BuiltStrategy,
              res: RunResult) -> Optional[TfbenchError]:
     """The error a user can act on for a failed step or input, or None (re-raised as is)."""
     from tfbench import data
@@ -215,7 +215,7 @@ def _failure(exc: BaseException, p, plan: Resolved, sp: strategy_lib.BuiltStrate
     return failure
 
 
-def _runtime_failure(exc: "tf.errors.OpError", p, plan: Resolved,
+def _runtime_failure(exc: "tf.errors.OpError", p: Settings, plan: Resolved,
                      res: RunResult) -> TfbenchError:
     """TensorFlow's runtime refused a step for a reason tfbench has no better words for (a cuDNN
     or driver failure, say): its own first line is what a user can search for and act on; the
@@ -226,7 +226,7 @@ def _runtime_failure(exc: "tf.errors.OpError", p, plan: Resolved,
         "TensorFlow's runtime failed running %s on %s (%s, batch size %d per device): %s%s" % (
             plan.spec.name, plan.device.kind.upper(), plan.precision, plan.batch_size,
             lines[0] if lines else type(exc).__name__,
-            " (TensorFlow's whole message is in the JSON manifest)" if p.json_dir else ""))
+            " (TensorFlow's whole message is in the JSON manifest)" if p.outputs.json_dir else ""))
 
 
 def _oom_evidence(exc: BaseException) -> Optional[str]:

@@ -31,6 +31,7 @@ from tfbench.engine import steps, tftrt
 from tfbench.errors import UsageError
 from tfbench.measure import tensorrt
 from tfbench.results import RunResult
+from tfbench.config.settings import Settings
 
 SIGNATURE_KEY = "serving_default"
 INPUT_NAME = "images"
@@ -115,12 +116,12 @@ class ServedStep:
 class Serving:
     """The served model of one run: its directory, export, conversion, load and step."""
 
-    def __init__(self, p, plan, clock: Callable[[], float]):
+    def __init__(self, p: Settings, plan, clock: Callable[[], float]):
         self.p, self.plan, self.clock = p, plan, clock
         self.loaded: Any = None        # the loaded SavedModel, alive while its steps run
         self.notices: list[str] = []   # what the run should say before warm-up
-        if p.saved_model_dir:
-            self.directory, self._temporary = p.saved_model_dir, False
+        if p.mode.saved_model_dir:
+            self.directory, self._temporary = p.mode.saved_model_dir, False
             try:
                 os.makedirs(self.directory, exist_ok=True)
             except OSError as exc:
@@ -147,13 +148,13 @@ class Serving:
         device = r.device.names[0]
         check = steps.synthetic_images(strategy, batch, r.image_size, dtype, seed=CHECK_SEED)
         exported = os.path.join(self.directory, EXPORT_SUBDIR)
-        res.extra["serving_path"] = "tftrt" if p.trt_mode else "saved_model"
+        res.extra["serving_path"] = "tftrt" if p.mode.trt_mode else "saved_model"
         start = now()
         export(model, exported, r.image_size, dtype, jit_compile=r.xla)
         res.extra["export_sec"] = now() - start
         served = exported
-        if p.trt_mode:
-            served = os.path.join(self.directory, trt_subdir(p.trt_mode))
+        if p.mode.trt_mode:
+            served = os.path.join(self.directory, trt_subdir(p.mode.trt_mode))
             self._convert(exported, served, res, check, strategy, batch, dtype,
                           calibration_batches)
         start = now()
@@ -166,25 +167,25 @@ class Serving:
             want = np.asarray(model(check, training=False)).astype(np.float32)
         res.extra["served_max_abs_diff"] = float(np.max(np.abs(got - want)))
         return ServedStep(signature, device, from_iterator, r.spec.num_classes - 1,
-                          p.tf_random_seed % 2**32)
+                          p.workload.tf_random_seed % 2**32)
 
     def _convert(self, exported: str, served: str, res: RunResult, check: tf.Tensor,
                  strategy: tf.distribute.Strategy, batch: int, dtype: str,
                  calibration_batches: Optional[Callable[[], Any]]) -> None:
         p, r = self.p, self.plan
-        res.extra["trt_mode"] = p.trt_mode
+        res.extra["trt_mode"] = p.mode.trt_mode
         res.extra["tensorrt_version"] = tensorrt.version_text(tensorrt.read().loaded)
         calibration = None
-        if p.trt_mode == "INT8":
-            res.extra["trt_calibration_batches"] = p.trt_calibration_batches
-            calibration = _calibration_input(p.trt_calibration_batches, calibration_batches,
+        if p.mode.trt_mode == "INT8":
+            res.extra["trt_calibration_batches"] = p.mode.trt_calibration_batches
+            calibration = _calibration_input(p.mode.trt_calibration_batches, calibration_batches,
                                              strategy, batch, r.image_size, dtype,
-                                             p.tf_random_seed)
+                                             p.workload.tf_random_seed)
         try:
             with tf.device(r.device.names[0]):
                 conversion = tftrt.convert(
-                    exported, served, precision_mode=p.trt_mode,
-                    max_workspace_size_bytes=p.trt_max_workspace_size_bytes,
+                    exported, served, precision_mode=p.mode.trt_mode,
+                    max_workspace_size_bytes=p.mode.trt_max_workspace_size_bytes,
                     signature_key=SIGNATURE_KEY,
                     build_input=lambda: iter([{INPUT_NAME: check}]),
                     calibration_input=calibration, clock=self.clock)
@@ -201,7 +202,7 @@ class Serving:
         if not counts.segments:
             self.notices.append(
                 "TF-TRT made no TensorRT segment of %s (%s): the timed steps run all %d ops of "
-                "the converted graph in TensorFlow" % (r.spec.name, p.trt_mode,
+                "the converted graph in TensorFlow" % (r.spec.name, p.mode.trt_mode,
                                                        counts.ops_in_tensorflow))
         elif conversion.engines < counts.segments:
             self.notices.append(
@@ -209,7 +210,7 @@ class Serving:
                 "warm-up: TensorRT failed to build the others (TensorFlow's log says why), "
                 "whose ops the timed steps run in TensorFlow"
                 % (conversion.engines, "" if conversion.engines == 1 else "s", counts.segments,
-                   r.spec.name, p.trt_mode))
+                   r.spec.name, p.mode.trt_mode))
 
 
 def _input_dtype(precision: str) -> str:

@@ -13,7 +13,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfbench.config import params as params_lib
 from tfbench.distribute import variables
 from tfbench.engine import lr, optimizers, steps
 from tfbench.engine.base import ModeRunner, StepFn, should_display
@@ -22,6 +21,7 @@ from tfbench.engine.resolved import TRAINING, Resolved, eval_steps_during_traini
 from tfbench.engine.runlog import StepReport
 from tfbench.errors import raise_if_stopped
 from tfbench.results import RunResult
+from tfbench.config.settings import Settings
 
 
 @dataclasses.dataclass
@@ -37,7 +37,7 @@ class Setup:
     eval_inputs: Any = None
 
 
-def make_optimizer(p, plan: Resolved,
+def make_optimizer(p: Settings, plan: Resolved,
                    record_notice: Callable[[str], None]) -> keras.optimizers.Optimizer:
     """The optimizer with its learning-rate schedule (and dynamic loss scaling);
     `record_notice` records the notices of learning-rate flags that have no effect."""
@@ -49,7 +49,7 @@ def make_optimizer(p, plan: Resolved,
     if plan.loss_scaling == "dynamic":
         opt = optimizers.LossScaleOptimizer(
             opt, initial_scale=plan.loss_scale,
-            dynamic_growth_steps=p.fp16_inc_loss_scale_every_n)
+            dynamic_growth_steps=p.numerics.fp16_inc_loss_scale_every_n)
     if plan.parameter_server:
         _count_every_update(opt)
     return opt
@@ -86,7 +86,7 @@ class TrainRunner(ModeRunner):
             # holds one copy of the weights, as an unfolded run does.
             model = folding.model
         self.model = model
-        if params_lib.served(p):   # forward-only (config.params refuses training)
+        if p.asks.served:   # forward-only (config.params refuses training)
             inputs, from_iterator = self.inputs(r.batch_size, train=True)
             log.initializing()
             step_fn = self.serve(model, res, r.batch_size, from_iterator, True)
@@ -102,7 +102,7 @@ class TrainRunner(ModeRunner):
             setup.eval_inputs, eval_iter = self.inputs(r.eval_batch_size, train=False)
             setup.eval_fn = eval_builder.eval_step(eval_iter)
         log.initializing()
-        if training and p.train_dir:
+        if training and p.outputs.train_dir:
             setup.train_dir = open_train_dir(
                 p, self.strategy, model, optimizer,
                 record_notice=lambda text: self.record_notice(res, text))
@@ -127,7 +127,7 @@ class TrainRunner(ModeRunner):
             log.step_progress("warmup", i + 1, r.num_warmup)
         res.warmup_sec = now() - warm_start if r.num_warmup else None
         res.first_step_sec = res.warmup_times[0] if res.warmup_times else None
-        if p.trace_file:
+        if p.measurement.trace_file:
             self._trace(s, res)
         log.warmup_done()
         self.meter.steady_state()
@@ -138,8 +138,8 @@ class TrainRunner(ModeRunner):
                         0)
         for run in range(r.num_runs):
             if run:
-                if p.cooldown_secs:
-                    self.clock.sleep(p.cooldown_secs)
+                if p.schedule.cooldown_secs:
+                    self.clock.sleep(p.schedule.cooldown_secs)
                 log.repeat_started(run + 1, r.num_runs)
             self._timed_loop(s, res, num_timed, checkpoints, new_measurement=run == 0)
             # Each repeat's own wall time: its total images/sec is recomputable from the JSON.
@@ -151,7 +151,7 @@ class TrainRunner(ModeRunner):
             if not res.stopped_early:
                 log.evaluation_started(checkpoints.global_step(), final=True)
                 with self.meter.evaluation():
-                    self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
+                    self._run_eval_batches(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
 
     def _timed_loop(self, s: Setup, res: RunResult, num_timed: int, checkpoints: Checkpoints,
                     new_measurement: bool = True) -> None:
@@ -166,7 +166,7 @@ class TrainRunner(ModeRunner):
         p, r, log, now = self.p, self.plan, self.log, self.clock.perf_counter
         training = r.mode == TRAINING
         with_acc = r.step_accuracy(r.mode)
-        log.steps_started(p.loss_type_to_report, with_acc)
+        log.steps_started(p.measurement.loss_type_to_report, with_acc)
         loss_index = r.loss_index
         eval_due = eval_steps_during_training(p, r) if r.train_and_eval else set()
         times: list[float] = []
@@ -194,9 +194,9 @@ class TrainRunner(ModeRunner):
             res.final_loss = loss
             if with_acc:
                 res.top_1_accuracy, res.top_5_accuracy = float(out[2]), float(out[3])
-            if should_display(i, p.display_every):
+            if should_display(i, p.measurement.display_every):
                 self._check_finite(out, "step %d" % (i + 1), res)
-                mean, pm, jitter = self.step_stats(res, times, p.display_perf_ewma)
+                mean, pm, jitter = self.step_stats(res, times, p.measurement.display_perf_ewma)
                 accs = (float(out[2]), float(out[3])) if with_acc else (None, None)
                 res.extra.setdefault("display_events", []).append(
                     {"step": i + 1, "images_per_sec": mean, "time": time.time(),
@@ -213,11 +213,12 @@ class TrainRunner(ModeRunner):
                 self.meter.close_window()
                 log.evaluation_started(checkpoints.global_step(), final=False)
                 with self.meter.evaluation():
-                    top_1 = self._evaluate(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
+                    top_1 = self._run_eval_batches(s.eval_fn, s.eval_inputs,
+                                                   r.num_eval_batches, res)
                 self.meter.open_window(new_measurement=False)
                 paused += now() - pause
-                if p.stop_at_top_1_accuracy and top_1 >= p.stop_at_top_1_accuracy:
-                    log.early_stop(p.stop_at_top_1_accuracy)
+                if p.mode.stop_at_top_1_accuracy and top_1 >= p.mode.stop_at_top_1_accuracy:
+                    log.early_stop(p.mode.stop_at_top_1_accuracy)
                     res.stopped_early = True
                     break
                 log.training_resumed()
@@ -228,23 +229,23 @@ class TrainRunner(ModeRunner):
             return
         res.between_steps_sec = (res.between_steps_sec or 0.0) + wall_time - sum(times)
         self._check_finite(out, "step %d" % len(times), res)
-        self.step_stats(res, times, p.display_perf_ewma)
+        self.step_stats(res, times, p.measurement.display_perf_ewma)
 
     def _write_summaries(self, s: Setup, out: np.ndarray, global_step: int) -> None:
         p, r, writer = self.p, self.plan, s.train_dir.summary_writer
-        if writer is None or global_step % p.save_summaries_steps:
+        if writer is None or global_step % p.measurement.save_summaries_steps:
             return
         with writer.as_default(step=global_step):
             opt = s.optimizer
             inner = getattr(opt, "inner_optimizer", opt)
             tf.summary.scalar("learning_rate", inner.learning_rate)
-            tf.summary.scalar(p.loss_type_to_report, float(out[r.loss_index]))
+            tf.summary.scalar(p.measurement.loss_type_to_report, float(out[r.loss_index]))
             if hasattr(opt, "dynamic_scale"):
                 tf.summary.scalar("loss_scale", opt.dynamic_scale)
             if r.step_accuracy(TRAINING):   # (summaries are training's)
                 tf.summary.scalar("top_1_accuracy", float(out[2]))
                 tf.summary.scalar("top_5_accuracy", float(out[3]))
-            if p.summary_verbosity >= 2:
+            if p.measurement.summary_verbosity >= 2:
                 for v in s.model.trainable_variables:
                     tf.summary.histogram(v.path, v)
         writer.flush()
@@ -252,7 +253,7 @@ class TrainRunner(ModeRunner):
     def _trace(self, s: Setup, res: RunResult) -> None:
         """A TensorFlow profiler trace of a few untimed steps after warm-up (TensorBoard)."""
         from tfbench.engine import tracing
-        self.log.tracing(self.p.trace_file)
-        tracing.trace_steps(lambda: s.step_fn(s.inputs).numpy(), self.p.trace_file,
+        self.log.tracing(self.p.measurement.trace_file)
+        tracing.trace_steps(lambda: s.step_fn(s.inputs).numpy(), self.p.measurement.trace_file,
                             record_notice=lambda text: self.record_notice(res, text),
-                            chrome_json=self.p.use_chrome_trace_format)
+                            chrome_json=self.p.measurement.use_chrome_trace_format)

@@ -193,7 +193,8 @@ FIGURES: tuple[Figure, ...] = (
        "weighted by the time it covers)", "%", "busy",
        line="Host CPU", workers="mean"),
     # --- repeats --------------------------------------------------------------------------
-    _f("num_runs", "repeats of the measurement (--num_runs)", "", "runs",
+    _f("num_runs", "repeats the total images/sec summarises: those of --num_runs that ran to "
+       "their end (1 when none did)", "", "runs",
        line="Repeats", type="int", title="Repeats", workers="same"),
     _f("images_per_sec_median", "median of the repeats' total images/sec (the mean of the two "
        "middle ones for an even count)", IPS, "median",

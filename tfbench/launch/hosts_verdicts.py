@@ -12,7 +12,7 @@ import json
 import statistics
 from typing import Any, Optional, Sequence
 
-from tfbench.config.argv import params_of_flags
+from tfbench.config.argv import settings_of_flags
 from tfbench.launch import halving
 from tfbench.launch.remote import Host
 from tfbench.launch.tasks import LaunchResult
@@ -68,14 +68,14 @@ def together_flags(flags: Sequence[str], alone_row: dict[str, str]) -> list[str]
     """The benchmark flags of a cluster run comparable with the hosts alone: the user's, with
     --explain_scaling, and the devices and steps the alone run had where the flags leave them
     to validate's plan."""
-    p = params_of_flags(flags)
+    p = settings_of_flags(flags)
     out = list(flags)
-    if not p.explain_scaling:
+    if not p.measurement.explain_scaling:
         out.append("--explain_scaling")
     taken = {"num_gpus": alone_row["num_devices"], "num_batches": alone_row["num_batches"],
              "num_warmup_batches": alone_row["num_warmup_batches"]}
     for name, value in taken.items():
-        if value and not p.is_explicit(name) and not (name == "num_gpus" and p.gpu_indices):
+        if value and not p.is_explicit(name) and not (name == "num_gpus" and p.devices.gpu_indices):
             out.append("--%s=%s" % (name, value))
     return out
 

@@ -14,6 +14,7 @@ import os
 from typing import Any, Optional
 
 from tfbench.results import RunResult
+from tfbench.config.settings import Settings
 
 RUN_LOG = "benchmark_run.log"
 METRIC_LOG = "metric.log"
@@ -41,7 +42,8 @@ def _cpu_info() -> dict[str, Any]:
     return {"num_cores": multiprocessing.cpu_count(), "cpu_info": cpu_model_name()}
 
 
-def run_info(p, result: RunResult, devices: list[str], num_epochs: float) -> dict[str, Any]:
+def run_info(p: Settings, result: RunResult, devices: list[str],
+             num_epochs: float) -> dict[str, Any]:
     import psutil
     memory = psutil.virtual_memory()
     dataset = "%s (synthetic)" % result.dataset if result.data_source == "synthetic" \
@@ -58,7 +60,7 @@ def run_info(p, result: RunResult, devices: list[str], num_epochs: float) -> dic
         "model": result.model,
         "num_batches": result.num_batches,
         "num_epochs": num_epochs,
-        "optimizer": p.optimizer,
+        "optimizer": p.learning.optimizer,
         "rewrite_config": "None",
         "single_sess": False,
         "precision": result.precision,
@@ -68,7 +70,7 @@ def run_info(p, result: RunResult, devices: list[str], num_epochs: float) -> dic
         "dataset": {"name": dataset},
         "machine_config": {"cpu_info": _cpu_info(), "memory_total": memory.total,
                            "memory_available": memory.available},
-        "test_id": p.benchmark_test_id,
+        "test_id": p.outputs.benchmark_test_id,
         "run_date": _utc(),
         "tensorflow_version": {"version": result.tf_version,
                                "git_hash": result.extra.get("tf_git_hash", "")},
@@ -105,7 +107,7 @@ def metrics_for(result: RunResult) -> list[dict[str, Any]]:
     return [r for r in rows if r is not None]
 
 
-def write(log_dir: str, p, result: RunResult) -> None:
+def write(log_dir: str, p: Settings, result: RunResult) -> None:
     os.makedirs(log_dir, exist_ok=True)
     info = run_info(p, result, result.extra.get("devices", []),
                     result.extra.get("num_epochs", 0.0))

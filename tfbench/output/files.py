@@ -6,13 +6,13 @@ tfbench.output.console's and tfbench.output.classic_log's.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from typing import Any, Optional
 
 from tfbench.output import csv_out
 from tfbench.results import RunResult
+from tfbench.config.settings import Settings
 
 
 _RESULTS = re.compile(r"Results: (\S+) row appended to (.+) \(run (\S+)\)")
@@ -30,23 +30,23 @@ def results_line_to(line: str, csv_path: str) -> Optional[str]:
     return results_line(match.group(1), csv_path, match.group(3)) if match else None
 
 
-def manifest(p, result: RunResult, row: dict[str, str]) -> dict[str, Any]:
+def manifest(p: Settings, result: RunResult, row: dict[str, str]) -> dict[str, Any]:
     """The JSON manifest: every field of the result, the flags' values and which were given,
     and `row`, the run's CSV row (csv_out.row_for(result), built once per run by write_all)."""
     data = result.to_dict()
-    data["params"] = {k: v for k, v in dataclasses.asdict(p).items()
-                      if k != "explicit"}
+    data["params"] = p.flag_values()
     data["params_explicit"] = sorted(p.explicit)
     data["csv_row"] = row
     return data
 
 
-def manifest_path(p, result: RunResult) -> Optional[str]:
+def manifest_path(p: Settings, result: RunResult) -> Optional[str]:
     """Where the run's JSON manifest goes (--json_dir/<run_id>.json), or None without one."""
-    return os.path.join(p.json_dir, "%s.json" % result.run_id) if p.json_dir else None
+    return os.path.join(p.outputs.json_dir, "%s.json" % result.run_id) \
+        if p.outputs.json_dir else None
 
 
-def write_all(p, result: RunResult) -> list[str]:
+def write_all(p: Settings, result: RunResult) -> list[str]:
     """Writes every enabled output; returns the lines to print about them."""
     lines: list[str] = []
     if result.server_task and result.status == "ok":
@@ -59,12 +59,12 @@ def write_all(p, result: RunResult) -> list[str]:
     if path:
         result.json_file = path
         csv_out.write_json_atomic(path, manifest(p, result, row))
-    if p.benchmark_log_dir:
+    if p.outputs.benchmark_log_dir:
         from tfbench.output import benchmark_logger
-        benchmark_logger.write(p.benchmark_log_dir, p, result)
-    if p.csv_file:
-        notice = csv_out.append_rows(p.csv_file, [row])
+        benchmark_logger.write(p.outputs.benchmark_log_dir, p, result)
+    if p.outputs.csv_file:
+        notice = csv_out.append_rows(p.outputs.csv_file, [row])
         if notice:
             lines.append(notice)
-        lines.append(results_line(result.status, p.csv_file, result.run_id))
+        lines.append(results_line(result.status, p.outputs.csv_file, result.run_id))
     return lines

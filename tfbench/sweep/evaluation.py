@@ -39,8 +39,7 @@ from typing import Optional, Sequence, TextIO
 from tfbench import errors
 from tfbench.children.process import DEFAULT_CHILD
 from tfbench.config import flagdefs
-from tfbench.config import params as params_lib
-from tfbench.config.argv import params_of_flags
+from tfbench.config.argv import settings_of_flags
 from tfbench.measure import nvml as nvml_lib
 from tfbench.report import evaluation as ev
 from tfbench.report import load
@@ -144,13 +143,13 @@ def item_flags(item: Item, method: Method, mixed: str, gpu_indices: str = "",
 
 def points(method: Method, mixed: str, base_flags: Sequence[str] = (),
            tftrt: bool = False) -> list[Point]:
-    p = params_of_flags(base_flags)
-    replicate = (params_lib.requested_devices(p) > 1 and not p.is_explicit("variable_update")
-                 and not (p.worker_hosts or p.ps_hosts))
+    p = settings_of_flags(base_flags)
+    replicate = (p.asks.devices > 1 and not p.is_explicit("variable_update")
+                 and not (p.cluster.worker_hosts or p.cluster.ps_hosts))
     points = [Point(i, 1, {"model": it.model, "mode": it.mode, "kind": it.kind},
-                    item_flags(it, method, mixed, p.gpu_indices, replicate), it.name)
+                    item_flags(it, method, mixed, p.devices.gpu_indices, replicate), it.name)
               for i, it in enumerate(configurations(method, tftrt))]
-    if p.explain_scaling:   # inference runs on one GPU: no scaling to explain there
+    if p.measurement.explain_scaling:   # inference runs on one GPU: no scaling to explain there
         for point in points:
             if point.values["kind"] != "training":
                 point.flags["explain_scaling"] = "false"
@@ -162,7 +161,7 @@ def tftrt_unavailable(base_flags: Sequence[str], gpus: Optional[tuple[int, str]]
     """Why the tftrt mode cannot run here ('' when it can): no GPU (read without TensorFlow,
     as the mixed precision is), else what TensorFlow says of its TensorRT (which imports it)."""
     from tfbench.measure import tensorrt
-    if params_lib.cpu_requested(params_of_flags(base_flags)):
+    if settings_of_flags(base_flags).asks.cpu:
         return "--device=cpu, and TensorRT runs on NVIDIA GPUs"
     count, why = gpus if gpus is not None else nvml_lib.cuda_gpus()
     if not count:
@@ -191,7 +190,7 @@ def resolve_mixed_precision(choice: str, base_flags: Sequence[str],
     """(fp16 or bf16, why): fp16 with dynamic loss scaling on GPUs, bf16 on CPUs."""
     if choice in ("fp16", "bf16"):
         return choice, "--mixed_precision=%s" % choice
-    if params_lib.cpu_requested(params_of_flags(base_flags)):
+    if settings_of_flags(base_flags).asks.cpu:
         return "bf16", "--device=cpu"
     count, why = gpus if gpus is not None else nvml_lib.cuda_gpus()
     if count:

@@ -15,8 +15,8 @@ from typing import Sequence
 
 from tfbench import errors
 from tfbench.config import flagdefs
-from tfbench.config import params as params_lib
-from tfbench.config.argv import params_of_flags, strip_flags
+from tfbench.config import settings as settings_lib
+from tfbench.config.argv import settings_of_flags, strip_flags
 
 # Flags the sweep sets for every child itself.
 RESERVED_KEYS = ("csv_file", "json_dir", "flagfile")
@@ -132,22 +132,22 @@ def expand_grid(axes: Sequence[Axis], repeats: int = 1, scaling: str = "weak",
         values = {k: v for axis, vals in zip(axes, choice) for k, v in zip(axis.keys, vals)}
         flags = dict(values)
         if scaling == "strong":
-            flags["batch_size"] = str(_strong_batch(params_of_flags(point_flags(base_flags,
+            flags["batch_size"] = str(_strong_batch(settings_of_flags(point_flags(base_flags,
                                                                                 values))))
         combos.append((index, values, flags))
     return [Point(index, repeat, values, flags, point_name(index, values, repeat, repeats))
             for repeat in range(1, repeats + 1) for index, values, flags in combos]
 
 
-def _strong_batch(p: "params_lib.Params") -> int:
+def _strong_batch(p: "settings_lib.Settings") -> int:
     """The per-device batch of a strong-scaling point: its --batch_size is the global batch,
     over the point's micro-batches and devices on one host (a sweep point is one process)."""
-    if not p.batch_size:
+    if not p.schedule.batch_size:
         raise errors.UsageError("--scaling=strong needs --batch_size (the global batch kept "
                                 "fixed) or --sweep=batch_size=...")
     try:
-        return params_lib.per_device_for_global(p.batch_size, params_lib.accum_steps(p),
-                                                params_lib.requested_devices(p), 1)
+        return settings_lib.per_device_for_global(p.schedule.batch_size, p.asks.accum_steps,
+                                                p.asks.devices, 1)
     except errors.UsageError as exc:
         raise errors.UsageError("--scaling=strong: %s" % exc) from None
 
@@ -168,7 +168,7 @@ def child_args(point: Point, base_flags: Sequence[str], csv_path: str,
 def check_point(point: Point, args: Sequence[str]) -> None:
     """UsageError naming the point when its child would refuse `args` (no process started)."""
     try:
-        params_of_flags(args)
+        settings_of_flags(args)
     except errors.UsageError as exc:
         raise errors.UsageError("point %s: %s" % (point.name, exc)) from None
 

@@ -9,8 +9,7 @@ import dataclasses
 from typing import Callable, Optional, Sequence
 
 from tfbench import errors
-from tfbench.config import params as params_lib
-from tfbench.config.argv import params_of_flags
+from tfbench.config.argv import settings_of_flags
 from tfbench.sweep.grid import Point, expand_grid, point_flags, point_name
 from tfbench.sweep.progress import Progress
 from tfbench.sweep.study import PointRecord, Sweep
@@ -147,8 +146,8 @@ def _search_group(sweep: Sweep, group: Point, progress: Progress, start: int, li
 
     search = search_max_batch(probe, start, limit, granularity)
     best = measured.get(search.max_batch) if search.max_batch else None
-    p = params_of_flags(point_flags(sweep.config.base_flags, group.flags))
-    values = {"model": p.model, "precision": params_lib.resolve_precision(p)}
+    p = settings_of_flags(point_flags(sweep.config.base_flags, group.flags))
+    values = {"model": p.workload.model, "precision": p.asks.precision}
     values.update(group.values)  # swept values win, in sweep order after model/precision
     return MaxBatchResult(values, search, best.rows[0] if best else None)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Optional, Sequence
 
-from tfbench.config.argv import params_of_flags
+from tfbench.config.argv import settings_of_flags
 from tfbench.output import csv_out
 from tfbench.sweep.max_batch import MaxBatchResult
 from tfbench.sweep.grid import point_flags
@@ -80,7 +80,8 @@ def study_sections(records: Sequence[PointRecord], config: SweepConfig, knee_pct
     # point's flags, since the base flags alone need not be a run (--saved_model with
     # --sweep=forward_only=true).
     first = records[0].point.flags if records else {}
-    threshold = params_of_flags(point_flags(config.base_flags, first)).unstable_threshold_pct
+    threshold = settings_of_flags(
+        point_flags(config.base_flags, first)).measurement.unstable_threshold_pct
     pairs = [(r.point, row) for r in records for row in r.rows]
     df = load.rows_frame([row for _, row in pairs])
     for key in extra:

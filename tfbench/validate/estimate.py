@@ -20,8 +20,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional, Sequence
 
-from tfbench.config import params as params_lib
 from tfbench.measure import model_table, peak
+from tfbench.config.settings import Settings
 
 # The estimate's constants (seconds; see the module docstring). CPU: measured with resnet50
 # at 64 px on 2 logical devices of an AMD EPYC (2 cores, TensorFlow 2.21; docs/validate.md,
@@ -53,7 +53,7 @@ CONSTANTS_MEASURED = {
            "at 64 px): another CPU differs"}
 
 
-def basis(p: Any, host: Any) -> dict[str, Any]:
+def basis(p: Settings, host: Any) -> dict[str, Any]:
     """What the estimates of benchmark Params `p` on `host` (tfbench.validate.plan.Host) are
     made of (validate.json's `estimate_basis`): the step's estimate and its source, the
     constants per device kind, and whether they were measured (CPU devices) or not (GPUs)."""
@@ -115,16 +115,16 @@ def human_seconds(seconds: float) -> str:
     return "%.1f h" % (seconds / 3600.0)
 
 
-def _model_gflops(p: Any) -> Optional[float]:
+def _model_gflops(p: Settings) -> Optional[float]:
     """Forward GFLOPs per image from the shipped table, scaled by the pixels of another image
     size (a convolutional network's FLOPs grow with them); None for a model it lacks."""
     table, _ = model_table.load()
-    dataset = "cifar10" if (p.data_name or "").startswith("cifar") else "imagenet"
-    found = table.get((p.model, dataset)) or table.get((p.model, "imagenet"))
+    dataset = "cifar10" if (p.data.data_name or "").startswith("cifar") else "imagenet"
+    found = table.get((p.workload.model, dataset)) or table.get((p.workload.model, "imagenet"))
     if found is None:
         return None
     size, _, flops = found
-    scale = (p.image_size / size) ** 2 if p.image_size else 1.0
+    scale = (p.workload.image_size / size) ** 2 if p.workload.image_size else 1.0
     return flops * scale / 1e9
 
 
@@ -137,17 +137,17 @@ class StepEstimate:
     peak_tflops: Optional[float] = None  # the GPU's datasheet peak it was scaled from
 
 
-def step_estimate(p: Any, host: Any) -> StepEstimate:
+def step_estimate(p: Settings, host: Any) -> StepEstimate:
     """One training step's estimate on one device (every device computes its own batch)."""
     gflops = _model_gflops(p)
     if gflops is None:   # a model the table lacks: a stated second per step
         return StepEstimate(1.0, "1 s, a constant for a model without FLOPs in tfbench's table")
-    batch = p.batch_size or BATCH_UNKNOWN
+    batch = p.schedule.batch_size or BATCH_UNKNOWN
     work = 3.0 * gflops * batch / 1e3   # TFLOPs: training = 3 x forward
-    what = "%s's training FLOPs at batch %d" % (p.model, batch)
+    what = "%s's training FLOPs at batch %d" % (p.workload.model, batch)
     found = None
     if host.kind == "gpu":
-        precision = params_lib.resolve_precision(p)
+        precision = p.asks.precision
         found = peak.gpu_peak_tflops(host.device_name, precision) \
             if host.device_name else None
         if found:
@@ -170,18 +170,18 @@ def step_estimate(p: Any, host: Any) -> StepEstimate:
     return StepEstimate(seconds, source, work, found)
 
 
-def step_seconds(p: Any, host: Any) -> float:
+def step_seconds(p: Settings, host: Any) -> float:
     """One training step's estimate on one device (every device computes its own batch)."""
     return step_estimate(p, host).seconds
 
 
-def training_estimate(p: Any, host: Any, checks: Sequence[str], explain: bool,
+def training_estimate(p: Settings, host: Any, checks: Sequence[str], explain: bool,
                       allreduce: bool) -> float:
     """A training child's seconds: start-up, each device's replica of the first step, its
     steps, each device's checks, the explain probes and the all-reduce probe."""
     kind, n = host.kind, host.devices
     step = step_seconds(p, host)
-    steps = (p.num_batches or 100) + params_lib.num_warmup_batches(p)
+    steps = (p.schedule.num_batches or 100) + p.asks.warmup_batches
     seconds = STARTUP_S[kind] + n * REPLICA_S[kind] + steps * step
     per_device = DEVICE_BUILD_S[kind] + sum(CHECK_S[c][kind] for c in checks)
     if "step" in checks:

@@ -30,8 +30,7 @@ import os
 from typing import Any, Optional, Sequence
 
 from tfbench import errors
-from tfbench.config import params as params_lib
-from tfbench.config.argv import params_of_flags, strip_flags
+from tfbench.config.argv import settings_of_flags, strip_flags
 from tfbench.validate import estimate
 from tfbench.validate.estimate import HEALTH_S, REPLICA_S, STARTUP_S, human_seconds
 
@@ -117,7 +116,7 @@ class Plan:
 
     def basis(self) -> dict[str, Any]:
         """What the estimates are made of (validate.json's `estimate_basis`)."""
-        return estimate.basis(params_of_flags(self.flags), self.host)
+        return estimate.basis(settings_of_flags(self.flags), self.host)
 
     def lines(self) -> list[str]:
         """The plan as printed before anything runs."""
@@ -141,9 +140,9 @@ def host_for(flags: Sequence[str], gpus: tuple[int, str], device_name: Optional[
              ) -> tuple[Host, str]:
     """(the Host the benchmark flags `flags` run on, a notice: '' or why the checks run on
     the CPU). `gpus`: (the GPUs CUDA will number, why none), tfbench.measure.nvml.cuda_gpus'."""
-    p = params_of_flags(flags)
-    devices = params_lib.requested_devices(p)
-    if params_lib.cpu_requested(p):
+    p = settings_of_flags(flags)
+    devices = p.asks.devices
+    if p.asks.cpu:
         return Host("cpu", devices), ""
     if gpus[0] == 0:
         return Host("cpu", devices), ("no GPU found (%s): the checks run where TensorFlow "
@@ -155,9 +154,9 @@ def run_key(flags: Sequence[str], host: Host) -> dict[str, Any]:
     """What a baseline must match, as far as the flags and NVML tell before anything runs:
     model, precision, batch_size per device (0: the model's default), num_devices,
     device_kind and device_name (None on CPU devices or when not known)."""
-    p = params_of_flags(flags)
-    return {"model": p.model, "precision": params_lib.resolve_precision(p),
-            "batch_size": p.batch_size, "num_devices": host.devices,
+    p = settings_of_flags(flags)
+    return {"model": p.workload.model, "precision": p.asks.precision,
+            "batch_size": p.schedule.batch_size, "num_devices": host.devices,
             "device_kind": host.kind, "device_name": host.device_name}
 
 
@@ -186,7 +185,7 @@ def benchmark_flags(level: str, flags: Sequence[str], gpus: int
     DEFAULT_FLAGS and the level's steps where not given, --num_gpus=<GPUs NVML sees> on GPUs
     when neither --num_gpus nor --gpu_indices is. UsageError for a flag validate decides or
     one a child would refuse."""
-    p = params_of_flags(flags)
+    p = settings_of_flags(flags)
     for name, why in REFUSED_FLAGS.items():
         if p.is_explicit(name):
             raise errors.UsageError("--%s: %s" % (name, why))
@@ -195,11 +194,11 @@ def benchmark_flags(level: str, flags: Sequence[str], gpus: int
         if not p.is_explicit(name) and not (name == "num_batches" and p.is_explicit(
                 "num_epochs")):
             added.append("--%s=%s" % (name, value))
-    if not params_lib.cpu_requested(p) and gpus > 1 and not p.is_explicit("num_gpus") \
-            and not p.gpu_indices:
+    if not p.asks.cpu and gpus > 1 and not p.is_explicit("num_gpus") \
+            and not p.devices.gpu_indices:
         added.append("--num_gpus=%d" % gpus)
     every = list(flags) + added
-    params_of_flags(every)   # refused here, not by the first child
+    settings_of_flags(every)   # refused here, not by the first child
     return every, added
 
 
@@ -213,8 +212,8 @@ def build(level: str, flags: Sequence[str], host: Host, out_dir: str,
           soak_minutes: Optional[float] = None, added: Sequence[str] = (),
           baseline: Optional[str] = None) -> Plan:
     """The plan of `level` for benchmark flags `flags` (benchmark_flags' result) on `host`."""
-    p = params_of_flags(flags)
-    indices = ["--gpu_indices=%s" % p.gpu_indices] if p.gpu_indices else []
+    p = settings_of_flags(flags)
+    indices = ["--gpu_indices=%s" % p.devices.gpu_indices] if p.devices.gpu_indices else []
     devices_what = "each device alone: its training step, a matmul, a convolution, its " \
                    "gradients"
 
