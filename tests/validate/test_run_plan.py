@@ -1,4 +1,4 @@
-"""A validation's steps run as children (tfbench.validate.runner), driven here by a stand-in
+"""A validation's steps run as children (tfbench.validate.run_plan), driven here by a stand-in
 child without TensorFlow (tests/support/validate_fake_child.py): every step's rows, a child that
 fails, crashes or hangs as one check_failed row while the next step still runs, validate.json
 rewritten after every step, a signal ending the run with what it measured written."""
