@@ -56,7 +56,7 @@ def make_params(values: Mapping[str, Any] | None = None,
             values[name] = tuple(value)
     given = frozenset(explicit) if explicit is not None else frozenset(values)
     params = Params(**values, explicit=given)
-    validate(params)
+    check_flags(params)
     return params
 
 
@@ -82,7 +82,7 @@ def _lr_flags_given(p: "Params") -> list[str]:
             if getattr(p, n) not in (None, 0)]
 
 
-def validate(p: "Params") -> None:
+def check_flags(p: "Params") -> None:
     """Raises UsageError for values and combinations the legacy script rejects (and a few more)."""
     positive = ("batch_size", "eval_batch_size", "num_batches", "num_eval_batches", "num_gpus",
                 "display_every", "image_size")
@@ -142,7 +142,7 @@ def validate(p: "Params") -> None:
                              "--num_epochs_per_decay and --learning_rate_decay_factor must all "
                              "be set")
 
-    _validate_serving(p)
+    _check_serving(p)
     if p.precision == "bf16" and p.use_fp16:
         raise UsageError("--use_fp16 asks for fp16 but --precision=bf16: give only one")
     if p.precision == "fp32" and p.use_fp16:
@@ -164,7 +164,7 @@ def served(p: "Params") -> bool:
     return bool(p.saved_model or p.trt_mode)
 
 
-def _validate_serving(p: "Params") -> None:
+def _check_serving(p: "Params") -> None:
     """--saved_model and --trt_mode serve one model on one device of one process, exported once
     (the device and worker counts the flags do not show are checked in engine/resolved.py)."""
     flag = "--trt_mode" if p.trt_mode else "--saved_model"
@@ -235,7 +235,7 @@ def resolve_precision(p: "Params") -> str:
 
 def run_mode(p: "Params") -> str:
     """training | forward_only | eval | data_only: --data_only wins over --eval and
-    --forward_only (validate refuses --eval with --forward_only)."""
+    --forward_only (check_flags refuses --eval with --forward_only)."""
     if p.data_only:
         return DATA_ONLY
     if p.eval:

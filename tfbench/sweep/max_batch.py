@@ -105,7 +105,7 @@ def group_statuses(results: Sequence[MaxBatchResult]) -> list[str]:
 
 
 # (flag, value for short probes, flags that exclude it): a user's --num_epochs excludes
-# --num_batches (the legacy rule, tfbench.config.params.validate).
+# --num_batches (the legacy rule, tfbench.config.params.check_flags).
 PROBE_DEFAULTS = (("num_batches", "2", ("num_epochs",)), ("num_warmup_batches", "1", ()))
 
 
