@@ -1,6 +1,7 @@
 """--eval: evaluate the latest checkpoint of --train_dir (again whenever a new one appears, with
 --eval_interval_secs). The first batch is an untimed cold call; the timed batches are the
-measurement, each evaluation a new one.
+measurement, each evaluation a new one. (`tfbench evaluate`, the GPU evaluation method, is
+tfbench.sweep.evaluation.)
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from tfbench.errors import UsageError, raise_if_stopped
 from tfbench.results import RunResult
 
 
-class EvalRunner(ModeRunner):
+class CheckpointEvalRunner(ModeRunner):
     """The eval step over the restored model (batch norm folded unless --nofold_batch_norm)."""
 
     def run(self, res: RunResult) -> None:
@@ -49,8 +50,8 @@ class EvalRunner(ModeRunner):
                 self.meter.start_repeat(replace=True)
                 self.meter.open_window(new_measurement=True)
                 loop_start = now()
-                self._evaluate(step_fn, images, r.num_batches, res, times=res.step_times,
-                               timed=True)
+                self._run_eval_batches(step_fn, images, r.num_batches, res,
+                                       times=res.step_times, timed=True)
                 wall_time = now() - loop_start
                 self.meter.close_window()
                 self.meter.end_repeat(len(res.step_times), wall_time)
