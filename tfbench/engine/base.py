@@ -103,10 +103,10 @@ class ModeRunner:
 
     # --- model and steps ----------------------------------------------------------------------
     def build_model(self) -> keras.Model:
-        r = self.plan
-        optimizers.set_policy(r.precision)
+        plan = self.plan
+        optimizers.set_policy(plan.precision)
         with variables.scope(self.strategy):
-            return r.spec.build(r.image_size, r.device.data_format)
+            return plan.spec.build(plan.image_size, plan.device.data_format)
 
     def fold_batch_norm(self, model: keras.Model,
                         res: RunResult) -> Optional[fold_bn.FoldedModel]:
@@ -126,14 +126,14 @@ class ModeRunner:
         return folding
 
     def step_config(self, mode: str) -> steps.StepConfig:
-        p, r = self.p, self.plan
+        p, plan = self.p, self.plan
         return steps.StepConfig(
-            num_label_classes=r.spec.num_classes - 1, weight_decay=p.learning.weight_decay,
-            loss_scaling=r.loss_scaling, loss_scale=r.loss_scale,
+            num_label_classes=plan.spec.num_classes - 1, weight_decay=p.learning.weight_decay,
+            loss_scaling=plan.loss_scaling, loss_scale=plan.loss_scale,
             # The run's micro-batches; an evaluation step during training has none.
-            accum_steps=r.accum_steps if mode == TRAINING else 1,
-            compute_accuracy=r.step_accuracy(mode),
-            jit_compile=r.xla, fast_paths=step_fast_paths(r))
+            accum_steps=plan.accum_steps if mode == TRAINING else 1,
+            compute_accuracy=plan.step_accuracy(mode),
+            jit_compile=plan.xla, fast_paths=step_fast_paths(plan))
 
     def serve(self, model: keras.Model, res: RunResult, batch: int, from_iterator: bool,
               train: bool) -> StepFn:
@@ -167,12 +167,12 @@ class ModeRunner:
                  count: int = 1) -> tf.data.Dataset:
         """Input pipeline `index` of `count`: batches of batch_size from its part of the data."""
         from tfbench import data
-        r = self.plan
+        plan = self.plan
         # The private pool's size as resolved (the legacy default on GPUs; 0: shared threads).
-        p = self.p.with_flags(datasets_num_private_threads=r.input_threads or 0)
-        return data.make_dataset(p, dataset_name=r.spec.dataset, image_size=r.image_size,
+        p = self.p.with_flags(datasets_num_private_threads=plan.input_threads or 0)
+        return data.make_dataset(p, dataset_name=plan.spec.dataset, image_size=plan.image_size,
                                  batch_size=batch_size, train=train,
-                                 dtype=optimizers.compute_dtype(r.precision),
+                                 dtype=optimizers.compute_dtype(plan.precision),
                                  shard=data.Shard(index, count))
 
     def inputs(self, batch_per_replica: int, train: bool) -> tuple[Any, bool]:
@@ -196,11 +196,11 @@ class ModeRunner:
         legacy script times it, and says so once."""
         if np.all(np.isfinite(out[:2])):
             return
-        r = self.plan
+        plan = self.plan
         what = "Loss became %s at %s of %s (%s, batch %d)" % (
-            "NaN" if np.isnan(out[:2]).any() else "Inf", where, r.spec.name, r.precision,
-            r.batch_size)
-        if r.real_data:
+            "NaN" if np.isnan(out[:2]).any() else "Inf", where, plan.spec.name, plan.precision,
+            plan.batch_size)
+        if plan.real_data:
             raise NanLoss("%s: use loss scaling (--fp16_enable_auto_loss_scale) or a lower "
                           "learning rate (--init_learning_rate)" % what)
         if not self._nonfinite_said:

@@ -20,10 +20,10 @@ class CheckpointEvalRunner(ModeRunner):
     """The eval step over the restored model (batch norm folded unless --nofold_batch_norm)."""
 
     def run(self, res: RunResult) -> None:
-        p, r, log, now = self.p, self.plan, self.log, self.clock.perf_counter
+        p, plan, log, now = self.p, self.plan, self.log, self.clock.perf_counter
         log.generating_evaluation_model()
         model = self.model = self.build_model()
-        images, from_iterator = self.inputs(r.eval_batch_size, train=False)
+        images, from_iterator = self.inputs(plan.eval_batch_size, train=False)
         folding = self.fold_batch_norm(model, res)
         served = params_lib.served(p)
         step_fn = None if served else steps.Steps(
@@ -41,7 +41,7 @@ class CheckpointEvalRunner(ModeRunner):
                 log.checkpoint_loaded(path)
                 if served:   # one checkpoint (config.params refuses --eval_interval_secs)
                     step_fn = self.serve(folding.model if folding else model, res,
-                                         r.eval_batch_size, from_iterator, False)
+                                         plan.eval_batch_size, from_iterator, False)
                     model = folding = None   # the served copy is the one kept
                 if not res.warmup_times:
                     self._cold_call(step_fn, images, res)
@@ -50,7 +50,7 @@ class CheckpointEvalRunner(ModeRunner):
                 self.meter.start_repeat(replace=True)
                 self.meter.open_window(new_measurement=True)
                 loop_start = now()
-                self._run_eval_batches(step_fn, images, r.num_batches, res,
+                self._run_eval_batches(step_fn, images, plan.num_batches, res,
                                        times=res.step_times, timed=True)
                 wall_time = now() - loop_start
                 self.meter.close_window()

@@ -19,32 +19,32 @@ class DataOnlyRunner(ModeRunner):
     """Batches read from this process's pipeline without tf.distribute and without a model."""
 
     def run(self, res: RunResult) -> None:
-        p, r, log, now = self.p, self.plan, self.log, self.clock.perf_counter
+        p, plan, log, now = self.p, self.plan, self.log, self.clock.perf_counter
         log.generating_input_pipeline()
-        iterator = iter(self.dataset(r.batch_size, train=True))
+        iterator = iter(self.dataset(plan.batch_size, train=True))
         log.warmup_started()
-        log.step_progress("warmup", 0, r.num_warmup)
+        log.step_progress("warmup", 0, plan.num_warmup)
         warm_start = now()
-        for i in range(r.num_warmup):
+        for i in range(plan.num_warmup):
             t0 = now()
             next(iterator)
             res.warmup_times.append(now() - t0)
             raise_if_stopped()
-            log.step_progress("warmup", i + 1, r.num_warmup)
-        res.warmup_sec = now() - warm_start if r.num_warmup else None
+            log.step_progress("warmup", i + 1, plan.num_warmup)
+        res.warmup_sec = now() - warm_start if plan.num_warmup else None
         log.warmup_done()
         self.meter.steady_state()
         log.steps_started(p.measurement.loss_type_to_report, False)
-        log.step_progress("timed", 0, r.num_batches)
+        log.step_progress("timed", 0, plan.num_batches)
         self.meter.start_repeat()
         self.meter.open_window(new_measurement=True)
         wall_time = 0.0
-        for i, interval in enumerate(diagnose.arrival_intervals(iterator, r.num_batches, now)):
+        for i, interval in enumerate(diagnose.arrival_intervals(iterator, plan.num_batches, now)):
             res.step_times.append(interval)
             wall_time += interval
             self.meter.timed(len(res.step_times), wall_time)
             raise_if_stopped()
-            log.step_progress("timed", i + 1, r.num_batches)
+            log.step_progress("timed", i + 1, plan.num_batches)
             if should_display(i, p.measurement.display_every):
                 mean, pm, jitter = self.step_stats(res, res.step_times,
                                                    p.measurement.display_perf_ewma)

@@ -143,14 +143,14 @@ class Serving:
 
         calibration_batches: a fresh iterable of the run's (images, labels) batches or images
         (--trt_mode=INT8 on real data); synthetic runs calibrate on synthetic batches."""
-        p, r, now = self.p, self.plan, self.clock
-        dtype = _input_dtype(r.precision)
-        device = r.device.names[0]
-        check = steps.synthetic_images(strategy, batch, r.image_size, dtype, seed=CHECK_SEED)
+        p, plan, now = self.p, self.plan, self.clock
+        dtype = _input_dtype(plan.precision)
+        device = plan.device.names[0]
+        check = steps.synthetic_images(strategy, batch, plan.image_size, dtype, seed=CHECK_SEED)
         exported = os.path.join(self.directory, EXPORT_SUBDIR)
         res.extra["serving_path"] = "tftrt" if p.mode.trt_mode else "saved_model"
         start = now()
-        export(model, exported, r.image_size, dtype, jit_compile=r.xla)
+        export(model, exported, plan.image_size, dtype, jit_compile=plan.xla)
         res.extra["export_sec"] = now() - start
         served = exported
         if p.mode.trt_mode:
@@ -166,23 +166,23 @@ class Serving:
             got = signature(**{INPUT_NAME: check})[OUTPUT_NAME].numpy().astype(np.float32)
             want = np.asarray(model(check, training=False)).astype(np.float32)
         res.extra["served_max_abs_diff"] = float(np.max(np.abs(got - want)))
-        return ServedStep(signature, device, from_iterator, r.spec.num_classes - 1,
+        return ServedStep(signature, device, from_iterator, plan.spec.num_classes - 1,
                           p.workload.tf_random_seed % 2**32)
 
     def _convert(self, exported: str, served: str, res: RunResult, check: tf.Tensor,
                  strategy: tf.distribute.Strategy, batch: int, dtype: str,
                  calibration_batches: Optional[Callable[[], Any]]) -> None:
-        p, r = self.p, self.plan
+        p, plan = self.p, self.plan
         res.extra["trt_mode"] = p.mode.trt_mode
         res.extra["tensorrt_version"] = tensorrt.version_text(tensorrt.read().loaded)
         calibration = None
         if p.mode.trt_mode == "INT8":
             res.extra["trt_calibration_batches"] = p.mode.trt_calibration_batches
             calibration = _calibration_input(p.mode.trt_calibration_batches, calibration_batches,
-                                             strategy, batch, r.image_size, dtype,
+                                             strategy, batch, plan.image_size, dtype,
                                              p.workload.tf_random_seed)
         try:
-            with tf.device(r.device.names[0]):
+            with tf.device(plan.device.names[0]):
                 conversion = tftrt.convert(
                     exported, served, precision_mode=p.mode.trt_mode,
                     max_workspace_size_bytes=p.mode.trt_max_workspace_size_bytes,
@@ -202,7 +202,7 @@ class Serving:
         if not counts.segments:
             self.notices.append(
                 "TF-TRT made no TensorRT segment of %s (%s): the timed steps run all %d ops of "
-                "the converted graph in TensorFlow" % (r.spec.name, p.mode.trt_mode,
+                "the converted graph in TensorFlow" % (plan.spec.name, p.mode.trt_mode,
                                                        counts.ops_in_tensorflow))
         elif conversion.engines < counts.segments:
             self.notices.append(
@@ -210,7 +210,7 @@ class Serving:
                 "warm-up: TensorRT failed to build the others (TensorFlow's log says why), "
                 "whose ops the timed steps run in TensorFlow"
                 % (conversion.engines, "" if conversion.engines == 1 else "s", counts.segments,
-                   r.spec.name, p.mode.trt_mode))
+                   plan.spec.name, p.mode.trt_mode))
 
 
 def _input_dtype(precision: str) -> str:

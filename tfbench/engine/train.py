@@ -71,14 +71,14 @@ class TrainRunner(ModeRunner):
 
     def setup(self, res: RunResult) -> Setup:
         """Builds the model, the optimizer, the steps and their inputs; opens --train_dir."""
-        p, r, log = self.p, self.plan, self.log
-        training = r.mode == TRAINING
+        p, plan, log = self.p, self.plan, self.log
+        training = plan.mode == TRAINING
         log.generating_training_model()
         model = self.build_model()
         optimizer = None
         with variables.scope(self.strategy):
             if training:
-                optimizer = make_optimizer(p, r, lambda text: self.record_notice(res, text))
+                optimizer = make_optimizer(p, plan, lambda text: self.record_notice(res, text))
                 optimizer.build(model.trainable_variables)
         folding = None if training else self.fold_batch_norm(model, res)
         if folding is not None:
@@ -87,19 +87,19 @@ class TrainRunner(ModeRunner):
             model = folding.model
         self.model = model
         if p.asks.served:   # forward-only (config.params refuses training)
-            inputs, from_iterator = self.inputs(r.batch_size, train=True)
+            inputs, from_iterator = self.inputs(plan.batch_size, train=True)
             log.initializing()
-            step_fn = self.serve(model, res, r.batch_size, from_iterator, True)
+            step_fn = self.serve(model, res, plan.batch_size, from_iterator, True)
             return Setup(model=None, optimizer=None, step_fn=step_fn, inputs=inputs)
-        builder = steps.Steps(model, optimizer, self.strategy, self.step_config(r.mode))
-        inputs, from_iterator = self.inputs(r.batch_size * r.accum_steps, train=True)
+        builder = steps.Steps(model, optimizer, self.strategy, self.step_config(plan.mode))
+        inputs, from_iterator = self.inputs(plan.batch_size * plan.accum_steps, train=True)
         setup = Setup(model=model, optimizer=optimizer,
                       step_fn=builder.train_step(from_iterator) if training
                       else builder.forward_step(from_iterator), inputs=inputs)
-        if r.train_and_eval:
+        if plan.train_and_eval:
             log.generating_evaluation_model()
             eval_builder = steps.Steps(model, None, self.strategy, self.step_config("eval"))
-            setup.eval_inputs, eval_iter = self.inputs(r.eval_batch_size, train=False)
+            setup.eval_inputs, eval_iter = self.inputs(plan.eval_batch_size, train=False)
             setup.eval_fn = eval_builder.eval_step(eval_iter)
         log.initializing()
         if training and p.outputs.train_dir:
@@ -109,23 +109,23 @@ class TrainRunner(ModeRunner):
         return setup
 
     def run(self, res: RunResult) -> None:
-        p, r, log, now = self.p, self.plan, self.log, self.clock.perf_counter
-        training = r.mode == TRAINING
+        p, plan, log, now = self.p, self.plan, self.log, self.clock.perf_counter
+        training = plan.mode == TRAINING
         s = self.setup(res)
         checkpoints = Checkpoints(p, s.train_dir.manager, s.optimizer, s.train_dir.scratch_dir)
 
         log.warmup_started()
-        log.step_progress("warmup", 0, r.num_warmup)
+        log.step_progress("warmup", 0, plan.num_warmup)
         warm_start = now()
-        for i in range(r.num_warmup):
+        for i in range(plan.num_warmup):
             t0 = now()
             out = s.step_fn(s.inputs).numpy()
             res.warmup_times.append(now() - t0)
             raise_if_stopped()
             self._check_finite(out, "warm-up", res)
             checkpoints.maybe_save()
-            log.step_progress("warmup", i + 1, r.num_warmup)
-        res.warmup_sec = now() - warm_start if r.num_warmup else None
+            log.step_progress("warmup", i + 1, plan.num_warmup)
+        res.warmup_sec = now() - warm_start if plan.num_warmup else None
         res.first_step_sec = res.warmup_times[0] if res.warmup_times else None
         if p.measurement.trace_file:
             self._trace(s, res)
@@ -134,24 +134,24 @@ class TrainRunner(ModeRunner):
 
         # --num_batches is a global-step target when resuming (legacy: num_batches -
         # init_global_step // num_workers where every worker's update counts).
-        num_timed = max(r.num_batches - s.train_dir.init_global_step // r.iterations_per_step,
+        num_timed = max(plan.num_batches - s.train_dir.init_global_step // plan.iterations_per_step,
                         0)
-        for run in range(r.num_runs):
+        for run in range(plan.num_runs):
             if run:
                 if p.schedule.cooldown_secs:
                     self.clock.sleep(p.schedule.cooldown_secs)
-                log.repeat_started(run + 1, r.num_runs)
+                log.repeat_started(run + 1, plan.num_runs)
             self._timed_loop(s, res, num_timed, checkpoints, new_measurement=run == 0)
             # Each repeat's own wall time: its total images/sec is recomputable from the JSON.
             res.extra.setdefault("wall_time_runs", []).append(self.meter.repeats[-1].wall_time)
         if training and s.train_dir.manager is not None:
             checkpoints.save(checkpoints.global_step())
-        if r.train_and_eval:
+        if plan.train_and_eval:
             log.training_done()
             if not res.stopped_early:
                 log.evaluation_started(checkpoints.global_step(), final=True)
                 with self.meter.evaluation():
-                    self._run_eval_batches(s.eval_fn, s.eval_inputs, r.num_eval_batches, res)
+                    self._run_eval_batches(s.eval_fn, s.eval_inputs, plan.num_eval_batches, res)
 
     def _timed_loop(self, s: Setup, res: RunResult, num_timed: int, checkpoints: Checkpoints,
                     new_measurement: bool = True) -> None:
@@ -163,12 +163,12 @@ class TrainRunner(ModeRunner):
         Step line every --display_every steps) counts in total images/sec but not in the step
         times (latency, steady state); it is kept to a few statements, and its total is
         recorded (between_steps_sec) so the console can say how large it was."""
-        p, r, log, now = self.p, self.plan, self.log, self.clock.perf_counter
-        training = r.mode == TRAINING
-        with_acc = r.step_accuracy(r.mode)
+        p, plan, log, now = self.p, self.plan, self.log, self.clock.perf_counter
+        training = plan.mode == TRAINING
+        with_acc = plan.step_accuracy(plan.mode)
         log.steps_started(p.measurement.loss_type_to_report, with_acc)
-        loss_index = r.loss_index
-        eval_due = eval_steps_during_training(p, r) if r.train_and_eval else set()
+        loss_index = plan.loss_index
+        eval_due = eval_steps_during_training(p, plan) if plan.train_and_eval else set()
         times: list[float] = []
         out = None
         paused = 0.0
@@ -214,7 +214,7 @@ class TrainRunner(ModeRunner):
                 log.evaluation_started(checkpoints.global_step(), final=False)
                 with self.meter.evaluation():
                     top_1 = self._run_eval_batches(s.eval_fn, s.eval_inputs,
-                                                   r.num_eval_batches, res)
+                                                   plan.num_eval_batches, res)
                 self.meter.open_window(new_measurement=False)
                 paused += now() - pause
                 if p.mode.stop_at_top_1_accuracy and top_1 >= p.mode.stop_at_top_1_accuracy:
@@ -232,17 +232,17 @@ class TrainRunner(ModeRunner):
         self.step_stats(res, times, p.measurement.display_perf_ewma)
 
     def _write_summaries(self, s: Setup, out: np.ndarray, global_step: int) -> None:
-        p, r, writer = self.p, self.plan, s.train_dir.summary_writer
+        p, plan, writer = self.p, self.plan, s.train_dir.summary_writer
         if writer is None or global_step % p.measurement.save_summaries_steps:
             return
         with writer.as_default(step=global_step):
             opt = s.optimizer
             inner = getattr(opt, "inner_optimizer", opt)
             tf.summary.scalar("learning_rate", inner.learning_rate)
-            tf.summary.scalar(p.measurement.loss_type_to_report, float(out[r.loss_index]))
+            tf.summary.scalar(p.measurement.loss_type_to_report, float(out[plan.loss_index]))
             if hasattr(opt, "dynamic_scale"):
                 tf.summary.scalar("loss_scale", opt.dynamic_scale)
-            if r.step_accuracy(TRAINING):   # (summaries are training's)
+            if plan.step_accuracy(TRAINING):   # (summaries are training's)
                 tf.summary.scalar("top_1_accuracy", float(out[2]))
                 tf.summary.scalar("top_5_accuracy", float(out[3]))
             if p.measurement.summary_verbosity >= 2:
