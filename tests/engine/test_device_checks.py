@@ -4,6 +4,7 @@ and off again, the runs it refuses, and a run on one device (in this process) wi
 fails and an op without a deterministic kernel. A slow device and a wrong one on logical devices
 are found in test_explain_injected.py."""
 
+import dataclasses
 import json
 import math
 import os
@@ -15,7 +16,7 @@ from tensorflow.python.framework import config as tf_config
 
 from helpers import run_inprocess
 from tfbench.config.argv import parse_settings
-from tfbench.engine import device_checks, resolved as resolved_lib
+from tfbench.engine import actions, device_checks, resolved as resolved_lib
 from tfbench.errors import UsageError
 from tfbench.measure import agreement, peak
 
@@ -135,17 +136,33 @@ def test_op_determinism_is_on_inside_and_as_before_after():
     (resolved_lib.DATA_ONLY, "not in data-only mode (drop --data_only)")])
 def test_only_training_runs_have_device_checks(mode, message):
     p = parse_settings(["tfbench", "--device=cpu", "--validate_devices"])
+    facts = dataclasses.replace(resolved_lib.read_facts(p), mode=mode)
     with pytest.raises(UsageError) as caught:
-        resolved_lib._validate_devices_applies(p, mode, False)
+        device_checks.refuse_options(p, facts)
     assert str(caught.value) == ("--validate_devices checks each device's training step and "
                                  "gradients: " + message)
 
 
 def test_diagnose_input_runs_probes_of_its_own():
     p = parse_settings(["tfbench", "--device=cpu", "--validate_devices", "--diagnose_input"])
+    facts = resolved_lib.read_facts(p.with_flags(diagnose_input=False))  # (it needs data)
     with pytest.raises(UsageError, match="^--validate_devices and --diagnose_input each run "
                                          "their own probes after a run: give one of them$"):
-        resolved_lib._validate_devices_applies(p, resolved_lib.TRAINING, False)
+        device_checks.refuse_options(p, facts)
+
+
+def test_the_controller_of_a_parameter_server_run_has_no_steps_to_check():
+    p = parse_settings(["tfbench", "--device=cpu", "--validate_devices"])
+    facts = dataclasses.replace(resolved_lib.read_facts(p), parameter_server=True)
+    with pytest.raises(UsageError, match="^--validate_devices checks the devices of the process "
+                                         "that runs the steps: with --ps_hosts"):
+        device_checks.refuse_options(p, facts)
+    p = parse_settings(["tfbench", "--device=cpu", "--num_gpus=2",
+                        "--validate_allreduce_json=ar.json"])
+    facts = dataclasses.replace(resolved_lib.read_facts(p), parameter_server=True)
+    with pytest.raises(UsageError, match="^--validate_allreduce_json: with --ps_hosts the "
+                                         "workers run the steps"):
+        actions.check_options(p, facts)
 
 
 # --- a run on one device ---------------------------------------------------------------------
@@ -244,7 +261,7 @@ def test_a_failure_outside_any_one_device_ends_the_checks_and_keeps_the_run(tmp_
     assert not tf_config.is_op_determinism_enabled()
 
 
-# --- which checks run, and the all-reduce file (tfbench.engine.resolved refuses) --------------
+# --- which checks run, and the all-reduce file (each action refuses its own options) ---------
 @pytest.mark.parametrize("flags, message", [
     (["--validate_devices", "--validate_device_checks=kernels,speed"],
      "--validate_device_checks=kernels,speed: give one or more of step,kernels,numeric"),
@@ -261,8 +278,9 @@ def test_a_failure_outside_any_one_device_ends_the_checks_and_keeps_the_run(tmp_
      % os.path.abspath("no/such"))])
 def test_the_validate_options_that_cannot_apply_are_refused(flags, message):
     p = parse_settings(["tfbench", "--device=cpu", "--model=trivial"] + flags)
+    facts = resolved_lib.read_facts(p)        # what the run is, then what its probes refuse
     with pytest.raises(UsageError) as caught:
-        resolved_lib.resolve(p)
+        actions.check_options(p, facts)
     assert str(caught.value) == message
 
 

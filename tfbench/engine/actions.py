@@ -5,19 +5,20 @@ whether it applies to the run as built and then runs (TensorFlow Model Garden's
 engine.runner.run reads as: resolve, build, warm up, time, finish the figures, run the actions.
 A new probe is one module and one entry here. The probes change none of the run's own figures:
 they add theirs to RunResult.extra, and they share each device's one-device step (DeviceSteps),
-built when the first of them asks. The options a probe takes are refused before anything runs
-(engine.resolved), so an action that applies can run.
+built when the first of them asks. The options a probe takes are its own to refuse: each action's
+`refuse` runs right after the run's facts are read (check_options), before the header, the
+devices or the strategy, so an action that applies can run.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Callable, Optional
 
 from tfbench.distribute.strategy import BuiltStrategy
 from tfbench.engine import allreduce_run, device_checks, explain
 from tfbench.engine.base import ModeRunner
-from tfbench.engine.resolved import Resolved
+from tfbench.engine.resolved import Facts, Resolved
 from tfbench.engine.runlog import RunLog
 from tfbench.results import RunResult
 from tfbench.config.settings import Settings
@@ -27,7 +28,7 @@ from tfbench.config.settings import Settings
 class Context:
     """What an action reads: the run's settings and plan, its strategy, its runner (model,
     steps, devices), its result and log, and the device steps the actions share."""
-    p: Any
+    p: Settings
     plan: Resolved
     sp: BuiltStrategy
     runner: ModeRunner
@@ -41,6 +42,8 @@ class Action:
     name: str                               # the flag that asks for it
     applies: Callable[[Context], bool]
     run: Callable[[Context], None]
+    # Refuses (UsageError) the options it cannot apply to this run; None: it takes any.
+    refuse: Optional[Callable[[Settings, Facts], None]] = None
 
 
 ACTIONS: tuple[Action, ...] = (
@@ -51,13 +54,23 @@ ACTIONS: tuple[Action, ...] = (
     # Each device alone, for tfbench validate (docs/validate.md).
     Action("validate_devices",
            lambda c: bool(c.p.measurement.validate_devices),
-           lambda c: device_checks.check(c.runner, c.res, c.shared, c.log)),
+           lambda c: device_checks.check(c.runner, c.res, c.shared, c.log),
+           device_checks.refuse_options),
     # The run's all-reduce alone over sizes, for tfbench validate.
     Action("validate_allreduce_json",
            lambda c: bool(c.p.measurement.validate_allreduce_json),
            lambda c: allreduce_run.after_run(c.runner, c.sp, c.res,
-                                             c.p.measurement.validate_allreduce_json, c.log)),
+                                             c.p.measurement.validate_allreduce_json, c.log),
+           allreduce_run.refuse_options),
 )
+
+
+def check_options(p: Settings, facts: Facts, actions: tuple[Action, ...] = ACTIONS) -> None:
+    """Every action refuses (UsageError) the options it cannot apply to a run of these facts,
+    whether or not it applies: a probe's option given without it is refused too."""
+    for action in actions:
+        if action.refuse is not None:
+            action.refuse(p, facts)
 
 
 def run_all(p: Settings, plan: Resolved, sp: BuiltStrategy, runner: ModeRunner, res: RunResult,

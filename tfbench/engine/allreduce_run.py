@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from typing import Any, Optional
 
 import tensorflow as tf
@@ -28,6 +29,7 @@ from tfbench.distribute import allreduce_probe, strategies
 from tfbench.distribute.strategy import BuiltStrategy
 from tfbench.engine import explain
 from tfbench.engine.base import ModeRunner
+from tfbench.engine.resolved import TRAINING, Facts
 from tfbench.engine.runlog import RunLog, SilentLog
 from tfbench.errors import raise_if_stopped
 from tfbench.measure import memory as memory_lib
@@ -256,3 +258,25 @@ def after_run(runner: ModeRunner, sp: BuiltStrategy, res: RunResult, path: str,
                                   "stand" % data["error"])
     with open(path, "w") as handle:
         json.dump(data, handle, indent=1)
+
+
+def refuse_options(p: Settings, facts: Facts) -> None:
+    """Refuses (UsageError), before anything runs, --validate_allreduce_json where the run has
+    no all-reduce of its own to time or its file cannot be written."""
+    path = p.measurement.validate_allreduce_json
+    if not path:
+        return
+    if facts.mode != TRAINING:
+        raise errors.UsageError("--validate_allreduce_json times the training run's all-reduce: "
+                                "not in %s mode" % facts.mode.replace("_", "-"))
+    if facts.device.num_devices * facts.num_workers < 2:
+        raise errors.UsageError("--validate_allreduce_json: one device has no all-reduce to time "
+                                "(give --num_gpus=N, N > 1)")
+    if facts.parameter_server:
+        raise errors.UsageError("--validate_allreduce_json: with --ps_hosts the workers run the "
+                                "steps, not the controller; time the all-reduce with `tfbench "
+                                "allreduce`")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise errors.UsageError("--validate_allreduce_json=%s: the folder %s does not exist"
+                                % (path, folder))

@@ -35,11 +35,12 @@ from tfbench import errors
 from tfbench.config.flagdefs import DEVICE_CHECKS
 from tfbench.engine import explain, optimizers, steps
 from tfbench.engine.base import ModeRunner
-from tfbench.engine.resolved import TRAINING
+from tfbench.engine.resolved import DATA_ONLY, EVAL, FORWARD_ONLY, TRAINING, Facts
 from tfbench.engine.runlog import RunLog, SilentLog
 from tfbench.errors import raise_if_stopped
 from tfbench.measure import agreement, peak, stats
 from tfbench.results import RunResult
+from tfbench.config.settings import Settings
 
 KERNEL_REPEATS, KERNEL_WARMUP = 10, 2
 # The kernels' sizes on CPU devices, small: logical CPU devices share the host's cores. GPUs
@@ -317,3 +318,32 @@ def summarise(entries: list[dict], res: RunResult) -> None:
         res.extra["devices_differing"] = sum(not e["agrees"] for e in compared)
         diffs = [e["max_rel_diff"] for e in compared]
         res.extra["max_grad_rel_diff"] = None if None in diffs else max(diffs)
+
+
+def refuse_options(p: Settings, facts: Facts) -> None:
+    """Refuses (UsageError), before anything runs, --validate_devices where the run has no
+    training step of its own to check and --validate_device_checks it cannot apply."""
+    given = p.measurement.validate_device_checks
+    if p.is_explicit("validate_device_checks"):
+        unknown = [c for c in given if c not in DEVICE_CHECKS]
+        if unknown or not given:
+            raise errors.UsageError("--validate_device_checks=%s: give one or more of %s"
+                                    % (",".join(given), ",".join(DEVICE_CHECKS)))
+        if not p.measurement.validate_devices:
+            raise errors.UsageError("--validate_device_checks chooses --validate_devices' "
+                                    "checks: add --validate_devices")
+    if not p.measurement.validate_devices:
+        return
+    if facts.mode != TRAINING:
+        raise errors.UsageError(
+            "--validate_devices checks each device's training step and gradients: not in %s "
+            "mode (drop --%s)" % (facts.mode.replace("_", "-"), {
+                FORWARD_ONLY: "forward_only", EVAL: "eval", DATA_ONLY: "data_only"}[facts.mode]))
+    if p.mode.diagnose_input:
+        raise errors.UsageError("--validate_devices and --diagnose_input each run their own "
+                                "probes after a run: give one of them")
+    if facts.parameter_server:
+        raise errors.UsageError(
+            "--validate_devices checks the devices of the process that runs the steps: with "
+            "--ps_hosts the workers run them, not the controller (nor a ps task); validate each "
+            "worker's host in a run of its own")

@@ -292,9 +292,6 @@ def read_facts(p: Settings) -> Facts:
     if accum > 1:
         notices.append("Gradient accumulation: %d micro-batches of %d per device per update "
                        "(%d images per device per step)" % (accum, batch, accum * batch))
-    if p.measurement.validate_devices:
-        _validate_devices_applies(p, mode, parameter_server)
-    _validate_options(p, mode, device_set.num_devices * num_workers, parameter_server)
     if train_and_eval and p.schedule.num_runs > 1:
         raise UsageError("--num_runs cannot be combined with --eval_during_training_*")
     num_runs = 1 if mode == EVAL else p.schedule.num_runs
@@ -429,53 +426,6 @@ def eval_batches(p: Settings, eval_global_batch: int, eval_examples: int) -> int
         p = p.with_flags(num_batches=p.schedule.num_eval_batches,
                          num_epochs=p.schedule.num_eval_epochs)
     return settings_lib.num_batches_and_epochs(p, eval_global_batch, eval_examples)[0]
-
-
-def _validate_devices_applies(p: Settings, mode: str, parameter_server: bool) -> None:
-    """--validate_devices checks the training step on the devices of this process; refuses
-    (UsageError) the runs that have none to check."""
-    if mode != TRAINING:
-        raise UsageError("--validate_devices checks each device's training step and gradients: "
-                         "not in %s mode (drop --%s)" % (mode.replace("_", "-"), {
-                             FORWARD_ONLY: "forward_only", EVAL: "eval",
-                             DATA_ONLY: "data_only"}[mode]))
-    if p.mode.diagnose_input:
-        raise UsageError("--validate_devices and --diagnose_input each run their own probes "
-                         "after a run: give one of them")
-    if parameter_server:
-        raise UsageError("--validate_devices checks the devices of the process that runs the "
-                         "steps: with --ps_hosts the workers run them, not the controller (nor "
-                         "a ps task); validate each worker's host in a run of its own")
-
-
-def _validate_options(p: Settings, mode: str, devices: int, parameter_server: bool) -> None:
-    """Refuses (UsageError) --validate_device_checks and --validate_allreduce_json where they
-    cannot apply."""
-    if p.is_explicit("validate_device_checks"):
-        unknown = [c for c in p.measurement.validate_device_checks
-                   if c not in flagdefs.DEVICE_CHECKS]
-        if unknown or not p.measurement.validate_device_checks:
-            raise UsageError("--validate_device_checks=%s: give one or more of %s" % (
-                ",".join(p.measurement.validate_device_checks), ",".join(flagdefs.DEVICE_CHECKS)))
-        if not p.measurement.validate_devices:
-            raise UsageError("--validate_device_checks chooses --validate_devices' checks: "
-                             "add --validate_devices")
-    if not p.measurement.validate_allreduce_json:
-        return
-    if mode != TRAINING:
-        raise UsageError("--validate_allreduce_json times the training run's all-reduce: not "
-                         "in %s mode" % mode.replace("_", "-"))
-    if devices < 2:
-        raise UsageError("--validate_allreduce_json: one device has no all-reduce to time "
-                         "(give --num_gpus=N, N > 1)")
-    if parameter_server:
-        raise UsageError("--validate_allreduce_json: with --ps_hosts the workers run the "
-                         "steps, not the controller; time the all-reduce with `tfbench "
-                         "allreduce`")
-    folder = os.path.dirname(os.path.abspath(p.measurement.validate_allreduce_json))
-    if not os.path.isdir(folder):
-        raise UsageError("--validate_allreduce_json=%s: the folder %s does not exist"
-                         % (p.measurement.validate_allreduce_json, folder))
 
 
 def eval_steps_during_training(p: Settings, r: Resolved) -> set[int]:

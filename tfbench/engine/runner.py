@@ -48,6 +48,7 @@ def run(p: Settings, log: RunLog = SilentLog(), result: Optional[RunResult] = No
         clock: Clock = Clock()) -> RunResult:
     """Runs the benchmark, filling `result` as it goes (partial results survive errors)."""
     facts = read_facts(p)
+    actions.check_options(p, facts)   # the probes refuse what they cannot apply
     res = result or RunResult()
     describe(p, facts, res)
     plan = _plan_before_strategy(p, facts, res)
