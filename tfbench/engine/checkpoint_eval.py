@@ -7,7 +7,6 @@ tfbench.sweep.evaluation.)
 from __future__ import annotations
 
 
-from tfbench.config import params as params_lib
 from tfbench.engine import steps
 from tfbench.engine.base import ModeRunner, StepFn
 from tfbench.engine import checkpoints
@@ -25,15 +24,15 @@ class CheckpointEvalRunner(ModeRunner):
         model = self.model = self.build_model()
         images, from_iterator = self.inputs(plan.eval_batch_size, train=False)
         folding = self.fold_batch_norm(model, res)
-        served = params_lib.served(p)
+        served = p.asks.served
         step_fn = None if served else steps.Steps(
             folding.model if folding else model, None, self.strategy,
             self.step_config("eval")).eval_step(from_iterator)
         evaluated = None
         while True:
-            path = latest_checkpoint(p.train_dir)
+            path = latest_checkpoint(p.outputs.train_dir)
             if path is None:
-                raise UsageError("Checkpoint not found in %s" % p.train_dir)
+                raise UsageError("Checkpoint not found in %s" % p.outputs.train_dir)
             if path != evaluated:
                 checkpoints.restore(path, model)
                 if folding is not None:
@@ -59,9 +58,9 @@ class CheckpointEvalRunner(ModeRunner):
                     res.between_steps_sec = wall_time - sum(res.step_times)
                     self.step_stats(res, res.step_times, None)
                 evaluated = path
-            if not p.eval_interval_secs:
+            if not p.mode.eval_interval_secs:
                 break
-            self.clock.sleep(p.eval_interval_secs)
+            self.clock.sleep(p.mode.eval_interval_secs)
 
     def _cold_call(self, step_fn: StepFn, inputs, res: RunResult) -> None:
         """One untimed eval batch before the first timed one, as training's warm-up: the first
@@ -75,6 +74,5 @@ class CheckpointEvalRunner(ModeRunner):
         step_fn(inputs).numpy()
         res.warmup_times.append(now() - start)
         res.first_step_sec = res.warmup_sec = res.warmup_times[0]
-        res.num_warmup_batches = len(res.warmup_times)
         raise_if_stopped()
         self.meter.steady_state()
