@@ -241,13 +241,13 @@ def _input(runner: ModeRunner, found: dict, res: RunResult) -> None:
     """The input as the run's steps read it (every replica's pipeline, through the same
     distributed iterator, onto the devices), without the model."""
     from tfbench.data import diagnose
-    r = runner.plan
-    iterator, _ = runner.inputs(r.batch_size * r.accum_steps, train=True)
+    plan = runner.plan
+    iterator, _ = runner.inputs(plan.batch_size * plan.accum_steps, train=True)
     for _ in range(INPUT_WARMUP):
         next(iterator)
     times = list(diagnose.arrival_intervals(iterator, INPUT_BATCHES, runner.clock.perf_counter))
     # The pipeline's rate is its mean time per batch (a slow batch now and then counts).
-    found["input"] = {"batch": r.worker_batch, "times": times}
+    found["input"] = {"batch": plan.worker_batch, "times": times}
     res.extra["input_step_ms"] = 1000.0 * statistics.fmean(times)
 
 
@@ -261,10 +261,10 @@ def device_label(plan: Resolved, index: int) -> str:
 def one_device_runner(runner: ModeRunner, device: str, index: int = 0) -> ModeRunner:
     """The runner of a one-device run of the same model, step and batch on `device`, the
     run's device number `index` (whose CUDA index its DeviceSet keeps, for whatever reads it)."""
-    r = runner.plan
-    one = dataclasses.replace(r.device, num_devices=1, names=(device,),
-                              gpu_indices=r.device.gpu_indices[index:index + 1])
-    plan = r.with_facts(device=one, real_data=False, train_and_eval=False)
+    whole = runner.plan
+    one = dataclasses.replace(whole.device, num_devices=1, names=(device,),
+                              gpu_indices=whole.device.gpu_indices[index:index + 1])
+    plan = whole.with_facts(device=one, real_data=False, train_and_eval=False)
     p = runner.p.with_flags(train_dir=None)
     return type(runner)(p=p, plan=plan, strategy=tf.distribute.OneDeviceStrategy(device),
                         clock=runner.clock)

@@ -428,18 +428,18 @@ def eval_batches(p: Settings, eval_global_batch: int, eval_examples: int) -> int
     return settings_lib.num_batches_and_epochs(p, eval_global_batch, eval_examples)[0]
 
 
-def eval_steps_during_training(p: Settings, r: Resolved) -> set[int]:
+def eval_steps_during_training(p: Settings, plan: Resolved) -> set[int]:
     """Local step counts after which to evaluate (legacy arithmetic; the last step excluded)."""
-    global_batch, num_batches = r.global_batch, r.num_batches
+    global_batch, num_batches = plan.global_batch, plan.num_batches
 
     def step_of_epoch(e: float) -> int:
-        return int(e * r.train_examples + global_batch - 1) // global_batch
+        return int(e * plan.train_examples + global_batch - 1) // global_batch
     if p.mode.eval_during_training_every_n_steps:
         n = p.mode.eval_during_training_every_n_steps
         due = set(range(n, num_batches, n))
     elif p.mode.eval_during_training_every_n_epochs:
         n = p.mode.eval_during_training_every_n_epochs
-        due = {step_of_epoch(e) for e in np.arange(n, r.num_epochs, n)}
+        due = {step_of_epoch(e) for e in np.arange(n, plan.num_epochs, n)}
     elif p.mode.eval_during_training_at_specified_steps:
         due = {int(s) for s in p.mode.eval_during_training_at_specified_steps}
     elif p.mode.eval_during_training_at_specified_epochs:
