@@ -202,7 +202,7 @@ def test_what_resolving_read_is_kept_once_in_the_facts():
                "eval_examples": 3}
     moved = r.with_facts(**changed)
     assert {name: getattr(moved, name) for name in changed} == changed
-    assert (moved.batch_size, moved.global_batch, moved.notices) == (4, 4, r.notices)
+    assert (moved.train_batch_size, moved.global_batch, moved.notices) == (4, 4, r.notices)
     assert not set(changed) & {f.name for f in dataclasses.fields(Resolved)}
 
 

@@ -265,7 +265,7 @@ def gpu_numeric_pass(flags: dict):
     from tfbench.engine import device_checks, optimizers
     runner = gpu_runner(flags)
     setup, plan = runner.setup(RunResult()), runner.plan
-    size, batch = plan.image_size, plan.batch_size
+    size, batch = plan.image_size, plan.train_batch_size
     with device_checks.op_determinism():
         return device_checks.pass_function(runner, setup).get_concrete_function(
             tf.TensorSpec([batch, size, size, 3], optimizers.compute_dtype(plan.precision)),

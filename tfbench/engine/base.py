@@ -199,7 +199,7 @@ class ModeRunner:
         plan = self.plan
         what = "Loss became %s at %s of %s (%s, batch %d)" % (
             "NaN" if np.isnan(out[:2]).any() else "Inf", where, plan.spec.name, plan.precision,
-            plan.batch_size)
+            plan.train_batch_size)
         if plan.real_data:
             raise NanLoss("%s: use loss scaling (--fp16_enable_auto_loss_scale) or a lower "
                           "learning rate (--init_learning_rate)" % what)

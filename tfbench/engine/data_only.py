@@ -21,7 +21,7 @@ class DataOnlyRunner(ModeRunner):
     def run(self, res: RunResult) -> None:
         p, plan, log, now = self.p, self.plan, self.log, self.clock.perf_counter
         log.generating_input_pipeline()
-        iterator = iter(self.dataset(plan.batch_size, train=True))
+        iterator = iter(self.dataset(plan.train_batch_size, train=True))
         log.warmup_started()
         log.step_progress("warmup", 0, plan.num_warmup)
         warm_start = now()

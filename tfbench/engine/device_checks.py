@@ -250,7 +250,7 @@ def _numeric(runner: ModeRunner, shared: explain.DeviceSteps, entries: list[dict
              res: RunResult) -> None:
     plan, p = runner.plan, runner.p
     bound = agreement.BOUNDS[plan.precision]
-    batch = numeric_batch(plan.batch_size, plan.eval_batch_size)
+    batch = numeric_batch(plan.train_batch_size, plan.eval_batch_size)
     images, labels = fixed_batch(p.workload.tf_random_seed, batch, plan.image_size,
                                  plan.spec.num_classes - 1)
     info = {"batch": batch, "seed": p.workload.tf_random_seed, "precision": plan.precision,

@@ -242,7 +242,7 @@ def _input(runner: ModeRunner, found: dict, res: RunResult) -> None:
     distributed iterator, onto the devices), without the model."""
     from tfbench.data import diagnose
     plan = runner.plan
-    iterator, _ = runner.inputs(plan.batch_size * plan.accum_steps, train=True)
+    iterator, _ = runner.inputs(plan.train_batch_size * plan.accum_steps, train=True)
     for _ in range(INPUT_WARMUP):
         next(iterator)
     times = list(diagnose.arrival_intervals(iterator, INPUT_BATCHES, runner.clock.perf_counter))

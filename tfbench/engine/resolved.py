@@ -63,7 +63,9 @@ class Facts:
     # parameter-server run?" for everything that has a plan (Resolved.parameter_server).
     parameter_server: bool = False
     num_workers: int = 1         # hosts (or horovod processes) training together
-    batch_size: int = 0          # per device (per micro-batch with accumulation)
+    # Training's per-device batch, per micro-batch with accumulation (not the CSV's batch_size:
+    # that is run_batch_size, the batch of the steps the run times).
+    train_batch_size: int = 0
     eval_batch_size: int = 0
     accum_steps: int = 1         # micro-batches per device per step (config.params.accum_steps)
     num_runs: int = 1            # timed runs (eval mode: one)
@@ -88,7 +90,7 @@ class Facts:
     def run_batch_size(self) -> int:
         """The per-device batch of the steps this run times (the header's, the CSV's;
         config.params.timed_batch)."""
-        return self.eval_batch_size if self.mode == EVAL else self.batch_size
+        return self.eval_batch_size if self.mode == EVAL else self.train_batch_size
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -165,8 +167,8 @@ class Resolved:
         return self.facts.num_workers
 
     @property
-    def batch_size(self) -> int:
-        return self.facts.batch_size
+    def train_batch_size(self) -> int:
+        return self.facts.train_batch_size
 
     @property
     def eval_batch_size(self) -> int:
@@ -312,7 +314,7 @@ def read_facts(p: Settings) -> Facts:
                  eval_examples=evaluated.num_examples if evaluated else None,
                  train_found=train.found, eval_found=evaluated.found if evaluated else "",
                  parameter_server=parameter_server, num_workers=num_workers,
-                 batch_size=batch, eval_batch_size=p.schedule.eval_batch_size or batch,
+                 train_batch_size=batch, eval_batch_size=p.schedule.eval_batch_size or batch,
                  accum_steps=accum, num_runs=num_runs,
                  # eval: the one untimed cold call before the first checkpoint's timed batches
                  # (checkpoint_eval._cold_call).

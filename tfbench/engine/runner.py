@@ -205,7 +205,7 @@ def _failure(exc: BaseException, p: Settings, plan: Resolved, sp: strategy_lib.B
         # A parameter-server controller cannot read its workers' CPUs: no bf16 advice there.
         flags = None if plan.parameter_server else cpu_units.cpu_flags()
         return OutOfMemory("Out of memory running %s at batch size %d per device in %s: %s [%s]"
-                           % (plan.spec.name, plan.batch_size, plan.precision,
+                           % (plan.spec.name, plan.train_batch_size, plan.precision,
                               errors.oom_remedies(res.device_kind, plan.precision,
                                                   cpu_units.bf16_units(flags)), evidence))
     if plan.real_data and data.is_data_error(exc):
@@ -225,7 +225,7 @@ def _runtime_failure(exc: "tf.errors.OpError", p: Settings, plan: Resolved,
     res.extra["exception"] = "%s: %s" % (type(exc).__name__, exc.message)
     return TfbenchError(
         "TensorFlow's runtime failed running %s on %s (%s, batch size %d per device): %s%s" % (
-            plan.spec.name, plan.device.kind.upper(), plan.precision, plan.batch_size,
+            plan.spec.name, plan.device.kind.upper(), plan.precision, plan.train_batch_size,
             lines[0] if lines else type(exc).__name__,
             " (TensorFlow's whole message is in the JSON manifest)" if p.outputs.json_dir else ""))
 

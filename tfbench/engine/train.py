@@ -87,12 +87,12 @@ class TrainRunner(ModeRunner):
             model = folding.model
         self.model = model
         if p.asks.served:   # forward-only (config.params refuses training)
-            inputs, from_iterator = self.inputs(plan.batch_size, train=True)
+            inputs, from_iterator = self.inputs(plan.train_batch_size, train=True)
             log.initializing()
-            step_fn = self.serve(model, res, plan.batch_size, from_iterator, True)
+            step_fn = self.serve(model, res, plan.train_batch_size, from_iterator, True)
             return Setup(model=None, optimizer=None, step_fn=step_fn, inputs=inputs)
         builder = steps.Steps(model, optimizer, self.strategy, self.step_config(plan.mode))
-        inputs, from_iterator = self.inputs(plan.batch_size * plan.accum_steps, train=True)
+        inputs, from_iterator = self.inputs(plan.train_batch_size * plan.accum_steps, train=True)
         setup = Setup(model=model, optimizer=optimizer,
                       step_fn=builder.train_step(from_iterator) if training
                       else builder.forward_step(from_iterator), inputs=inputs)
