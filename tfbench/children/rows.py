@@ -22,7 +22,7 @@ from tfbench.results import new_run_id
 
 def configuration(p: "settings_lib.Settings", workers: int = 1) -> dict[str, str]:
     """The columns a failed child could not write, as its run would have written them, from
-    its Params alone (the owners in tfbench.config). `workers`: the cluster's workers (tfbench
+    its Settings alone (the owners in tfbench.config). `workers`: the cluster's workers (tfbench
     launch's hosts; 1 for a sweep point, one process).
 
     Values that need the model registry or the devices (TensorFlow) stay empty: a batch or

@@ -1,5 +1,5 @@
 """The command line: one module per `tfbench SUBCOMMAND` (run is the default), and the
-dispatcher here. The only layer that parses argv and prints; everything below takes Params or
+dispatcher here. The only layer that parses argv and prints; everything below takes Settings or
 plain arguments.
 """
 

@@ -1,6 +1,7 @@
 """`tfbench [run] [--flagfile=FILE] [--FLAG=VALUE ...]`: one benchmark with the legacy flags.
 
-absl flags -> Params -> engine -> classic log, CSV, JSON; results are written on every path.
+absl flags -> Params -> Settings -> engine -> classic log, CSV, JSON; results are written on
+every path.
 The engine reports the run as it goes to a ClassicLog (tfbench.output.classic_log), which
 prints the classic log; after the run the summary and the footer come from
 tfbench.output.console.

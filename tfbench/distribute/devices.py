@@ -153,7 +153,7 @@ def _slurm_gpus(p: Settings, visible: int, environ: Optional[Mapping[str, str]] 
 
 
 def select_devices(p: Settings) -> DeviceSet:
-    """Resolves device kind, count and data format from Params and what is visible."""
+    """Resolves device kind, count and data format from the Settings and what is visible."""
     notices = []
     gpus = visible_gpus()
     kind = p.devices.device.lower()

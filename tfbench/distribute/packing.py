@@ -61,7 +61,7 @@ class Transfer:
 
 
 def transfer_for(p: Settings, spec_packs: int, compiled: bool, device_kind: str) -> Transfer:
-    """The transfer for Params: --compact_gradient_transfer (fp16 runs; bf16 runs only where
+    """The transfer for the Settings: --compact_gradient_transfer (fp16 runs; bf16 runs only where
     XLA compiles the all-reduce: TensorFlow's own NCCL all-reduce takes half, float, double,
     int32 and int64, not bfloat16 (nccl_manager.cc kValidDataTypes), XLA's takes bf16 too),
     then --gradient_repacking, else the `#N` of --all_reduce_spec, else packs of PACK_BYTES on

@@ -1,7 +1,7 @@
 """Runs one benchmark. Read runner.py first (the start every mode shares, then one runner per
 mode), then base.py (what the runners share) and the runner of the mode you care about.
 
-  resolved.py         what will run: read_facts() (Params, the model, devices, cluster and
+  resolved.py         what will run: read_facts() (Settings, the model, devices, cluster and
                       data, before the strategy), then resolve() (the arithmetic over the
                       replicas): Resolved
   runlog.py           RunLog: the events a run reports (the CLI prints them as the classic log)

@@ -193,7 +193,7 @@ def _measure(runner: ModeRunner, sp: BuiltStrategy, variables: list, sizes: Size
 
 def allreduce_probe_run(p: Settings, sizes: Sizes = Sizes(), log: RunLog = SilentLog()
                         ) -> AllReduceProbe:
-    """`tfbench allreduce`: the strategy a run of Params `p` builds reduces the model's
+    """`tfbench allreduce`: the strategy a run of the settings `p` builds reduces the model's
     gradients, then one tensor per size."""
     from tfbench.distribute import devices
     from tfbench.distribute import strategy as strategy_lib

@@ -1,7 +1,7 @@
 """The shared base of the runners, one per mode: tfbench.engine.train (training, forward-only),
 tfbench.engine.checkpoint_eval (--eval) and tfbench.engine.data_only (--data_only).
 
-A runner is built by keyword with everything it runs on: Params, the Resolved plan, the
+A runner is built by keyword with everything it runs on: the Settings, the Resolved plan, the
 strategy, the RunLog it reports to, the Meter around its timed steps and the Clock that times
 them. Its run(res) fills RunResult as it goes, so a failure keeps what was measured; the
 model its timed steps run is `model` (tfbench.engine.meter counts its FLOPs). This base

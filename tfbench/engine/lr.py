@@ -35,7 +35,7 @@ class Schedule:
 
 
 def schedule_for(p: Settings, spec, batch: int, num_examples: int) -> tuple[Schedule, list[str]]:
-    """The schedule for Params `p` and ModelSpec `spec`; also notices for ignored flags."""
+    """The schedule for the settings `p` and ModelSpec `spec`; also notices for ignored flags."""
     batches_per_epoch = num_examples / batch
     notices: list[str] = []
     if p.learning.piecewise_learning_rate_schedule:

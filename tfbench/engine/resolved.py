@@ -1,4 +1,4 @@
-"""What will run: Params resolved against the model registry, the devices and the cluster.
+"""What will run: the Settings resolved against the model registry, the devices and the cluster.
 
 Resolving has two steps, each done once per run. `read_facts(p)` reads what a run depends on
 (the model, the devices, the cluster, the data's sizes), applies the per-device defaults (the
@@ -29,7 +29,7 @@ from tfbench.measure import cpu_units
 from tfbench.models import catalog, registry
 from tfbench.config.settings import Settings
 
-# The values of Resolved.mode (config.params.run_mode decides it).
+# The values of Resolved.mode (config.settings.Asks.run_mode decides it).
 TRAINING, FORWARD_ONLY, EVAL, DATA_ONLY = (settings_lib.TRAINING, settings_lib.FORWARD_ONLY,
                                            settings_lib.EVAL, settings_lib.DATA_ONLY)
 
@@ -67,12 +67,12 @@ class Facts:
     # that is run_batch_size, the batch of the steps the run times).
     train_batch_size: int = 0
     eval_batch_size: int = 0
-    accum_steps: int = 1         # micro-batches per device per step (config.params.accum_steps)
+    accum_steps: int = 1         # micro-batches per device per step (settings.Asks.accum_steps)
     num_runs: int = 1            # timed runs (eval mode: one)
     num_warmup: int = 0
     xla: bool = False
     # fp16's loss scaling (none | static | dynamic) and its initial scale: the optimizer's and
-    # the steps' (config.params.loss_scaling).
+    # the steps' (config.settings.loss_scaling).
     loss_scaling: str = "none"
     loss_scale: float = 1.0
     # Whether training steps compute top-1/top-5 (--print_training_accuracy): see
@@ -89,7 +89,7 @@ class Facts:
     @property
     def run_batch_size(self) -> int:
         """The per-device batch of the steps this run times (the header's, the CSV's;
-        config.params.timed_batch)."""
+        config.settings.timed_batch)."""
         return self.eval_batch_size if self.mode == EVAL else self.train_batch_size
 
 
@@ -327,7 +327,7 @@ def read_facts(p: Settings) -> Facts:
 
 def resolve(p: Settings, replicas_per_worker: Optional[int] = None, facts: Optional[Facts] = None,
             replica_kind: Optional[str] = None) -> Resolved:
-    """The arithmetic over the replicas that run the steps, on the facts of Params.
+    """The arithmetic over the replicas that run the steps, on the facts of the Settings.
 
     replicas_per_worker, replica_kind: the replicas each worker runs and their device kind
     when they are not this process's devices (a parameter-server controller: its strategy

@@ -1,6 +1,6 @@
 """Everything a finished (or failed) run writes: CSV row, JSON manifest, benchmark logs.
 
-Formatters only: they read RunResult and Params, never TensorFlow state. What is printed is
+Formatters only: they read RunResult and the Settings, never TensorFlow state. What is printed is
 tfbench.output.console's and tfbench.output.classic_log's.
 """
 

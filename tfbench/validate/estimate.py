@@ -54,7 +54,7 @@ CONSTANTS_MEASURED = {
 
 
 def basis(p: Settings, host: Any) -> dict[str, Any]:
-    """What the estimates of benchmark Params `p` on `host` (tfbench.validate.plan.Host) are
+    """What the estimates of benchmark settings `p` on `host` (tfbench.validate.plan.Host) are
     made of (validate.json's `estimate_basis`): the step's estimate and its source, the
     constants per device kind, and whether they were measured (CPU devices) or not (GPUs)."""
     kind = host.kind
