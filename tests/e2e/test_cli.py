@@ -67,7 +67,7 @@ def test_csv_row_and_json_manifest(training_run):
     assert float(row["images_per_sec"]) > 0 and float(row["first_step_sec"]) > 0
     assert row["notices"].startswith("No GPU visible") or row["notices"] == ""
     manifest = json.load(open(os.path.join(cwd, "tfbench_runs", row["run_id"] + ".json")))
-    assert manifest["params"]["model"] == "trivial"
+    assert manifest["flags"]["model"] == "trivial"
     assert len(manifest["step_times"]) == 20
     assert manifest["csv_row"]["images_per_sec"] == row["images_per_sec"]
 

@@ -29,7 +29,7 @@ def test_a_tiny_quick_evaluation_on_the_cpu(tmp_path):
     seeds = set()
     for r in rows:
         with open(out / "runs" / (r["run_id"] + ".json")) as handle:
-            seeds.add(json.load(handle)["params"]["tf_random_seed"])
+            seeds.add(json.load(handle)["flags"]["tf_random_seed"])
     assert seeds == {1234}
     assert [r["batch_size"] for r in rows[:2]] == ["4", "1"]
     assert "mixed precision: bf16 (--device=cpu); quick mode" in errors_

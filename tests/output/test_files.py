@@ -33,13 +33,16 @@ def test_the_manifest_holds_the_result_the_flags_and_the_csv_row():
     result = _result()
     row = csv_out.row_for(result)
     data = files.manifest(p, result, row)
-    # Every field of the result; `params` is the flags' values (RunResult.params is unused).
-    fields = {k: v for k, v in result.to_dict().items() if k != "params"}
+    fields = result.to_dict()
     assert {k: data[k] for k in fields} == fields
     assert data["csv_row"] is row
-    assert data["params_explicit"] == ["batch_size", "device", "model", "num_gpus", "xla"]
-    assert data["params"]["batch_size"] == 64 and data["params"]["num_batches"] is None
-    assert "explicit" not in data["params"]
+    # The flags under their own name: `params` is the CSV's trainable-parameter count.
+    assert data["manifest_version"] == 2
+    assert data["flags_given"] == ["batch_size", "device", "model", "num_gpus", "xla"]
+    assert data["flags"]["batch_size"] == 64 and data["flags"]["num_batches"] is None
+    assert data["flags"]["validate_device_checks"] == ("step", "kernels", "numeric")
+    assert "params" not in data and "explicit" not in data["flags"]
+    assert set(data) == set(fields) | {"manifest_version", "flags", "flags_given", "csv_row"}
     json.dumps(data)   # plain data
 
 

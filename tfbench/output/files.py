@@ -15,6 +15,11 @@ from tfbench.results import RunResult
 from tfbench.config.settings import Settings
 
 
+# The JSON manifest's own version. 1 (tfbench 0.1.0 before it had one): the flags' values
+# under "params" and those typed under "params_explicit", a name the CSV row gives the model's
+# trainable parameters. 2: "flags" and "flags_given".
+MANIFEST_VERSION = 2
+
 _RESULTS = re.compile(r"Results: (\S+) row appended to (.+) \(run (\S+)\)")
 
 
@@ -34,8 +39,9 @@ def manifest(p: Settings, result: RunResult, row: dict[str, str]) -> dict[str, A
     """The JSON manifest: every field of the result, the flags' values and which were given,
     and `row`, the run's CSV row (csv_out.row_for(result), built once per run by write_all)."""
     data = result.to_dict()
-    data["params"] = p.flag_values()
-    data["params_explicit"] = sorted(p.explicit)
+    data["manifest_version"] = MANIFEST_VERSION
+    data["flags"] = p.flag_values()
+    data["flags_given"] = sorted(p.explicit)
     data["csv_row"] = row
     return data
 
