@@ -59,7 +59,7 @@ class RunResult:
     top_1_accuracy: Optional[float] = None
     top_5_accuracy: Optional[float] = None
     eval_examples: Optional[int] = None
-    params_count: Optional[int] = None
+    params: Optional[int] = None
     gflops_per_image: Optional[float] = None
     tflops_per_sec: Optional[float] = None
     step_line_batch: int = 0      # images one Step line's images/sec counts (this worker's)

@@ -37,7 +37,7 @@ def _perturbed(value):
 
 def _result(values, unstable=True):
     values = {f.name: values[f.name] for f in LABELLED}
-    res = RunResult(mode="forward_only", params_count=values["params"])
+    res = RunResult(mode="forward_only", params=values["params"])
     extra = {"nvml_monitor": "ok", "host_monitor": "ok", "peak_mem_source": "device",
              "num_warmup_steps": 10, "num_cpus": 8, "unstable": unstable,
              "unstable_threshold_pct": 10.0, "estimate_dataset_size": 1281167,

@@ -100,11 +100,11 @@ def test_lines_a_run_shows_or_leaves_out():
         "Measured before the stop: 2 timed steps, 12.35 images/sec"]
     assert console.stopped_lines(RunResult()) == []
     assert console.footer(RunResult(train_and_eval=True)) == []
-    server = RunResult(params_count=5, server_task="ps 0")
+    server = RunResult(params=5, server_task="ps 0")
     assert console.footer(server) == [] and console.summary_lines(server) == []
     assert console.fold_line(3) == ("Batch norm folded into 3 convolutions for inference "
                                     "(--nofold_batch_norm times the unfolded model)")
-    folded = RunResult(params_count=5, mode="training",
+    folded = RunResult(params=5, mode="training",
                        extra={"batch_norm_folded_convolutions": 3})
     assert console.summary_lines(folded) == ["Model stats: 5 trainable params",
                                                    console.fold_line(3)]
@@ -112,7 +112,7 @@ def test_lines_a_run_shows_or_leaves_out():
 
 def test_a_whole_summary_in_order():
     """Every part of the summary a run can print, in the order printed."""
-    res = RunResult(mode="eval", params_count=25557032, gflops_per_image=8.178,
+    res = RunResult(mode="eval", params=25557032, gflops_per_image=8.178,
                     tflops_per_sec=12.5, images_per_sec=500.0, first_step_sec=2.0)
     res.extra.update({
         "mfu_pct": 4.25, "peak_tflops": 312.0, "latency_ms_p50": 1.0, "latency_ms_p90": 2.0,

@@ -31,7 +31,7 @@ def test_extra_never_shadows_a_result_figure():
     """One name, one definition: a RunResult field (or a figure row_for derives from one) is
     what the CSV shows, whatever `extra` holds under the same name."""
     res = RunResult(warmup_sec=1.5, images_per_sec=10.0, step_times=[0.1, 0.1],
-                    params_count=1000)
+                    params=1000)
     res.extra.update(warmup_sec=99.0, images_per_sec=1.0, steps_run=7, params=3,
                      schema_version=0, notices="x")
     row = csv_out.row_for(res)
@@ -92,7 +92,7 @@ def test_params_says_what_is_counted():
     """flops.count_params counts trainable weights (batch-norm moving statistics excluded)."""
     assert dict(csv_out.COLUMNS)["params"].startswith("trainable parameters")
     from tfbench.output import console
-    (line,) = console.summary_lines(RunResult(params_count=1234))
+    (line,) = console.summary_lines(RunResult(params=1234))
     assert line == "Model stats: 1,234 trainable params"
 
 

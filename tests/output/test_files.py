@@ -12,7 +12,8 @@ from tfbench.results import RunResult
 
 def _result(**kw) -> RunResult:
     r = RunResult(run_id="20260301T120000Z-abc123", model="resnet50", mode="training",
-                  batch_size=64, images_per_sec=1234.5, step_times=[0.1, 0.1], **kw)
+                  batch_size=64, images_per_sec=1234.5, step_times=[0.1, 0.1], params=25557032,
+                  **kw)
     r.notices.append("--batch_group_size has no effect under TF2 (TF1 graph-only flag); ignored")
     return r
 
@@ -41,7 +42,8 @@ def test_the_manifest_holds_the_result_the_flags_and_the_csv_row():
     assert data["flags_given"] == ["batch_size", "device", "model", "num_gpus", "xla"]
     assert data["flags"]["batch_size"] == 64 and data["flags"]["num_batches"] is None
     assert data["flags"]["validate_device_checks"] == ("step", "kernels", "numeric")
-    assert "params" not in data and "explicit" not in data["flags"]
+    assert "explicit" not in data["flags"]
+    assert data["params"] == result.params == int(row["params"])  # one name: the CSV's
     assert set(data) == set(fields) | {"manifest_version", "flags", "flags_given", "csv_row"}
     json.dumps(data)   # plain data
 

@@ -204,7 +204,7 @@ def check_run(run: dict[str, Any], *, global_batch: int, num_batches: int, displ
     tflops = m["gflops_per_image"] * (3.0 if training else 1.0) * total / 1000.0
     csv_close(row["tflops_per_sec"], tflops)
     line = _one(lines, "Model stats: ")
-    assert line.startswith("Model stats: {:,} trainable params, ".format(m["params_count"]))
+    assert line.startswith("Model stats: {:,} trainable params, ".format(m["params"]))
     printed(re.search(r"achieved (\S+) TFLOP/s", line).group(1), tflops, 3)
     printed(re.search(r", (\S+) GFLOPs/image forward", line).group(1), m["gflops_per_image"], 3)
 

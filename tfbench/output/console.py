@@ -73,10 +73,10 @@ def stopped_lines(result: RunResult) -> list[str]:
 # --- one figure group each ---------------------------------------------------------------------
 def model_stats_lines(result: RunResult) -> list[str]:
     """`Model stats: 25,557,032 trainable params, 8.178 GFLOPs/image forward (...), ...`"""
-    if result.params_count is None:
+    if result.params is None:
         return []
     extra = result.extra
-    line = "Model stats: %s %s" % ("{:,}".format(result.params_count), label("params"))
+    line = "Model stats: %s %s" % ("{:,}".format(result.params), label("params"))
     if result.gflops_per_image:
         line += ", %.3f %s (multiply-add = 2)" % (result.gflops_per_image,
                                                   label("gflops_per_image"))

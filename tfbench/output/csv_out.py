@@ -46,7 +46,7 @@ def row_for(result: RunResult) -> dict[str, str]:
     from tfbench import __version__
     values: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
-        "params": result.params_count,
+        "params": result.params,
         "tfbench_version": __version__,
         "notices": "; ".join(result.notices),
     }

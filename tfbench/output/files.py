@@ -17,7 +17,8 @@ from tfbench.config.settings import Settings
 
 # The JSON manifest's own version. 1 (tfbench 0.1.0 before it had one): the flags' values
 # under "params" and those typed under "params_explicit", a name the CSV row gives the model's
-# trainable parameters. 2: "flags" and "flags_given".
+# trainable parameters (there "params_count"). 2: "flags" and "flags_given"; "params" is the
+# trainable-parameter count, as in the CSV row and on the console.
 MANIFEST_VERSION = 2
 
 _RESULTS = re.compile(r"Results: (\S+) row appended to (.+) \(run (\S+)\)")
