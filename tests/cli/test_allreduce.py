@@ -53,8 +53,19 @@ def test_the_help_holds_the_probes_own_counts():
 @pytest.mark.slow
 def test_without_max_bytes_the_sizes_are_the_devices():
     from tfbench.config.settings import make_settings
-    from tfbench.engine import allreduce_run
+    from tfbench.engine import actions, allreduce_run
     p = make_settings({"device": "cpu", "num_gpus": 2, "model": "trivial"})
     with pytest.raises(UsageError, match=r"^sizes: --min_bytes=2097152 is above the largest "
                                          r"size on CPU devices \(1 MiB\): give --max_bytes too"):
-        allreduce_run.allreduce_probe_run(p, allreduce_run.Sizes(2 << 20, None))
+        allreduce_run.allreduce_probe_run(p, actions.checked_facts(p),
+                                          allreduce_run.Sizes(2 << 20, None))
+
+
+@pytest.mark.slow
+def test_the_probe_options_of_a_run_are_refused_as_a_run_refuses_them():
+    # The benchmark flags are a run's: what a run refuses, the probe refuses before it starts.
+    with pytest.raises(UsageError) as caught:
+        cli.run(["--device=cpu", "--num_gpus=2", "--model=trivial", "--validate_devices",
+                 "--validate_device_checks=bogus"])
+    assert str(caught.value) == ("--validate_device_checks=bogus: give one or more of "
+                                 "step,kernels,numeric")

@@ -183,3 +183,18 @@ def test_a_gpu_run_reads_real_data_with_the_legacy_private_pool(fake_dir, monkey
     assert pool({}) == 16 - 2 * 2 - 2 * 2
     assert pool({"datasets_num_private_threads": 3}) == 3
     assert pool({"datasets_num_private_threads": 0}) in (None, 0)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--validate_devices"], "--validate_devices and --diagnose_input each run their own probes "
+                             "after a run: give one of them"),
+    (["--validate_device_checks=kernels"],
+     "--validate_device_checks chooses --validate_devices' checks: add --validate_devices")])
+def test_diagnose_input_refuses_the_probe_options_as_given(tmp_path, fake_dir, flags, message,
+                                                           capsys):
+    """Its three runs are without --diagnose_input: the probes' options are refused on the
+    flags the user gave, before any of them starts (engine.actions.checked_facts)."""
+    code, lines = run_inprocess(BASE + ["--data_dir=" + fake_dir, "--diagnose_input",
+                                        "--csv_file=d.csv"] + flags, tmp_path)
+    assert (code, lines) == (2, [])                  # no header: nothing started
+    assert capsys.readouterr().err.splitlines()[-1] == "tfbench: error: " + message

@@ -256,10 +256,10 @@ def test_a_run_reads_its_facts_and_cluster_once_resolves_once_and_describes_once
     import sys
     from tfbench.config.settings import make_settings
     from tfbench.distribute import cluster
-    from tfbench.engine import runner
+    from tfbench.engine import actions, runner
     from tfbench.engine.runlog import SilentLog
     calls = {"read_facts": 0, "resolve": 0, "read_cluster": 0}
-    read_facts, resolve, read_cluster = runner.read_facts, runner.resolve, cluster.read_cluster
+    read_facts, resolve, read_cluster = actions.read_facts, runner.resolve, cluster.read_cluster
 
     def counted(name, fn):
         def call(*a, **k):
@@ -271,7 +271,7 @@ def test_a_run_reads_its_facts_and_cluster_once_resolves_once_and_describes_once
         if sys._getframe(1).f_code.co_filename.endswith("resolved.py"):
             calls["read_cluster"] += 1
         return read_cluster(*a, **k)
-    monkeypatch.setattr(runner, "read_facts", counted("read_facts", read_facts))
+    monkeypatch.setattr(actions, "read_facts", counted("read_facts", read_facts))
     monkeypatch.setattr(runner, "resolve", counted("resolve", resolve))
     monkeypatch.setattr(cluster, "read_cluster", cluster_read_by_resolving)
     res = CountedResult()
@@ -280,3 +280,22 @@ def test_a_run_reads_its_facts_and_cluster_once_resolves_once_and_describes_once
     runner.run(p, SilentLog(), res)
     assert calls == {"read_facts": 1, "resolve": 1, "read_cluster": 1}
     assert {name: res.writes[name] for name in DESCRIBED} == dict.fromkeys(DESCRIBED, 1)
+
+
+def test_a_failed_step_names_the_batch_the_run_times(tmp_path):
+    """In eval mode the steps run --eval_batch_size, not the training batch: an out-of-memory
+    or runtime failure names the batch that ran (Facts.run_batch_size)."""
+    import tensorflow as tf
+    from tfbench.config.settings import make_settings
+    from tfbench.engine import runner
+    from tfbench.engine.resolved import resolve
+    from tfbench.results import RunResult
+    p = make_settings({"device": "cpu", "model": "trivial", "eval": True, "batch_size": 32,
+                       "eval_batch_size": 8, "train_dir": str(tmp_path)})
+    plan = resolve(p)
+    oom = tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+    assert "at batch size 8 per device in fp32" in str(
+        runner._failure(oom, p, plan, None, RunResult()))
+    failed = tf.errors.InternalError(None, None, "cuDNN launch failure")
+    assert "(fp32, batch size 8 per device): cuDNN launch failure" in str(
+        runner._runtime_failure(failed, p, plan, RunResult()))

@@ -102,8 +102,8 @@ def run(argv: list[str], stdout: Optional[TextIO] = None) -> int:
     p = settings_of_flags(rest)
     from tfbench.engine import lean_import
     lean_import.import_frameworks()
-    from tfbench.engine import allreduce_run
-    probe = allreduce_run.allreduce_probe_run(p, allreduce_run.Sizes(
+    from tfbench.engine import actions, allreduce_run
+    probe = allreduce_run.allreduce_probe_run(p, actions.checked_facts(p), allreduce_run.Sizes(
         min_bytes, max_bytes, args.step_factor, args.repeats, args.warmup))
     out = ["%s" % notice for notice in probe.notices]
     out.append("All-reduce probe: %d ranks (%d worker%s); %s" % (

@@ -18,7 +18,7 @@ from typing import Callable, Optional
 from tfbench.distribute.strategy import BuiltStrategy
 from tfbench.engine import allreduce_run, device_checks, explain
 from tfbench.engine.base import ModeRunner
-from tfbench.engine.resolved import Facts, Resolved
+from tfbench.engine.resolved import Facts, Resolved, read_facts
 from tfbench.engine.runlog import RunLog
 from tfbench.results import RunResult
 from tfbench.config.settings import Settings
@@ -71,6 +71,15 @@ def check_options(p: Settings, facts: Facts, actions: tuple[Action, ...] = ACTIO
     for action in actions:
         if action.refuse is not None:
             action.refuse(p, facts)
+
+
+def checked_facts(p: Settings) -> Facts:
+    """What every entry point that runs steps reads first (a run, --diagnose_input's three,
+    `tfbench allreduce`): the run's facts, with the probes' refusals applied to the flags as the
+    user gave them."""
+    facts = read_facts(p)
+    check_options(p, facts)
+    return facts
 
 
 def run_all(p: Settings, plan: Resolved, sp: BuiltStrategy, runner: ModeRunner, res: RunResult,

@@ -191,14 +191,15 @@ def _measure(runner: ModeRunner, sp: BuiltStrategy, variables: list, sizes: Size
                           notices, timings)
 
 
-def allreduce_probe_run(p: Settings, sizes: Sizes = Sizes(), log: RunLog = SilentLog()
-                        ) -> AllReduceProbe:
+def allreduce_probe_run(p: Settings, facts: Facts, sizes: Sizes = Sizes(),
+                        log: RunLog = SilentLog()) -> AllReduceProbe:
     """`tfbench allreduce`: the strategy a run of the settings `p` builds reduces the model's
-    gradients, then one tensor per size."""
+    gradients, then one tensor per size. `facts`: the run's, as actions.checked_facts reads
+    them (with the probes' refusals)."""
     from tfbench.distribute import devices
     from tfbench.distribute import strategy as strategy_lib
     from tfbench.engine.resolved import resolve
-    plan = resolve(p)
+    plan = resolve(p, facts=facts)
     if sizes.max_bytes is None:
         sizes = dataclasses.replace(sizes, max_bytes=VALIDATE_SIZES[plan.device.kind].max_bytes)
         if sizes.min_bytes > sizes.max_bytes:

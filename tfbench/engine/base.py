@@ -115,7 +115,7 @@ class ModeRunner:
         if not self.p.mode.fold_batch_norm:
             return None
         # The published parameter count is the unfolded model's (the clone has extra biases).
-        res.params_count = flops.count_params(model)
+        res.params = flops.count_params(model)
         with variables.scope(self.strategy):
             folding = fold_bn.fold_batch_norm(model)
         if folding is not None:
@@ -199,7 +199,7 @@ class ModeRunner:
         plan = self.plan
         what = "Loss became %s at %s of %s (%s, batch %d)" % (
             "NaN" if np.isnan(out[:2]).any() else "Inf", where, plan.spec.name, plan.precision,
-            plan.train_batch_size)
+            plan.run_batch_size)
         if plan.real_data:
             raise NanLoss("%s: use loss scaling (--fp16_enable_auto_loss_scale) or a lower "
                           "learning rate (--init_learning_rate)" % what)

@@ -5,7 +5,7 @@ synthetic data and on real data (last, so the log ends like a real-data run); th
 
 from __future__ import annotations
 
-from tfbench.engine import runner
+from tfbench.engine import actions, runner
 from tfbench.engine.base import Clock
 from tfbench.engine.resolved import resolve
 from tfbench.engine.runlog import RunLog
@@ -18,7 +18,9 @@ def diagnose_input(p: Settings, log: RunLog, result: RunResult, *,
     """Fills `result` with the real-data run and the diagnosis figures: synthetic and
     input-only images/sec, and `input_bound`."""
     from tfbench import data
-    plan = resolve(p)  # validates the configuration before three runs start
+    # The configuration, refused before three runs start: as given, --diagnose_input too (the
+    # runs below are without it).
+    plan = resolve(p, facts=actions.checked_facts(p))
     base = p.with_flags(diagnose_input=False)
     figures = {}
     for part, key, variant in (

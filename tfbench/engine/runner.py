@@ -1,13 +1,13 @@
 """Runs one benchmark: the start every mode shares, then the runner of the mode.
 
-run(p, log, result) reads what will run (tfbench.engine.resolved.read_facts), applies the runtime
-settings and seeds, captures the environment, creates the strategy, resolves the arithmetic over
-the replicas it runs (resolve), reports the header, starts the Meter and hands over to the
-mode's runner (RUNNERS: train.py, checkpoint_eval.py, data_only.py,
-all over base.py), turning the failures a user can cause into tfbench's errors; the measurements
-are finished (tfbench.engine.meter) on success and on failure alike. A ps or worker
-task of a parameter-server cluster serves instead of running a mode. --diagnose_input runs
-this three times (tfbench.engine.diagnose).
+run(p, log, result) reads what will run (tfbench.engine.resolved.read_facts, with the probes'
+refusals: actions.checked_facts), applies the runtime settings and seeds, captures the
+environment, creates the strategy, resolves the arithmetic over the replicas it runs (resolve),
+reports the header, starts the Meter and hands over to the mode's runner (RUNNERS: train.py,
+checkpoint_eval.py, data_only.py, all over base.py), turning the failures a user can cause into
+tfbench's errors; the measurements are finished (tfbench.engine.meter) on success and on failure
+alike. A ps or worker task of a parameter-server cluster serves instead of running a mode.
+--diagnose_input runs this three times (tfbench.engine.diagnose).
 
 The engine knows nothing about output formats: it reports what happens through a RunLog
 (tfbench.engine.runlog), which the CLI implements with the classic log, and fills a RunResult.
@@ -31,7 +31,7 @@ from tfbench.engine.data_only import DataOnlyRunner
 from tfbench.engine.checkpoint_eval import CheckpointEvalRunner
 from tfbench.engine.meter import Meter
 from tfbench.engine.resolved import (DATA_ONLY, EVAL, FORWARD_ONLY, TRAINING, Facts, Resolved,
-                                     read_facts, resolve)
+                                     resolve)
 from tfbench.engine.runlog import Header, RunLog, SilentLog, record_notice
 from tfbench.engine.train import TrainRunner
 from tfbench import errors
@@ -47,8 +47,7 @@ RUNNERS: dict[str, type[ModeRunner]] = {TRAINING: TrainRunner, FORWARD_ONLY: Tra
 def run(p: Settings, log: RunLog = SilentLog(), result: Optional[RunResult] = None, *,
         clock: Clock = Clock()) -> RunResult:
     """Runs the benchmark, filling `result` as it goes (partial results survive errors)."""
-    facts = read_facts(p)
-    actions.check_options(p, facts)   # the probes refuse what they cannot apply
+    facts = actions.checked_facts(p)   # the probes refuse what they cannot apply
     res = result or RunResult()
     describe(p, facts, res)
     plan = _plan_before_strategy(p, facts, res)
@@ -205,7 +204,7 @@ def _failure(exc: BaseException, p: Settings, plan: Resolved, sp: strategy_lib.B
         # A parameter-server controller cannot read its workers' CPUs: no bf16 advice there.
         flags = None if plan.parameter_server else cpu_units.cpu_flags()
         return OutOfMemory("Out of memory running %s at batch size %d per device in %s: %s [%s]"
-                           % (plan.spec.name, plan.train_batch_size, plan.precision,
+                           % (plan.spec.name, plan.run_batch_size, plan.precision,
                               errors.oom_remedies(res.device_kind, plan.precision,
                                                   cpu_units.bf16_units(flags)), evidence))
     if plan.real_data and data.is_data_error(exc):
@@ -225,7 +224,7 @@ def _runtime_failure(exc: "tf.errors.OpError", p: Settings, plan: Resolved,
     res.extra["exception"] = "%s: %s" % (type(exc).__name__, exc.message)
     return TfbenchError(
         "TensorFlow's runtime failed running %s on %s (%s, batch size %d per device): %s%s" % (
-            plan.spec.name, plan.device.kind.upper(), plan.precision, plan.train_batch_size,
+            plan.spec.name, plan.device.kind.upper(), plan.precision, plan.run_batch_size,
             lines[0] if lines else type(exc).__name__,
             " (TensorFlow's whole message is in the JSON manifest)" if p.outputs.json_dir else ""))
 

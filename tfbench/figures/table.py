@@ -87,7 +87,8 @@ FIGURES: tuple[Figure, ...] = (
     _config("data_format", "NHWC or NCHW", "text", "Layout"),
     _config("image_size", "input height = width", "int", "Image size (px)", unit="px"),
     _f("num_batches", "timed steps requested", type="int", role="config", workers="same"),
-    _f("num_warmup_batches", "untimed warm-up steps", type="int", role="config", workers="same"),
+    _f("num_warmup_batches", "untimed warm-up steps the run plans (--eval: the one cold call "
+       "before the timed batches)", type="int", role="config", workers="same"),
     _config("accum_steps", "micro-batches per optimizer update", "int", "Accum. steps"),
     _f("steps_run", "timed steps actually run (every repeat's)", type="int", workers="same"),
     # --- throughput -----------------------------------------------------------------------
@@ -194,7 +195,8 @@ FIGURES: tuple[Figure, ...] = (
        line="Host CPU", workers="mean"),
     # --- repeats --------------------------------------------------------------------------
     _f("num_runs", "repeats the total images/sec summarises: those of --num_runs that ran to "
-       "their end (1 when none did)", "", "runs",
+       "their end, or the one cut short when none did (empty when no timed step ran)", "",
+       "runs",
        line="Repeats", type="int", title="Repeats", workers="same"),
     _f("images_per_sec_median", "median of the repeats' total images/sec (the mean of the two "
        "middle ones for an even count)", IPS, "median",
