@@ -50,3 +50,18 @@ def test_eval_folds_the_restored_checkpoint_with_the_same_accuracy(tmp_path):
         assert (NOTICE in lines) == (flag == "--fold_batch_norm")
         accuracy[flag] = next(l for l in lines if l.startswith("Accuracy @ 1"))
     assert accuracy["--fold_batch_norm"] == accuracy["--nofold_batch_norm"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags", [[], ["--forward_only"], ["--forward_only", "--saved_model"]],
+                         ids=["training", "folded", "served"])
+def test_the_parameter_count_is_written_once_where_the_model_is_built(flags):
+    """ModeRunner.build_model counts it, before any fold or export: one writer, and the
+    published count of ResNet-20 (0.27M) whatever the steps ran."""
+    from counted_result import CountedResult
+    from tfbench.config.argv import settings_of_flags
+    from tfbench.engine import runner
+    from tfbench.engine.runlog import SilentLog
+    res = CountedResult()
+    runner.run(settings_of_flags(BASE + flags), SilentLog(), res)
+    assert (res.params, res.writes["params"]) == (269787, 1)

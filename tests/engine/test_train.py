@@ -120,11 +120,11 @@ def test_the_timed_loop_and_the_summaries_report_what_the_plan_says(tmp_path, mo
     import tensorflow as tf
 
     from tfbench.config.settings import make_settings
-    from tfbench.engine import resolved, runner, steps
+    from tfbench.engine import actions, resolved, runner, steps
     from tfbench.engine.runlog import SilentLog
     from tfbench.results import RunResult
     read_facts = resolved.read_facts
-    monkeypatch.setattr(runner, "read_facts", lambda p: dataclasses.replace(
+    monkeypatch.setattr(actions, "read_facts", lambda p: dataclasses.replace(
         read_facts(p), loss_index=0, training_accuracy=True))
     outputs, scalars = [], []
     train_step = steps.Steps.train_step

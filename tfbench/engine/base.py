@@ -102,11 +102,17 @@ class ModeRunner:
         record_notice(self.log, res, text)
 
     # --- model and steps ----------------------------------------------------------------------
-    def build_model(self) -> keras.Model:
+    def build_model(self, res: Optional[RunResult] = None) -> keras.Model:
+        """The run's model; with `res`, the result it is the model of: its trainable parameters
+        are counted here, the figure's one writer (before any folding, whose clone has extra
+        biases; the probes build theirs without)."""
         plan = self.plan
         optimizers.set_policy(plan.precision)
         with variables.scope(self.strategy):
-            return plan.spec.build(plan.image_size, plan.device.data_format)
+            model = plan.spec.build(plan.image_size, plan.device.data_format)
+        if res is not None:
+            res.params = flops.count_params(model)
+        return model
 
     def fold_batch_norm(self, model: keras.Model,
                         res: RunResult) -> Optional[fold_bn.FoldedModel]:
@@ -114,8 +120,6 @@ class ModeRunner:
         --nofold_batch_norm, or when the model has no batch norm after a convolution."""
         if not self.p.mode.fold_batch_norm:
             return None
-        # The published parameter count is the unfolded model's (the clone has extra biases).
-        res.params = flops.count_params(model)
         with variables.scope(self.strategy):
             folding = fold_bn.fold_batch_norm(model)
         if folding is not None:

@@ -21,7 +21,7 @@ class CheckpointEvalRunner(ModeRunner):
     def run(self, res: RunResult) -> None:
         p, plan, log, now = self.p, self.plan, self.log, self.clock.perf_counter
         log.generating_evaluation_model()
-        model = self.model = self.build_model()
+        model = self.model = self.build_model(res)
         images, from_iterator = self.inputs(plan.eval_batch_size, train=False)
         folding = self.fold_batch_norm(model, res)
         served = p.asks.served

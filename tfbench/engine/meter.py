@@ -220,8 +220,6 @@ def _larger(before: Optional[dict[str, Optional[int]]],
 
 
 def count_flops(model, image_size: int, res: RunResult, log: RunLog) -> None:
-    if res.params is None:
-        res.params = flops.count_params(model)
     try:
         res.gflops_per_image = flops.model_forward_flops(model, image_size) / 1e9
     except Exception as exc:  # noqa: BLE001 - FLOPs are a figure, not a reason to fail

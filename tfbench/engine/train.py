@@ -74,7 +74,7 @@ class TrainRunner(ModeRunner):
         p, plan, log = self.p, self.plan, self.log
         training = plan.mode == TRAINING
         log.generating_training_model()
-        model = self.build_model()
+        model = self.build_model(res)
         optimizer = None
         with variables.scope(self.strategy):
             if training:
