@@ -19,8 +19,8 @@ from typing import Callable, Optional, Sequence
 from tfbench import errors
 from tfbench.cli.guard import flush_native_stdout, print_error
 from tfbench.config.argv import parse_settings
-from tfbench.errors import EXIT_OK, EXIT_USAGE, Interrupted, TfbenchError, UsageError
 from tfbench.config.settings import Settings
+from tfbench.errors import EXIT_OK, EXIT_USAGE, Interrupted, TfbenchError, UsageError
 
 
 def _internal_error(p: Settings, result, exc: Exception) -> None:

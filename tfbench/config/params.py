@@ -1,7 +1,9 @@
 """Params: one frozen, validated object holding every setting of a run.
 
 Fields are generated from the flag table (flagdefs), so a flag and its Params field can never
-drift apart. Only the CLI reads absl FLAGS; everything below takes Params.
+drift apart. Only the CLI reads absl FLAGS; Params is the flags' values checked (check_flags),
+read by tfbench.config alone: what every other package reads is config.settings' Settings,
+made from it, the flags grouped by concern and what the run asks for decided once.
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ import numpy as np
 import tensorflow as tf
 
 from tfbench.config import data_source as sources
+from tfbench.config.settings import Settings
 from tfbench.data import image_ops, pipeline, sharding
 from tfbench.errors import UsageError
-from tfbench.config.settings import Settings
 
 SIZE = 32
 PAD = 4

@@ -18,10 +18,10 @@ from typing import Callable, Optional, Sequence
 import tensorflow as tf
 
 from tfbench.config import data_source as sources
+from tfbench.config.settings import Settings
 from tfbench.data import encoded_images, image_ops, imagenet
 from tfbench.errors import TfbenchError, UsageError
 from tfbench.config.datasets import CIFAR10, IMAGENET
-from tfbench.config.settings import Settings
 
 SCAN_BUDGET_SECONDS = 60.0
 _DATA_HINTS = ("IteratorGetNext", "Dataset", "Iterator::", "corrupted record", "jpeg", "JPEG",

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tfbench.config.settings import Settings
 from tfbench.data import cifar10, image_ops
 from tfbench.config.datasets import CIFAR10
-from tfbench.config.settings import Settings
 
 _PNG_MAGIC = b"\x89PNG"
 _GIF_MAGIC = b"GIF8"

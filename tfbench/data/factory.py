@@ -7,11 +7,11 @@ import dataclasses
 import tensorflow as tf
 
 from tfbench.config import data_source as sources
+from tfbench.config.settings import Settings
 from tfbench.data import cifar10, folder, imagenet, pipeline, sharding, tfds_reader
 from tfbench.errors import UsageError
 from tfbench.config.datasets import (CIFAR10, IMAGENET, NUM_CLASSES, NUM_EVAL_EXAMPLES,
                                      NUM_TRAIN_EXAMPLES)
-from tfbench.config.settings import Settings
 
 
 def make_source(params: Settings, *, dataset_name: str, image_size: int, train: bool, seed,

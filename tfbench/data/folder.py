@@ -17,9 +17,9 @@ import os
 import tensorflow as tf
 
 from tfbench.config import data_source as sources
+from tfbench.config.settings import Settings
 from tfbench.data import encoded_images, pipeline, sharding
 from tfbench.errors import UsageError
-from tfbench.config.settings import Settings
 
 LAYOUT = ("expected one sub-directory of JPEG/PNG images per class: DIR/<class>/<image>.jpg, "
           "or DIR/train/<class>/... and DIR/validation/<class>/...")

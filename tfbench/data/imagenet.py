@@ -28,9 +28,9 @@ import os
 import tensorflow as tf
 
 from tfbench.config import data_source as sources
+from tfbench.config.settings import Settings
 from tfbench.data import image_ops, pipeline, sharding
 from tfbench.errors import UsageError
-from tfbench.config.settings import Settings
 
 NUM_LABELS = 1001  # labels 1..1000; 0 is the unused background class
 OFFICIAL_RESIZE_MIN = 256  # shorter side before the central crop, for S = 224

@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
-from tfbench.data import image_ops
 from tfbench.config.settings import Settings
+from tfbench.data import image_ops
 
 AUTOTUNE = tf.data.AUTOTUNE
 DEFAULT_INTERLEAVE_CYCLE_LENGTH = 10  # legacy default of --datasets_parallel_interleave_cycle_length

@@ -15,9 +15,9 @@ import os
 
 import tensorflow as tf
 
+from tfbench.config.settings import Settings
 from tfbench.data import encoded_images, pipeline, sharding
 from tfbench.errors import UsageError
-from tfbench.config.settings import Settings
 
 INSTALL = "pip install tensorflow-datasets"
 EVAL_SPLITS = ("validation", "test")

@@ -18,9 +18,9 @@ import json
 import os
 from typing import Mapping, Optional
 
+from tfbench.config.settings import Settings
 from tfbench.distribute import slurm
 from tfbench.errors import UsageError
-from tfbench.config.settings import Settings
 
 MULTI_WORKER = "multi_worker"
 PARAMETER_SERVER = "parameter_server"

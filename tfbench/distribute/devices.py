@@ -15,9 +15,9 @@ from typing import Any, Mapping, Optional
 import tensorflow as tf
 
 from tfbench.config import fast_paths, gpu_names, startup_env
+from tfbench.config.settings import Settings
 from tfbench.distribute import gpu_env
 from tfbench.errors import UsageError
-from tfbench.config.settings import Settings
 
 
 @dataclasses.dataclass(frozen=True)

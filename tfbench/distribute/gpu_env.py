@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Mapping, Optional
 
 from tfbench.config import startup_env
-from tfbench.errors import UsageError
 from tfbench.config.settings import Settings
+from tfbench.errors import UsageError
 
 GPU_THREAD_MODE_ENV = "TF_GPU_THREAD_MODE"
 GPU_THREAD_COUNT_ENV = "TF_GPU_THREAD_COUNT"

@@ -32,6 +32,7 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
+from tfbench.config.settings import Settings
 from tfbench.distribute import cluster as cluster_lib
 from tfbench.distribute import packing, peers
 from tfbench.config import settings as settings_lib
@@ -41,7 +42,6 @@ from tfbench.distribute.strategies import (HorovodStrategy, IndependentStrategy,
                                            coordinator, import_horovod, remember_cluster,
                                            replica_step_compilation)
 from tfbench.errors import UsageError
-from tfbench.config.settings import Settings
 
 SINGLE_HOST_VALUES = ("parameter_server", "replicated", "independent")
 MULTI_WORKER_VALUES = ("collective_all_reduce", "distributed_all_reduce",

@@ -15,13 +15,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional
 
+from tfbench.config.settings import Settings
 from tfbench.distribute.strategy import BuiltStrategy
 from tfbench.engine import allreduce_run, device_checks, explain
 from tfbench.engine.base import ModeRunner
 from tfbench.engine.resolved import Facts, Resolved, read_facts
 from tfbench.engine.runlog import RunLog
 from tfbench.results import RunResult
-from tfbench.config.settings import Settings
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,7 @@ from typing import Any, Optional
 import tensorflow as tf
 
 from tfbench import errors
+from tfbench.config.settings import Settings
 from tfbench.distribute import allreduce_probe, strategies
 from tfbench.distribute.strategy import BuiltStrategy
 from tfbench.engine import explain
@@ -35,7 +36,6 @@ from tfbench.errors import raise_if_stopped
 from tfbench.measure import memory as memory_lib
 from tfbench.measure import nvml as nvml_lib
 from tfbench.results import RunResult
-from tfbench.config.settings import Settings
 
 KIB, MIB, GIB = 2 ** 10, 2 ** 20, 2 ** 30
 # Of a GPU's memory, what TensorFlow's allocator never gets: its reserve for the system (1.5 GiB

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from tfbench import figures
 from tfbench.config import fast_paths
+from tfbench.config.settings import Settings
 from tfbench.distribute import pipelines, variables
 from tfbench.engine import meter as meter_lib, optimizers, serving, steps
 from tfbench.engine.meter import Meter
@@ -33,7 +34,6 @@ from tfbench.errors import NanLoss, raise_if_stopped
 from tfbench.measure import flops, stats
 from tfbench.models import fold_bn
 from tfbench.results import RunResult
-from tfbench.config.settings import Settings
 
 # A compiled step: inputs (per-replica images or a distributed iterator) -> the float32 vector
 # [base_loss, total_loss, top_1, top_5] (tfbench.engine.steps).

@@ -19,9 +19,9 @@ from typing import Callable, Optional
 import keras
 import tensorflow as tf
 
+from tfbench.config.settings import Settings
 from tfbench.distribute import sync
 from tfbench.errors import UsageError
-from tfbench.config.settings import Settings
 
 
 def weight_layers(model: keras.Model) -> list:

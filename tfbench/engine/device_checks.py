@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from tfbench import errors
 from tfbench.config.flagdefs import DEVICE_CHECKS
+from tfbench.config.settings import Settings
 from tfbench.engine import explain, optimizers, steps
 from tfbench.engine.base import ModeRunner
 from tfbench.engine.resolved import DATA_ONLY, EVAL, FORWARD_ONLY, TRAINING, Facts
@@ -40,7 +41,6 @@ from tfbench.engine.runlog import RunLog, SilentLog
 from tfbench.errors import raise_if_stopped
 from tfbench.measure import agreement, peak, stats
 from tfbench.results import RunResult
-from tfbench.config.settings import Settings
 
 KERNEL_REPEATS, KERNEL_WARMUP = 10, 2
 # The kernels' sizes on CPU devices, small: logical CPU devices share the host's cores. GPUs

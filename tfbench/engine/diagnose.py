@@ -5,12 +5,12 @@ synthetic data and on real data (last, so the log ends like a real-data run); th
 
 from __future__ import annotations
 
+from tfbench.config.settings import Settings
 from tfbench.engine import actions, runner
 from tfbench.engine.base import Clock
 from tfbench.engine.resolved import resolve
 from tfbench.engine.runlog import RunLog
 from tfbench.results import RunResult
-from tfbench.config.settings import Settings
 
 
 def diagnose_input(p: Settings, log: RunLog, result: RunResult, *,

@@ -35,6 +35,7 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
+from tfbench.config.settings import Settings
 from tfbench.distribute import allreduce_probe, strategies
 from tfbench.distribute.strategy import BuiltStrategy
 from tfbench.engine.base import ModeRunner
@@ -45,7 +46,6 @@ from tfbench.errors import raise_if_stopped
 from tfbench.measure import links as links_lib
 from tfbench.measure import nccl_log, nics, scaling, stats
 from tfbench.results import RunResult
-from tfbench.config.settings import Settings
 
 # Device steps: repeats after warm-up; input batches likewise.
 DEVICE_REPEATS, DEVICE_WARMUP = 10, 2

@@ -15,11 +15,11 @@ import dataclasses
 from typing import Any, Iterator, Optional, Sequence
 
 from tfbench import monitors
+from tfbench.config.settings import Settings
 from tfbench.engine.resolved import TRAINING, Resolved
 from tfbench.engine.runlog import RunLog, record_notice
 from tfbench.measure import environment, estimate, expected_range, flops, memory, peak, stats
 from tfbench.results import RunResult
-from tfbench.config.settings import Settings
 
 
 @dataclasses.dataclass

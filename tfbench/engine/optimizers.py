@@ -5,10 +5,10 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from tfbench.config.settings import Settings
 from tfbench.errors import UsageError
 from tfbench.distribute import sync
 from tfbench.engine import update_kernels
-from tfbench.config.settings import Settings
 
 POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
 

@@ -22,12 +22,12 @@ import numpy as np
 
 from tfbench.config import data_source, datasets, flagdefs
 from tfbench.config import settings as settings_lib
+from tfbench.config.settings import Settings
 from tfbench.distribute import devices, gpu_env
 from tfbench.distribute import strategy as strategy_lib
 from tfbench.errors import UsageError
 from tfbench.measure import cpu_units
 from tfbench.models import catalog, registry
-from tfbench.config.settings import Settings
 
 # The values of Resolved.mode (config.settings.Asks.run_mode decides it).
 TRAINING, FORWARD_ONLY, EVAL, DATA_ONLY = (settings_lib.TRAINING, settings_lib.FORWARD_ONLY,

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfbench.config import data_source
+from tfbench.config.settings import Settings
 from tfbench.distribute import devices
 from tfbench.distribute import strategy as strategy_lib, sync
 from tfbench.engine import actions, explain, meter as meter_lib
@@ -38,7 +39,6 @@ from tfbench import errors
 from tfbench.errors import OutOfMemory, TfbenchError, out_of_memory_evidence
 from tfbench.measure import cpu_units, environment
 from tfbench.results import RunResult
-from tfbench.config.settings import Settings
 
 RUNNERS: dict[str, type[ModeRunner]] = {TRAINING: TrainRunner, FORWARD_ONLY: TrainRunner,
                                         EVAL: CheckpointEvalRunner, DATA_ONLY: DataOnlyRunner}

@@ -27,11 +27,11 @@ from typing import Any, Callable, Optional
 import numpy as np
 import tensorflow as tf
 
+from tfbench.config.settings import Settings
 from tfbench.engine import steps, tftrt
 from tfbench.errors import UsageError
 from tfbench.measure import tensorrt
 from tfbench.results import RunResult
-from tfbench.config.settings import Settings
 
 SIGNATURE_KEY = "serving_default"
 INPUT_NAME = "images"

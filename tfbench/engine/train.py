@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfbench.config.settings import Settings
 from tfbench.distribute import variables
 from tfbench.engine import lr, optimizers, steps
 from tfbench.engine.base import ModeRunner, StepFn, should_display
@@ -21,7 +22,6 @@ from tfbench.engine.resolved import TRAINING, Resolved, eval_steps_during_traini
 from tfbench.engine.runlog import StepReport
 from tfbench.errors import raise_if_stopped
 from tfbench.results import RunResult
-from tfbench.config.settings import Settings
 
 
 @dataclasses.dataclass

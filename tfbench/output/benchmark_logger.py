@@ -13,8 +13,8 @@ import numbers
 import os
 from typing import Any, Optional
 
-from tfbench.results import RunResult
 from tfbench.config.settings import Settings
+from tfbench.results import RunResult
 
 RUN_LOG = "benchmark_run.log"
 METRIC_LOG = "metric.log"

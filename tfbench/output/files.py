@@ -10,9 +10,9 @@ import os
 import re
 from typing import Any, Optional
 
+from tfbench.config.settings import Settings
 from tfbench.output import csv_out
 from tfbench.results import RunResult
-from tfbench.config.settings import Settings
 
 
 # The JSON manifest's own version. 1 (tfbench 0.1.0 before it had one): the flags' values

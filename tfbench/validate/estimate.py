@@ -20,8 +20,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional, Sequence
 
-from tfbench.measure import model_table, peak
 from tfbench.config.settings import Settings
+from tfbench.measure import model_table, peak
 
 # The estimate's constants (seconds; see the module docstring). CPU: measured with resnet50
 # at 64 px on 2 logical devices of an AMD EPYC (2 cores, TensorFlow 2.21; docs/validate.md,
