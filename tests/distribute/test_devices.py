@@ -115,7 +115,7 @@ def test_the_plan_records_the_chosen_models(gpus):
     ({"device": "cpu", "gpu_indices": "1", "num_gpus": 2}, 2, ()),
 ])
 def test_the_plan_has_the_devices_the_flags_ask_for(gpus, flags, count, indices):
-    """The count a study reads from the flags alone (config.params.requested_devices)."""
+    """The count a study reads from the flags alone (config.settings.Asks.devices)."""
     gpus(["NVIDIA L4"] * 4)
     p = make_settings(flags)
     plan = devices.select_devices(p)

@@ -361,7 +361,7 @@ def _runner(p, plan):
     ({"use_fp16": True}, ("dynamic", 8.0)),
 ], ids=["fp16_dynamic_flags_plan_none", "fp32_flags_plan_dynamic", "static_flags_plan_dynamic"])
 def test_the_optimizer_and_the_steps_scale_the_loss_as_the_plan_says(flags, planned):
-    """Loss scaling is decided once (config.params.loss_scaling, into Facts): the optimizer's
+    """Loss scaling is decided once (config.settings.loss_scaling, into Facts): the optimizer's
     LossScaleOptimizer (train.make_optimizer) and the steps' scaling (ModeRunner.step_config)
     follow a plan that contradicts the flags."""
     from tfbench.engine import optimizers
