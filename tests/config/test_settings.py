@@ -4,16 +4,9 @@ import dataclasses
 
 import pytest
 
-from tfbench.config import flagdefs, settings, settings_groups, settings_source
+from tfbench.config import flagdefs, settings, settings_groups
 from tfbench.config.settings import make_settings
 from tfbench.errors import UsageError
-
-
-def test_the_generated_groups_are_the_flag_tables():
-    with open(settings_source.PATH, encoding="utf-8") as f:
-        assert f.read() == settings_source.render(), (
-            "config/settings_groups.py is not what the flag table gives: run "
-            "`python -m tfbench.config.settings_source`")
 
 
 def test_every_flag_has_one_concern_and_every_concern_a_group():
