@@ -6,6 +6,7 @@ import os
 
 from helpers import only_row
 from tfbench.config.settings import make_settings
+from tfbench.history import record as history_record
 from tfbench.output import csv_out, files
 from tfbench.results import RunResult
 
@@ -60,25 +61,25 @@ def test_write_all_writes_each_output_asked_for(tmp_path):
     # (--benchmark_log_dir's files: tests/output/test_benchmark_logger.py)
     p = make_settings({"csv_file": str(tmp_path / "r.csv"), "json_dir": str(tmp_path / "j")})
     result = _result()
-    lines = files.write_all(p, result)
-    assert lines == [files.results_line("ok", str(tmp_path / "r.csv"), result.run_id)]
+    written = files.write_all(p, result)
+    assert written.lines == [files.results_line("ok", str(tmp_path / "r.csv"), result.run_id)]
     row = only_row(tmp_path / "r.csv")
-    assert row == csv_out.row_for(result) and row["images_per_sec"] == "1234.5"
+    assert row == csv_out.row_for(result) == written.row and row["images_per_sec"] == "1234.5"
     assert result.json_file == str(tmp_path / "j" / (result.run_id + ".json"))
     with open(result.json_file) as handle:
         assert json.load(handle) == json.loads(json.dumps(
             files.manifest(p, result, csv_out.row_for(result))))
     # Nothing asked for, nothing written.
     bare = _result()
-    assert files.write_all(make_settings({"csv_file": "", "json_dir": ""}), bare) == []
+    assert files.write_all(make_settings({"csv_file": "", "json_dir": ""}), bare).lines == []
     assert bare.json_file in ("", None)
 
 
 def test_a_parameter_server_task_writes_nothing_and_says_the_controller_reports(tmp_path):
     p = make_settings({"csv_file": str(tmp_path / "r.csv"), "json_dir": str(tmp_path / "j")})
     result = _result(server_task="ps task 0")
-    assert files.write_all(p, result) == [
-        "ps task 0: done serving the cluster; the controller reports the results"]
+    assert files.write_all(p, result) == files.Written(
+        ["ps task 0: done serving the cluster; the controller reports the results"], None)
     assert os.listdir(tmp_path) == []
     # A server task that failed still leaves its row.
     result.status = "error"
@@ -89,7 +90,8 @@ def test_a_parameter_server_task_writes_nothing_and_says_the_controller_reports(
 def test_the_row_is_built_once_and_the_manifest_keeps_the_one_the_csv_file_gets(
         tmp_path, monkeypatch):
     """write_all builds the run's row once (csv_out.row_for) and hands that row to the JSON
-    manifest and to the CSV file: a second build could differ (each build here is numbered)."""
+    manifest, the CSV file and the results history: a second build could differ (each build
+    here is numbered)."""
     built = []
     row_for = csv_out.row_for
 
@@ -99,8 +101,9 @@ def test_the_row_is_built_once_and_the_manifest_keeps_the_one_the_csv_file_gets(
     monkeypatch.setattr(csv_out, "row_for", numbered)
     p = make_settings({"csv_file": str(tmp_path / "r.csv"), "json_dir": str(tmp_path / "j")})
     result = _result()
-    files.write_all(p, result)
-    assert len(built) == 1
+    written = files.write_all(p, result)
+    history_record.add_run(str(tmp_path / "h.sqlite"), result, written.row, [])
+    assert len(built) == 1                    # the results history records the same row
     with open(result.json_file) as handle:
         assert json.load(handle)["csv_row"] == only_row(tmp_path / "r.csv")
     assert only_row(tmp_path / "r.csv")["notices"] == "build 1"

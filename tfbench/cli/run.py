@@ -112,11 +112,12 @@ def run_benchmark(argv: Sequence[str], emit: Optional[Callable[[str], None]] = N
         print_error(result.error)   # refused before any step: nothing to record (output.md)
         return code
     try:
-        lines = outputs.write_all(p, result)
+        written = outputs.write_all(p, result)
     except OSError as exc:
         print_error("could not write results: %s" % exc)
         return code or 1
-    line = history_record.add_run(p.outputs.history, result, [
+    lines = written.lines
+    line = history_record.add_run(p.outputs.history, result, written.row, [
         f for f in (p.outputs.csv_file, outputs.manifest_path(p, result)) if f])
     if line:
         lines.append(line)

@@ -123,15 +123,15 @@ def from_run(row: Mapping[str, str], result_extra: Mapping[str, Any],
                     environment=facts(env))
 
 
-def add_run(flag: Optional[str], result: RunResult, files: Sequence[str]) -> Optional[str]:
-    """Adds a finished (or failed) run to the history --history (`flag`) names; the console
-    line about it. On several workers the chief alone adds the run: one result per run."""
+def add_run(flag: Optional[str], result: RunResult, row: Optional[Mapping[str, str]],
+            files: Sequence[str]) -> Optional[str]:
+    """Adds a finished (or failed) run, whose CSV row is `row` (the one output.files wrote), to
+    the history --history (`flag`) names; the console line about it. On several workers the
+    chief alone adds the run: one result per run."""
     from tfbench.history import location
-    from tfbench.output import csv_out
-    if not result.chief or result.server_task:
+    if not result.chief or result.server_task or row is None:
         return None
-    recorded = from_run(csv_out.row_for(result), result.extra, result.environment,
-                        result.run_id, source())
+    recorded = from_run(row, result.extra, result.environment, result.run_id, source())
     return write(location.resolve(flag), [recorded], files)
 
 

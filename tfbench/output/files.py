@@ -6,6 +6,7 @@ tfbench.output.console's and tfbench.output.classic_log's.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from typing import Any, Optional
@@ -53,14 +54,22 @@ def manifest_path(p: Settings, result: RunResult) -> Optional[str]:
         if p.outputs.json_dir else None
 
 
-def write_all(p: Settings, result: RunResult) -> list[str]:
-    """Writes every enabled output; returns the lines to print about them."""
+@dataclasses.dataclass(frozen=True)
+class Written:
+    """What write_all wrote: the lines to print about it, and the run's CSV row (None for a
+    parameter-server task that served: it has none), which the results history records too."""
+    lines: list[str]
+    row: Optional[dict[str, str]]
+
+
+def write_all(p: Settings, result: RunResult) -> Written:
+    """Writes every enabled output."""
     lines: list[str] = []
     if result.server_task and result.status == "ok":
         # ps / worker tasks of a parameter-server cluster measure nothing themselves.
-        return ["%s: done serving the cluster; the controller reports the results"
-                % result.server_task]
-    # The row, built once: the manifest keeps the one the CSV file gets.
+        return Written(["%s: done serving the cluster; the controller reports the results"
+                        % result.server_task], None)
+    # The row, built once: the manifest, the CSV file and the history get the same one.
     row = csv_out.row_for(result)
     path = manifest_path(p, result)
     if path:
@@ -74,4 +83,4 @@ def write_all(p: Settings, result: RunResult) -> list[str]:
         if notice:
             lines.append(notice)
         lines.append(results_line(result.status, p.outputs.csv_file, result.run_id))
-    return lines
+    return Written(lines, row)
