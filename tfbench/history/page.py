@@ -176,10 +176,10 @@ def series_plot(entry: Entry, path: str):
     level, change = s.current()
     ax.set_title("%s\n%d runs%s; %s%s" % (
         s.name, len(s.rows), " (%d failed)" % s.failed if s.failed else "",
-        "level %s" % views._fmt(level) if level is not None else "no value",
-        " (%s against the level before)" % views._pct(change)
+        "level %s" % views.value_text(level) if level is not None else "no value",
+        " (%s against the level before)" % views.pct_text(change)
         if change is not None else ""), fontsize=9.5)
-    labels = ["%s %s\n%s" % (m.direction, views._pct(m.change.pct), m.what.replace("; ", "\n"))
+    labels = ["%s %s\n%s" % (m.direction, views.pct_text(m.change.pct), m.what.replace("; ", "\n"))
               for m in entry.marks]
     # The change labels stack down from the top, each under the one before, in room kept
     # above the runs for them.
@@ -225,7 +225,7 @@ def _value_range(values: np.ndarray, spreads: np.ndarray, labels: float
 def _change_line(entry: Entry, mark: Marked) -> str:
     esc = html_lib.escape
     return ("<li><b class='%s'>%s %s</b> %s, from %s (run %s): %s</li>" % (
-        mark.direction, esc(mark.direction), esc(views._pct(mark.change.pct)),
+        mark.direction, esc(mark.direction), esc(views.pct_text(mark.change.pct)),
         esc(entry.series.name), esc(mark.date), esc(mark.first_run), esc(mark.what)))
 
 

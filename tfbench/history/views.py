@@ -15,7 +15,8 @@ from tfbench.history import series as hs
 from tfbench.history.store import Store
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
+def value_text(value: Any, digits: int = 4) -> str:
+    """A figure's value as the history's tables and page show it ('' for none)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, float):
@@ -23,7 +24,8 @@ def _fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
-def _pct(value: Any) -> str:
+def pct_text(value: Any) -> str:
+    """A change in percent, signed ('+3.1%'; '' for none)."""
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) \
         else "%+.1f%%" % value
 
@@ -58,9 +60,9 @@ def list_table(found: list[hs.Series],
         rows.append({
             "Series": s.name, "Runs": str(s.runs), "Failed": str(s.failed),
             "First": str(stamps[0])[:10], "Last": str(stamps[-1])[:10],
-            "Last value": _fmt(values[-1]) if values else "",
-            "Current level (median)": _fmt(level),
-            "Change vs previous level": _pct(change),
+            "Last value": value_text(values[-1]) if values else "",
+            "Current level (median)": value_text(level),
+            "Change vs previous level": pct_text(change),
             "Trend": hs.sparkline(values)})
     return pd.DataFrame(rows)
 
@@ -84,8 +86,8 @@ def changes_table(found: list[hs.Series], facts: dict[str, dict[str, str]],
             rows.append({
                 "Series": s.name, "First run after": str(first["run_id"]),
                 "Date": str(first["timestamp"])[:19],
-                "Before (median)": _fmt(c.before), "After (median)": _fmt(c.after),
-                "Change": _pct(c.pct), "Direction": way, "p": "%.2g" % c.p_value,
+                "Before (median)": value_text(c.before), "After (median)": value_text(c.after),
+                "Change": pct_text(c.pct), "Direction": way, "p": "%.2g" % c.p_value,
                 "Runs before/after": "%d/%d" % (c.runs_before, c.runs_after),
                 "What changed": hs.attribution(s, c, facts)})
         for i in seg.outliers:
@@ -94,7 +96,7 @@ def changes_table(found: list[hs.Series], facts: dict[str, dict[str, str]],
                 continue
             outliers.append({"Series": s.name, "Run": str(run["run_id"]),
                              "Date": str(run["timestamp"])[:19],
-                             "Value": _fmt(float(run[s.figure]))})
+                             "Value": value_text(float(run[s.figure]))})
     return pd.DataFrame(rows), pd.DataFrame(outliers), regression
 
 
@@ -104,8 +106,8 @@ def fleet_table(rows: list[hs.FleetRow], threshold_pct: float, by: str) -> pd.Da
         far = not math.isnan(r.pct) and abs(r.pct) > threshold_pct
         out.append({"Configuration": r.config, "GPU": r.gpu_model,
                     ("Host" if by == "host" else "GPU UUID"): r.member,
-                    "Latest": _fmt(r.latest), "Fleet median": _fmt(r.median),
-                    "Members": str(r.members), "vs median": _pct(r.pct),
+                    "Latest": value_text(r.latest), "Fleet median": value_text(r.median),
+                    "Members": str(r.members), "vs median": pct_text(r.pct),
                     "Outlier": ("%s: %.1f%% %s the median of %d %s" % (
                         r.member, abs(r.pct), "below" if r.pct < 0 else "above", r.members,
                         "hosts" if by == "host" else "GPUs"))
