@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 from typing import Optional, Sequence
 
@@ -182,19 +183,30 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
     say("%d of %d runs to do (%d already finished)" % (len(todo), total, total - len(todo))
         if todo else "every run of the plan has finished; writing the report")
     code = errors.EXIT_OK
+    interrupted: Optional[errors.Interrupted] = None
     try:
         if todo:
             evaluation.run(todo)
     except (KeyboardInterrupt, errors.Interrupted) as exc:
-        code = exc.exit_code if isinstance(exc, errors.Interrupted) else errors.EXIT_SIGINT
+        interrupted = exc if isinstance(exc, errors.Interrupted) else \
+            errors.Interrupted(signal.SIGINT)
+        code = interrupted.exit_code
         say("interrupted; the same command continues it. Writing the report of the finished "
             "runs")
-    if not os.path.exists(os.path.join(out_dir, ev.ROWS_FILE)):
+    rows_path = os.path.join(out_dir, ev.ROWS_FILE)
+    if os.path.exists(rows_path):
+        _, checked = _report(args, evaluation.method, record, stdout, say)
+    if interrupted is not None:
+        # As a run and a sweep end on a signal: one error line, after the report.
+        print(errors.error_line("%s; the same command continues it%s" % (
+            interrupted, "; rows in %s, logs in %s" % (rows_path, os.path.join(out_dir, "logs"))
+            if os.path.exists(rows_path) else "")), file=stderr)
         return code
-    _, checked = _report(args, evaluation.method, record, stdout, say)
+    if not os.path.exists(rows_path):
+        return code
     if code == errors.EXIT_OK:
         code, line = study_end(ev.statuses(out_dir, evaluation.all_points), "runs",
-                               "rows in %s, logs in %s" % (os.path.join(out_dir, ev.ROWS_FILE),
+                               "rows in %s, logs in %s" % (rows_path,
                                                            os.path.join(out_dir, "logs")))
         if line:
             print(errors.error_line(line), file=stderr)
