@@ -29,3 +29,6 @@ def test_out_of_memory_advice_fits_the_device():
         batch + " or --image_size, or use --precision=bf16 (this CPU has amx_bf16, avx512_bf16)")
     assert errors.oom_remedies("cpu", "bf16", ["avx512_bf16"]) == batch + " or --image_size"
     assert errors.oom_remedies("cpu", "fp16", ["avx512_bf16"]) == batch + " or --image_size"
+    # The batch flag of the run's mode; micro-batches belong to training alone.
+    assert errors.oom_remedies("gpu", "fp16", mode="eval") == "reduce --eval_batch_size"
+    assert errors.oom_remedies("gpu", "fp16", mode="forward_only") == "reduce --batch_size"

@@ -176,12 +176,16 @@ def is_out_of_memory(text: str, error_class: str = "") -> bool:
     return out_of_memory_evidence(text, error_class) is not None
 
 
-def oom_remedies(device_kind: str, precision: str, bf16_units: Sequence[str] = ()) -> str:
+def oom_remedies(device_kind: str, precision: str, bf16_units: Sequence[str] = (),
+                 mode: str = "training") -> str:
     """What a run out of memory can change, fitting its device: on a GPU a smaller batch or,
     from fp32, mixed precision; on a CPU a smaller batch or image size, and bf16 only from fp32
     on a CPU with bf16 units (`bf16_units`: avx512_bf16, amx_bf16), never fp16, which a CPU
-    without fp16 units runs in software, far slower than fp32."""
-    text = "reduce --batch_size (--accum_steps keeps the effective batch)"
+    without fp16 units runs in software, far slower than fp32. The batch is the flag that sets
+    the batch of the run's `mode`: --eval_batch_size for eval; micro-batches (--accum_steps)
+    keep a training run's effective batch only."""
+    text = {"training": "reduce --batch_size (--accum_steps keeps the effective batch)",
+            "eval": "reduce --eval_batch_size"}.get(mode, "reduce --batch_size")
     if device_kind == "cpu":
         text += " or --image_size"
         if precision == "fp32" and bf16_units:

@@ -189,7 +189,10 @@ def test_a_gpu_run_reads_real_data_with_the_legacy_private_pool(fake_dir, monkey
     (["--validate_devices"], "--validate_devices and --diagnose_input each run their own probes "
                              "after a run: give one of them"),
     (["--validate_device_checks=kernels"],
-     "--validate_device_checks chooses --validate_devices' checks: add --validate_devices")])
+     "--validate_device_checks chooses --validate_devices' checks: add --validate_devices"),
+    (["--num_gpus=2", "--validate_allreduce_json=ar.json"],
+     "--validate_allreduce_json and --diagnose_input each run their own probes after a run: "
+     "give one of them")])
 def test_diagnose_input_refuses_the_probe_options_as_given(tmp_path, fake_dir, flags, message,
                                                            capsys):
     """Its three runs are without --diagnose_input: the probes' options are refused on the

@@ -294,7 +294,7 @@ def test_a_failed_step_names_the_batch_the_run_times(tmp_path):
                        "eval_batch_size": 8, "train_dir": str(tmp_path)})
     plan = resolve(p)
     oom = tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
-    assert "at batch size 8 per device in fp32" in str(
+    assert "at batch size 8 per device in fp32: reduce --eval_batch_size" in str(
         runner._failure(oom, p, plan, None, RunResult()))
     failed = tf.errors.InternalError(None, None, "cuDNN launch failure")
     assert "(fp32, batch size 8 per device): cuDNN launch failure" in str(

@@ -270,6 +270,9 @@ def refuse_options(p: Settings, facts: Facts) -> None:
     if facts.mode != TRAINING:
         raise errors.UsageError("--validate_allreduce_json times the training run's all-reduce: "
                                 "not in %s mode" % facts.mode.replace("_", "-"))
+    if p.mode.diagnose_input:
+        raise errors.UsageError("--validate_allreduce_json and --diagnose_input each run their "
+                                "own probes after a run: give one of them")
     if facts.device.num_devices * facts.num_workers < 2:
         raise errors.UsageError("--validate_allreduce_json: one device has no all-reduce to time "
                                 "(give --num_gpus=N, N > 1)")

@@ -206,7 +206,8 @@ def _failure(exc: BaseException, p: Settings, plan: Resolved, sp: strategy_lib.B
         return OutOfMemory("Out of memory running %s at batch size %d per device in %s: %s [%s]"
                            % (plan.spec.name, plan.run_batch_size, plan.precision,
                               errors.oom_remedies(res.device_kind, plan.precision,
-                                                  cpu_units.bf16_units(flags)), evidence))
+                                                  cpu_units.bf16_units(flags), plan.mode),
+                              evidence))
     if plan.real_data and data.is_data_error(exc):
         return data.data_error(exc, p, plan.mode == TRAINING)
     failure = strategy_lib.distributed_failure(exc, sp)
