@@ -14,13 +14,14 @@ import functools
 from typing import Any, Iterable, Mapping, Optional
 
 from tfbench.config import flagdefs, params as params_lib
-# What a run asks for that needs no flags, kept beside the Settings that readers import.
+# The mode names and the batch arithmetic, which need no flags: here too, so that what reads the
+# settings imports config.settings alone.
 from tfbench.config.params import (DATA_ONLY, EVAL, FORWARD_ONLY, TRAINING,  # noqa: F401
                                    global_batch, nccl_refusal, parse_piecewise,
                                    per_device_for_global)
-from tfbench.config.settings_groups import (Cluster, Data, Devices, Learning, Measurement, Mode,
-                                            Numerics, Outputs, Runtime, Schedule, Workload)
-from tfbench.config.settings_groups import GROUPS
+from tfbench.config.settings_groups import (GROUPS, Cluster, Data, Devices, Learning,
+                                            Measurement, Mode, Numerics, Outputs, Runtime,
+                                            Schedule, Workload)
 
 
 @dataclasses.dataclass(frozen=True)
