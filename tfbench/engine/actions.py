@@ -74,9 +74,9 @@ def check_options(p: Settings, facts: Facts, actions: tuple[Action, ...] = ACTIO
 
 
 def checked_facts(p: Settings) -> Facts:
-    """What every entry point that runs steps reads first (a run, --diagnose_input's three,
-    `tfbench allreduce`): the run's facts, with the probes' refusals applied to the flags as the
-    user gave them."""
+    """What every entry point that runs steps reads first (a run, --diagnose_input before its
+    three runs, `tfbench allreduce`): the run's facts, with the probes' refusals applied to the
+    flags as the user gave them."""
     facts = read_facts(p)
     check_options(p, facts)
     return facts
