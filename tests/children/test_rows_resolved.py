@@ -1,8 +1,8 @@
 """A study's row for a child that wrote none says what the child's own run would have said: the
-same Params into the run's resolve (tfbench.engine.resolved) and into the sweep's failure row or
-tfbench launch's host row give one answer, checked against hand-computed values. Both sides
-read the owners in tfbench.config.params (run mode, micro-batches, timed batch, devices, global
-batch) and tfbench.config.data_source."""
+same Settings into the run's resolve (tfbench.engine.resolved) and into the sweep's failure row
+or tfbench launch's host row give one answer, checked against hand-computed values. Both sides
+read the owners in tfbench.config.settings (run mode, micro-batches, the batch timed, devices,
+global batch) and tfbench.config.data_source."""
 
 import pytest
 import tensorflow as tf

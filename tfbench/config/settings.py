@@ -110,11 +110,28 @@ def make_settings(values: Optional[Mapping[str, Any]] = None,
     return of(params_lib.make_params(values, explicit))
 
 
+def train_batch(s: Settings, model_batch: int) -> int:
+    """Training's per-device batch (one micro-batch): --batch_size, else `model_batch`, the
+    model's default."""
+    return s.schedule.batch_size or model_batch
+
+
+def eval_batch(s: Settings, model_batch: int) -> int:
+    """An evaluation's per-device batch: --eval_batch_size, else training's."""
+    return s.schedule.eval_batch_size or train_batch(s, model_batch)
+
+
+def batch_timed_in(mode: str, train_batch_size: int, eval_batch_size: int) -> int:
+    """Which of the two batches a run of `mode` times: the evaluation's in eval mode, else
+    training's (forward-only and input-only runs too)."""
+    return eval_batch_size if mode == params_lib.EVAL else train_batch_size
+
+
 def timed_batch(s: Settings, model_batch: int) -> int:
-    """The per-device batch of the timed steps (one micro-batch): --eval_batch_size (else the
-    batch) in eval mode, else --batch_size; `model_batch` is the model's default batch."""
-    batch = s.schedule.batch_size or model_batch
-    return (s.schedule.eval_batch_size or batch) if s.asks.run_mode == params_lib.EVAL else batch
+    """The per-device batch of the timed steps (one micro-batch), the CSV's batch_size; what a
+    study writes for a run that wrote no row (children.rows), as the run's Facts say it."""
+    return batch_timed_in(s.asks.run_mode, train_batch(s, model_batch),
+                          eval_batch(s, model_batch))
 
 
 def num_batches_and_epochs(s: Settings, global_batch_size: int,

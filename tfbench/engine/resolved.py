@@ -88,9 +88,9 @@ class Facts:
 
     @property
     def run_batch_size(self) -> int:
-        """The per-device batch of the steps this run times (the header's, the CSV's;
-        config.settings.timed_batch)."""
-        return self.eval_batch_size if self.mode == EVAL else self.train_batch_size
+        """The per-device batch of the steps this run times (the header's, the CSV's)."""
+        return settings_lib.batch_timed_in(self.mode, self.train_batch_size,
+                                           self.eval_batch_size)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -287,7 +287,7 @@ def read_facts(p: Settings) -> Facts:
     # One line per split counted (a folder of flat layout is both splits: one line).
     notices.extend("Found " + found for found in dict.fromkeys(
         (train.found, evaluated.found if evaluated else "")) if found)
-    batch = p.schedule.batch_size or spec.batch_size
+    batch = settings_lib.train_batch(p, spec.batch_size)
     accum = p.asks.accum_steps
     if p.schedule.accum_steps > 1 and mode != TRAINING:
         notices.append("--accum_steps applies to training only; ignored in %s mode" % mode)
@@ -314,7 +314,8 @@ def read_facts(p: Settings) -> Facts:
                  eval_examples=evaluated.num_examples if evaluated else None,
                  train_found=train.found, eval_found=evaluated.found if evaluated else "",
                  parameter_server=parameter_server, num_workers=num_workers,
-                 train_batch_size=batch, eval_batch_size=p.schedule.eval_batch_size or batch,
+                 train_batch_size=batch,
+                 eval_batch_size=settings_lib.eval_batch(p, spec.batch_size),
                  accum_steps=accum, num_runs=num_runs,
                  # eval: the one untimed cold call before the first checkpoint's timed batches
                  # (checkpoint_eval._cold_call).
