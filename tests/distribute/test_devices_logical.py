@@ -104,6 +104,25 @@ def test_cli_header_for_two_cpu_devices_with_xla(tmp_path):
     assert lines[-2].startswith("total images/sec: ")
 
 
+@pytest.mark.slow
+def test_a_model_keras_compiles_with_xla_trains_on_two_devices_under_the_default(tmp_path):
+    """ConvNeXt's grouped convolutions are compiled with XLA by Keras whatever --xla (on every
+    device), and XLA reads only variables on its own device: under the legacy default
+    --variable_update=parameter_server each device keeps its own copy, said in one line (it
+    failed its first step with a 'variable on a different device' error)."""
+    code, out = run_cli(["--device=cpu", "--model=convnext_tiny", "--image_size=32",
+                         "--batch_size=2", "--num_batches=2", "--num_warmup_batches=1",
+                         "--num_gpus=2", "--csv_file=", "--json_dir=", "--history="],
+                        tmp_path, timeout=300)
+    assert code == 0, out[-3000:]
+    lines = out.splitlines()
+    assert ("convnext_tiny: Keras compiles its grouped convolutions with XLA, which cannot read "
+            "variables held on another device, so each device keeps its own copy "
+            "(--variable_update=replicated instead of parameter_server)") in lines
+    assert "Variables:   replicated" in lines
+    assert lines[-2].startswith("total images/sec: ")
+
+
 def test_cli_independent_forward_only_with_xla(tmp_path):
     code, out = run_cli(TINY + ["--num_gpus=2", "--batch_size=4", "--forward_only", "--xla",
                                 "--variable_update=independent"], tmp_path, timeout=240)

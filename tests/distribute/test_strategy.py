@@ -162,6 +162,18 @@ def test_multi_host_misuse_is_a_usage_error(flags, plan, needle):
     assert needle in str(err.value)
 
 
+def test_a_model_keras_compiles_with_xla_is_refused_on_parameter_servers():
+    flags = dict(device="cpu", job_name="ps", ps_hosts="127.0.0.1:3", worker_hosts="127.0.0.1:1",
+                 controller_host="127.0.0.1:2")
+    with pytest.raises(UsageError) as err:
+        strategy_lib.make_strategy(make_settings(flags), CPU1,
+                                   "convnext_tiny: Keras compiles its grouped convolutions with XLA")
+    assert str(err.value) == (
+        "convnext_tiny: Keras compiles its grouped convolutions with XLA, which cannot read "
+        "variables that live on parameter servers (XLA reads only variables on its own device): "
+        "leave out --ps_hosts (MultiWorkerMirroredStrategy)")
+
+
 def test_a_slurm_step_picks_the_strategy_as_worker_hosts_do(monkeypatch):
     from slurm_env import SLURM_TASK_2
     monkeypatch.delenv("TF_CONFIG", raising=False)

@@ -187,8 +187,10 @@ def collective_implementation(spec: Optional[str], device_set: DeviceSet):
 
 # --- strategies -----------------------------------------------------------------------------
 
-def make_strategy(p: Settings, device_set: DeviceSet) -> BuiltStrategy:
-    """The strategy for --variable_update on this host (or this task of a cluster)."""
+def make_strategy(p: Settings, device_set: DeviceSet, model_xla: str = "") -> BuiltStrategy:
+    """The strategy for --variable_update on this host (or this task of a cluster). model_xla:
+    what of the model's step Keras compiles with XLA whatever --xla, named ('convnext_tiny: Keras
+    compiles its grouped convolutions with XLA'; '' for nothing: ModelSpec.xla_compiled)."""
     cl = cluster_lib.read_cluster(p)
     if p.devices.variable_update == "horovod":
         if cl is not None:
@@ -196,22 +198,22 @@ def make_strategy(p: Settings, device_set: DeviceSet) -> BuiltStrategy:
                              "or mpirun, not --worker_hosts/--ps_hosts/TF_CONFIG")
         return _horovod(p, device_set)
     if cl is not None:
-        return _multi_host(p, device_set, cl)
-    return _single_host(p, device_set)
+        return _multi_host(p, device_set, cl, model_xla)
+    return _single_host(p, device_set, model_xla)
 
 
-def _single_host(p: Settings, device_set: DeviceSet) -> BuiltStrategy:
+def _single_host(p: Settings, device_set: DeviceSet, model_xla: str = "") -> BuiltStrategy:
     vu = p.devices.variable_update
     notices: list[str] = []
     if vu in MULTI_WORKER_VALUES:
         notices.append("--variable_update=%s without a cluster (--worker_hosts or TF_CONFIG): "
                        "running on this host alone as replicated (MirroredStrategy)" % vu)
         vu = "replicated"
-    if vu == "parameter_server" and device_set.num_devices > 1 and p.asks.xla:
+    if vu == "parameter_server" and device_set.num_devices > 1 and (p.asks.xla or model_xla):
         # An XLA cluster reads only variables on its own device (tensorflow.org/xla/known_issues).
-        notices.append("--xla: XLA cannot read variables held on another device, so each device "
-                       "keeps its own copy (--variable_update=replicated instead of "
-                       "parameter_server)")
+        notices.append("%s cannot read variables held on another device, so each device keeps "
+                       "its own copy (--variable_update=replicated instead of parameter_server)"
+                       % ("--xla: XLA" if p.asks.xla else model_xla + ", which"))
         vu = "replicated"
     show = vu in ALL_REDUCE_VALUES
     if device_set.num_devices == 1:
@@ -308,7 +310,8 @@ def _horovod(p: Settings, device_set: DeviceSet) -> BuiltStrategy:
                          reduction="horovod allreduce (average over %d processes)" % hvd.size())
 
 
-def _multi_host(p: Settings, device_set: DeviceSet, cl: cluster_lib.Cluster) -> BuiltStrategy:
+def _multi_host(p: Settings, device_set: DeviceSet, cl: cluster_lib.Cluster,
+                model_xla: str = "") -> BuiltStrategy:
     vu = p.devices.variable_update
     explicit = p.is_explicit("variable_update")
     timeout = p.cluster.cluster_timeout_secs
@@ -325,6 +328,10 @@ def _multi_host(p: Settings, device_set: DeviceSet, cl: cluster_lib.Cluster) -> 
             raise UsageError("--xla cannot compile a step whose variables live on parameter "
                              "servers (XLA reads only variables on its own device): leave out "
                              "--ps_hosts (MultiWorkerMirroredStrategy) or --xla")
+        if model_xla:
+            raise UsageError("%s, which cannot read variables that live on parameter servers "
+                             "(XLA reads only variables on its own device): leave out --ps_hosts "
+                             "(MultiWorkerMirroredStrategy)" % model_xla)
         if explicit and vu not in PS_VALUES:
             raise UsageError("--ps_hosts (or TF_CONFIG with ps) runs ParameterServerStrategy: "
                              "use --variable_update=parameter_server or distributed_replicated, "

@@ -210,7 +210,7 @@ def allreduce_probe_run(p: Settings, facts: Facts, sizes: Sizes = Sizes(),
     notices = list(plan.notices) + devices.prepare_runtime(p, plan.device)
     notices += explain.prepare(p.with_flags(explain_scaling=True), plan.facts)
     try:
-        sp = strategy_lib.make_strategy(p, plan.device)
+        sp = strategy_lib.make_strategy(p, plan.device, plan.facts.model_xla)
     finally:
         errors.release_sigterm()
     notices += list(sp.notices)

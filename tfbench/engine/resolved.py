@@ -87,6 +87,13 @@ class Facts:
     input_threads_origin: str = ""
 
     @property
+    def model_xla(self) -> str:
+        """What of the model's step Keras compiles with XLA whatever --xla, with the model's
+        name ('' for nothing; distribute.strategy.make_strategy reads it)."""
+        return "%s: %s" % (self.spec.name, self.spec.xla_compiled) if self.spec.xla_compiled \
+            else ""
+
+    @property
     def run_batch_size(self) -> int:
         """The per-device batch of the steps this run times (the header's, the CSV's)."""
         return settings_lib.batch_timed_in(self.mode, self.train_batch_size,

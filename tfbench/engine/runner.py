@@ -63,7 +63,7 @@ def run(p: Settings, log: RunLog = SilentLog(), result: Optional[RunResult] = No
     record_notice(log, res, *facts.notices, *(plan.replica_notices if plan else ()),
                   *runtime_notices, *explain.prepare(p, facts))
     try:
-        sp = strategy_lib.make_strategy(p, facts.device)
+        sp = strategy_lib.make_strategy(p, facts.device, facts.model_xla)
     finally:
         # A SIGTERM held while a cluster formed reaches the CLI's handler now (errors).
         errors.release_sigterm()

@@ -57,12 +57,13 @@ def build_application(num_classes: int, image_size: int, data_format: str, facto
 
 def _register(name: str, factory: Callable, image_size: int, batch_size: int, family: str,
               description: str, min_size: int = KERAS_MIN_SIZE, channels_first: bool = True,
-              display_name=None, **kwargs) -> None:
+              display_name=None, xla_compiled: str = "", **kwargs) -> None:
     builder = functools.partial(build_application, factory=factory, name=name, min_size=min_size,
                                 channels_first=channels_first, **kwargs)
     register(ModelSpec(name, IMAGENET, builder, image_size, batch_size, 0.005, family=family,
                        display_name=display_name, description=description,
-                       min_image_size=min_size, channels_first=channels_first))
+                       min_image_size=min_size, channels_first=channels_first,
+                       xla_compiled=xla_compiled))
 
 
 apps = keras.applications
@@ -109,4 +110,6 @@ _register("inception_resnet_v2", apps.InceptionResNetV2, 299, 32, "inception",
 for _variant in ("tiny", "small", "base"):
     _register("convnext_" + _variant, getattr(apps, "ConvNeXt" + _variant.capitalize()), 224, 32,
               "convnext", "ConvNeXt-%s, keras.applications" % _variant.capitalize(),
-              channels_first=False, **NO_PREPROCESSING)
+              channels_first=False, **NO_PREPROCESSING,
+              # keras/src/backend/tensorflow/nn.py conv(): grouped convolutions, on every device.
+              xla_compiled="Keras compiles its grouped convolutions with XLA")

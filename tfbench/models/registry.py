@@ -34,6 +34,10 @@ class ModelSpec:
     # False: no channels_first implementation; the builder builds NHWC even for NCHW (the runner
     # should say so in one line and record the layout actually used).
     channels_first: bool = True
+    # What of the model's step Keras compiles with XLA whatever --xla ('' for nothing): XLA reads
+    # only variables on its own device, so such a model cannot keep its variables on another
+    # device (tfbench.distribute.strategy gives each device its own copy).
+    xla_compiled: str = ""
 
     @property
     def num_classes(self) -> int:
