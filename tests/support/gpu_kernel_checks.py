@@ -177,7 +177,7 @@ def gpu_runner(flags: dict) -> train.TrainRunner:
     cpu_plan = devices.DeviceSet("cpu", plan.num_devices,
                                  tuple("/cpu:%d" % i for i in range(plan.num_devices)),
                                  plan.data_format)
-    strategy = strategy_lib.make_strategy(p, cpu_plan).strategy
+    strategy = strategy_lib.make_strategy(p, cpu_plan, resolved.facts.model_xla).strategy
     return train.TrainRunner(p=p, plan=resolved, strategy=strategy)
 
 

@@ -123,7 +123,7 @@ def _plan(args: list[str]):
     p = parse_settings(["tfbench", *BASE, *args])
     plan = resolve(p)
     _fresh_collective_keys()
-    return p, plan, strategy_lib.make_strategy(p, plan.device)
+    return p, plan, strategy_lib.make_strategy(p, plan.device, plan.facts.model_xla)
 
 
 def _failure(exc: Exception) -> dict:
