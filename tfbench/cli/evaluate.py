@@ -194,20 +194,19 @@ def run(argv: Sequence[str], child_cmd: Sequence[str] = DEFAULT_CHILD, stdout=No
         say("interrupted; the same command continues it. Writing the report of the finished "
             "runs")
     rows_path = os.path.join(out_dir, ev.ROWS_FILE)
-    if os.path.exists(rows_path):
+    have_rows = os.path.exists(rows_path)
+    where = "rows in %s, logs in %s" % (rows_path, os.path.join(out_dir, "logs"))
+    if have_rows:
         _, checked = _report(args, evaluation.method, record, stdout, say)
     if interrupted is not None:
         # As a run and a sweep end on a signal: one error line, after the report.
         print(errors.error_line("%s; the same command continues it%s" % (
-            interrupted, "; rows in %s, logs in %s" % (rows_path, os.path.join(out_dir, "logs"))
-            if os.path.exists(rows_path) else "")), file=stderr)
+            interrupted, "; " + where if have_rows else "")), file=stderr)
         return code
-    if not os.path.exists(rows_path):
+    if not have_rows:
         return code
     if code == errors.EXIT_OK:
-        code, line = study_end(ev.statuses(out_dir, evaluation.all_points), "runs",
-                               "rows in %s, logs in %s" % (rows_path,
-                                                           os.path.join(out_dir, "logs")))
+        code, line = study_end(ev.statuses(out_dir, evaluation.all_points), "runs", where)
         if line:
             print(errors.error_line(line), file=stderr)
     if code == errors.EXIT_OK and checked is False and args.browser_check == "yes":
